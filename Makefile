@@ -1,0 +1,32 @@
+# The README's commands. `make run` and `make test` each do all the set-up they need on a fresh machine.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PORT   ?= 8501
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test bench chromium clean
+
+$(VENV)/.runtime: requirements.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+# Debian's chromium drives the browser tests (Playwright) and figure export (kaleido).
+chromium:
+	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
+
+run: $(VENV)/.runtime
+	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true
+
+test: $(VENV)/.dev chromium
+	$(PY) -m pytest
+
+bench: $(VENV)/.dev
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
