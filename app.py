@@ -1,0 +1,40 @@
+"""wviz: attention as optimal transport. Entry point: `streamlit run app.py` (or `make run`)."""
+import streamlit as st
+
+st.set_page_config(page_title="wviz: attention as transport", page_icon=":material/blur_on:", layout="wide")
+
+# One entry per built page, by section. A page that is not built yet is simply not listed.
+SECTIONS = {
+    "Attention as optimisation": [
+        st.Page("pages/attention_transport.py", title="Attention as transport", icon=":material/scatter_plot:",
+                url_path="attention"),
+    ],
+}
+
+
+def home():
+    st.title("wviz: see attention as optimal transport")
+    st.markdown(
+        "Attention weights are the answer to an optimisation problem. A query has one unit of mass to send to "
+        "its keys, and sending mass to key $j$ costs $-\\langle q, k_j \\rangle$: the cheapest plan sends "
+        "everything to the best key. Add an entropy term and the optimal plan is exactly **softmax**; change "
+        "the regulariser and you get **sparsemax**, **entmax** or a **prior-softmax**. Let both marginals "
+        "count and you get a **transport plan** between two distributions.\n\n"
+        "Each page turns one paper's equations into figures you can move: change tau, alpha or gamma, edit "
+        "points, costs or covariances, and watch the weights and plans recompute."
+    )
+    for section, pages in SECTIONS.items():
+        st.subheader(section)
+        for page in pages:
+            st.page_link(page, label=page.title, icon=page.icon)
+
+
+nav = st.navigation({"wviz": [st.Page(home, title="Home", icon=":material/home:", default=True)], **SECTIONS})
+from wviz.device import describe, get_device  # noqa: E402  (after set_page_config)
+
+if nav.title == "Home":  # the pages draw this badge themselves (wviz.ui.page_setup)
+    try:
+        st.sidebar.markdown(f"**Computing on:** {describe(get_device())}")
+    except ValueError as err:
+        st.sidebar.error(str(err))
+nav.run()

@@ -1,0 +1,25 @@
+"""Every page opens in a real browser and renders without an exception."""
+import pytest
+
+from tests.e2e.conftest import page_paths
+
+
+def wait_until_idle(page, timeout_ms=60_000):
+    """Streamlit shows a 'running' status widget while the script runs; wait until it is gone."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+    page.wait_for_timeout(500)
+    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout_ms)
+
+
+@pytest.mark.parametrize("path", page_paths())
+def test_page_renders_without_exception(server, page, path):
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/{path}")
+    wait_until_idle(page)
+    page.wait_for_selector("h1", timeout=30_000)
+    exceptions = page.locator('[data-testid="stException"]')
+    assert exceptions.count() == 0, exceptions.first.inner_text()
+    assert not errors, errors
+    if path:  # a math page draws at least one chart
+        page.wait_for_selector(".js-plotly-plot", timeout=30_000)

@@ -1,0 +1,1 @@
+"""Figure builders: results (numpy / torch on any device) -> Plotly figures. Layout only, no math."""
