@@ -1,0 +1,71 @@
+"""Untrusted uploads: strict parsing with plain messages; and the sample clouds."""
+import numpy as np
+import pytest
+import torch
+
+from wviz import io, samples
+
+
+def test_points_csv_round_trip_and_normalised_masses():
+    csv = b"cloud,x,y,mass\nsource,0,0,1\nsource,1,0,3\ntarget,0,1,2\n"
+    x, a, y, b = io.read_points_csv(csv)
+    assert torch.equal(x, torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64))
+    assert torch.allclose(a, torch.tensor([0.25, 0.75], dtype=torch.float64))
+    assert torch.equal(y, torch.tensor([[0.0, 1.0]], dtype=torch.float64)) and b.item() == 1.0
+
+
+def test_points_csv_default_masses_are_uniform():
+    x, a, y, b = io.read_points_csv(b"cloud,x,y\nsource,0,0\nsource,1,1\nsource,2,2\ntarget,5,5\n")
+    assert torch.allclose(a, torch.full((3,), 1 / 3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"cloud,x\nsource,1\n", "missing: y"),
+    (b"cloud,x,y\nsource,1,abc\ntarget,0,0\n", "row 1, column 2"),
+    (b"cloud,x,y\nsource,1,\ntarget,0,0\n", "empty or non-numeric"),
+    (b"cloud,x,y\nleft,1,1\n", "'source' or 'target'"),
+    (b"cloud,x,y\nsource,1,1\n", "no target points"),
+    (b"cloud,x,y,mass\nsource,1,1,-1\nsource,0,0,2\ntarget,0,0,1\n", "non-negative"),
+    (b"cloud,x,y\nsource,1,inf\ntarget,0,0\n", "non-numeric"),
+    (b"\xff\xfe\x00garbage", "CSV"),
+    (b"", "CSV"),
+])
+def test_points_csv_bad_input(data, message):
+    with pytest.raises(ValueError, match=message):
+        io.read_points_csv(data)
+
+
+def test_upload_size_limit():
+    with pytest.raises(ValueError, match="limit"):
+        io.read_points_csv(b"cloud,x,y\n" + b"source,1,1\n" * (io.MAX_UPLOAD_BYTES // 10))
+
+
+def test_matrix_csv_and_typed_matrix():
+    assert torch.equal(io.read_matrix_csv(b"0,1\n2,3\n"), torch.tensor([[0.0, 1.0], [2.0, 3.0]], dtype=torch.float64))
+    assert torch.equal(io.parse_matrix("0 1\n2, 3"), torch.tensor([[0.0, 1.0], [2.0, 3.0]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="same number"):
+        io.parse_matrix("0 1\n2")
+    with pytest.raises(ValueError, match="not a number"):
+        io.parse_matrix("0 x\n2 3")
+    with pytest.raises(ValueError, match="row 2, column 1"):
+        io.read_matrix_csv(b"0,1\nfoo,3\n")
+
+
+@pytest.mark.parametrize("preset", samples.PRESETS)
+def test_presets_are_reproducible_and_shaped(preset):
+    x1, y1 = samples.point_clouds(preset, 30, 20, seed=3)
+    x2, y2 = samples.point_clouds(preset, 30, 20, seed=3)
+    assert x1.shape == (30, 2) and y1.shape == (20, 2)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert torch.isfinite(x1).all() and torch.isfinite(y1).all()
+
+
+def test_rings_have_their_radii():
+    x, y = samples.point_clouds("rings", 2000, 2000, seed=0)
+    assert abs(float(x.norm(dim=1).mean()) - 0.5) < 0.01
+    assert abs(float((y - torch.tensor([0.3, 0.0], dtype=torch.float64)).norm(dim=1).mean()) - 1.2) < 0.01
+
+
+def test_unknown_preset():
+    with pytest.raises(ValueError, match="unknown preset"):
+        samples.point_clouds("spiral", 3, 3)

@@ -1,0 +1,80 @@
+"""Figures of the "Transport plans" page."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from wviz.figures.common import PALETTE, to_numpy
+
+
+def plan_with_marginals(plan, a, b, title: str) -> go.Figure:
+    """The plan P as a heatmap, the target marginal b as bars above it and the source marginal a on its left."""
+    P, a, b = to_numpy(plan), to_numpy(a), to_numpy(b)
+    fig = make_subplots(rows=2, cols=2, column_widths=[0.15, 0.85], row_heights=[0.2, 0.8],
+                        shared_xaxes="columns", shared_yaxes="rows", horizontal_spacing=0.01,
+                        vertical_spacing=0.02)
+    fig.add_bar(x=np.arange(len(b)), y=b, row=1, col=2, marker_color=PALETTE[1], name="b (target)",
+                hovertemplate="b_%{x} = %{y:.3g}<extra></extra>")
+    fig.add_bar(y=np.arange(len(a)), x=a, orientation="h", row=2, col=1, marker_color=PALETTE[0],
+                name="a (source)", hovertemplate="a_%{y} = %{x:.3g}<extra></extra>")
+    fig.add_trace(go.Heatmap(z=P, colorscale="Viridis", colorbar=dict(title="P_ij", len=0.8, y=0.4),
+                             hovertemplate="P[%{y}, %{x}] = %{z:.3g}<extra></extra>"), row=2, col=2)
+    fig.update_xaxes(autorange="reversed", row=2, col=1, title_text="a_i")
+    fig.update_yaxes(autorange="reversed", row=2, col=1, title_text="source i")
+    fig.update_xaxes(title_text="target j", row=2, col=2)
+    fig.update_layout(title=title, height=560, showlegend=False, margin=dict(t=50, b=40))
+    return fig
+
+
+def plan_lines(x, y, plan, a, b, title: str, max_lines: int = 1500) -> go.Figure:
+    """The two clouds, with a line from x_i to y_j for the largest entries of P; opacity follows the mass."""
+    x, y, P, a, b = map(to_numpy, (x, y, plan, a, b))
+    flat = P.ravel()
+    k = min(max_lines, int((flat > 0).sum()))
+    top = np.argpartition(-flat, k - 1)[:k] if k else np.array([], dtype=int)
+    fig = go.Figure()
+    if k:
+        mass = flat[top] / flat[top].max()
+        # one trace per opacity level keeps the figure light (a trace per line would be thousands of traces)
+        levels = np.minimum((mass * 8).astype(int), 7)
+        for level in range(8):
+            idx = top[levels == level]
+            if not len(idx):
+                continue
+            i, j = np.unravel_index(idx, P.shape)
+            xs = np.column_stack([x[i, 0], y[j, 0], np.full(len(i), np.nan)]).ravel()
+            ys = np.column_stack([x[i, 1], y[j, 1], np.full(len(i), np.nan)]).ravel()
+            fig.add_scatter(x=xs, y=ys, mode="lines", line=dict(color="#555555", width=1.2),
+                            opacity=0.08 + 0.92 * (level + 1) / 8, hoverinfo="skip", showlegend=False)
+    for pts, w, name, color in ((x, a, "source x_i (size: a_i)", PALETTE[0]),
+                                (y, b, "target y_j (size: b_j)", PALETTE[1])):
+        fig.add_scatter(x=pts[:, 0], y=pts[:, 1], mode="markers", name=name,
+                        marker=dict(color=color, size=4 + 14 * np.sqrt(w / w.max()), line=dict(width=0.5)))
+    note = "" if k == int((flat > 0).sum()) else f" (the {k} largest of {int((flat > 0).sum())} entries)"
+    fig.update_layout(title=title + note, height=520, yaxis_scaleanchor="x", margin=dict(t=50, b=40),
+                      legend=dict(orientation="h", y=-0.12))
+    return fig
+
+
+def marginal_error_curve(iterations, errors, tol: float, title: str, current: int | None = None) -> go.Figure:
+    """Marginal L1 error against iteration (log scale), with the tolerance as a line."""
+    it, err = to_numpy(iterations), to_numpy(errors)
+    fig = go.Figure(go.Scatter(x=it, y=np.maximum(err, 1e-300), mode="lines+markers", name="marginal error"))
+    fig.add_hline(y=tol, line_dash="dash", annotation_text=f"tol = {tol:g}")
+    if current is not None:
+        fig.add_vline(x=current, line_color=PALETTE[5])
+    fig.update_layout(title=title, xaxis_title="iteration", yaxis_title="L1 marginal error", yaxis_type="log",
+                      height=360, margin=dict(t=50, b=40))
+    return fig
+
+
+def cost_against_gamma(gammas, costs, exact_cost: float, gamma_now: float, title: str) -> go.Figure:
+    """Transport cost <C, P_gamma> against gamma, converging to the exact (unregularised) cost."""
+    fig = go.Figure(go.Scatter(x=to_numpy(gammas), y=to_numpy(costs), mode="lines+markers",
+                               name="<C, P_gamma>"))
+    fig.add_hline(y=exact_cost, line_dash="dash", annotation_text=f"exact OT = {exact_cost:.4g}")
+    fig.add_vline(x=gamma_now, line_color=PALETTE[5], annotation_text="current gamma")
+    fig.update_layout(title=title, xaxis_type="log", xaxis_title="gamma", yaxis_title="transport cost",
+                      height=360, margin=dict(t=50, b=40))
+    return fig

@@ -1,0 +1,87 @@
+"""Reading user files (untrusted): size limits, strict columns and shapes, plain error messages."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import torch
+
+MAX_UPLOAD_BYTES = 2 * 1024 * 1024  # a 2-D cloud or cost matrix for an interactive page is far smaller
+MAX_POINTS = 4096
+
+
+def _read_csv(data: bytes, what: str, header) -> pd.DataFrame:
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise ValueError(f"the {what} file is {len(data) / 1e6:.1f} MB; the limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB")
+    try:
+        return pd.read_csv(io.BytesIO(data), header=header, skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ValueError(f"the {what} file is not a readable CSV ({str(err).splitlines()[0]})") from None
+
+
+def _numeric(df: pd.DataFrame, what: str) -> np.ndarray:
+    values = df.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ValueError(f"the {what} has an empty or non-numeric entry in row {r + 1}, column {c + 1} "
+                         f"({df.iat[r, c]!r})")
+    return values
+
+
+def read_points_csv(data: bytes) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Two weighted 2-D clouds from a CSV with columns ``cloud,x,y[,mass]``; cloud is ``source`` or ``target``.
+
+    Returns x (n, 2), a (n,), y (m, 2), b (m,) as float64 tensors; masses default to uniform and are normalised
+    to total 1 (each cloud is a probability measure).
+    """
+    df = _read_csv(data, "points", header=0)
+    df.columns = [str(c).strip().lower() for c in df.columns]
+    missing = {"cloud", "x", "y"} - set(df.columns)
+    if missing:
+        raise ValueError(f"the points file needs columns cloud, x, y (and optionally mass); missing: "
+                         f"{', '.join(sorted(missing))}")
+    cloud = df["cloud"].astype(str).str.strip().str.lower()
+    unknown = sorted(set(cloud) - {"source", "target"})
+    if unknown:
+        raise ValueError(f"the cloud column may only say 'source' or 'target', not {unknown[0]!r}")
+    if "mass" not in df.columns:
+        df["mass"] = 1.0
+    values = _numeric(df[["x", "y", "mass"]], "points file")
+    out = []
+    for name in ("source", "target"):
+        rows = values[(cloud == name).to_numpy()]
+        if len(rows) == 0:
+            raise ValueError(f"the points file has no {name} points")
+        if len(rows) > MAX_POINTS:
+            raise ValueError(f"the {name} cloud has {len(rows)} points; the limit is {MAX_POINTS}")
+        mass = rows[:, 2]
+        if (mass < 0).any() or mass.sum() <= 0:
+            raise ValueError(f"the {name} masses must be non-negative with a positive total")
+        out += [torch.tensor(rows[:, :2]), torch.tensor(mass / mass.sum())]
+    x, a, y, b = out
+    return x, a, y, b
+
+
+def read_matrix_csv(data: bytes, what: str = "cost matrix") -> torch.Tensor:
+    """A numeric matrix from a CSV without header (n rows, m columns) as a float64 tensor."""
+    df = _read_csv(data, what, header=None)
+    if df.shape[0] > MAX_POINTS or df.shape[1] > MAX_POINTS:
+        raise ValueError(f"the {what} is {df.shape[0]} x {df.shape[1]}; the limit is {MAX_POINTS} per side")
+    return torch.tensor(_numeric(df, what))
+
+
+def parse_matrix(text: str, what: str = "cost matrix") -> torch.Tensor:
+    """A matrix typed as lines of numbers (one row per line, commas or spaces between entries)."""
+    rows = [line.replace(",", " ").split() for line in text.strip().splitlines() if line.strip()]
+    if not rows:
+        raise ValueError(f"type the {what}: one row per line")
+    widths = {len(r) for r in rows}
+    if len(widths) > 1:
+        raise ValueError(f"every row of the {what} needs the same number of entries (found {sorted(widths)})")
+    try:
+        values = np.array([[float(v) for v in r] for r in rows])
+    except ValueError as err:
+        raise ValueError(f"the {what} has an entry that is not a number ({err})") from None
+    return torch.tensor(values)
