@@ -7,7 +7,7 @@ st.set_page_config(page_title="wviz: attention as transport", page_icon=":materi
 SECTIONS = {
     "Attention as optimisation": [
         st.Page("pages/attention_transport.py", title="Attention as transport", icon=":material/scatter_plot:",
-                url_path="attention"),
+                url_path="attention_transport"),
     ],
 }
 

@@ -54,8 +54,8 @@ def read_scores():
         qx = c1.number_input("query x", value=1.0, step=0.1, key="qx", help="First coordinate of q.")
         qy = c2.number_input("query y", value=0.3, step=0.1, key="qy", help="Second coordinate of q.")
         default = pd.DataFrame({"x": [1.0, 0.2, -0.8], "y": [0.2, 1.0, -0.4]})
-        keys = sb.data_editor(default, num_rows="dynamic", key="keys_table",
-                              help="One key per row; add or delete rows to change m.")
+        sb.caption("Keys k_j, one per row; add or delete rows to change m.")
+        keys = sb.data_editor(default, num_rows="dynamic", key="keys_table")
         if len(keys) == 0:
             raise ValueError("add at least one key to the table")
         k = torch.tensor(keys[["x", "y"]].to_numpy(dtype=float, na_value=np.nan), dtype=torch.float64)
@@ -79,9 +79,9 @@ def read_prior(m: int):
     """The prior pi over the m keys from its editor (shown only when prior-softmax is chosen)."""
     if "prior-softmax" not in mechanisms:
         return None
+    sb.caption("Prior pi over the keys for prior-softmax: non-negative, summing to 1; a zero masks a key.")
     table = sb.data_editor(pd.DataFrame({"key": [f"k{j + 1}" for j in range(m)], "prior": [1.0 / m] * m}),
-                           disabled=["key"], key=f"prior_table_{m}",
-                           help="Prior pi over the keys; must be non-negative and sum to 1. Zero masks a key.")
+                           disabled=["key"], key=f"prior_table_{m}", hide_index=True)
     return torch.tensor(table["prior"].to_numpy(dtype=float, na_value=np.nan), dtype=torch.float64)
 
 

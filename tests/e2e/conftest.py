@@ -1,4 +1,5 @@
 """A real streamlit server and Debian's chromium, driven by Playwright, for the browser tests."""
+import contextlib
 import os
 import re
 import socket
@@ -28,8 +29,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server():
+@contextlib.contextmanager
+def running_app():
+    """A fresh streamlit server on a free loopback port; yields its URL."""
     port = _free_port()
     env = {**os.environ, "WVIZ_DEVICE": "cpu"}
     proc = subprocess.Popen(
@@ -47,9 +49,17 @@ def server():
     else:
         proc.kill()
         raise RuntimeError("streamlit did not start:\n" + proc.stdout.read().decode())
-    yield url
-    proc.terminate()
-    proc.wait(10)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def server():
+    with running_app() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """Every page opens in a real browser and renders without an exception."""
 import pytest
 
-from tests.e2e.conftest import page_paths
+from tests.e2e.conftest import page_paths, running_app
 
 
 def wait_until_idle(page, timeout_ms=60_000):
@@ -11,15 +11,30 @@ def wait_until_idle(page, timeout_ms=60_000):
     page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout_ms)
 
 
-@pytest.mark.parametrize("path", page_paths())
-def test_page_renders_without_exception(server, page, path):
+def assert_rendered(page, server, path):
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{server}/{path}")
     wait_until_idle(page)
     page.wait_for_selector("h1", timeout=30_000)
+    assert page.get_by_text("Page not found").count() == 0
     exceptions = page.locator('[data-testid="stException"]')
     assert exceptions.count() == 0, exceptions.first.inner_text()
     assert not errors, errors
     if path:  # a math page draws at least one chart
         page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+
+
+@pytest.mark.parametrize("path", page_paths())
+def test_page_renders_without_exception(server, page, path):
+    assert_rendered(page, server, path)
+
+
+def test_direct_link_on_a_fresh_server_goes_through_the_app_navigation(page):
+    """The first request of a server names a page: it must still get app.py's navigation (sections, no
+    unbuilt pages), not Streamlit's old pages/ folder mode."""
+    path = page_paths()[-1]
+    with running_app() as url:
+        assert_rendered(page, url, path)
+        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+        assert "Home" in nav and "Attention as optimisation" in nav

@@ -14,8 +14,23 @@ from wviz.device import describe, get_device
 TORCH_THREADS = 2
 
 
+def _leave_legacy_pages_mode() -> None:
+    """Go through app.py's st.navigation even when a page was opened by a direct link.
+
+    On a server's first request Streamlit does not know yet that app.py calls st.navigation; because a pages/
+    folder exists it runs a page named in the URL directly, in its old multipage mode (no sections, every file
+    listed). Turning that mode off and rerunning sends the request through app.py.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def page_setup(title: str, intro: str) -> torch.device:
     """Title, one-paragraph intro and the sidebar badge saying where this page computes; returns the device."""
+    _leave_legacy_pages_mode()
     torch.set_num_threads(min(TORCH_THREADS, torch.get_num_threads()))
     try:
         device = get_device()

@@ -1,0 +1,53 @@
+"""Helpers to drive pages with streamlit's AppTest and read the figures they drew."""
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _decode(obj):
+    """Plotly 6+ stores numpy arrays as {"dtype", "bdata" (base64), "shape"}: turn them back into arrays."""
+    if isinstance(obj, dict):
+        if "bdata" in obj and "dtype" in obj:
+            arr = np.frombuffer(base64.b64decode(obj["bdata"]), dtype=obj["dtype"])
+            shape = obj.get("shape")
+            return arr.reshape([int(v) for v in str(shape).split(",")]) if shape else arr
+        return {k: _decode(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode(v) for v in obj]
+    return obj
+
+
+def figures(at: AppTest) -> list[dict]:
+    """Every Plotly figure the page drew, as its JSON dict (arrays decoded), in page order."""
+    return [_decode(json.loads(el.proto.spec)) for el in at.get("plotly_chart")]
+
+
+def figure_titled(at: AppTest, start: str) -> dict:
+    """The one figure whose title starts with ``start``."""
+    found = [f for f in figures(at) if f["layout"].get("title", {}).get("text", "").startswith(start)]
+    assert len(found) == 1, [f["layout"].get("title", {}).get("text") for f in figures(at)]
+    return found[0]
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.fixture
+def open_page(monkeypatch):
+    monkeypatch.setenv("WVIZ_DEVICE", "cpu")
+
+    def _open(name: str, timeout: float = 120) -> AppTest:
+        at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=timeout)
+        at.run()
+        no_exception(at)
+        return at
+
+    return _open
