@@ -1,0 +1,525 @@
+"""Regularised attention maps: attention weights as the argmin of a one-sided optimal transport problem.
+
+Source: the 001 note (shared/seeds/001_*.txt, "Scaled-Dot-Product Attention as One-Sided Entropic Optimal
+Transport", arXiv 2508.08369). Eq. (4)-(5) of the note: softmax(s / tau) is the minimiser over the simplex of
+sum_j C_j p_j - tau H(p) with cost C_j = -<q, k_j>; eq. (13) and the table under it generalise this to
+J(p) = -<s, p> + Omega(p) (the note prints -sum_j C_j p_j in (13); with its own C_j = -<q, k_j> the consistent
+form is sum_j C_j p_j + Omega(p) = -<s, p> + Omega(p), which is what is used here).
+
+One convention for every map in this module. For scores s (the note's s_j = <q, k_j>), a temperature tau > 0
+and the probability simplex Delta = {p : p_j >= 0, sum_j p_j = 1}:
+
+    p*(s) = argmin_{p in Delta}  -<s, p> + tau * Omega(p)
+
+    softmax        Omega(p) = sum_j p_j log p_j                        ("shannon")
+    sparsemax      Omega(p) = 1/2 ||p||^2                              ("l2")
+    entmax         Omega(p) = (sum_j p_j^alpha - 1) / (alpha (alpha - 1)), alpha in [1, 2]   ("tsallis")
+    prior_softmax  Omega(p) = KL(p || pi) = sum_j p_j log(p_j / pi_j)  ("kl")
+
+tau is a temperature everywhere, also for sparsemax (the note's table uses the letter tau for sparsemax's
+threshold instead). Every map works on torch tensors of any shape, along the last dimension, on CPU or CUDA,
+in float32 or float64. A score of -inf masks its key (weight exactly 0); a row whose keys are all masked, NaN
+or +inf scores, and a tau that is not a positive finite number raise ValueError.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+OMEGAS = ("shannon", "l2", "tsallis", "kl")
+
+__all__ = [
+    "softmax", "sparsemax", "entmax", "prior_softmax", "regularized_objective", "solve_simplex",
+    "support_size", "entropy", "Mechanism", "MECHANISMS", "OMEGAS",
+]
+
+
+# ----------------------------------------------------------------------------------------------- input checks
+
+def _check_tensor(x, name: str, keys: bool = True) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name} must be a torch tensor, got {type(x).__name__}")
+    if x.dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"{name} must be float32 or float64, got {x.dtype}")
+    if keys and (x.dim() == 0 or x.shape[-1] == 0):
+        raise ValueError(f"{name} needs at least one key along its last dimension, got shape {tuple(x.shape)}")
+
+
+def _check_tau(tau) -> float:
+    try:
+        t = float(tau)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"tau must be a number, got {tau!r}") from None
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"tau must be a positive finite number, got {t}")
+    return t
+
+
+def _check_alpha(alpha) -> float:
+    try:
+        a = float(alpha)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"alpha must be a number, got {alpha!r}") from None
+    if not 1.0 <= a <= 2.0:  # also rejects NaN
+        raise ValueError(f"alpha must lie in [1, 2] (1 = softmax, 2 = sparsemax), got {a}")
+    return a
+
+
+def _check_omega(omega) -> str:
+    if omega not in OMEGAS:
+        raise ValueError(f"unknown omega {omega!r}; choose one of {', '.join(OMEGAS)}")
+    return omega
+
+
+def _of_row(flat: int, lead: torch.Size) -> str:
+    """' of row 3' / ' of row (0, 3)' / '' (1-D input): names the first offending row in messages."""
+    if len(lead) == 0:
+        return ""
+    idx = []
+    for n in reversed(lead):
+        idx.append(flat % n)
+        flat //= n
+    idx = idx[::-1]
+    return f" of row {idx[0]}" if len(idx) == 1 else f" of row {tuple(idx)}"
+
+
+def _first(bad: torch.Tensor) -> int:
+    return int(bad.reshape(-1).nonzero()[0])
+
+
+def _row_max(scores) -> torch.Tensor:
+    """Validated row maxima (keepdim, detached). The max propagates NaN and +inf and is -inf exactly when a
+    row is all -inf, so a single cheap reduction checks every row (no per-element pass, no python loop)."""
+    _check_tensor(scores, "scores")
+    smax = scores.detach().amax(dim=-1, keepdim=True)
+    if not bool(torch.isfinite(smax).all()):
+        i = _first(~torch.isfinite(smax))
+        v = float(smax.reshape(-1)[i])
+        where = _of_row(i, scores.shape[:-1])
+        if math.isnan(v):
+            raise ValueError(f"scores{where} contain NaN")
+        if v > 0:
+            raise ValueError(f"scores{where} contain +inf; use a large finite score (-inf is allowed and masks a key)")
+        raise ValueError(f"every key{where} is masked (-inf): at least one score per row must be finite")
+    return smax
+
+
+def _log_prior(prior, scores: torch.Tensor) -> torch.Tensor:
+    """log(pi), validated and converted to the dtype and device of ``scores``; -inf where pi is 0."""
+    if prior is None:
+        raise ValueError("prior-softmax needs a prior: a tensor of weights over the keys that sums to 1")
+    if not isinstance(prior, torch.Tensor) or not prior.is_floating_point():
+        raise ValueError(f"prior must be a floating-point torch tensor, got {type(prior).__name__}")
+    if prior.dim() == 0 or prior.shape[-1] != scores.shape[-1]:
+        raise ValueError(f"prior has shape {tuple(prior.shape)} but scores have {scores.shape[-1]} keys "
+                         f"(shape {tuple(scores.shape)}); the prior needs one weight per key")
+    try:
+        shape = torch.broadcast_shapes(prior.shape, scores.shape)
+    except RuntimeError:
+        shape = None
+    if shape != scores.shape:
+        raise ValueError(f"prior of shape {tuple(prior.shape)} does not broadcast to scores of shape "
+                         f"{tuple(scores.shape)}")
+    prior = prior.to(device=scores.device, dtype=scores.dtype)
+    pd = prior.detach()
+    low, total = pd.amin(dim=-1), pd.sum(dim=-1)
+    m = prior.shape[-1]
+    tol = max(1e-6, 16 * math.sqrt(m) * torch.finfo(prior.dtype).eps)  # float32 sums of many keys round
+    bad = torch.isnan(low) | (low < 0) | ~((total - 1).abs() <= tol)
+    if bool(bad.any()):
+        i = _first(bad)
+        where = _of_row(i, prior.shape[:-1])
+        lo, tot = float(low.reshape(-1)[i]), float(total.reshape(-1)[i])
+        if math.isnan(lo):
+            raise ValueError(f"prior{where} contains NaN")
+        if lo < 0:
+            raise ValueError(f"prior{where} has a negative weight ({lo:g}); prior weights must be >= 0")
+        if tot == 0:
+            raise ValueError(f"prior{where} is zero on every key; it must put weight on at least one key")
+        raise ValueError(f"prior{where} sums to {tot:.6g}, not 1; normalise it (prior / prior.sum(-1, keepdim=True))")
+    # where() keeps the gradient finite at pi = 0 (the clamped branch is not selected there)
+    return torch.where(prior > 0, prior.clamp_min(torch.finfo(prior.dtype).tiny).log(),
+                       torch.tensor(-math.inf, dtype=prior.dtype, device=prior.device))
+
+
+def _tau_for(dtype: torch.dtype, tau: float) -> float:
+    """tau as the tensor's dtype sees it: a float32 op turns 1e-50 into 0 and 1e50 into inf (0/0 = NaN)."""
+    fi = torch.finfo(dtype)
+    return min(max(tau, fi.tiny), fi.max)
+
+
+# --------------------------------------------------------------------------------------------------- softmax
+
+def softmax(scores: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+    """Softmax attention p_j = exp(s_j / tau) / sum_l exp(s_l / tau): eq. (12) of the 001 note.
+
+    It is the argmin over the simplex of -<s, p> + tau * sum_j p_j log p_j (the one-sided entropic OT problem,
+    eq. (4)-(5) of the 001 note, with C_j = -s_j; KKT conditions (9)-(10)). Scores are shifted by their row max
+    before dividing by tau, so tiny or huge tau cannot overflow; -inf scores get weight exactly 0.
+    """
+    tau = _check_tau(tau)
+    _check_tensor(scores, "scores")
+    if tau == 1.0:
+        p = torch.softmax(scores, dim=-1)  # torch shifts by the row max itself
+        # torch's softmax turns a row with NaN, +inf or only -inf keys into NaN everywhere (its max or its sum
+        # is NaN), so one column of the output checks every row without another pass over the scores
+        if bool(torch.isnan(p[..., 0]).any()):
+            _row_max(scores)  # raises, naming the row and the reason
+            raise ValueError("softmax produced NaN")  # unreachable for finite or -inf scores
+        return p
+    smax = _row_max(scores)
+    return torch.softmax((scores - smax) / _tau_for(scores.dtype, tau), dim=-1)
+
+
+def prior_softmax(scores: torch.Tensor, prior: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+    """Prior-softmax p_j = pi_j exp(s_j / tau) / sum_l pi_l exp(s_l / tau): the PriorSoftmax row of the table
+    under eq. (13) of the 001 note.
+
+    It is the argmin over the simplex of -<s, p> + tau * KL(p || pi). ``prior`` (pi) broadcasts to ``scores``,
+    is non-negative and sums to 1 along the last dimension; keys with pi_j = 0 (or s_j = -inf) get weight
+    exactly 0. A uniform prior gives softmax.
+    """
+    tau = _check_tau(tau)
+    smax = _row_max(scores)
+    logits = (scores - smax) / _tau_for(scores.dtype, tau) + _log_prior(prior, scores)
+    dead = logits.detach().amax(dim=-1) == -math.inf
+    if bool(dead.any()):
+        where = _of_row(_first(dead), scores.shape[:-1])
+        raise ValueError(f"every key{where} is masked: the prior is 0 on every key whose score is finite")
+    return torch.softmax(logits, dim=-1)
+
+
+# -------------------------------------------------------------------------------- sparsemax and 1.5-entmax
+
+def _threshold_sorted(v: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Threshold theta and support size k* from rows sorted in decreasing order with v[..., 0] == 0.
+
+    alpha == 2 (sparsemax): p = (v - theta)_+ sums to 1 (Martins & Astudillo 2016, sec. 2: key k is in the
+    support iff 1 + k v_k > sum_{i<=k} v_i). alpha == 1.5: p = (v - theta)_+^2 sums to 1 (Peters, Niculae &
+    Martins 2019, sec. 3, sort-based exact 1.5-entmax: theta_k is the smaller root of sum_{i<=k} (v_i - t)^2 = 1
+    and k* the largest k with theta_k <= v_k). Works on a prefix of the sorted row (top-k): k* < k proves the
+    prefix held the whole support.
+    """
+    # The top key has p <= 1, so theta >= -1 and no key with v <= -1 is in the support. Clamping at -2 keeps
+    # such keys out of the support test (shown for both rules) and turns -inf (masked keys) into finite numbers.
+    v = v.clamp(min=-2.0)
+    rho = torch.arange(1, v.shape[-1] + 1, device=v.device, dtype=v.dtype)
+    csum = v.cumsum(dim=-1)
+    if alpha == 2.0:
+        cand = csum - 1.0
+        in_support = 1.0 + rho * v > csum
+    else:
+        mean = csum / rho
+        var = (v * v).cumsum(dim=-1) / rho - mean * mean
+        cand = mean - (1.0 / rho - var).clamp(min=0).sqrt()  # no real root: mean > v_k, so k fails the test
+        in_support = cand <= v
+    kstar = torch.where(in_support, rho, 0).amax(dim=-1, keepdim=True).long()  # k = 1 always passes
+    theta = cand.gather(-1, kstar - 1)
+    if alpha == 2.0:
+        theta = theta / kstar
+    return theta, kstar
+
+
+def _topk_threshold(s2: torch.Tensor, mx: torch.Tensor, scale: float, alpha: float, k: int):
+    """theta, k* (float64 / int64, shape (n, 1)) for the rows of v = (s2 - mx) / scale, from a partial sort.
+
+    Starts with the top k of every row; rows whose support fills the top k (k* == k < m) may have a larger
+    support and are redone with k doubled, so the result is exact whatever the first k.
+    """
+    m = s2.shape[-1]
+    theta = kstar = rows = None
+    k = min(k, m)
+    while True:
+        sub, sub_mx = (s2, mx) if rows is None else (s2[rows], mx[rows])
+        top = torch.topk(sub, k, dim=-1).values if k < m else torch.sort(sub, dim=-1, descending=True).values
+        th, ks = _threshold_sorted((top.double() - sub_mx) / scale, alpha)  # float64: small tensor, exact shift
+        if rows is None:
+            theta, kstar = th, ks
+        else:
+            theta[rows], kstar[rows] = th, ks
+        if k >= m:
+            return theta, kstar
+        todo = (ks >= k).reshape(-1)
+        if not bool(todo.any()):
+            return theta, kstar
+        rows = todo.nonzero().reshape(-1) if rows is None else rows[todo]
+        k = min(2 * k, m)
+
+
+def _sorted_threshold(scores: torch.Tensor, smax: torch.Tensor, scale: float, alpha: float) -> torch.Tensor:
+    """theta (float64, shape of smax) for v = (s - smax) / scale.
+
+    The first k only decides the speed (a top-k costs more the larger k is, a redone row costs a second
+    top-k): it is guessed from the support sizes of 32 sample rows, solved the same way from k = 64 (one
+    cheap round for most inputs).
+    """
+    m = scores.shape[-1]
+    s2 = scores.detach().reshape(-1, m)
+    mx = smax.reshape(-1, 1).double()
+    k = 16
+    if s2.shape[0] > 64:
+        sample = torch.linspace(0, s2.shape[0] - 1, 32, device=s2.device).long()
+        _, ks = _topk_threshold(s2[sample], mx[sample], scale, alpha, 64)
+        k = int(ks.max()) * 5 // 4 + 2  # margin so that most rows fit the first round
+    theta, _ = _topk_threshold(s2, mx, scale, alpha, k)
+    return theta.reshape(smax.shape)
+
+
+def _entmax_bisect(scores: torch.Tensor, smax: torch.Tensor, tau: float, alpha: float) -> torch.Tensor:
+    """alpha-entmax for 1 < alpha < 2 by bisection on the normaliser, in float64.
+
+    With y = (s - max s) / tau <= 0 the solution is p_j = [1 + (alpha - 1)(y_j - c)]_+^(1 / (alpha - 1)) with the
+    unique c in [0, (1 - m^(1 - alpha)) / (alpha - 1)] making sum_j p_j = 1 (the top key gives p >= 1 at c = 0,
+    the uniform row gives the upper end). This is Peters et al.'s [(alpha-1) z - theta]_+^(1/(alpha-1)) with
+    theta = (alpha - 1)(max z + c) - 1; the c form tends to exp(y - c) as alpha -> 1 and stays well conditioned.
+    """
+    a1 = alpha - 1.0
+    y = (scores.detach().double() - smax.double()) / tau
+    m = scores.shape[-1]
+    lo = torch.zeros_like(smax, dtype=torch.float64)
+    hi = torch.full_like(lo, -math.expm1(-a1 * math.log(m)) / a1)
+
+    def weights(c):
+        return torch.exp(torch.log1p((a1 * (y - c)).clamp_(min=-1.0)) / a1)
+
+    width = 1e-9 if scores.dtype == torch.float32 else 1e-14
+    for _ in range(max(1, math.ceil(math.log2(max(float(hi.max()), width) / width)))):
+        mid = (lo + hi) / 2
+        big = weights(mid).sum(dim=-1, keepdim=True) >= 1.0
+        lo = torch.where(big, mid, lo)
+        hi = torch.where(big, hi, mid)
+    p = weights(lo)
+    return (p / p.sum(dim=-1, keepdim=True)).to(scores.dtype)
+
+
+def _sparse_forward(scores: torch.Tensor, smax: torch.Tensor, tau: float, alpha: float) -> torch.Tensor:
+    if alpha not in (1.5, 2.0):
+        return _entmax_bisect(scores, smax, tau, alpha)
+    scale = _tau_for(scores.dtype, tau * (2.0 if alpha == 1.5 else 1.0))  # 1.5-entmax thresholds s / (2 tau)
+    theta = _sorted_threshold(scores, smax, scale, alpha)
+    # One allocation, then in-place passes: the full-size temporaries, not the arithmetic, dominate at 4096^2.
+    out = torch.sub(scores.detach(), smax)  # shift first: exact near the max even for |s| ~ 1e8 in float32
+    if scale != 1.0:
+        out.div_(scale)
+    out.sub_(theta.to(out.dtype)).clamp_(min=0)
+    if alpha == 1.5:
+        out.square_()
+    return out
+
+
+class _SparseMap(torch.autograd.Function):
+    """alpha-entmax (1 < alpha <= 2) of s / tau with its closed-form Jacobian-vector product.
+
+    With w = p^(2 - alpha) on the support (w = 1 there for sparsemax) and 0 elsewhere, the Jacobian of
+    p(z) is diag(w) - w w^T / sum(w) (Martins & Astudillo 2016 for sparsemax; Peters, Niculae & Martins 2019
+    for entmax); the chain rule through z = s / tau divides by tau.
+    """
+
+    @staticmethod
+    def forward(ctx, scores, smax, tau, alpha):
+        p = _sparse_forward(scores, smax, tau, alpha)
+        ctx.save_for_backward(p)
+        ctx.tau, ctx.alpha = tau, alpha
+        return p
+
+    @staticmethod
+    def backward(ctx, grad):
+        (p,) = ctx.saved_tensors
+        w = (p > 0).to(p.dtype) if ctx.alpha == 2.0 else p.pow(2.0 - ctx.alpha)
+        gw = grad * w
+        out = gw - w * (gw.sum(dim=-1, keepdim=True) / w.sum(dim=-1, keepdim=True))
+        return out / ctx.tau, None, None, None
+
+
+def sparsemax(scores: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+    """Sparsemax attention p = argmin_{p in simplex} -<s, p> + (tau / 2) ||p||^2 = Euclidean projection of s / tau
+    onto the simplex, p_j = (s_j / tau - theta)_+ (Sparsemax row of the table under eq. (13) of the 001 note;
+    sparsemax: Martins & Astudillo 2016).
+
+    NB: the 001 note writes p_j = (<q, k_j> - tau)_+ with tau the threshold; here tau is a temperature, as in
+    every map of this module, and the threshold is called theta. Exact: theta comes from a partial sort (top-k,
+    k doubled for rows whose support does not fit). -inf scores get weight exactly 0.
+    """
+    tau = _check_tau(tau)
+    smax = _row_max(scores)
+    return _SparseMap.apply(scores, smax, tau, 2.0)
+
+
+def entmax(scores: torch.Tensor, alpha: float = 1.5, tau: float = 1.0) -> torch.Tensor:
+    """alpha-entmax attention: argmin_{p in simplex} -<s, p> + tau * (sum_j p_j^alpha - 1) / (alpha (alpha - 1)),
+    i.e. p_j = [(alpha - 1) s_j / tau - theta]_+^(1 / (alpha - 1)) (entmax: Peters, Niculae & Martins 2019, sec. 3;
+    the Tsallis member of the family of eq. (13) of the 001 note).
+
+    alpha == 1 is softmax and alpha == 2 sparsemax (dispatched exactly); alpha == 1.5 uses the exact sort-based
+    threshold on a partial sort; other alpha in (1, 2) bisect the threshold in float64 to ~1e-9 (float32 output)
+    or ~1e-14 (float64). -inf scores get weight exactly 0.
+    """
+    alpha = _check_alpha(alpha)
+    if alpha == 1.0:
+        return softmax(scores, tau)
+    if alpha == 2.0:
+        return sparsemax(scores, tau)
+    tau = _check_tau(tau)
+    smax = _row_max(scores)
+    return _SparseMap.apply(scores, smax, tau, alpha)
+
+
+# ---------------------------------------------------------------------------------- objective and solver
+
+def regularized_objective(p: torch.Tensor, scores: torch.Tensor, omega: str, tau: float,
+                          prior: torch.Tensor | None = None, alpha: float = 1.5) -> torch.Tensor:
+    """J(p) = -<s, p> + tau * Omega(p), the objective of eq. (13) of the 001 note; shape scores.shape[:-1].
+
+    omega: "shannon" (sum p log p), "l2" (1/2 ||p||^2), "tsallis" ((sum p^alpha - 1) / (alpha (alpha - 1)),
+    Shannon at alpha = 1, 1/2 ||p||^2 - 1/2 at alpha = 2) or "kl" (KL(p || prior)). Conventions: 0 log 0 = 0,
+    a key with p_j = 0 contributes nothing even if s_j = -inf; p_j > 0 on a key with prior 0 (or s_j = -inf)
+    gives +inf. p must be non-negative; it is not required to sum to 1.
+    """
+    omega = _check_omega(omega)
+    tau = _check_tau(tau)
+    _check_tensor(p, "p")
+    _check_tensor(scores, "scores")
+    if p.shape != scores.shape:
+        raise ValueError(f"p has shape {tuple(p.shape)} but scores have shape {tuple(scores.shape)}; they must match")
+    if bool((torch.isnan(scores) | (scores == math.inf)).any()):
+        raise ValueError("scores contain NaN or +inf")
+    if bool((torch.isnan(p) | (p < 0)).any()):
+        raise ValueError("p has NaN or negative entries; Omega is defined for non-negative weights")
+    dtype = torch.promote_types(p.dtype, scores.dtype)
+    p, s = p.to(dtype), scores.to(dtype)
+    if omega == "tsallis":
+        alpha = _check_alpha(alpha)
+        if alpha == 1.0:
+            omega = "shannon"
+    zero = torch.zeros((), dtype=dtype, device=s.device)
+    # where() before multiplying: 0 * (-inf) would be NaN, and so would its gradient
+    lin = -(torch.where(p > 0, s, zero) * p).sum(dim=-1)
+    if omega == "shannon":
+        reg = torch.xlogy(p, p).sum(dim=-1)
+    elif omega == "l2":
+        reg = 0.5 * (p * p).sum(dim=-1)
+    elif omega == "tsallis":
+        reg = (p.pow(alpha).sum(dim=-1) - 1.0) / (alpha * (alpha - 1.0))
+    else:
+        logpi = _log_prior(prior, s)
+        reg = (torch.xlogy(p, p) - torch.where(p > 0, logpi, zero) * p).sum(dim=-1)
+    return lin + tau * reg
+
+
+def solve_simplex(scores: torch.Tensor, omega: str, tau: float, prior: torch.Tensor | None = None,
+                  alpha: float = 1.5, tol: float = 1e-10, max_iter: int = 400) -> torch.Tensor:
+    """Numerical argmin over the simplex of -<s, p> + tau * Omega(p) (eq. (13) of the 001 note), without any
+    closed form: a log-barrier interior-point method with equality-constrained Newton steps (Boyd & Vandenberghe,
+    Convex Optimization, secs. 9.6, 10.2 and 11.3), batched, in float64.
+
+    Each step minimises J(p) / tau - mu * sum_j log p_j subject to sum_j p_j = 1 using only the gradient and the
+    (diagonal) Hessian of Omega; the barrier weight mu shrinks tenfold whenever a row is centred, down to tol.
+    Each centring function is self-concordant, so the damped step 1 / (1 + lambda) keeps p > 0 and converges.
+    The result is within about tol of the argmin per key (about sqrt(tol) for a key exactly at the edge of the
+    support, where s_j / tau equals the threshold); masked keys (s_j = -inf, prior 0) get exactly 0. Meant for
+    small m (the page's m = 3, tests): a few hundred rows of m <= 16 take ~10-20 ms on a CPU core.
+    """
+    omega = _check_omega(omega)
+    tau = _check_tau(tau)
+    smax = _row_max(scores)
+    a = 1.0
+    if omega == "tsallis":
+        a = _check_alpha(alpha)
+        if a == 1.0:
+            omega = "shannon"
+    # J / tau up to a per-row constant: the argmin is the same and the scale does not depend on tau
+    z = (scores.detach().double() - smax.double()) / tau
+    if omega == "kl":
+        # -<z, p> + KL(p || pi) = -<z + log pi, p> + sum p log p: Shannon with shifted scores
+        z = z + _log_prior(prior, scores).detach().double()
+        dead = z.amax(dim=-1) == -math.inf
+        if bool(dead.any()):
+            where = _of_row(_first(dead), scores.shape[:-1])
+            raise ValueError(f"every key{where} is masked: the prior is 0 on every key whose score is finite")
+        omega = "shannon"
+    free = torch.isfinite(z)
+    z = torch.where(free, z, 0.0)
+    p = free.double() / free.sum(dim=-1, keepdim=True)
+    # start the barrier at the scale of the scores so the uniform start is already near the central path
+    zmin = torch.where(free, z, 0.0).amin(dim=-1, keepdim=True)
+    mu = torch.clamp(-zmin, min=1.0)
+    for _ in range(max_iter):
+        q = torch.where(free, p, 1.0)  # keeps log / pow finite on masked keys
+        if omega == "shannon":
+            g, h = 1.0 + q.log() - z, 1.0 / q
+        elif omega == "l2":
+            g, h = q - z, torch.ones_like(q)
+        else:
+            g, h = q.pow(a - 1.0) / (a - 1.0) - z, q.pow(a - 2.0)
+        g = torch.where(free, g - mu / q, 0.0)
+        hinv = torch.where(free, 1.0 / (h + mu / (q * q)), 0.0)
+        nu = (g * hinv).sum(dim=-1, keepdim=True) / hinv.sum(dim=-1, keepdim=True)
+        r = g - nu
+        lam2 = (r * r * hinv).sum(dim=-1, keepdim=True) / mu  # squared Newton decrement of J/mu + barrier
+        done = (mu <= tol) & (lam2 < 1e-12)
+        if bool(done.all()):
+            break
+        step = torch.where(lam2 > 0.0625, 1.0 / (1.0 + lam2.sqrt()), 1.0)  # damped until lambda < 1/4
+        p = p - step * r * hinv
+        mu = torch.where((lam2 < 1e-2) & (mu > tol), torch.clamp(mu / 10, min=tol), mu)
+    else:
+        warnings.warn(f"solve_simplex stopped after max_iter={max_iter} Newton steps before reaching tol={tol}",
+                      RuntimeWarning, stacklevel=2)
+    return p.clamp_(min=0).to(scores.dtype)
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+def support_size(p: torch.Tensor) -> torch.Tensor:
+    """Number of keys with non-zero weight, |{j : p_j > 0}|, along the last dimension (int64)."""
+    _check_tensor(p, "p")
+    return (p > 0).sum(dim=-1)
+
+
+def entropy(p: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy H(p) = -sum_j p_j log p_j in nats, with 0 log 0 = 0 (the H of eq. (3)-(4) of the 001 note)."""
+    _check_tensor(p, "p")
+    return -torch.xlogy(p, p).sum(dim=-1)
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """One row of the table under eq. (13) of the 001 note: an attention map and the Omega it regularises with.
+
+    Calling it applies the map with a uniform signature, ``mech(scores, tau, prior=..., alpha=...)``;
+    ``objective`` and ``solve`` pass its omega to regularized_objective and solve_simplex.
+    """
+
+    name: str
+    fn: Callable[..., torch.Tensor]
+    omega: str
+    regulariser: str  # Omega(p) as text, for labels
+    needs_prior: bool = False
+    needs_alpha: bool = False
+
+    def __call__(self, scores, tau=1.0, *, prior=None, alpha=1.5):
+        if self.needs_prior:
+            return self.fn(scores, prior, tau=tau)
+        if self.needs_alpha:
+            return self.fn(scores, alpha=alpha, tau=tau)
+        return self.fn(scores, tau=tau)
+
+    def objective(self, p, scores, tau=1.0, *, prior=None, alpha=1.5):
+        return regularized_objective(p, scores, self.omega, tau, prior=prior, alpha=alpha)
+
+    def solve(self, scores, tau=1.0, *, prior=None, alpha=1.5, **kw):
+        return solve_simplex(scores, self.omega, tau, prior=prior, alpha=alpha, **kw)
+
+
+MECHANISMS: dict[str, Mechanism] = {
+    m.name: m for m in (
+        Mechanism("softmax", softmax, "shannon", "sum_j p_j log p_j"),
+        Mechanism("sparsemax", sparsemax, "l2", "1/2 ||p||^2"),
+        Mechanism("entmax", entmax, "tsallis", "(sum_j p_j^alpha - 1) / (alpha (alpha - 1))", needs_alpha=True),
+        Mechanism("prior-softmax", prior_softmax, "kl", "KL(p || pi)", needs_prior=True),
+    )
+}
