@@ -39,7 +39,7 @@ source = sb.radio("Query and keys", ["2-D points", "random", "typed scores"], ke
 tau = ui.log_slider("tau (temperature)", 1e-3, 1e2, 1.0, key="tau",
                     help="Weight of the regulariser. tau -> 0 gives argmax, tau -> infinity the uniform "
                          "distribution (or the prior). Transformers use tau = sqrt(d).")
-mechanisms = sb.multiselect("Mechanisms", list(av.OMEGA), default=["softmax", "sparsemax", "entmax"],
+mechanisms = sb.multiselect("Mechanisms", list(av.MECHANISMS), default=["softmax", "sparsemax", "entmax"],
                             key="mechanisms", bind="query-params",
                             help="Each is the argmin of the same objective with a different regulariser Omega.")
 alpha = sb.slider("alpha (entmax)", 1.0, 2.0, 1.5, 0.05, key="alpha", bind="query-params",
@@ -132,8 +132,8 @@ with tab_land:
         if land is not None:
             ui.show_figure(figs.simplex_landscape(land, labels, f"{which}: -<s, p> + tau Omega(p)"), key="land")
             st.markdown(
-                f"Closed form objective **{land.closed_value:.6f}**, generic solver (mirror descent, no closed "
-                f"form) **{land.numerical_value:.6f}**; the two points differ by "
+                f"Closed form objective **{land.closed_value:.6f}**, generic solver (interior-point Newton, no "
+                f"closed form) **{land.numerical_value:.6f}**; the two points differ by "
                 f"{float((land.closed_form - land.numerical).abs().max()):.1e}.")
 
 with tab_sweep:
@@ -170,7 +170,7 @@ with tab_many:
     m_k = c[1].select_slider("m (keys)", sizes, 256, key="many_m", bind="query-params",
                              help="Number of keys (columns).")
     d_k = c[2].slider("d", 1, 128, 16, key="many_d", bind="query-params", help="Dimension of q and k.")
-    mech = c[3].selectbox("Mechanism", list(av.OMEGA), key="many_mech", bind="query-params",
+    mech = c[3].selectbox("Mechanism", list(av.MECHANISMS), key="many_mech", bind="query-params",
                           help="prior-softmax uses a uniform prior here.")
     with st.spinner(f"Computing {n_q} x {m_k} weights on {device}..."):
         res = ui.guarded("attention/many", lambda: many_queries(mech, n_q, m_k, d_k, 0, one["tau"], one["alpha"],

@@ -12,30 +12,23 @@ import torch
 
 from wviz import attention
 
-# The regulariser Omega behind each mechanism (names of wviz.attention.regularized_objective).
-OMEGA = {"softmax": "shannon", "sparsemax": "l2", "entmax": "tsallis", "prior-softmax": "kl"}
+MECHANISMS = attention.MECHANISMS
 
 
 def attend(mechanism: str, scores: torch.Tensor, tau: float, alpha: float = 1.5,
            prior: torch.Tensor | None = None) -> torch.Tensor:
     """The closed-form weights p* of ``mechanism`` for scores s (..., m) at temperature tau."""
-    if mechanism == "softmax":
-        return attention.softmax(scores, tau=tau)
-    if mechanism == "sparsemax":
-        return attention.sparsemax(scores, tau=tau)
-    if mechanism == "entmax":
-        return attention.entmax(scores, alpha=alpha, tau=tau)
-    if mechanism == "prior-softmax":
-        if prior is None:
-            raise ValueError("prior-softmax needs a prior distribution over the keys")
-        return attention.prior_softmax(scores, prior, tau=tau)
-    raise ValueError(f"unknown mechanism {mechanism!r}; choose from {', '.join(OMEGA)}")
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"unknown mechanism {mechanism!r}; choose from {', '.join(MECHANISMS)}")
+    if MECHANISMS[mechanism].needs_prior and prior is None:
+        raise ValueError("prior-softmax needs a prior distribution over the keys")
+    return MECHANISMS[mechanism](scores, tau, prior=prior, alpha=alpha)
 
 
 def objective(mechanism: str, p: torch.Tensor, scores: torch.Tensor, tau: float, alpha: float = 1.5,
               prior: torch.Tensor | None = None) -> torch.Tensor:
     """-<s, p> + tau * Omega(p) for the regulariser of ``mechanism`` (eq. (13) of the 001 note)."""
-    return attention.regularized_objective(p, scores, OMEGA[mechanism], tau, prior=prior, alpha=alpha)
+    return MECHANISMS[mechanism].objective(p, scores, tau, prior=prior, alpha=alpha)
 
 
 def dot_scores(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -80,7 +73,7 @@ def landscape(mechanism: str, scores: torch.Tensor, tau: float, alpha: float = 1
     grid = simplex_grid(resolution)
     values = objective(mechanism, grid, s.expand_as(grid), tau, alpha, pr)
     closed = attend(mechanism, s, tau, alpha, pr)
-    numerical = attention.solve_simplex(s, OMEGA[mechanism], tau, prior=pr, alpha=alpha)
+    numerical = MECHANISMS[mechanism].solve(s, tau, prior=pr, alpha=alpha, tol=1e-13)
     return Landscape(grid, values, closed, numerical,
                      float(objective(mechanism, closed, s, tau, alpha, pr)),
                      float(objective(mechanism, numerical, s, tau, alpha, pr)))
