@@ -27,12 +27,12 @@ def simplex_landscape(land, key_labels: list[str], title: str) -> go.Figure:
         marker=dict(color=vals[finite], colorscale="Viridis_r", size=6, symbol="triangle-up",
                     colorbar=dict(title="objective", len=0.8)),
         hovertemplate="p = (%{a:.3f}, %{b:.3f}, %{c:.3f})<br>objective %{marker.color:.4f}<extra></extra>"))
-    for name, p, symbol, color in (("closed form p*", land.closed_form, "star", "#D55E00"),
-                                   ("numerical argmin", land.numerical, "circle-open", "#FFFFFF")):
+    for name, p, symbol, size in (("closed form p*", land.closed_form, "star", 16),
+                                  ("numerical argmin", land.numerical, "circle-open", 26)):
         p = to_numpy(p)
         fig.add_trace(go.Scatterternary(a=[p[0]], b=[p[1]], c=[p[2]], mode="markers", name=name,
-                                        marker=dict(symbol=symbol, size=18, color=color,
-                                                    line=dict(width=2, color="black"))))
+                                        marker=dict(symbol=symbol, size=size, color="#D55E00",
+                                                    line=dict(width=3, color="black"))))
     fig.update_layout(title=title, height=460, margin=dict(t=60, b=30),
                       ternary=dict(aaxis_title=key_labels[0], baxis_title=key_labels[1],
                                    caxis_title=key_labels[2]),
