@@ -8,6 +8,8 @@ SECTIONS = {
     "Attention as optimisation": [
         st.Page("pages/attention_transport.py", title="Attention as transport", icon=":material/scatter_plot:",
                 url_path="attention_transport"),
+        st.Page("pages/transport_plans.py", title="Transport plans", icon=":material/swap_horiz:",
+                url_path="transport_plans"),
     ],
 }
 

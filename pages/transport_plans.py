@@ -1,0 +1,182 @@
+"""Page "Transport plans": watch an entropic, exact or quadratic transport plan form between two measures."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from wviz import io, ot, samples, ui
+from wviz import transport_views as tv
+from wviz.figures import ot as figs
+from wviz.figures.common import to_numpy
+
+device = ui.page_setup(
+    "Transport plans",
+    "Move mass $a$ on the source points to mass $b$ on the target points, paying $C_{ij}$ per unit sent from "
+    "$i$ to $j$. The exact plan is sparse and jumps when the data move; the entropic plan of eq. (23) of the "
+    "002 paper, $\\min_{P \\in U(a, b)} \\langle C, P \\rangle - \\gamma H(P)$, is smooth, dense and computed by "
+    "Sinkhorn's alternating scaling (Cuturi 2013); as $\\gamma \\to 0$ its cost tends to the exact one. A "
+    "squared-L2 regulariser (Blondel et al. 2018) gives plans that are smooth *and* sparse.",
+)
+
+# ---- the problem ----------------------------------------------------------------------------------------------
+sb = st.sidebar
+kind = sb.radio("Problem", ["point clouds", "cost matrix"], key="problem", bind="query-params",
+                help="Two 2-D point clouds with a ground cost, or a cost matrix typed or uploaded.")
+
+
+def read_clouds():
+    """x (n, 2), a (n,), y (m, 2), b (m,) from a preset (editable in a table) or an uploaded CSV."""
+    upload = sb.file_uploader("Upload points (CSV)", type=["csv"], key="points_csv",
+                              help="Columns cloud,x,y[,mass] with cloud = source or target; at most "
+                                   f"{io.MAX_POINTS} points per cloud, {io.MAX_UPLOAD_BYTES // 2**20} MB.")
+    if upload is not None:
+        return io.read_points_csv(upload.getvalue())
+    preset = sb.selectbox("Preset", samples.PRESETS, key="preset", bind="query-params",
+                          help="Where the two clouds come from.")
+    n = sb.slider("n (source points)", 2, 512, 40, key="n", bind="query-params", help="Size of the source cloud.")
+    m = sb.slider("m (target points)", 2, 512, 30, key="m", bind="query-params", help="Size of the target cloud.")
+    seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params", help="Seed of the preset.")
+    x, y = samples.point_clouds(preset, n, m, seed)
+    table = pd.DataFrame({"cloud": ["source"] * n + ["target"] * m,
+                          "x": torch.cat([x[:, 0], y[:, 0]]).numpy(), "y": torch.cat([x[:, 1], y[:, 1]]).numpy(),
+                          "mass": [1.0] * (n + m)})
+    with st.expander("Edit the points and their masses"):
+        st.caption("Masses are normalised per cloud; a zero mass removes a point from the problem.")
+        table = st.data_editor(table, key=f"points_{preset}_{n}_{m}_{seed}", disabled=["cloud"], hide_index=True)
+    return io.read_points_csv(table.to_csv(index=False).encode())
+
+
+def read_marginal(text: str, size: int, name: str) -> torch.Tensor:
+    values = torch.tensor(ui.parse_numbers(text, f"mass of {name}"), dtype=torch.float64)
+    if values.numel() != size:
+        raise ValueError(f"{name} needs {size} masses (one per {'row' if name == 'a' else 'column'}), "
+                         f"got {values.numel()}")
+    return values
+
+
+def read_cost():
+    """C (n, m), a, b from a typed or uploaded matrix; marginals uniform or typed."""
+    upload = sb.file_uploader("Upload cost matrix (CSV, no header)", type=["csv"], key="cost_csv",
+                              help=f"n rows of m numbers; at most {io.MAX_POINTS} per side.")
+    if upload is not None:
+        C = io.read_matrix_csv(upload.getvalue())
+    else:
+        C = io.parse_matrix(sb.text_area("Cost matrix C", "0 2 4\n2 0 2\n4 2 0\n1 1 3", key="cost_text",
+                                         help="One row per line (source i), entries C_ij separated by spaces."))
+    n, m = C.shape
+    if sb.radio("Marginals", ["uniform", "edited"], key="marginals", bind="query-params",
+                help="Uniform masses, or type a and b.") == "uniform":
+        return C, torch.full((n,), 1.0 / n, dtype=torch.float64), torch.full((m,), 1.0 / m, dtype=torch.float64)
+    a = read_marginal(sb.text_input("a (source masses)", ", ".join(["1"] * n), key=f"a_{n}",
+                                    help="n non-negative masses; must total the same as b."), n, "a")
+    b = read_marginal(sb.text_input("b (target masses)", ", ".join([f"{n / m:.6g}"] * m), key=f"b_{m}",
+                                    help="m non-negative masses; must total the same as a."), m, "b")
+    return C, a, b
+
+
+cost_kind = sb.selectbox("Ground cost", ["sqeuclidean", "euclidean", "l1", "cosine", "dot"], key="cost_kind",
+                         bind="query-params", disabled=kind != "point clouds",
+                         help="C_ij between x_i and y_j (point clouds only).")
+gamma_rel = ui.log_slider("gamma / max C", 1e-4, 1e1, 0.01, key="gamma",
+                          help="Entropic (or quadratic) regularisation, relative to the largest cost. Small: "
+                               "close to exact OT, more Sinkhorn iterations. Large: a blurred, dense plan.")
+solver = sb.radio("Solver", tv.SOLVERS, key="solver", bind="query-params", horizontal=True,
+                  help="sinkhorn: entropic OT (eq. (23)); exact: linear programme (POT's emd); quadratic: "
+                       "squared-L2 regularised OT (sparse).")
+
+
+def compute():
+    if kind == "point clouds":
+        x, a, y, b = read_clouds()
+        C = ot.cost_matrix(x, y, cost_kind)
+    else:
+        x = y = None
+        C, a, b = read_cost()
+    scale = float(C.abs().max())
+    gamma = gamma_rel * (scale if scale > 0 else 1.0)
+    result = solve_cached(solver, to_numpy(a), to_numpy(b), to_numpy(C), gamma)
+    return dict(x=x, y=y, a=a, b=b, C=C, gamma=gamma, result=result)
+
+
+def _on_device(*arrays):
+    return [torch.as_tensor(v, device=device) for v in arrays]
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def solve_cached(solver, a, b, C, gamma):
+    return tv.solve(solver, *_on_device(a, b, C), gamma)
+
+
+# Snapshots hold ~40 plans each: keep few of them.
+@st.cache_data(max_entries=4, show_spinner=False)
+def snapshots_cached(a, b, C, gamma, n_iter):
+    return tv.sinkhorn_snapshots(*_on_device(a, b, C), gamma, n_iter)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def sweep_cached(a, b, C, gammas):
+    a, b, C = _on_device(a, b, C)
+    return tv.gamma_sweep(a, b, C, torch.as_tensor(gammas)), float(ot.emd(a, b, C).cost)
+
+
+with st.spinner("Solving..."):
+    state = ui.guarded("transport/problem", compute)
+if state is None:
+    st.stop()
+res, C, a, b, gamma = state["result"], state["C"], state["a"], state["b"], state["gamma"]
+
+# ---- numbers and the equation -----------------------------------------------------------------------------
+P = res.plan.cpu()
+H = tv.entropy(P)
+cols = st.columns(5)
+cols[0].metric("transport cost <C, P>", f"{float(res.cost):.5g}")
+cols[1].metric("iterations", f"{int(res.n_iter)}")
+cols[2].metric("marginal error (L1)", f"{float(res.marginal_error):.1e}")
+cols[3].metric("converged", "yes" if bool(res.converged) else "NO")
+cols[4].metric("zero entries", f"{100 * tv.sparsity(P):.1f} %")
+if not bool(res.converged):
+    st.warning("The solver stopped before the marginals met the tolerance: the plan shown is approximate. "
+               "Raise gamma or accept a looser tolerance.")
+if solver == "sinkhorn":
+    st.latex(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle - \gamma H(P):\quad "
+             rf"{float(res.cost):.4g} - {gamma:.3g} \times {H:.4g} = {float(res.reg_cost):.4g}")
+elif solver == "quadratic":
+    st.latex(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle + \tfrac{{\gamma}}{{2}}\lVert P\rVert^2:\quad "
+             rf"{float(res.cost):.4g} + \tfrac{{{gamma:.3g}}}{{2}} \times {float((P ** 2).sum()):.4g}"
+             rf" = {float(res.reg_cost):.4g}")
+else:
+    st.latex(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle = {float(res.cost):.4g}")
+
+# ---- views ----------------------------------------------------------------------------------------------------
+ui.show_figure(figs.plan_with_marginals(P, a, b, f"{solver} plan P"), key="plan")
+if state["x"] is not None:
+    ui.show_figure(figs.plan_lines(state["x"], state["y"], P, a, b, "Mass moved from x_i to y_j"), key="lines")
+
+arrays = to_numpy(a), to_numpy(b), to_numpy(C)
+if solver == "sinkhorn":
+    st.subheader("Watch Sinkhorn converge")
+    st.caption("Plain Sinkhorn at this gamma from the uniform start: each iteration rescales the rows to match a "
+               "and the columns to match b; the plan converges as the marginal error falls. (The solver above "
+               "gets there faster with epsilon scaling and over-relaxation.)")
+    snap = snapshots_cached(*arrays, gamma, int(res.n_iter))
+    iters = [it for it, _ in snap.plans]
+    step = st.select_slider("Iteration", iters, value=iters[-1], key="scrub",
+                            help="Scrub through Sinkhorn's iterations: the plan after each row/column scaling.")
+    plan_k = dict(snap.plans)[step].cpu()
+    c1, c2 = st.columns(2)
+    with c1:
+        ui.show_figure(figs.plan_with_marginals(plan_k, plan_k.sum(1), plan_k.sum(0),
+                                                f"plan after iteration {step} (bars: its marginals)"), key="scrub_plan")
+    with c2:
+        hist = snap.history.cpu()
+        ui.show_figure(figs.marginal_error_curve(hist[:, 0], hist[:, 1], 1e-6, "Marginal error per iteration",
+                                                 current=step), key="errors")
+
+st.subheader("Cost against gamma")
+gammas = torch.logspace(-3, 1, 13, dtype=torch.float64) * float(C.abs().max() or 1.0)
+sweep = ui.guarded("transport/sweep", lambda: sweep_cached(*arrays, to_numpy(gammas)))
+if sweep is not None:
+    costs, exact = sweep
+    ui.show_figure(figs.cost_against_gamma(gammas, costs, exact, gamma,
+                                           "Entropic cost converges to the exact cost as gamma -> 0"),
+                   key="sweep")

@@ -1,0 +1,103 @@
+"""The "Transport plans" page, driven through AppTest; its plans checked against POT on the same data."""
+import numpy as np
+import ot as pot
+import pytest
+
+from tests.app.conftest import figures, no_exception
+from wviz import samples
+
+PAGE = "transport_plans.py"
+
+
+def plan_and_marginals(at):
+    """The plan heatmap (first figure) with the a and b bars beside it."""
+    fig = figures(at)[0]
+    bars = {t["name"]: np.asarray(t["x"] if t.get("orientation") == "h" else t["y"], dtype=float)
+            for t in fig["data"] if t["type"] == "bar"}
+    heat = [t for t in fig["data"] if t["type"] == "heatmap"][0]
+    return np.asarray(heat["z"], dtype=float), bars["a (source)"], bars["b (target)"]
+
+
+def default_problem():
+    x, y = samples.point_clouds("gaussians", 40, 30, seed=0)
+    C = pot.dist(x.numpy(), y.numpy())  # squared Euclidean
+    return np.full(40, 1 / 40), np.full(30, 1 / 30), C
+
+
+def test_default_sinkhorn_plan_has_the_marginals_and_matches_pot(open_page):
+    at = open_page(PAGE)
+    P, a, b = plan_and_marginals(at)
+    np.testing.assert_allclose(P.sum(axis=1), a, atol=1e-6)
+    np.testing.assert_allclose(P.sum(axis=0), b, atol=1e-6)
+    a0, b0, C = default_problem()
+    gamma = at.sidebar.select_slider(key="gamma").value * C.max()
+    ref = pot.bregman.sinkhorn_log(a0, b0, C, gamma, stopThr=1e-12, numItermax=100000)
+    np.testing.assert_allclose(P, ref, atol=1e-6)
+    assert not at.warning  # converged
+
+
+def test_exact_solver_gives_the_lp_cost_and_a_sparse_plan(open_page):
+    at = open_page(PAGE)
+    at.sidebar.radio(key="solver").set_value("exact").run()
+    no_exception(at)
+    P, _, _ = plan_and_marginals(at)
+    a0, b0, C = default_problem()
+    assert abs((P * C).sum() - pot.emd2(a0, b0, C)) < 1e-9
+    assert (P > 1e-12).sum() <= 40 + 30 - 1  # a vertex of the transport polytope
+
+
+def test_gamma_slider_and_the_scrubber(open_page):
+    at = open_page(PAGE)
+    dense = (plan_and_marginals(at)[0] > 1e-8).mean()
+    at.sidebar.select_slider(key="gamma").set_value(0.001).run()
+    no_exception(at)
+    assert (plan_and_marginals(at)[0] > 1e-8).mean() < dense  # smaller gamma, sparser plan
+    scrub = at.select_slider(key="scrub")
+    first = scrub.options[0]
+    scrub.set_value(first).run()
+    no_exception(at)
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    assert any(t.startswith(f"plan after iteration {first}") for t in titles)
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"cloud,x,y\nsource,1,abc\ntarget,0,0\n", "non-numeric"),
+    (b"cloud,x\nsource,1\n", "missing"),
+    (b"\x00\x01\x02garbage", ""),
+])
+def test_malformed_upload_shows_an_error_and_keeps_the_last_plan(open_page, data, message):
+    at = open_page(PAGE)
+    before = plan_and_marginals(at)[0]
+    at.sidebar.file_uploader(key="points_csv").upload("bad.csv", data, "text/csv").run()
+    no_exception(at)
+    assert at.error and message in at.error[0].value
+    np.testing.assert_array_equal(plan_and_marginals(at)[0], before)
+
+
+def test_uploaded_points_are_used(open_page):
+    at = open_page(PAGE)
+    csv = b"cloud,x,y,mass\nsource,0,0,1\nsource,1,0,1\ntarget,0,1,1\ntarget,1,1,1\ntarget,2,1,2\n"
+    at.sidebar.file_uploader(key="points_csv").upload("pts.csv", csv, "text/csv").run()
+    no_exception(at)
+    P, a, b = plan_and_marginals(at)
+    assert P.shape == (2, 3)
+    np.testing.assert_allclose(b, [0.25, 0.25, 0.5])
+
+
+def test_cost_matrix_mode_and_its_bad_inputs(open_page):
+    at = open_page(PAGE)
+    at.sidebar.radio(key="problem").set_value("cost matrix").run()
+    at.sidebar.radio(key="solver").set_value("exact").run()
+    no_exception(at)
+    P, _, _ = plan_and_marginals(at)
+    C = np.array([[0, 2, 4], [2, 0, 2], [4, 2, 0], [1, 1, 3]], dtype=float)
+    assert abs((P * C).sum() - pot.emd2(np.full(4, 0.25), np.full(3, 1 / 3), C)) < 1e-9
+    at.sidebar.text_area(key="cost_text").set_value("0 1\n2").run()
+    no_exception(at)
+    assert "same number" in at.error[0].value
+    at.sidebar.text_area(key="cost_text").set_value("0 1\n1 0").run()
+    at.sidebar.radio(key="marginals").set_value("edited").run()
+    at.sidebar.text_input(key="a_2").set_value("1, 1").run()
+    at.sidebar.text_input(key="b_2").set_value("1, 2").run()
+    no_exception(at)
+    assert at.error  # unequal totals
