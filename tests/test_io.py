@@ -69,3 +69,19 @@ def test_rings_have_their_radii():
 def test_unknown_preset():
     with pytest.raises(ValueError, match="unknown preset"):
         samples.point_clouds("spiral", 3, 3)
+
+
+def test_matrix_csv_skips_a_header_row_of_names():
+    m = io.read_matrix_csv(b"a,b\n1,2\n3,4\n", "sequence")
+    assert torch.equal(m, torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="row 1, column 2"):  # a half-numeric first row is data, not a header
+        io.read_matrix_csv(b"1,b\n1,2\n")
+
+
+def test_sequences():
+    X = samples.sequence("noisy sinusoids", 50, 4, seed=1, noise=0.0)
+    assert X.shape == (50, 4) and X.abs().max() <= 1 + 1e-12
+    assert torch.equal(X, samples.sequence("noisy sinusoids", 50, 4, seed=1, noise=0.0))
+    assert samples.sequence("random", 7, 3, seed=0).shape == (7, 3)
+    with pytest.raises(ValueError, match="unknown sequence"):
+        samples.sequence("walk", 5, 2)

@@ -65,8 +65,11 @@ def read_points_csv(data: bytes) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 
 
 def read_matrix_csv(data: bytes, what: str = "cost matrix") -> torch.Tensor:
-    """A numeric matrix from a CSV without header (n rows, m columns) as a float64 tensor."""
+    """A numeric matrix (n rows, m columns) from a CSV as a float64 tensor; a first row of column names is skipped."""
     df = _read_csv(data, what, header=None)
+    first = df.iloc[0].apply(pd.to_numeric, errors="coerce") if len(df) > 1 else None
+    if first is not None and first.isna().all():  # a header line: every entry is a name, not a number
+        df = df.iloc[1:].reset_index(drop=True)
     if df.shape[0] > MAX_POINTS or df.shape[1] > MAX_POINTS:
         raise ValueError(f"the {what} is {df.shape[0]} x {df.shape[1]}; the limit is {MAX_POINTS} per side")
     return torch.tensor(_numeric(df, what))

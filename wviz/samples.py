@@ -44,3 +44,22 @@ def point_clouds(preset: str, n: int, m: int, seed: int = 0, dtype=torch.float64
         x = torch.rand(n, 2, generator=g, dtype=dtype)
         y = torch.rand(m, 2, generator=g, dtype=dtype)
     return x, y
+
+
+SEQUENCES = ("noisy sinusoids", "random")
+
+
+def sequence(preset: str, n: int, d: int, seed: int = 0, noise: float = 0.1, dtype=torch.float64) -> torch.Tensor:
+    """A sequence X (n, d) of n tokens in R^d: channel c of "noisy sinusoids" is sin(w_c t + phi_c) + noise, with
+    frequencies and phases drawn from ``seed``; "random" is i.i.d. N(0, 1)."""
+    if preset not in SEQUENCES:
+        raise ValueError(f"unknown sequence preset {preset!r}; choose from {', '.join(SEQUENCES)}")
+    if n < 1 or d < 1:
+        raise ValueError("a sequence needs at least one token and one channel")
+    g = torch.Generator().manual_seed(int(seed))
+    if preset == "random":
+        return torch.randn(n, d, generator=g, dtype=dtype)
+    t = torch.linspace(0, 2 * math.pi, n, dtype=dtype).unsqueeze(-1)
+    w = 1 + 3 * torch.rand(d, generator=g, dtype=dtype)
+    phi = 2 * math.pi * torch.rand(d, generator=g, dtype=dtype)
+    return torch.sin(w * t + phi) + noise * torch.randn(n, d, generator=g, dtype=dtype)
