@@ -1,0 +1,443 @@
+"""Tests of wviz.ot against POT, scipy and the math (KKT conditions, bounds), plus bad input and fuzzing."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import ot as pot
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+from scipy.spatial.distance import cdist
+
+from wviz import ot
+
+F64 = torch.float64
+
+
+def random_problem(n, m, seed=0, dtype=F64, uniform=False):
+    """Random masses (or uniform ones) and a squared-Euclidean cost between points in [0, 1]^2, max 1."""
+    g = torch.Generator().manual_seed(seed)
+    x, y = torch.rand(n, 2, generator=g, dtype=dtype), torch.rand(m, 2, generator=g, dtype=dtype)
+    C = ot.cost_matrix(x, y)
+    C = C / C.max()
+    if uniform:
+        a, b = torch.full((n,), 1 / n, dtype=dtype), torch.full((m,), 1 / m, dtype=dtype)
+    else:
+        a, b = torch.rand(n, generator=g, dtype=dtype) + 0.1, torch.rand(m, generator=g, dtype=dtype) + 0.1
+        a, b = a / a.sum(), b / b.sum()
+    return a, b, C
+
+
+def separated_clouds(n, dtype=F64):
+    """Two clouds 10 apart: min cost / gamma is huge, where POT's kernel solver returns an all-zero plan."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(n, 2, generator=g, dtype=dtype)
+    y = torch.rand(n, 2, generator=g, dtype=dtype) + 10
+    C = ot.cost_matrix(x, y)
+    a = torch.full((n,), 1 / n, dtype=dtype)
+    return a, a.clone(), C
+
+
+def l1_errors(P, a, b):
+    return float((P.sum(-1) - a).abs().sum()), float((P.sum(-2) - b).abs().sum())
+
+
+def pot_log(a, b, C, gamma):
+    """POT's log-domain Sinkhorn run to (near) machine precision."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pot.bregman.sinkhorn_log(a.numpy(), b.numpy(), C.numpy(), gamma, stopThr=1e-15, numItermax=100000)
+
+
+# ---- cost matrices --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind,metric", [("sqeuclidean", "sqeuclidean"), ("euclidean", "euclidean"),
+                                         ("l1", "cityblock"), ("cosine", "cosine")])
+def test_cost_matrix_matches_scipy(kind, metric):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(7, 5, generator=g, dtype=F64), torch.randn(9, 5, generator=g, dtype=F64)
+    C = ot.cost_matrix(x, y, kind)
+    assert C.shape == (7, 9)
+    np.testing.assert_allclose(C.numpy(), cdist(x.numpy(), y.numpy(), metric), rtol=1e-10, atol=1e-12)
+
+
+def test_cost_matrix_dot_and_batches():
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(3, 4, 6, 2, generator=g, dtype=F64), torch.randn(6, 2, generator=g, dtype=F64)
+    C = ot.cost_matrix(x, y, "dot")
+    assert C.shape == (3, 4, 6, 6)
+    torch.testing.assert_close(C, -(x @ y.T))
+    Cb = ot.cost_matrix(x, y)
+    torch.testing.assert_close(Cb[2, 1], ot.cost_matrix(x[2, 1], y))
+
+
+def test_cost_matrix_bad_input():
+    x = torch.zeros(3, 2)
+    with pytest.raises(ValueError, match="unknown cost kind"):
+        ot.cost_matrix(x, x, "manhattan")
+    with pytest.raises(ValueError, match="same dimension"):
+        ot.cost_matrix(x, torch.zeros(3, 4))
+    with pytest.raises(ValueError, match="non-zero vectors"):
+        ot.cost_matrix(x, x, "cosine")
+    with pytest.raises(ValueError, match="NaN or inf"):
+        ot.cost_matrix(torch.tensor([[float("nan"), 0.0]]), x)
+
+
+# ---- Sinkhorn against POT and the math -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gamma", [1.0, 0.1, 0.02])
+@pytest.mark.parametrize("n,m,seed", [(12, 17, 0), (25, 9, 1)])
+def test_sinkhorn_matches_pot_sinkhorn_log(n, m, seed, gamma):
+    a, b, C = random_problem(n, m, seed)
+    res = ot.sinkhorn(a, b, C, gamma, tol=1e-13, max_iter=50000)
+    assert bool(res.converged)
+    np.testing.assert_allclose(res.plan.numpy(), pot_log(a, b, C, gamma), atol=1e-8, rtol=0)
+    # the plan is the log-domain plan of the returned potentials
+    torch.testing.assert_close(res.plan, torch.exp((res.f[:, None] + res.g[None, :] - C) / gamma),
+                               rtol=1e-9, atol=1e-300)
+    P = res.plan
+    H = -(P * P.log()).sum()
+    assert float(res.cost) == pytest.approx(float((C * P).sum()), rel=1e-12)
+    assert float(res.reg_cost) == pytest.approx(float((C * P).sum() - gamma * H), rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("gamma", [0.05, 0.01, 0.001])
+@pytest.mark.parametrize("n", [64, 200])
+def test_sinkhorn_marginals_within_tol(n, gamma):
+    a, b, C = random_problem(n, n + 7, seed=n, uniform=False)
+    res = ot.sinkhorn(a, b, C, gamma, tol=1e-6)
+    assert bool(res.converged)
+    err_a, err_b = l1_errors(res.plan, a, b)
+    assert max(err_a, err_b) <= 1e-6
+    assert float(res.marginal_error) == pytest.approx(max(err_a, err_b), rel=1e-6, abs=1e-15)
+    assert res.history.shape[1] == 2 and res.history[-1, 1] <= 1e-6
+    assert res.n_iter == int(res.history[-1, 0])
+
+
+def test_sinkhorn_options_agree():
+    """Epsilon scaling, fixed omega, plain Sinkhorn and CPU check intervals reach the same plan."""
+    a, b, C = random_problem(40, 30, seed=3)
+    ref = pot_log(a, b, C, 0.01)
+    for kw in (dict(), dict(eps_scaling=False), dict(omega=1.0), dict(omega=1.5), dict(check_every=7)):
+        res = ot.sinkhorn(a, b, C, 0.01, tol=1e-12, max_iter=50000, **kw)
+        assert bool(res.converged), kw
+        np.testing.assert_allclose(res.plan.numpy(), ref, atol=1e-8, rtol=0, err_msg=str(kw))
+
+
+def test_entropic_cost_approaches_exact_cost():
+    """<C, P_gamma> decreases with gamma to the exact cost W, with 0 <= <C, P_gamma> - W <= gamma log(n m)."""
+    n, m = 30, 40
+    a, b, C = random_problem(n, m, seed=5)
+    exact = float(ot.emd(a, b, C).cost)
+    previous = math.inf
+    for gamma in [1.0, 0.3, 0.1, 0.03, 0.01, 3e-3, 1e-3]:
+        cost = float(ot.sinkhorn(a, b, C, gamma, tol=1e-10, max_iter=50000).cost)
+        assert cost <= previous + 1e-9
+        assert -1e-9 <= cost - exact <= gamma * (math.log(n) + math.log(m))
+        previous = cost
+    assert previous - exact < 0.01 * exact
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("problem", ["random", "separated"])
+def test_no_nan_over_gamma_sweep(dtype, problem):
+    a, b, C = random_problem(30, 30, seed=2, dtype=dtype) if problem == "random" else separated_clouds(30, dtype)
+    scale = float(C.abs().max())
+    for rel in [1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0]:
+        res = ot.sinkhorn(a, b, C, rel * scale, max_iter=3000)
+        for t in (res.plan, res.cost, res.reg_cost, res.marginal_error, res.f, res.g):
+            assert bool(torch.isfinite(t).all()), (rel, t)
+        assert float(res.plan.min()) >= 0
+        err = max(l1_errors(res.plan.double(), a.double(), b.double()))
+        if bool(res.converged):
+            assert err <= 1e-6 + 1e-5 * (dtype == torch.float32)
+        elif rel >= 1e-2 or dtype == torch.float64 and rel >= 1e-3:
+            pytest.fail(f"did not converge at gamma = {rel} max C ({dtype}, {problem})")
+        if dtype == torch.float64 and rel >= 1e-3:
+            assert bool(res.converged)
+
+
+def test_separated_clouds_where_pot_kernel_returns_zeros():
+    """The silent failure of OT-NOTES: POT's kernel solver returns an all-zero plan; wviz solves it."""
+    a, b, C = separated_clouds(20)
+    gamma = 5e-4 * float(C.max())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        P_pot = pot.sinkhorn(a.numpy(), b.numpy(), C.numpy(), gamma)
+    assert float(np.nan_to_num(P_pot).sum()) < 1e-3   # POT's failure mode (the reason for this test)
+    res = ot.sinkhorn(a, b, C, gamma)
+    assert bool(res.converged) and max(l1_errors(res.plan, a, b)) <= 1e-6
+
+
+def test_batched_equals_looped():
+    probs = [random_problem(15, 11, seed=s) for s in range(6)]
+    a = torch.stack([p[0] for p in probs]).reshape(2, 3, 15)
+    b = torch.stack([p[1] for p in probs]).reshape(2, 3, 11)
+    C = torch.stack([p[2] * (1 + s) for s, p in enumerate(probs)]).reshape(2, 3, 15, 11)
+    res = ot.sinkhorn(a, b, C, 0.05, tol=1e-11, max_iter=50000)
+    assert res.plan.shape == (2, 3, 15, 11) and res.cost.shape == (2, 3) and res.f.shape == (2, 3, 15)
+    assert bool(res.converged.all())
+    for k in range(6):
+        i, j = divmod(k, 3)
+        one = ot.sinkhorn(a[i, j], b[i, j], C[i, j], 0.05, tol=1e-11, max_iter=50000)
+        torch.testing.assert_close(res.plan[i, j], one.plan, atol=1e-10, rtol=0)
+        torch.testing.assert_close(res.cost[i, j], one.cost, atol=1e-10, rtol=1e-9)
+    # broadcasting: one cost matrix, a batch of masses
+    shared = ot.sinkhorn(a, b, C[0, 0], 0.05, tol=1e-11)
+    torch.testing.assert_close(shared.plan[1, 2], ot.sinkhorn(a[1, 2], b[1, 2], C[0, 0], 0.05, tol=1e-11).plan,
+                               atol=1e-10, rtol=0)
+
+
+def test_one_sided_is_softmax_scaled_by_a():
+    """001 eqs. (4)-(5): with rows constrained only, P_i = a_i softmax(-C_i / gamma)."""
+    a, _, C = random_problem(6, 9, seed=4)
+    for gamma in (0.01, 0.3, 5.0):
+        res = ot.sinkhorn(a, None, C, gamma)
+        torch.testing.assert_close(res.plan, a[:, None] * torch.softmax(-C / gamma, dim=-1), rtol=1e-12, atol=0)
+        assert bool(res.converged) and float(res.marginal_error) < 1e-14
+        torch.testing.assert_close(res.plan, torch.exp((res.f[:, None] - C) / gamma), rtol=1e-10, atol=0)
+    # attention: C_j = -<q, k_j>, a = 1 gives softmax(<q, k> / tau)
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(4, 8, generator=g, dtype=F64), torch.randn(5, 8, generator=g, dtype=F64)
+    res = ot.sinkhorn(torch.ones(4, dtype=F64), None, ot.cost_matrix(q, k, "dot"), 8 ** 0.5)
+    torch.testing.assert_close(res.plan, torch.softmax(q @ k.T / 8 ** 0.5, dim=-1))
+
+
+def test_zero_masses_are_masked():
+    """Zero entries in a or b get empty rows / columns, no NaN (POT issue 552), and the rest is solved exactly."""
+    a, b, C = random_problem(10, 8, seed=6)
+    a[[2, 7]] = 0
+    b[0] = 0
+    a, b = a / a.sum(), b / b.sum()
+    res = ot.sinkhorn(a, b, C, 0.05, tol=1e-12)
+    assert bool(res.converged) and bool(torch.isfinite(res.plan).all())
+    assert float(res.plan[[2, 7]].abs().max()) == 0 and float(res.plan[:, 0].abs().max()) == 0
+    keep_a, keep_b = a > 0, b > 0
+    sub = ot.sinkhorn(a[keep_a], b[keep_b], C[keep_a][:, keep_b], 0.05, tol=1e-12)
+    torch.testing.assert_close(res.plan[keep_a][:, keep_b], sub.plan, atol=1e-11, rtol=0)
+    assert bool(torch.isinf(res.f[~keep_a]).all()) and bool(torch.isfinite(res.f[keep_a]).all())
+    assert math.isfinite(float(res.reg_cost))
+    # with over-relaxation and epsilon scaling too
+    res2 = ot.sinkhorn(a, b, C, 1e-3, tol=1e-9)
+    assert bool(res2.converged) and bool(torch.isfinite(res2.plan).all())
+
+
+def test_warm_start_and_record_plans():
+    a, b, C = random_problem(50, 50, seed=7)
+    cold = ot.sinkhorn(a, b, C, 2e-3, tol=1e-9)
+    prev = ot.sinkhorn(a, b, C, 4e-3, tol=1e-9)
+    warm = ot.sinkhorn(a, b, C, 2e-3, tol=1e-9, init=prev)
+    assert bool(warm.converged) and warm.gamma == 2e-3
+    torch.testing.assert_close(warm.plan, cold.plan, atol=1e-9, rtol=0)
+    pair = ot.sinkhorn(a, b, C, 2e-3, tol=1e-9, init=(cold.f, cold.g))
+    assert pair.n_iter <= 3
+    rec = ot.sinkhorn(a, b, C, 0.05, record_plans=1)
+    its = [it for it, _ in rec.plans]
+    assert its[0] == 0 and its == sorted(its) and its[-1] == rec.n_iter
+    torch.testing.assert_close(rec.plans[-1][1], rec.plan)
+    assert rec.history.shape == (rec.n_iter, 2)
+    assert ot.sinkhorn(a, b, C, 0.05).plans == ()
+
+
+def test_not_converged_is_reported():
+    a, b, C = random_problem(40, 40, seed=8)
+    res = ot.sinkhorn(a, b, C, 1e-3, max_iter=5)
+    assert not bool(res.converged) and float(res.marginal_error) > 1e-6
+    assert bool(torch.isfinite(res.plan).all())
+
+
+def test_float32_interactive_size():
+    a, b, C = random_problem(256, 256, seed=9, dtype=torch.float32, uniform=True)
+    res = ot.sinkhorn(a, b, C, 0.01)
+    assert res.plan.dtype == torch.float32 and bool(torch.isfinite(res.plan).all())
+    assert float(res.marginal_error) < 1e-5
+
+
+# ---- exact OT -------------------------------------------------------------------------------------------------------
+
+def lp_transport(a, b, C):
+    """The transport LP solved by scipy's HiGHS: min <C, P> s.t. P 1 = a, P^T 1 = b, P >= 0."""
+    n, m = C.shape
+    A = np.vstack([np.kron(np.eye(n), np.ones(m)), np.kron(np.ones(n), np.eye(m))])
+    res = linprog(C.ravel(), A_eq=A, b_eq=np.concatenate([a, b]), bounds=(0, None), method="highs")
+    return res.fun
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_emd_matches_linprog(seed):
+    a, b, C = random_problem(5 + seed, 7, seed=seed)
+    if seed == 3:
+        a[1] = 0
+        a = a / a.sum()
+    res = ot.emd(a, b, C)
+    assert bool(res.converged) and res.gamma == 0 and res.n_iter == 0
+    assert float(res.cost) == pytest.approx(lp_transport(a.numpy(), b.numpy(), C.numpy()), rel=1e-9, abs=1e-12)
+    assert float(res.reg_cost) == float(res.cost)
+    assert max(l1_errors(res.plan, a, b)) < 1e-12
+    # dual feasibility and complementary slackness of the potentials
+    keep = (a > 0)[:, None] & (b > 0)[None, :]
+    slack = (C - res.f[:, None] - res.g[None, :])[keep]
+    assert float(slack.min()) > -1e-9
+    assert float((res.plan[keep] * slack).abs().max()) < 1e-12
+
+
+def test_emd_out_of_iterations_is_not_converged():
+    a, b, C = random_problem(60, 60, seed=1, uniform=True)
+    res = ot.emd(a, b, C, max_iter=10)
+    assert not bool(res.converged)
+    assert bool(ot.emd(a, b, C).converged)
+
+
+def test_emd_batched():
+    a, b, C = random_problem(8, 6, seed=2)
+    res = ot.emd(a, b, torch.stack([C, 2 * C]))
+    assert res.plan.shape == (2, 8, 6)
+    assert float(res.cost[1]) == pytest.approx(2 * float(res.cost[0]), rel=1e-12)
+
+
+# ---- quadratic OT ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gamma", [10.0, 1.0, 0.1])
+def test_quadratic_ot_matches_pot_smooth_dual(gamma):
+    a, b, C = random_problem(20, 25, seed=11)
+    res = ot.quadratic_ot(a, b, C, gamma, tol=1e-10)
+    assert bool(res.converged)
+    P_pot = pot.smooth.smooth_ot_dual(a.numpy(), b.numpy(), C.numpy(), gamma, reg_type="l2", stopThr=1e-15,
+                                      numItermax=20000)
+    # POT's L-BFGS-B stops at a marginal error around 1e-6: compare at that accuracy
+    np.testing.assert_allclose(res.plan.numpy(), P_pot, atol=2e-6, rtol=0)
+    assert float(res.cost) == pytest.approx(float((C * torch.as_tensor(P_pot)).sum()), rel=1e-4)
+
+
+@pytest.mark.parametrize("gamma", [5.0, 0.5, 0.05])
+def test_quadratic_ot_kkt(gamma):
+    a, b, C = random_problem(30, 20, seed=12)
+    res = ot.quadratic_ot(a, b, C, gamma, tol=1e-10)
+    P, f, g = res.plan, res.f, res.g
+    assert bool(res.converged) and float(P.min()) >= 0
+    assert max(l1_errors(P, a, b)) <= 1e-10
+    # stationarity / complementary slackness: gamma P = [f + g - C]_+
+    torch.testing.assert_close(gamma * P, (f[:, None] + g[None, :] - C).clamp_min(0), atol=1e-14, rtol=0)
+    # zero duality gap
+    primal = float((C * P).sum() + gamma / 2 * (P * P).sum())
+    dual = float(f @ a + g @ b - ((f[:, None] + g[None, :] - C).clamp_min(0) ** 2).sum() / (2 * gamma))
+    assert primal == pytest.approx(float(res.reg_cost), rel=1e-12)
+    assert abs(primal - dual) <= 1e-8 * max(1.0, abs(primal))
+    assert float((P == 0).float().mean()) > 0.2 or gamma > 1   # sparse plans at small gamma
+
+
+def test_quadratic_ot_zero_masses_and_batch():
+    a, b, C = random_problem(9, 7, seed=13)
+    a[3] = 0
+    a = a / a.sum()
+    res = ot.quadratic_ot(torch.stack([a, a]), b, C, 0.5, tol=1e-10)
+    assert res.plan.shape == (2, 9, 7) and bool(res.converged.all())
+    assert float(res.plan[:, 3].abs().max()) == 0 and bool(torch.isfinite(res.plan).all())
+
+
+# ---- bad input ------------------------------------------------------------------------------------------------------
+
+def _bad_cases():
+    a, b, C = random_problem(4, 3, seed=0)
+    nan_C, inf_C = C.clone(), C.clone()
+    nan_C[1, 2], inf_C[0, 0] = float("nan"), float("inf")
+    neg_a, nan_a = a.clone(), a.clone()
+    neg_a[0], nan_a[1] = -0.1, float("nan")
+    return [
+        ((neg_a, b, C, 0.1), "non-negative"),
+        ((nan_a, b, C, 0.1), "NaN"),
+        ((a, b * 0.5, C, 0.1), "same total mass"),
+        ((a, b, nan_C, 0.1), "NaN"),
+        ((a, b, inf_C, 0.1), "inf"),
+        ((a[:3], b, C, 0.1), "one mass per row"),
+        ((a, torch.ones(4, dtype=F64) / 4, C, 0.1), "one mass per column"),
+        ((torch.stack([a, a]), b, torch.stack([C, C, C]), 0.1), "batch shapes"),
+        ((a, b, C, 0.0), "gamma"),
+        ((a, b, C, -1.0), "gamma"),
+        ((a, b, C, float("nan")), "gamma"),
+        ((a, b, C, float("inf")), "gamma"),
+        ((a, b, C, "big"), "gamma"),
+        ((a * 0, b * 0, C, 0.1), "total mass"),
+        ((a, b, C[0], 0.1), "matrix"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bad_cases())))
+@pytest.mark.parametrize("solver", ["sinkhorn", "emd", "quadratic_ot"])
+def test_bad_input_raises_value_error(solver, case):
+    (a, b, C, gamma), match = _bad_cases()[case]
+    if solver == "emd":
+        if match == "gamma":
+            pytest.skip("emd has no gamma")
+        fn = lambda: ot.emd(a, b, C)  # noqa: E731
+    else:
+        fn = lambda: getattr(ot, solver)(a, b, C, gamma)  # noqa: E731
+    with pytest.raises(ValueError, match=match):
+        fn()
+
+
+def test_bad_options_raise_value_error():
+    a, b, C = random_problem(4, 3)
+    for kw in (dict(tol=0), dict(max_iter=0), dict(omega=2.5), dict(check_every=0)):
+        with pytest.raises(ValueError):
+            ot.sinkhorn(a, b, C, 0.1, **kw)
+    with pytest.raises(ValueError, match="init"):
+        ot.sinkhorn(a, b, C, 0.1, init=(torch.zeros(5), torch.zeros(3)))
+    with pytest.raises(ValueError, match="total mass"):
+        ot.sinkhorn(a * 0, None, C, 0.1)
+
+
+def test_nearly_equal_totals_are_accepted():
+    a, b, C = random_problem(6, 5, seed=3)
+    res = ot.sinkhorn(a, b * (1 + 1e-9), C, 0.1, tol=1e-10)
+    assert bool(res.converged)
+
+
+# ---- fuzz -----------------------------------------------------------------------------------------------------------
+
+masses = st.lists(st.one_of(st.just(0.0), st.floats(1e-3, 1.0)), min_size=1, max_size=7).filter(
+    lambda w: sum(w) > 0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wa=masses, wb=masses, seed=st.integers(0, 2 ** 16), rel=st.sampled_from([1e-3, 1e-2, 0.1, 1.0, 10.0]),
+       scale=st.sampled_from([1e-3, 1.0, 1e3]), batch=st.integers(1, 3))
+def test_fuzz_sinkhorn_and_quadratic(wa, wb, seed, rel, scale, batch):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.tensor(wa, dtype=F64)
+    b = torch.tensor(wb, dtype=F64)
+    a, b = a / a.sum(), b / b.sum()
+    C = (torch.randn(batch, len(wa), len(wb), generator=g, dtype=F64) * scale)
+    gamma = rel * float(C.abs().max() or 1.0)
+    res = ot.sinkhorn(a, b, C, gamma, tol=1e-8, max_iter=3000)
+    assert res.plan.shape == (batch, len(wa), len(wb))
+    assert bool(torch.isfinite(res.plan).all()) and float(res.plan.min()) >= 0
+    assert float(res.plan[:, a == 0].abs().sum()) == 0 and float(res.plan[:, :, b == 0].abs().sum()) == 0
+    err = torch.maximum((res.plan.sum(-1) - a).abs().sum(-1), (res.plan.sum(-2) - b).abs().sum(-1))
+    torch.testing.assert_close(err, res.marginal_error, rtol=1e-6, atol=1e-15)
+    assert bool((err[res.converged] <= 1e-8 * (1 + 1e-6)).all())
+    if rel >= 1e-2:   # at gamma = 1e-3 max|C| Sinkhorn can need far more iterations on tiny adversarial costs
+        assert bool(res.converged.all())
+    q = ot.quadratic_ot(a, b, C, gamma * len(wa) * len(wb), tol=1e-8)
+    assert bool(torch.isfinite(q.plan).all()) and bool(q.converged.all())
+    assert float(q.plan[:, a == 0].abs().sum()) == 0
+
+
+# ---- CUDA -----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_cuda_matches_cpu(dtype):
+    a, b, C = random_problem(300, 200, seed=14, dtype=dtype)
+    cpu = ot.sinkhorn(a, b, C, 0.01)
+    gpu = ot.sinkhorn(a.cuda(), b.cuda(), C.cuda(), 0.01)
+    assert gpu.plan.is_cuda and bool(gpu.converged)
+    torch.testing.assert_close(gpu.plan.cpu(), cpu.plan, atol=1e-6 if dtype == torch.float64 else 1e-5, rtol=0)
+    q = ot.quadratic_ot(a.cuda(), b.cuda(), C.cuda(), 1.0)
+    assert q.plan.is_cuda and bool(torch.isfinite(q.plan).all())
+    e = ot.emd(a.cuda(), b.cuda(), C.cuda())
+    assert e.plan.is_cuda and bool(e.converged)
