@@ -85,3 +85,10 @@ def test_sequences():
     assert samples.sequence("random", 7, 3, seed=0).shape == (7, 3)
     with pytest.raises(ValueError, match="unknown sequence"):
         samples.sequence("walk", 5, 2)
+
+
+def test_projections():
+    W_Q, W_K, W_V = samples.projections(4, None)
+    assert torch.equal(W_Q, torch.eye(4, dtype=torch.float64)) and torch.equal(W_V, W_K)
+    R = samples.projections(200, seed=0)
+    assert abs(float(R[0].var()) * 200 - 1) < 0.05 and not torch.equal(R[0], R[1])

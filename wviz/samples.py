@@ -63,3 +63,14 @@ def sequence(preset: str, n: int, d: int, seed: int = 0, noise: float = 0.1, dty
     w = 1 + 3 * torch.rand(d, generator=g, dtype=dtype)
     phi = 2 * math.pi * torch.rand(d, generator=g, dtype=dtype)
     return torch.sin(w * t + phi) + noise * torch.randn(n, d, generator=g, dtype=dtype)
+
+
+def projections(d: int, seed: int | None, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """W_Q, W_K, W_V (d, d): identities when ``seed`` is None, else i.i.d. N(0, 1/d) entries from ``seed``
+    (the 1/d variance keeps XW on the scale of X)."""
+    if seed is None:
+        eye = torch.eye(d, dtype=dtype)
+        return eye, eye.clone(), eye.clone()
+    g = torch.Generator().manual_seed(int(seed))
+    W_Q, W_K, W_V = (torch.randn(d, d, generator=g, dtype=dtype) / d ** 0.5 for _ in range(3))
+    return W_Q, W_K, W_V
