@@ -190,32 +190,44 @@ def _tensors(a, b, C):
 
 
 def _prepare(a, b, C):
-    """Validated problem flattened to a batch: a (B, n), b (B, m), C (B, n, m), the batch shape, row min/max of C.
+    """Validated problem flattened to a batch: a (B, n), b (B, m), C (B, n, m), the batch shape, and facts about
+    it (row minima and maxima of C, extreme values, zero masses), gathered with a single host synchronisation.
 
     b is rescaled to a's total when the two totals agree within rounding (so that Sinkhorn can meet tol);
     totals that really differ are refused.
     """
     a, b, C = _tensors(a, b, C)
-    try:
-        shape = torch.broadcast_shapes(a.shape[:-1], b.shape[:-1], C.shape[:-2])
-    except RuntimeError:
-        raise ValueError(f"the batch shapes of a {tuple(a.shape[:-1])}, b {tuple(b.shape[:-1])} and C "
-                         f"{tuple(C.shape[:-2])} do not match") from None
     n, m = C.shape[-2:]
-    sa, sb = _check_mass(a, "a"), _check_mass(b, "b")
-    rtol = max(1e-6, 64 * torch.finfo(a.dtype).eps)
-    diff = (sa - sb).abs() > rtol * torch.maximum(sa, sb)
-    if bool(diff.any()):
-        sa_, sb_ = torch.broadcast_tensors(sa, sb)
-        i = diff.nonzero()[0].tolist() if diff.ndim else []
-        raise ValueError(f"a and b must have the same total mass, but sum(a) = {sa_[tuple(i)].item():.6g} and "
-                         f"sum(b) = {sb_[tuple(i)].item():.6g}; normalise both to 1")
+    if a.ndim == 1 and b.ndim == 1 and C.ndim == 2:
+        shape = ()
+    else:
+        try:
+            shape = torch.broadcast_shapes(a.shape[:-1], b.shape[:-1], C.shape[:-2])
+        except RuntimeError:
+            raise ValueError(f"the batch shapes of a {tuple(a.shape[:-1])}, b {tuple(b.shape[:-1])} and C "
+                             f"{tuple(C.shape[:-2])} do not match") from None
     B = math.prod(shape)
     C = C.expand(*shape, n, m).reshape(B, n, m)  # a view (no copy) unless C is broadcast against a batch
-    lo, hi = _check_cost(C)
     a = a.expand(*shape, n).reshape(B, n)
-    b = (b * (sa / sb)[..., None]).expand(*shape, m).reshape(B, m)
-    return a, b, C, shape, lo, hi
+    b = b.expand(*shape, m).reshape(B, m)
+    sa, sb = a.sum(-1), b.sum(-1)
+    lo, hi = C.amin(-1), C.amax(-1)           # NaN and inf propagate: two passes over C validate it
+    stats = torch.stack([a.amin(), b.amin(), sa.amin(), sb.amin(), sa.amax(), sb.amax(),
+                         ((sa - sb).abs() / torch.maximum(sa, sb)).amax(), lo.amin(), lo.amax(), hi.amax()])
+    a_min, b_min, sa_min, sb_min, sa_max, sb_max, rel, lo_min, lo_max, hi_max = stats.tolist()
+    if not (a_min >= 0 and sa_min > 0 and math.isfinite(sa_max)):
+        _check_mass(a, "a")
+    if not (b_min >= 0 and sb_min > 0 and math.isfinite(sb_max)):
+        _check_mass(b, "b")
+    if not (math.isfinite(lo_min) and math.isfinite(hi_max)):
+        _check_cost(C)
+    if not rel <= max(1e-6, 64 * torch.finfo(a.dtype).eps):
+        i = int(((sa - sb).abs() / torch.maximum(sa, sb)).argmax())
+        raise ValueError(f"a and b must have the same total mass, but sum(a) = {sa[i].item():.6g} and "
+                         f"sum(b) = {sb[i].item():.6g}; normalise both to 1")
+    b = b * (sa / sb)[:, None]
+    info = dict(lo=lo, hi=hi, lo_min=lo_min, lo_max=lo_max, hi_max=hi_max, zero_a=a_min == 0, zero_b=b_min == 0)
+    return a, b, C, shape, info
 
 
 def _finish(shape, plan, cost, reg_cost, n_iter, err, converged, history, f=None, g=None, gamma=0.0, plans=()):
@@ -293,8 +305,9 @@ class _Omega:
         to the next (complex eigenvalues once omega >= omega*), their envelope does not.
         """
         self.trace.append((it, err))
-        if len(self.trace) > 8 * _WINDOW:
-            del self.trace[: -6 * _WINDOW]
+        horizon = 5 * _WINDOW     # of the safeguard below
+        while self.trace[0][0] < it - horizon - 2 * _WINDOW:
+            del self.trace[0]
         past = [t for t in self.trace if t[0] <= it - _WINDOW]
         if not past:
             return False
@@ -312,10 +325,14 @@ class _Omega:
                 self.w = np.where(better, w_new, w)
                 self.kappa = np.where(better, (1 - r) / self.gamma, self.kappa)
                 changed = True
-        # safeguard: an error that has not fallen over five windows under over-relaxation halves omega - 1
-        older = [t for t in self.trace if t[0] <= it - 5 * _WINDOW]
+        # safeguard: when the envelope of the error (its maximum over a window) has not fallen over five windows,
+        # omega - 1 is halved. Near omega = 2 this also fires while the error merely oscillates, and omega then
+        # alternates between omega* and 1 + (omega* - 1) / 2: on the hard problems (tiny gamma, few points) that
+        # converged in fewer iterations than a patient safeguard did.
+        older = [e for i, e in self.trace if it - horizon - _WINDOW < i <= it - horizon]
         if self.fixed is None and older and not changed:
-            bad = (err >= older[-1][1]) & (self.w > 1)
+            recent = np.max([e for i, e in self.trace if i > it - _WINDOW], axis=0)
+            bad = (recent >= np.max(older, axis=0)) & (self.w > 1)
             if bad.any():
                 self.w = np.where(bad, 1 + (self.w - 1) / 2, self.w)
                 self.kappa = np.where(bad, np.nan, self.kappa)
@@ -335,8 +352,8 @@ def _relaxed(u, a, Ku, wm1, masked, pos):
     gamma) a row whose mass is off by a factor t would otherwise be pushed to a mass off by t^(omega - 1) the
     other way, which is how over-relaxation diverges.
     """
-    t = a / (u * Ku)
-    u = u * t * t.clamp(_RELAX_LO, _RELAX_HI).pow_(wm1)
+    t = a / Ku                                    # the plain Sinkhorn update
+    u = t * (t / u).clamp_(_RELAX_LO, _RELAX_HI).pow_(wm1)
     return torch.where(pos, u, 0) if masked else u
 
 
@@ -369,7 +386,11 @@ def _kernel(C, f, g, gamma, out, clamp, normalize=False):
 
 def _one_sided(a, C, gamma):
     a, _, C = _tensors(a, None, C)
-    shape = torch.broadcast_shapes(a.shape[:-1], C.shape[:-2])
+    try:
+        shape = torch.broadcast_shapes(a.shape[:-1], C.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"the batch shapes of a {tuple(a.shape[:-1])} and C {tuple(C.shape[:-2])} do not match") \
+            from None
     n, m = C.shape[-2:]
     _check_mass(a, "a")
     B = math.prod(shape)
@@ -435,7 +456,8 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     b=None solves the one-sided problem, rows constrained only: P = a_i softmax(-C_i / gamma), 001 eqs. (4)-(5).
 
     tol: stop when the L1 error of both marginals is <= tol (max(||P1 - a||_1, ||P^T 1 - b||_1)), checked every
-    check_every iterations (default 1 on the CPU, 10 on CUDA, where a check is a host synchronisation).
+    check_every iterations (default 10 on CUDA, where a check is a host synchronisation; on the CPU 1, or up to
+    4 for small problems, where a check costs as much as an iteration).
     max_iter caps the iterations of all stages together; a run that stops without meeting tol returns
     converged=False (float32 cannot go much below 1e-6: it stops once the error stops falling near rounding level).
     init: a previous OTResult (or a pair (f, g)) to warm-start from, e.g. the previous value of a gamma slider;
@@ -451,28 +473,28 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
         raise ValueError(f"omega must be in [1, 2), got {omega}")
     if b is None:
         return _one_sided(a, C, gamma)
-    a, b, C, shape, lo, hi = _prepare(a, b, C)
+    a, b, C, shape, info = _prepare(a, b, C)
     B, n, m = C.shape
     dtype, device = C.dtype, C.device
     clamp, absorb = _CLAMP[dtype], _ABSORB[dtype]
     record = int(record_plans or 0)
     if check_every is None:   # a check costs a few vector operations (and on CUDA a host synchronisation)
-        check_every = 10 if device.type == "cuda" else (1 if n * m >= 1 << 18 else 2)
+        check_every = 10 if device.type == "cuda" else min(4, max(1, (1 << 18) // (B * n * m)))
     if record:
         check_every = record
     if not (isinstance(check_every, int) and check_every >= 1):
         raise ValueError(f"check_every must be a positive integer, got {check_every!r}")
 
     pos_a, pos_b = a > 0, b > 0
-    zero_a, zero_b = not bool(pos_a.all()), not bool(pos_b.all())
+    zero_a, zero_b = info["zero_a"], info["zero_b"]
     warm = None if init is None else _init_potentials(init, a, b, B, n, m)
-    c_lo, c_hi = float(lo.min()), float(hi.max())
+    lo, c_lo, c_hi = info["lo"], info["lo_min"], info["hi_max"]
     first_f, first_clamp = True, clamp      # the first kernel may skip passes (see below)
     if warm is not None:
         f, g, gamma0 = warm
     else:
         gamma0 = None
-        if float(lo.max()) - c_lo <= gamma * absorb / 2:
+        if info["lo_max"] - c_lo <= gamma * absorb / 2:
             # row minima within a few gamma of each other: one scalar shift keeps every row of the first kernel
             # within exp(-absorb / 2) of 1, and f = 0 saves a pass
             f, g, first_f = torch.zeros_like(a), torch.full_like(b, c_lo), None
@@ -636,7 +658,7 @@ def emd(a, b, C, *, max_iter: int | None = None) -> OTResult:
     """
     import ot as pot
 
-    a, b, C, shape, _, _ = _prepare(a, b, C)
+    a, b, C, shape, _ = _prepare(a, b, C)
     B, n, m = C.shape
     numitermax = int(max_iter) if max_iter is not None else max(10 ** 6, 100 * n * m)
     a64, b64, C64 = (t.detach().to("cpu", torch.float64).numpy() for t in (a, b, C))
@@ -702,7 +724,7 @@ def quadratic_ot(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 5000, *, ini
         raise ValueError(f"omega must be in [1, 2), got {omega}")
     if b is None:
         raise ValueError("quadratic_ot needs both marginals a and b")
-    a, b, C, shape, lo, _ = _prepare(a, b, C)
+    a, b, C, shape, _ = _prepare(a, b, C)
     B, n, m = C.shape
     dtype, device = C.dtype, C.device
     if check_every is None:
@@ -716,7 +738,9 @@ def quadratic_ot(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 5000, *, ini
     g = g.masked_fill(~pos_b, -torch.inf)
     relax = _Omega(B, None if omega is None else float(omega))
     relax.start_stage(gamma)
-    w = torch.ones(B, 1, dtype=dtype, device=device)
+    if omega is None:
+        relax.w = np.ones(B)    # exact block maximisation (monotone ascent) until a convergence rate is measured
+    w = torch.as_tensor(relax.w, dtype=dtype, device=device).view(B, 1)
     G = torch.empty_like(C)
     history, it = [], 0
     err = torch.full((B,), torch.inf, dtype=dtype, device=device)
