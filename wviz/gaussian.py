@@ -1,0 +1,341 @@
+"""Gaussian embeddings, the Bures-Wasserstein distance W2 between Gaussians, and W2 attention.
+
+Source: the 004 summary (shared/seeds/004_*.txt, "Stochastic Vision Transformers with Wasserstein Distance-Aware
+Attention", arXiv 2311.18645, Sec. 4.2) and the closed form in shared/seeds/INDEX.md. For N(m1, S1), N(m2, S2):
+
+    W2^2 = ||m1 - m2||^2 + tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2})            (mean part + covariance part)
+
+(004 prints the trace term as (S_Q^{1/2} S_Q S_K^{1/2})^{1/2}, a typo for the form above.) For diagonal
+S = diag(sigma^2) the covariance part is ||sigma1 - sigma2||^2. 004's attention is A = softmax(-W2^2(Q, K) / tau).
+
+How a covariance is given (one rule everywhere): for means m of shape (..., d), a tensor S of the same shape
+(..., d) holds diagonal variances sigma^2; a tensor of shape (..., d, d) is a full covariance matrix. Means and
+covariances of one side have the same leading shape; the two sides broadcast against each other. A full
+covariance must be symmetric positive semi-definite: it is symmetrised and its eigenvalues are clamped at 0 before
+square roots (POT returns NaN for a rank-deficient covariance, POT issue 708), so the result is never NaN.
+
+Gradients: the diagonal case is differentiable everywhere except at a zero variance (there d sigma / d sigma^2 is
+infinite; it is taken as 0 here; train on sigma or log sigma^2 instead). The full case differentiates through
+torch.linalg.eigh, which is finite only when the covariance of the second Gaussian (the key) has distinct
+eigenvalues (POT issue 773; an isotropic covariance has repeated ones).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from wviz import attention
+
+__all__ = ["W2Parts", "w2_squared", "w2_squared_parts", "pairwise_w2_squared", "pairwise_w2_parts",
+           "w2_attention", "gaussian_from_params", "ellipse"]
+
+
+@dataclass(frozen=True)
+class W2Parts:
+    """W2^2 split as in the closed form: mean = ||m1 - m2||^2, covariance = tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2})
+    (the Bures part); both >= 0, same shape."""
+
+    mean: torch.Tensor
+    covariance: torch.Tensor
+
+    @property
+    def total(self) -> torch.Tensor:
+        return self.mean + self.covariance
+
+
+# ----------------------------------------------------------------------------------------------- input checks
+
+def _where(lead: torch.Size, flat: int) -> str:
+    """'token 3' / 'token (0, 3)' / '' for the flat index of an element of leading shape ``lead``."""
+    if len(lead) == 0:
+        return ""
+    idx = []
+    for n in reversed(lead):
+        idx.append(flat % n)
+        flat //= n
+    idx = idx[::-1]
+    return f"token {idx[0]}" if len(idx) == 1 else f"token {tuple(idx)}"
+
+
+def _name(what: str, side: str, lead: torch.Size, flat: int) -> str:
+    """'covariance of key token 3', 'mean of Gaussian 1 (token 3)', 'covariance of Gaussian 2'."""
+    where = _where(lead, flat)
+    if side in ("query", "key"):
+        return f"{what} of {side} {where}".rstrip()
+    if side in ("1", "2"):
+        return f"{what} of Gaussian {side}" + (f" ({where})" if where else "")
+    return f"{what} of {where}" if where else f"the {what}"
+
+
+def _side(side: str) -> str:
+    """How messages name one side's inputs: 'Gaussian 1', 'query', 'key', or nothing."""
+    return f"Gaussian {side}" if side in ("1", "2") else side
+
+
+def _first_bad(bad: torch.Tensor) -> int:
+    return int(bad.reshape(-1).nonzero()[0])
+
+
+def _check_float(x, name: str) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name} must be a torch tensor, got {type(x).__name__}")
+    if x.dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"{name} must be float32 or float64, got {x.dtype}")
+
+
+def _tol(S: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Rounding tolerance for symmetry and eigenvalue checks, relative to the matrix's largest entry."""
+    return 64 * S.shape[-1] * torch.finfo(S.dtype).eps * scale + torch.finfo(S.dtype).tiny
+
+
+def _check_gaussian(m, S, side: str):
+    """Validates one side (means (..., d), covariances (..., d) or (..., d, d)); returns (m, S, diagonal) with full
+    covariances symmetrised."""
+    of = f" of {_side(side)}" if _side(side) else ""
+    _check_float(m, f"the mean{of}")
+    _check_float(S, f"the covariance{of}")
+    if m.dim() == 0 or m.shape[-1] == 0:
+        raise ValueError(f"the mean{of} needs a last dimension d >= 1, got shape {tuple(m.shape)}")
+    if m.device != S.device:
+        raise ValueError(f"mean and covariance{of} are on different devices ({m.device}, {S.device})")
+    d, lead = m.shape[-1], m.shape[:-1]
+    if S.shape == m.shape:
+        diagonal = True
+    elif S.shape == m.shape + (d,):
+        diagonal = False
+    else:
+        raise ValueError(f"the covariance{of} has shape {tuple(S.shape)} but the mean has {tuple(m.shape)}: "
+                         f"give variances of shape {tuple(m.shape)} or matrices of shape {tuple(m.shape) + (d,)}")
+    bad = ~torch.isfinite(m.detach()).all(dim=-1)
+    if bool(bad.any()):
+        i = _first_bad(bad)
+        raise ValueError(f"{_name('mean', side, lead, i)} contains NaN or inf")
+    Sd = S.detach()
+    bad = ~torch.isfinite(Sd.reshape(*lead, -1)).all(dim=-1)
+    if bool(bad.any()):
+        i = _first_bad(bad)
+        raise ValueError(f"{_name('covariance', side, lead, i)} contains NaN or inf")
+    if diagonal:
+        low = Sd.amin(dim=-1)
+        bad = low < 0
+        if bool(bad.any()):
+            i = _first_bad(bad)
+            raise ValueError(f"{_name('variance', side, lead, i)} is negative ({float(low.reshape(-1)[i]):.3g}); "
+                             "variances must be >= 0")
+        return m, S, True
+    scale = Sd.abs().amax(dim=(-2, -1))
+    asym = (Sd - Sd.mT).abs().amax(dim=(-2, -1))
+    bad = asym > _tol(Sd, scale)
+    if bool(bad.any()):
+        i = _first_bad(bad)
+        raise ValueError(f"{_name('covariance', side, lead, i)} is not symmetric (largest |S - S^T| entry "
+                         f"{float(asym.reshape(-1)[i]):.3g}); a covariance matrix must equal its transpose")
+    S = (S + S.mT) / 2
+    low = torch.linalg.eigvalsh(S.detach())[..., 0]
+    bad = low < -_tol(Sd, scale)
+    if bool(bad.any()):
+        i = _first_bad(bad)
+        raise ValueError(f"{_name('covariance', side, lead, i)} is not positive semi-definite (smallest "
+                         f"eigenvalue {float(low.reshape(-1)[i]):.3g})")
+    return m, S, False
+
+
+def _common(*xs: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors in one dtype (float64 if any is) on one device."""
+    if len({x.device for x in xs}) > 1:
+        raise ValueError(f"the inputs are on different devices ({', '.join(sorted({str(x.device) for x in xs}))}); "
+                         "move them to one device")
+    dtype = torch.float64 if any(x.dtype == torch.float64 for x in xs) else torch.float32
+    return [x.to(dtype) for x in xs]
+
+
+# ---------------------------------------------------------------------------------------------- the closed form
+
+def _sqrt0(x: torch.Tensor) -> torch.Tensor:
+    """sqrt(max(x, 0)) with a finite gradient (0) at x <= 0: the where/clamp pair keeps sqrt's infinite derivative
+    at 0 out of the backward pass (0 * inf would be NaN)."""
+    pos = x > 0
+    return torch.where(pos, x.clamp(min=torch.finfo(x.dtype).tiny).sqrt(), torch.zeros_like(x))
+
+
+def _sqrtm_psd(S: torch.Tensor) -> torch.Tensor:
+    """Symmetric square root S^{1/2} = U diag(sqrt(max(lambda, 0))) U^T of a symmetric PSD matrix."""
+    lam, U = torch.linalg.eigh(S)
+    return (U * _sqrt0(lam).unsqueeze(-2)) @ U.mT
+
+
+def _sqdist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """||x_i - y_j||^2 for all pairs, (..., n, d), (..., m, d) -> (..., n, m), as ||x||^2 + ||y||^2 - 2 x.y (one
+    matrix product); cancellation can leave tiny negatives, clamped at 0."""
+    xx = (x * x).sum(-1).unsqueeze(-1)
+    yy = (y * y).sum(-1).unsqueeze(-2)
+    return (xx + yy - 2 * x @ y.mT).clamp(min=0)
+
+
+def _bures_full(S1: torch.Tensor, S2: torch.Tensor) -> torch.Tensor:
+    """tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2}) for symmetric PSD S1, S2 broadcasting over leading dims.
+
+    tr of the square root of the PSD matrix M = S2^{1/2} S1 S2^{1/2} is the sum of the square roots of its
+    eigenvalues (clamped at 0): only eigenvalues of M are needed, and eigvalsh's gradient stays finite even where
+    they repeat; the root S2^{1/2} needs eigenvectors (eigh), whose gradient needs distinct eigenvalues of S2."""
+    r2 = _sqrtm_psd(S2)
+    M = r2 @ S1 @ r2
+    lam = torch.linalg.eigvalsh((M + M.mT) / 2)
+    tr = torch.diagonal(S1, dim1=-2, dim2=-1).sum(-1) + torch.diagonal(S2, dim1=-2, dim2=-1).sum(-1)
+    return (tr - 2 * _sqrt0(lam).sum(-1)).clamp(min=0)
+
+
+def _prepare(m1, S1, m2, S2, sides, batch_dims: int):
+    """Validated, broadcast-checked inputs of one dtype; batch_dims = 1 (w2_squared) or 2 (pairwise: tokens)."""
+    m1, S1, diag1 = _check_gaussian(m1, S1, sides[0])
+    m2, S2, diag2 = _check_gaussian(m2, S2, sides[1])
+    if m1.shape[-1] != m2.shape[-1]:
+        raise ValueError(f"the Gaussians live in different dimensions: d = {m1.shape[-1]} and d = {m2.shape[-1]}")
+    try:
+        torch.broadcast_shapes(m1.shape[:-batch_dims], m2.shape[:-batch_dims])
+    except RuntimeError:
+        a, b = (tuple(x.shape[:-batch_dims]) for x in (m1, m2))
+        raise ValueError(f"the leading (batch) shapes {a} of the {_side(sides[0])} means and {b} of the "
+                         f"{_side(sides[1])} means do not broadcast") from None
+    m1, S1, m2, S2 = _common(m1, S1, m2, S2)
+    if diag1 != diag2:  # one side diagonal, the other full: compare as full matrices
+        S1 = torch.diag_embed(S1) if diag1 else S1
+        S2 = torch.diag_embed(S2) if diag2 else S2
+    return m1, S1, m2, S2, diag1 and diag2
+
+
+def w2_squared_parts(m1, S1, m2, S2) -> W2Parts:
+    """W2^2 between N(m1, S1) and N(m2, S2), split into its mean part ||m1 - m2||^2 and its covariance (Bures) part
+    tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2}): the closed form of shared/seeds/INDEX.md (004, Sec. 4.2, typo
+    corrected). Diagonal variances give the covariance part ||sigma1 - sigma2||^2 with sigma = sqrt(variances).
+
+    m1, m2: (..., d); S1, S2: variances (..., d) or covariance matrices (..., d, d) (see the module docstring); the
+    two Gaussians broadcast over leading dims. Returns W2Parts with tensors of the broadcast leading shape.
+    """
+    m1, S1, m2, S2, diagonal = _prepare(m1, S1, m2, S2, ("1", "2"), 1)
+    mean = ((m1 - m2) ** 2).sum(-1)
+    cov = ((_sqrt0(S1) - _sqrt0(S2)) ** 2).sum(-1) if diagonal else _bures_full(S1, S2)
+    mean, cov = torch.broadcast_tensors(mean, cov)
+    return W2Parts(mean, cov)
+
+
+def w2_squared(m1, S1, m2, S2) -> torch.Tensor:
+    """W2^2(N(m1, S1), N(m2, S2)) = ||m1 - m2||^2 + tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2}), the closed form
+    of shared/seeds/INDEX.md (004, Sec. 4.2); for variances ||m1 - m2||^2 + ||sigma1 - sigma2||^2.
+
+    m1, m2: (..., d); S1, S2: variances (..., d) or matrices (..., d, d); broadcast over leading dims; returns the
+    squared distance (...), never NaN. This is W2 squared: POT's ot.gaussian.bures_wasserstein_distance returns W2.
+    """
+    return w2_squared_parts(m1, S1, m2, S2).total
+
+
+def _pairwise(mq, Sq, mk, Sk, diagonal: bool) -> W2Parts:
+    """Both parts for every (query i, key j) pair; validated inputs of one dtype."""
+    mean = _sqdist(mq, mk)
+    if diagonal:  # ||sigma_i - sigma_j||^2 is a squared Euclidean distance between the std vectors
+        return W2Parts(mean, _sqdist(_sqrt0(Sq), _sqrt0(Sk)))
+    cov = _bures_full(Sq.unsqueeze(-3), Sk.unsqueeze(-4))  # (..., n, 1, d, d) x (..., 1, m, d, d) -> all pairs
+    return W2Parts(mean, cov)
+
+
+def _check_pairwise(mq, Sq, mk, Sk):
+    for x, side in ((mq, "query"), (mk, "key")):
+        if isinstance(x, torch.Tensor) and x.dim() < 2:
+            raise ValueError(f"the {side} means need shape (..., n, d) (one row per token), got {tuple(x.shape)}")
+    return _prepare(mq, Sq, mk, Sk, ("query", "key"), 2)
+
+
+def pairwise_w2_parts(mq, Sq, mk, Sk) -> W2Parts:
+    """Mean part ||m_i - m_j||^2 and covariance part of W2^2 (INDEX.md closed form, 004) for every query i and key j:
+    W2Parts with tensors (..., n, m). Shapes as in pairwise_w2_squared."""
+    return _pairwise(*_check_pairwise(mq, Sq, mk, Sk))
+
+
+def pairwise_w2_squared(mq, Sq, mk, Sk) -> torch.Tensor:
+    """W2^2(N(mq_i, Sq_i), N(mk_j, Sk_j)) for every query i and key j: the distances behind 004's attention
+    A = softmax(-W2^2(Q, K) / tau), with W2^2 the closed form of shared/seeds/INDEX.md.
+
+    mq (..., n, d), mk (..., m, d); Sq, Sk variances of the same shapes or matrices (..., n, d, d), (..., m, d, d);
+    returns (..., n, m). Variances: ||m_i - m_j||^2 + ||sigma_i - sigma_j||^2, computed as one squared-distance
+    matrix of the concatenated vectors [m, sigma] by a matrix product (rounding can leave about eps * ||[m, sigma]||^2
+    where the exact value is 0; negatives are clamped to 0). Matrices: the symmetric root S_j^{1/2} of every key,
+    then the eigenvalues of S_j^{1/2} S_i S_j^{1/2} for all n * m pairs in one batched call (memory n m d^2).
+    """
+    m1, S1, m2, S2, diagonal = _check_pairwise(mq, Sq, mk, Sk)
+    if diagonal:  # one matrix product over [m, sigma]: the mean and covariance parts of W2^2 at once
+        return _sqdist(torch.cat([m1, _sqrt0(S1)], -1), torch.cat([m2, _sqrt0(S2)], -1))
+    return _pairwise(m1, S1, m2, S2, False).total
+
+
+def w2_attention(mq, Sq, mk, Sk, tau: float = 1.0) -> torch.Tensor:
+    """W2 attention of 004 (Sec. 4.2): A_ij = softmax_j(-W2^2(N(mq_i, Sq_i), N(mk_j, Sk_j)) / tau), shape (..., n, m).
+
+    Shapes as in pairwise_w2_squared; tau > 0 is the temperature (wviz.attention.softmax checks it). Close, similar
+    Gaussians get large weights: the score is minus a distance, not a dot product.
+    """
+    W = pairwise_w2_squared(mq, Sq, mk, Sk)
+    return attention.softmax(-W, tau=tau)
+
+
+# -------------------------------------------------------------------------------------------- 2-D helpers (page)
+
+def gaussian_from_params(mean_xy, sigma_x, sigma_y, rho) -> torch.Tensor:
+    """The 2-D covariance [[sigma_x^2, rho sigma_x sigma_y], [rho sigma_x sigma_y, sigma_y^2]] of each token:
+    (..., 2, 2).
+
+    mean_xy (..., 2) fixes the leading shape, dtype and device; sigma_x, sigma_y >= 0 (standard deviations) and
+    rho in [-1, 1] (correlation) are numbers or tensors broadcasting to mean_xy.shape[:-1]. |rho| = 1 or a zero
+    sigma gives a degenerate (rank-deficient) Gaussian, which is allowed.
+    """
+    _check_float(mean_xy, "mean_xy")
+    if mean_xy.dim() == 0 or mean_xy.shape[-1] != 2:
+        raise ValueError(f"mean_xy must have shape (..., 2), got {tuple(mean_xy.shape)}")
+    lead = mean_xy.shape[:-1]
+    vals = {}
+    for name, v in (("sigma_x", sigma_x), ("sigma_y", sigma_y), ("rho", rho)):
+        t = torch.as_tensor(v, dtype=mean_xy.dtype, device=mean_xy.device)
+        try:
+            t = t.expand(lead) if t.dim() <= len(lead) else None
+        except RuntimeError:
+            t = None
+        if t is None:
+            raise ValueError(f"{name} of shape {tuple(torch.as_tensor(v).shape)} does not match the "
+                             f"{tuple(lead)} tokens of mean_xy")
+        td = t.detach()
+        bad = ~torch.isfinite(td)
+        if bool(bad.any()):
+            raise ValueError(f"{name} of {_where(lead, _first_bad(bad)) or 'the token'} is NaN or inf")
+        bad = (td < 0) if name != "rho" else (td.abs() > 1)
+        if bool(bad.any()):
+            i = _first_bad(bad)
+            what = "a standard deviation must be >= 0" if name != "rho" else "a correlation must lie in [-1, 1]"
+            raise ValueError(f"{name} of {_where(lead, i) or 'the token'} is {float(td.reshape(-1)[i]):.3g}; {what}")
+        vals[name] = t
+    sx, sy, r = vals["sigma_x"], vals["sigma_y"], vals["rho"]
+    off = r * sx * sy
+    return torch.stack([torch.stack([sx * sx, off], -1), torch.stack([off, sy * sy], -1)], -2)
+
+
+def ellipse(mean, cov, n_sigma: float = 1.0, n_points: int = 100) -> torch.Tensor:
+    """Points of the n-sigma ellipse {m + n_sigma S^{1/2} u : ||u|| = 1} of N(m, S) in 2-D, for drawing.
+
+    mean (..., 2), cov (..., 2, 2) or variances (..., 2); returns (..., n_points, 2), the first point repeated
+    as the last so that a line through them closes. A degenerate covariance gives a segment (or a point).
+    """
+    m, S, diagonal = _check_gaussian(mean, cov, "")
+    if m.shape[-1] != 2:
+        raise ValueError(f"ellipses are drawn in 2-D; the mean has d = {m.shape[-1]}")
+    try:
+        ns = float(n_sigma)
+    except (TypeError, ValueError):
+        raise ValueError(f"n_sigma must be a number, got {n_sigma!r}") from None
+    if not (math.isfinite(ns) and ns > 0):
+        raise ValueError(f"n_sigma must be a positive number, got {ns}")
+    if not (isinstance(n_points, int) and n_points >= 3):
+        raise ValueError(f"n_points must be an integer >= 3, got {n_points!r}")
+    root = torch.diag_embed(_sqrt0(S)) if diagonal else _sqrtm_psd(S)
+    t = torch.linspace(0, 2 * math.pi, n_points, dtype=m.dtype, device=m.device)
+    circle = torch.stack([t.cos(), t.sin()], -1)  # (n_points, 2)
+    return m.unsqueeze(-2) + ns * circle @ root.mT
