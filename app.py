@@ -11,6 +11,12 @@ SECTIONS = {
         st.Page("pages/transport_plans.py", title="Transport plans", icon=":material/swap_horiz:",
                 url_path="transport_plans"),
     ],
+    "Distributions as tokens": [
+        st.Page("pages/gaussian_w2.py", title="Gaussian W2 attention", icon=":material/blur_circular:",
+                url_path="gaussian_w2"),
+        st.Page("pages/wasserstein_self_attention.py", title="Wasserstein self-attention",
+                icon=":material/stacked_line_chart:", url_path="wasserstein_self_attention"),
+    ],
 }
 
 

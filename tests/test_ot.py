@@ -366,18 +366,18 @@ def _bad_cases():
     ]
 
 
-@pytest.mark.parametrize("case", range(len(_bad_cases())))
-@pytest.mark.parametrize("solver", ["sinkhorn", "emd", "quadratic_ot"])
+BAD = _bad_cases()
+# emd takes no gamma: it meets every bad case but the gamma ones
+CASES = [(solver, i) for solver in ("sinkhorn", "quadratic_ot") for i in range(len(BAD))] + \
+    [("emd", i) for i, (_, match) in enumerate(BAD) if match != "gamma"]
+
+
+@pytest.mark.parametrize("solver, case", CASES)
 def test_bad_input_raises_value_error(solver, case):
-    (a, b, C, gamma), match = _bad_cases()[case]
-    if solver == "emd":
-        if match == "gamma":
-            pytest.skip("emd has no gamma")
-        fn = lambda: ot.emd(a, b, C)  # noqa: E731
-    else:
-        fn = lambda: getattr(ot, solver)(a, b, C, gamma)  # noqa: E731
+    (a, b, C, gamma), match = BAD[case]
+    args = (a, b, C) if solver == "emd" else (a, b, C, gamma)
     with pytest.raises(ValueError, match=match):
-        fn()
+        getattr(ot, solver)(*args)
 
 
 def test_bad_options_raise_value_error():

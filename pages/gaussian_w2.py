@@ -1,0 +1,108 @@
+"""Page "Gaussian W2 attention": tokens as 2-D Gaussians attending by -W2^2 (source: 004, INDEX.md)."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from wviz import gaussian, ui
+from wviz import gaussian_views as gv
+from wviz.figures import gaussian as figs
+
+device = ui.page_setup(
+    "Gaussian W2 attention",
+    "A stochastic Vision Transformer (the 004 paper) embeds each token as a Gaussian $N(m_i, S_i)$ rather than a "
+    "point, and scores a query against a key by minus their squared 2-Wasserstein distance. Two tokens attend to "
+    "each other when their means are close **and** their shapes agree; a token that is very uncertain (a wide "
+    "covariance) is far from every sharp token.",
+)
+st.latex(r"W_2^2\big(N(m_1,S_1), N(m_2,S_2)\big) = \lVert m_1 - m_2\rVert^2 + "
+         r"\operatorname{tr}\!\big(S_1 + S_2 - 2\,(S_2^{1/2} S_1 S_2^{1/2})^{1/2}\big),\qquad "
+         r"A_{ij} = \operatorname{softmax}_j\!\big(-W_2^2(q_i, k_j)/\tau\big)")
+
+DEFAULT = pd.DataFrame({
+    "token": ["t1", "t2", "t3", "t4", "t5"],
+    "x": [0.0, 1.0, -0.8, 0.2, 1.5], "y": [0.0, 0.2, 0.9, -1.0, 1.2],
+    "sigma_x": [0.5, 0.3, 0.6, 0.2, 1.0], "sigma_y": [0.5, 0.8, 0.2, 0.2, 0.4],
+    "rho": [0.0, 0.5, -0.3, 0.0, 0.7],
+})
+
+sb = st.sidebar
+diagonal = sb.radio("Covariance", ["full", "diagonal"], key="cov_kind", bind="query-params", horizontal=True,
+                    help="Diagonal drops the correlation rho: W2^2 becomes ||m1 - m2||^2 + ||s1 - s2||^2.") \
+    == "diagonal"
+tau = ui.log_slider("tau (temperature)", 1e-2, 1e2, 1.0, key="tau",
+                    help="softmax(-W2^2 / tau): small tau attends to the nearest Gaussian only.")
+
+st.subheader("Tokens")
+st.caption("One Gaussian per row: mean (x, y), standard deviations sigma_x, sigma_y and correlation rho. The "
+           "sliders in the sidebar set the selected query token; the table sets the others.")
+table = st.data_editor(DEFAULT, key="tokens", num_rows="dynamic", hide_index=True)
+
+
+def read_tokens():
+    """Means (n, 2) and covariances ((n, 2, 2) full or (n, 2) variances) from the table and the sliders."""
+    if len(table) < 2:
+        raise ValueError("add at least two tokens to the table")
+    values = table[["x", "y", "sigma_x", "sigma_y", "rho"]].to_numpy(dtype=float, na_value=np.nan).copy()  # writable: the query row is replaced below
+    if np.isnan(values).any():
+        raise ValueError(f"token {int(np.isnan(values).any(axis=1).argmax()) + 1} has an empty entry")
+    names = [str(t) for t in table["token"]]
+    q = sb.selectbox("Query token", range(len(names)), format_func=lambda i: names[i], key="query",
+                     help="The token whose weights, W2^2 split and sweep are shown.")
+    row = values[q]
+    values[q] = [
+        sb.slider("mean x", -3.0, 3.0, float(np.clip(row[0], -3, 3)), 0.05, key=f"mx_{q}", help="m_x of the query."),
+        sb.slider("mean y", -3.0, 3.0, float(np.clip(row[1], -3, 3)), 0.05, key=f"my_{q}", help="m_y of the query."),
+        sb.slider("sigma_x", 0.0, 2.0, float(np.clip(row[2], 0, 2)), 0.01, key=f"sx_{q}",
+                  help="Standard deviation along x (0 is a point mass along x)."),
+        sb.slider("sigma_y", 0.0, 2.0, float(np.clip(row[3], 0, 2)), 0.01, key=f"sy_{q}",
+                  help="Standard deviation along y."),
+        sb.slider("rho", -1.0, 1.0, float(np.clip(row[4], -1, 1)), 0.01, key=f"rho_{q}", disabled=diagonal,
+                  help="Correlation of x and y (full covariance only)."),
+    ]
+    v = torch.tensor(values, dtype=torch.float64)
+    means = v[:, :2]
+    covs = gaussian.gaussian_from_params(means, v[:, 2], v[:, 3], torch.zeros_like(v[:, 4]) if diagonal else v[:, 4])
+    if diagonal:
+        covs = torch.diagonal(covs, dim1=-2, dim2=-1)  # the variances (sigma_x^2, sigma_y^2)
+    return names, q, means, covs
+
+
+def compute():
+    names, q, means, covs = read_tokens()
+    full_covs = torch.diag_embed(covs) if diagonal else covs
+    return dict(
+        names=names, q=q, means=means, covs=covs,
+        w2=gaussian.w2_attention(means, covs, means, covs, tau),
+        dot=gv.dot_attention(means, tau),
+        split=gv.w2_split(means, covs, q),
+        ellipses={k: torch.stack([gaussian.ellipse(m, S, k, 100) for m, S in zip(means, full_covs)])
+                  for k in (1, 2)},
+    )
+
+
+res = ui.guarded("gaussian/tokens", compute)
+if res is None:
+    st.stop()
+names, q = res["names"], res["q"]
+
+ui.show_figure(figs.token_ellipses(res["means"], res["ellipses"], names, q), key="ellipses")
+ui.show_figure(figs.attention_pair(res["w2"], res["dot"], names,
+                                   ("W2 attention softmax(-W2^2 / tau)", "dot-product softmax(<m_i, m_j> / tau)")),
+               key="pair")
+c1, c2 = st.columns(2)
+with c1:
+    ui.show_figure(figs.query_weights({"W2": res["w2"][q], "dot product": res["dot"][q]}, names, names[q]),
+                   key="query_bars")
+with c2:
+    ui.show_figure(figs.w2_parts(*res["split"], names, names[q]), key="parts")
+st.caption("The dot product of the means ignores the covariances entirely and favours long vectors; W2 attention "
+           "favours the key whose mean is closest and whose shape matches the query's.")
+
+st.subheader("Sweep: one token grows uncertain")
+token = st.selectbox("Token to widen", range(len(names)), format_func=lambda i: names[i], index=min(1, len(names) - 1),
+                     key="sweep_token", help="Its covariance is multiplied by a factor from 0.01 to 100.")
+scales = torch.logspace(-2, 2, 81, dtype=torch.float64)
+sweep = ui.guarded("gaussian/sweep", lambda: gv.covariance_sweep(res["means"], res["covs"], q, token, scales, tau))
+if sweep is not None:
+    ui.show_figure(figs.covariance_sweep(scales, sweep, names, names[token]), key="sweep")

@@ -1,0 +1,65 @@
+"""The "Wasserstein self-attention" page, driven through AppTest; its matrices checked by hand."""
+import numpy as np
+import torch
+
+from tests.app.conftest import figures, no_exception
+from wviz import samples
+
+PAGE = "wasserstein_self_attention.py"
+
+
+def panels(at):
+    fig = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Distances and weights")][0]
+    return [np.asarray(t["z"], dtype=float) for t in fig["data"]]
+
+
+def test_default_gaussian_reading_by_hand(open_page):
+    at = open_page(PAGE)
+    W, A, dot = panels(at)
+    X = samples.sequence("noisy sinusoids", 24, 8, seed=0).numpy()
+    mean, sd = X[:, :4], np.exp(X[:, 4:] / 2)  # log-variance halves
+    ref = ((mean[:, None] - mean[None]) ** 2).sum(-1) + ((sd[:, None] - sd[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(W, ref, atol=1e-9)
+    E = np.exp(-(ref - ref.min(axis=1, keepdims=True)))
+    np.testing.assert_allclose(A, E / E.sum(axis=1, keepdims=True), atol=1e-9)
+    S = X @ X.T / np.sqrt(8)
+    E = np.exp(S - S.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(dot, E / E.sum(axis=1, keepdims=True), atol=1e-9)
+
+
+def test_empirical_and_cloud_readings_and_sigmoid(open_page):
+    at = open_page(PAGE)
+    at.sidebar.radio(key="representation").set_value("empirical").run()
+    no_exception(at)
+    W, A, _ = panels(at)
+    X = samples.sequence("noisy sinusoids", 24, 8, seed=0).numpy()
+    srt = np.sort(X, axis=1)
+    np.testing.assert_allclose(W, np.abs(srt[:, None] - srt[None]).mean(-1), atol=1e-9)  # W_1 by sorting
+    at.sidebar.radio(key="weight_map").set_value("sigmoid").run()
+    no_exception(at)
+    W, A, _ = panels(at)
+    sig = 1 / (1 + np.exp(-(1.0 - W) / 0.5))
+    np.testing.assert_allclose(A, sig / sig.sum(axis=1, keepdims=True), atol=1e-9)
+    at.sidebar.radio(key="representation").set_value("cloud").run()
+    no_exception(at)
+    W, A, _ = panels(at)
+    assert np.allclose(np.diag(W), 0, atol=1e-6) and np.allclose(W, W.T, atol=1e-6)
+
+
+def test_bad_settings_show_errors_not_crashes(open_page):
+    at = open_page(PAGE)
+    at.sidebar.radio(key="representation").set_value("cloud").run()
+    at.sidebar.number_input(key="k").set_value(3).run()  # 8 is not divisible by 3
+    no_exception(at)
+    assert at.error
+    at.sidebar.number_input(key="k").set_value(2).run()
+    at.sidebar.selectbox(key="sequence").set_value("uploaded CSV").run()
+    no_exception(at)
+    assert at.error  # nothing uploaded yet
+    at.sidebar.file_uploader(key="sequence_csv").upload("x.csv", b"1,2\n3,oops\n", "text/csv").run()
+    no_exception(at)
+    assert "row 2, column 2" in at.error[0].value
+    at.sidebar.file_uploader(key="sequence_csv").set_value(("x.csv", b"a,b,c,d\n1,2,3,4\n0,1,0,1\n5,5,5,5\n",
+                                                             "text/csv")).run()
+    no_exception(at)
+    assert not at.error and panels(at)[0].shape == (3, 3)
