@@ -27,7 +27,7 @@ device = ui.page_setup(
     "(one-sided entropic optimal transport, eqs. (4)-(5) of the 001 note); other regularisers give sparsemax, "
     "entmax and prior-softmax (eq. (13) and its table).",
 )
-st.latex(r"p^\star = \arg\min_{p \in \Delta^{m-1}} \; -\langle s, p \rangle + \tau\, \Omega(p),"
+ui.equation(r"p^\star = \arg\min_{p \in \Delta^{m-1}} \; -\langle s, p \rangle + \tau\, \Omega(p),"
          r"\qquad s_j = \langle q, k_j \rangle")
 
 # ---- controls ---------------------------------------------------------------------------------------------
@@ -51,11 +51,13 @@ def read_scores():
     """The score vector s (m,) from the chosen source; raises ValueError on bad input."""
     if source == "2-D points":
         c1, c2 = sb.columns(2)
-        qx = c1.number_input("query x", value=1.0, step=0.1, key="qx", help="First coordinate of q.")
-        qy = c2.number_input("query y", value=0.3, step=0.1, key="qy", help="Second coordinate of q.")
+        qx = c1.number_input("query x", value=1.0, step=0.1, key="qx", bind="query-params",
+                             help="First coordinate of q.")
+        qy = c2.number_input("query y", value=0.3, step=0.1, key="qy", bind="query-params",
+                             help="Second coordinate of q.")
         default = pd.DataFrame({"x": [1.0, 0.2, -0.8], "y": [0.2, 1.0, -0.4]})
         sb.caption("Keys k_j, one per row; add or delete rows to change m.")
-        keys = sb.data_editor(default, num_rows="dynamic", key="keys_table")
+        keys = ui.table_editor(default, "keys_table", where=sb, num_rows="dynamic")
         if len(keys) == 0:
             raise ValueError("add at least one key to the table")
         k = torch.tensor(keys[["x", "y"]].to_numpy(dtype=float, na_value=np.nan), dtype=torch.float64)
@@ -80,8 +82,8 @@ def read_prior(m: int):
     if "prior-softmax" not in mechanisms:
         return None
     sb.caption("Prior pi over the keys for prior-softmax: non-negative, summing to 1; a zero masks a key.")
-    table = sb.data_editor(pd.DataFrame({"key": [f"k{j + 1}" for j in range(m)], "prior": [1.0 / m] * m}),
-                           disabled=["key"], key=f"prior_table_{m}", hide_index=True)
+    table = ui.table_editor(pd.DataFrame({"key": [f"k{j + 1}" for j in range(m)], "prior": [1.0 / m] * m}),
+                            f"prior_table_{m}", where=sb, disabled=["key"], hide_index=True)
     return torch.tensor(table["prior"].to_numpy(dtype=float, na_value=np.nan), dtype=torch.float64)
 
 
@@ -114,9 +116,9 @@ summary = pd.DataFrame({
 st.dataframe(summary, hide_index=True)
 
 fmt = lambda v: ", ".join(f"{x:.3g}" for x in to_numpy(v))  # noqa: E731
-st.latex(rf"s = ({fmt(s)}),\quad \tau = {one['tau']:.3g}")
+ui.equation(rf"s = ({fmt(s)}),\quad \tau = {one['tau']:.3g}")
 for name, p in weights.items():
-    st.latex(rf"\text{{{name}}}:\ \Omega(p) = {OMEGA_TEX[name]},\quad p^\star = ({fmt(p)})")
+    ui.equation(rf"\text{{{name}}}:\ \Omega(p) = {OMEGA_TEX[name]},\quad p^\star = ({fmt(p)})")
 
 # ---- landscape, sweep, many queries -----------------------------------------------------------------------
 tab_land, tab_sweep, tab_many = st.tabs(["Objective on the simplex (m = 3)", "tau sweep", "Many queries"])

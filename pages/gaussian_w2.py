@@ -15,7 +15,7 @@ device = ui.page_setup(
     "each other when their means are close **and** their shapes agree; a token that is very uncertain (a wide "
     "covariance) is far from every sharp token.",
 )
-st.latex(r"W_2^2\big(N(m_1,S_1), N(m_2,S_2)\big) = \lVert m_1 - m_2\rVert^2 + "
+ui.equation(r"W_2^2\big(N(m_1,S_1), N(m_2,S_2)\big) = \lVert m_1 - m_2\rVert^2 + "
          r"\operatorname{tr}\!\big(S_1 + S_2 - 2\,(S_2^{1/2} S_1 S_2^{1/2})^{1/2}\big),\qquad "
          r"A_{ij} = \operatorname{softmax}_j\!\big(-W_2^2(q_i, k_j)/\tau\big)")
 
@@ -36,29 +36,31 @@ tau = ui.log_slider("tau (temperature)", 1e-2, 1e2, 1.0, key="tau",
 st.subheader("Tokens")
 st.caption("One Gaussian per row: mean (x, y), standard deviations sigma_x, sigma_y and correlation rho. The "
            "sliders in the sidebar set the selected query token; the table sets the others.")
-table = st.data_editor(DEFAULT, key="tokens", num_rows="dynamic", hide_index=True)
+table = ui.table_editor(DEFAULT, "tokens", num_rows="dynamic", hide_index=True)
 
 
 def read_tokens():
     """Means (n, 2) and covariances ((n, 2, 2) full or (n, 2) variances) from the table and the sliders."""
     if len(table) < 2:
         raise ValueError("add at least two tokens to the table")
-    values = table[["x", "y", "sigma_x", "sigma_y", "rho"]].to_numpy(dtype=float, na_value=np.nan).copy()  # writable: the query row is replaced below
+    values = table[["x", "y", "sigma_x", "sigma_y", "rho"]].to_numpy(dtype=float, na_value=np.nan).copy()
     if np.isnan(values).any():
         raise ValueError(f"token {int(np.isnan(values).any(axis=1).argmax()) + 1} has an empty entry")
     names = [str(t) for t in table["token"]]
-    q = sb.selectbox("Query token", range(len(names)), format_func=lambda i: names[i], key="query",
+    q = sb.selectbox("Query token", range(len(names)), format_func=lambda i: names[i], key="query", bind="query-params",
                      help="The token whose weights, W2^2 split and sweep are shown.")
     row = values[q]
     values[q] = [
-        sb.slider("mean x", -3.0, 3.0, float(np.clip(row[0], -3, 3)), 0.05, key=f"mx_{q}", help="m_x of the query."),
-        sb.slider("mean y", -3.0, 3.0, float(np.clip(row[1], -3, 3)), 0.05, key=f"my_{q}", help="m_y of the query."),
-        sb.slider("sigma_x", 0.0, 2.0, float(np.clip(row[2], 0, 2)), 0.01, key=f"sx_{q}",
+        sb.slider("mean x", -3.0, 3.0, float(np.clip(row[0], -3, 3)), 0.05, key=f"mx_{q}", bind="query-params",
+                  help="m_x of the query."),
+        sb.slider("mean y", -3.0, 3.0, float(np.clip(row[1], -3, 3)), 0.05, key=f"my_{q}", bind="query-params",
+                  help="m_y of the query."),
+        sb.slider("sigma_x", 0.0, 2.0, float(np.clip(row[2], 0, 2)), 0.01, key=f"sx_{q}", bind="query-params",
                   help="Standard deviation along x (0 is a point mass along x)."),
-        sb.slider("sigma_y", 0.0, 2.0, float(np.clip(row[3], 0, 2)), 0.01, key=f"sy_{q}",
+        sb.slider("sigma_y", 0.0, 2.0, float(np.clip(row[3], 0, 2)), 0.01, key=f"sy_{q}", bind="query-params",
                   help="Standard deviation along y."),
-        sb.slider("rho", -1.0, 1.0, float(np.clip(row[4], -1, 1)), 0.01, key=f"rho_{q}", disabled=diagonal,
-                  help="Correlation of x and y (full covariance only)."),
+        sb.slider("rho", -1.0, 1.0, float(np.clip(row[4], -1, 1)), 0.01, key=f"rho_{q}", bind="query-params",
+                  disabled=diagonal, help="Correlation of x and y (full covariance only)."),
     ]
     v = torch.tensor(values, dtype=torch.float64)
     means = v[:, :2]
@@ -100,8 +102,9 @@ st.caption("The dot product of the means ignores the covariances entirely and fa
            "favours the key whose mean is closest and whose shape matches the query's.")
 
 st.subheader("Sweep: one token grows uncertain")
-token = st.selectbox("Token to widen", range(len(names)), format_func=lambda i: names[i], index=min(1, len(names) - 1),
-                     key="sweep_token", help="Its covariance is multiplied by a factor from 0.01 to 100.")
+token = st.selectbox("Token to widen", range(len(names)), format_func=lambda i: names[i],
+                     index=min(1, len(names) - 1), key="sweep_token", bind="query-params",
+                     help="Its covariance is multiplied by a factor from 0.01 to 100.")
 scales = torch.logspace(-2, 2, 81, dtype=torch.float64)
 sweep = ui.guarded("gaussian/sweep", lambda: gv.covariance_sweep(res["means"], res["covs"], q, token, scales, tau))
 if sweep is not None:

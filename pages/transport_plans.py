@@ -42,7 +42,7 @@ def read_clouds():
                           "mass": [1.0] * (n + m)})
     with st.expander("Edit the points and their masses"):
         st.caption("Masses are normalised per cloud; a zero mass removes a point from the problem.")
-        table = st.data_editor(table, key=f"points_{preset}_{n}_{m}_{seed}", disabled=["cloud"], hide_index=True)
+        table = ui.table_editor(table, f"points_{preset}_{n}_{m}_{seed}", disabled=["cloud"], hide_index=True)
     return io.read_points_csv(table.to_csv(index=False).encode())
 
 
@@ -62,14 +62,16 @@ def read_cost():
         C = io.read_matrix_csv(upload.getvalue())
     else:
         C = io.parse_matrix(sb.text_area("Cost matrix C", "0 2 4\n2 0 2\n4 2 0\n1 1 3", key="cost_text",
+                                         bind="query-params",
                                          help="One row per line (source i), entries C_ij separated by spaces."))
     n, m = C.shape
     if sb.radio("Marginals", ["uniform", "edited"], key="marginals", bind="query-params",
                 help="Uniform masses, or type a and b.") == "uniform":
         return C, torch.full((n,), 1.0 / n, dtype=torch.float64), torch.full((m,), 1.0 / m, dtype=torch.float64)
-    a = read_marginal(sb.text_input("a (source masses)", ", ".join(["1"] * n), key=f"a_{n}",
+    a = read_marginal(sb.text_input("a (source masses)", ", ".join(["1"] * n), key=f"a_{n}", bind="query-params",
                                     help="n non-negative masses; must total the same as b."), n, "a")
     b = read_marginal(sb.text_input("b (target masses)", ", ".join([f"{n / m:.6g}"] * m), key=f"b_{m}",
+                                    bind="query-params",
                                     help="m non-negative masses; must total the same as a."), m, "b")
     return C, a, b
 
@@ -138,14 +140,14 @@ if not bool(res.converged):
     st.warning("The solver stopped before the marginals met the tolerance: the plan shown is approximate. "
                "Raise gamma or accept a looser tolerance.")
 if solver == "sinkhorn":
-    st.latex(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle - \gamma H(P):\quad "
+    ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle - \gamma H(P):\quad "
              rf"{float(res.cost):.4g} - {gamma:.3g} \times {H:.4g} = {float(res.reg_cost):.4g}")
 elif solver == "quadratic":
-    st.latex(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle + \tfrac{{\gamma}}{{2}}\lVert P\rVert^2:\quad "
+    ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle + \tfrac{{\gamma}}{{2}}\lVert P\rVert^2:\quad "
              rf"{float(res.cost):.4g} + \tfrac{{{gamma:.3g}}}{{2}} \times {float((P ** 2).sum()):.4g}"
              rf" = {float(res.reg_cost):.4g}")
 else:
-    st.latex(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle = {float(res.cost):.4g}")
+    ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle = {float(res.cost):.4g}")
 
 # ---- views ----------------------------------------------------------------------------------------------------
 ui.show_figure(figs.plan_with_marginals(P, a, b, f"{solver} plan P"), key="plan")
@@ -160,7 +162,7 @@ if solver == "sinkhorn":
                "gets there faster with epsilon scaling and over-relaxation.)")
     snap = snapshots_cached(*arrays, gamma, int(res.n_iter))
     iters = [it for it, _ in snap.plans]
-    step = st.select_slider("Iteration", iters, value=iters[-1], key="scrub",
+    step = st.select_slider("Iteration", iters, value=iters[-1], key="scrub", bind="query-params",
                             help="Scrub through Sinkhorn's iterations: the plan after each row/column scaling.")
     plan_k = dict(snap.plans)[step].cpu()
     c1, c2 = st.columns(2)

@@ -12,7 +12,7 @@ device = ui.page_setup(
     "between them, instead of growing with a dot product (the 000 note). Small distance, large weight; the output "
     "is still $Y = AV$.",
 )
-st.latex(r"Q = XW_Q,\; K = XW_K,\; V = XW_V,\qquad W_{ij} = \mathcal{W}(q_i, k_j),\qquad A_{ij} = f(W_{ij}),"
+ui.equation(r"Q = XW_Q,\; K = XW_K,\; V = XW_V,\qquad W_{ij} = \mathcal{W}(q_i, k_j),\qquad A_{ij} = f(W_{ij}),"
          r"\qquad Y = AV")
 
 sb = st.sidebar

@@ -5,6 +5,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -23,6 +24,19 @@ def page_paths() -> list[str]:
     return [""] + re.findall(r'url_path="([\w-]+)"', (ROOT / "app.py").read_text())
 
 
+def wait_until_idle(page, timeout_ms=60_000):
+    """Streamlit shows a 'running' status widget while the script runs; wait until it is gone."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+    page.wait_for_timeout(500)
+    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout_ms)
+
+
+def plot_data(page) -> list:
+    """The traces of every Plotly chart on the page, as the browser holds them (graph div .data)."""
+    return page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
+                         ".map(gd => JSON.parse(JSON.stringify(gd.data || [])))")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -34,10 +48,11 @@ def running_app():
     """A fresh streamlit server on a free loopback port; yields its URL."""
     port = _free_port()
     env = {**os.environ, "WVIZ_DEVICE": "cpu"}
+    log = tempfile.TemporaryFile()  # a file, not a pipe: nobody reads the log until the end, and a full pipe blocks
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
          "--server.headless", "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -48,12 +63,14 @@ def running_app():
             time.sleep(0.5)
     else:
         proc.kill()
-        raise RuntimeError("streamlit did not start:\n" + proc.stdout.read().decode())
+        log.seek(0)
+        raise RuntimeError("streamlit did not start:\n" + log.read().decode())
     try:
         yield url
     finally:
         proc.terminate()
         proc.wait(10)
+        log.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,7 @@
 """Every page opens in a real browser and renders without an exception."""
 import pytest
 
-from tests.e2e.conftest import page_paths, running_app
-
-
-def wait_until_idle(page, timeout_ms=60_000):
-    """Streamlit shows a 'running' status widget while the script runs; wait until it is gone."""
-    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_timeout(500)
-    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout_ms)
+from tests.e2e.conftest import page_paths, running_app, wait_until_idle
 
 
 def assert_rendered(page, server, path):

@@ -1,12 +1,17 @@
 """The only streamlit helpers outside pages/: page set-up, shared widgets, guarded computation, figure output."""
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Callable
+from urllib.parse import urlencode
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 import torch
 
+from wviz import export
 from wviz.device import describe, get_device
 
 # Streamlit serves several sessions from one process: more torch threads than cores made a 14 ms loop take
@@ -29,7 +34,8 @@ def _leave_legacy_pages_mode() -> None:
 
 
 def page_setup(title: str, intro: str) -> torch.device:
-    """Title, one-paragraph intro and the sidebar badge saying where this page computes; returns the device."""
+    """Title, one-paragraph intro, the sidebar badge saying where this page computes, and the lecture tools
+    (presentation mode, share link, lecture bundle); returns the device."""
     _leave_legacy_pages_mode()
     torch.set_num_threads(min(TORCH_THREADS, torch.get_num_threads()))
     try:
@@ -38,9 +44,43 @@ def page_setup(title: str, intro: str) -> torch.device:
         st.sidebar.error(str(err))
         device = torch.device("cpu")
     st.sidebar.markdown(f"**Computing on:** {describe(device)}")
+    lecture = st.session_state["_wviz_lecture"] = export.Lecture(title, intro)
+    _lecture_tools(lecture)
     st.title(title)
     st.markdown(intro)
     return device
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def _lecture_tools(lecture: export.Lecture) -> None:
+    """Sidebar expander: presentation mode, a link that reproduces the page, the page's lecture bundle."""
+    with st.sidebar.expander("Present, share, export", icon=":material/co_present:"):
+        st.toggle("Presentation mode", key="presentation", bind="query-params",
+                  help="Larger text and lines, colour-blind-safe colours (Okabe-Ito, Cividis), for a projector.")
+        if st.session_state.get("presentation"):
+            st.html("<style>.stMainBlockContainer { font-size: 1.3rem; }</style>")
+        st.caption("Link to this page with every setting (uploaded files are not part of it):")
+        query = urlencode(st.query_params.to_dict())
+        st.code(f"{st.context.url or ''}{'?' + query if query else ''}", language=None, wrap_lines=True)
+        # Built on click, after this run has drawn every figure into ``lecture`` (the callable closes over it).
+        st.download_button("Download lecture bundle", data=lambda: export.lecture_bundle(lecture),
+                           file_name=f"wviz_{_slug(lecture.title)}.zip", mime=export.MIME["zip"], on_click="ignore",
+                           icon=":material/folder_zip:", key="_wviz_bundle", disabled=export.browser_path() is None,
+                           help="A zip with every figure of this page as SVG, PNG and CSV, the parameters as JSON and "
+                                "a README with the equations.")
+
+
+def equation(latex: str) -> None:
+    """Show an equation and record it for the lecture bundle's README."""
+    st.latex(latex)
+    _lecture().equations.append(latex)
+
+
+def _lecture() -> export.Lecture:
+    return st.session_state.setdefault("_wviz_lecture", export.Lecture("wviz"))
 
 
 def log_slider(label: str, lo: float, hi: float, value: float, key: str, help: str, per_decade: int = 12,
@@ -71,9 +111,70 @@ def guarded(key: str, compute: Callable[[], Any]) -> Any:
     return result
 
 
+def _params() -> dict:
+    """The page's settings: every widget value under a plain key (keys starting with _ are wviz's own)."""
+    out = {}
+    for k, v in st.session_state.items():
+        if isinstance(k, str) and not k.startswith("_") and isinstance(v, (bool, int, float, str, list, tuple)):
+            out[k] = v
+    return out
+
+
 def show_figure(fig, key: str) -> None:
-    """Draw a Plotly figure full width."""
+    """Draw a Plotly figure full width (presentation style when that mode is on), with its export menu below,
+    and record it for the lecture bundle."""
+    if st.session_state.get("presentation"):
+        fig = export.presentation_style(fig)
     st.plotly_chart(fig, key=key, width="stretch")
+    lecture = _lecture()
+    lecture.figures[key] = fig
+    lecture.params = _params()
+    _export_menu(fig, key)
+
+
+def _export_menu(fig, key: str) -> None:
+    """Download buttons for one figure; each file is made only when its button is clicked."""
+    name = _slug(fig.layout.title.text or key) or key
+    with st.popover("Export", icon=":material/download:", key=f"_export_{key}"):
+        have_browser = export.browser_path() is not None
+        if not have_browser:
+            st.warning(export.NO_BROWSER)
+        cols = st.columns(6)
+        for col, fmt in zip(cols, (*export.IMAGE_FORMATS, "html", "csv", "json")):
+            make = {"html": lambda: export.to_html(fig), "csv": lambda: export.to_csv(fig),
+                    "json": lambda: export.to_json(fig)}.get(fmt, lambda fmt=fmt: export.to_image(fig, fmt))
+            col.download_button(fmt.upper(), data=make, file_name=f"{name}.{fmt}", mime=export.MIME[fmt],
+                                on_click="ignore", key=f"_export_{key}_{fmt}",
+                                disabled=fmt in export.IMAGE_FORMATS and not have_browser,
+                                help=f"This figure as {fmt.upper()}.")
+
+
+def table_editor(default: pd.DataFrame, key: str, where=None, **kwargs) -> pd.DataFrame:
+    """st.data_editor whose table is mirrored in the URL (query parameter ``key``, JSON rows), so a shared link
+    reproduces edits. The editor's starting table is fixed per session: changing it would reset the edits."""
+    start_key = f"_start_{key}"
+    if start_key not in st.session_state:
+        st.session_state[start_key] = _table_from_url(default, key)
+    table = (where or st).data_editor(st.session_state[start_key], key=key, **kwargs)
+    rows = json.dumps(table.astype(object).where(table.notna(), None).values.tolist(), default=str)
+    if table.equals(default):
+        st.query_params.pop(key, None)
+    elif st.query_params.get(key) != rows:
+        st.query_params[key] = rows
+    return table
+
+
+def _table_from_url(default: pd.DataFrame, key: str) -> pd.DataFrame:
+    """The table in the URL if it has the default's columns (up to 256 rows), else the default."""
+    try:
+        rows = json.loads(st.query_params.get(key, "null"))
+        if not isinstance(rows, list) or not 0 < len(rows) <= 256 or \
+                any(not isinstance(r, list) or len(r) != len(default.columns) for r in rows):
+            return default
+        table = pd.DataFrame(rows, columns=default.columns)
+        return table.astype(default.dtypes.to_dict())
+    except (ValueError, TypeError):
+        return default
 
 
 def parse_numbers(text: str, what: str = "value") -> list[float]:

@@ -1,0 +1,120 @@
+"""wviz.export: files that open in the programs a lecturer uses, carrying exactly the plotted values."""
+import io
+import json
+import xml.etree.ElementTree as ET
+import zipfile
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+from PIL import Image
+
+from wviz import export
+
+Z = np.array([[0.1, 0.9], [0.5, 0.5], [1.0, 0.0]])
+
+
+def figure():
+    fig = go.Figure()
+    fig.add_scatter(x=[0.0, 1.0, 2.0], y=[3.0, 1.0, 2.0], mode="lines", name="curve")
+    fig.add_bar(x=["a", "b"], y=[0.25, 0.75], name="bars")
+    fig.update_layout(title="A test figure", width=400, height=300)
+    return fig
+
+
+def heatmap():
+    fig = go.Figure(go.Heatmap(z=Z, x=["k1", "k2"], y=["q1", "q2", "q3"], name="A"))
+    fig.update_layout(title="weights")
+    return fig
+
+
+def test_png_svg_pdf_are_valid_files():
+    png = export.to_image(figure(), "png", scale=2)
+    img = Image.open(io.BytesIO(png))
+    assert img.format == "PNG" and img.size == (800, 600)  # scale 2 doubles the 400 x 300 layout
+    svg = export.to_image(figure(), "svg")
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg") and b"A test figure" in svg
+    pdf = export.to_image(figure(), "pdf")
+    assert pdf.startswith(b"%PDF-") and pdf.rstrip().endswith(b"%%EOF")
+
+
+def test_unknown_image_format_is_a_value_error():
+    with pytest.raises(ValueError, match="png, svg, pdf"):
+        export.to_image(figure(), "gif")
+
+
+def test_missing_browser_gives_a_plain_message(monkeypatch):
+    monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
+    monkeypatch.setattr(export, "_server_started", False)
+    assert export.browser_path() is None
+    with pytest.raises(export.ExportError, match="apt-get install chromium"):
+        export.to_image(figure(), "png")
+
+
+def test_html_is_standalone_and_carries_the_data():
+    html = export.to_html(figure())
+    assert html.lstrip().lower().startswith("<!doctype html>") and html.rstrip().endswith("</html>")
+    assert len(html) > 1_000_000 and "Plotly.newPlot" in html  # plotly.js itself is inside
+    assert 'src="https://cdn.plot.ly' not in html  # no script from the network: opens offline
+    assert "A test figure" in html
+
+
+def test_csv_has_every_plotted_value():
+    table = pd.read_csv(io.StringIO(export.to_csv(figure())))
+    curve = table[table.trace == "curve"]
+    np.testing.assert_array_equal(curve.x.astype(float), [0, 1, 2])
+    np.testing.assert_array_equal(curve.y, [3, 1, 2])
+    bars = table[table.trace == "bars"]
+    assert list(bars.x) == ["a", "b"] and list(bars.y) == [0.25, 0.75]
+
+
+def test_heatmap_csv_has_one_row_per_cell_with_labels():
+    table = pd.read_csv(io.StringIO(export.to_csv(heatmap())))
+    assert len(table) == Z.size
+    for _, row in table.iterrows():
+        assert row.z == Z[int(row.y[1]) - 1, int(row.x[1]) - 1]
+
+
+def test_animation_frames_are_exported():
+    fig = go.Figure(data=[go.Scatter(x=[0], y=[0])],
+                    frames=[go.Frame(data=[go.Scatter(x=[i], y=[i * i])], name=f"layer {i}") for i in range(3)])
+    table = pd.read_csv(io.StringIO(export.to_csv(fig)))
+    frames = table[table.frame.notna()]
+    assert list(frames.frame) == ["layer 0", "layer 1", "layer 2"] and list(frames.y) == [0, 1, 4]
+    data = json.loads(export.to_json(fig))
+    assert [f["traces"][0]["y"] for f in data["frames"]] == [[0], [1], [4]]
+
+
+def test_json_round_trips_the_arrays():
+    data = json.loads(export.to_json(heatmap()))
+    assert data["title"] == "weights"
+    (trace,) = data["traces"]
+    np.testing.assert_array_equal(trace["z"], Z)
+    assert trace["x"] == ["k1", "k2"] and trace["type"] == "heatmap"
+
+
+def test_presentation_style_is_larger_and_colour_blind_safe_and_leaves_the_original():
+    fig = heatmap()
+    styled = export.presentation_style(fig)
+    assert styled.layout.font.size == 20 and list(styled.layout.colorway) == export.PALETTE
+    assert styled.data[0].colorscale == go.Heatmap(colorscale="Cividis").colorscale
+    assert fig.layout.font.size is None and fig.data[0].colorscale is None
+    lines = export.presentation_style(figure())
+    assert lines.data[0].line.width == 4 and lines.data[1].type == "bar"
+
+
+def test_lecture_bundle_contents():
+    lecture = export.Lecture("Gaussian W2 attention", "Tokens as Gaussians.", {"plan": figure(), "A": heatmap()},
+                             [r"A_{ij} = \operatorname{softmax}_j(-W_2^2/\tau)"], {"tau": 0.5, "cov_kind": "full"})
+    zf = zipfile.ZipFile(io.BytesIO(export.lecture_bundle(lecture)))
+    names = set(zf.namelist())
+    assert names == {"README.md", "params.json", "plan.svg", "plan.png", "plan.csv", "A.svg", "A.png", "A.csv"}
+    readme = zf.read("README.md").decode()
+    assert "# Gaussian W2 attention" in readme and r"\operatorname{softmax}_j(-W_2^2/\tau)" in readme
+    assert "`tau` = 0.5" in readme and "`A`: weights" in readme
+    assert json.loads(zf.read("params.json")) == {"tau": 0.5, "cov_kind": "full"}
+    assert Image.open(io.BytesIO(zf.read("A.png"))).format == "PNG"
+    ET.fromstring(zf.read("plan.svg"))
+    assert len(pd.read_csv(io.BytesIO(zf.read("A.csv")))) == Z.size
