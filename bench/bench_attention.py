@@ -10,19 +10,16 @@ Run with ``python -m bench`` (all benchmarks) or ``python -m bench.bench_attenti
 from __future__ import annotations
 
 import os
-import platform
-import re
 import statistics
 import time
-from pathlib import Path
 
 import entmax
 import torch
 
 from wviz import attention
+from bench.common import cpu_name, write_section
 
 SECTION = "## Sparse attention maps (issue 2)"
-BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
 SIZES = [(1024, 1024), (4096, 4096)]
 DISTRIBUTIONS = {"normal": 1.0, "peaky (x5)": 5.0}
 KS = (16, 64)
@@ -106,31 +103,12 @@ def table(rows: list[dict]) -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     text = (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
             f"entmax {getattr(entmax, '__version__', '1.3')}")
     if torch.cuda.is_available():
         text += f", GPU {torch.cuda.get_device_name()}"
     return text
-
-
-def write_section(body: str, path: Path = BENCHMARKS) -> None:
-    """Add or replace this benchmark's own section of BENCHMARKS.md, leaving other sections alone."""
-    text = path.read_text() if path.exists() else "# wviz benchmarks\n"
-    section = f"{SECTION}\n\n{body.strip()}\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text).rstrip() + "\n"
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.write_text(text)
 
 
 def main(write: bool = True) -> str:
@@ -158,7 +136,7 @@ def main(write: bool = True) -> str:
                 "over several runs). wviz.softmax checks its input (NaN, +inf, all -inf rows) by reading one "
                 "column of its output at tau = 1; that and the python-level checks are the gap to "
                 "torch.softmax at 1024x1024.")
-        write_section(body)
+        write_section(SECTION, body)
     return tab
 
 

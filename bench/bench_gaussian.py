@@ -15,11 +15,8 @@ of BENCHMARKS.md. WVIZ_BENCH_THREADS sets the threads of torch and numpy's BLAS 
 from __future__ import annotations
 
 import os
-import platform
-import re
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 import ot
@@ -28,9 +25,9 @@ import scipy.linalg
 import torch
 
 from wviz import gaussian
+from bench.common import cpu_name, write_section
 
 SECTION = "## Gaussian W2 (issue 5)"
-BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
 
 
 def _median_ms(fns: dict, repeats: int) -> dict:
@@ -131,28 +128,9 @@ def table(rows: list[dict]) -> str:
 
 
 def machine(threads: int) -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return (f"{cpu}, {os.cpu_count()} cores, {threads} thread(s) for torch and numpy's BLAS alike, "
             f"torch {torch.__version__}, POT {ot.__version__}, scipy {scipy.__version__}, numpy {np.__version__}")
-
-
-def write_section(body: str, path: Path = BENCHMARKS) -> None:
-    """Add or replace this benchmark's own section of BENCHMARKS.md, leaving other sections alone."""
-    text = path.read_text() if path.exists() else "# wviz benchmarks\n"
-    section = f"{SECTION}\n\n{body.strip()}\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text).rstrip() + "\n"
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.write_text(text)
 
 
 def main(write: bool = True) -> str:
@@ -193,7 +171,7 @@ def main(write: bool = True) -> str:
                 "abs diff). POT's batched form is slower per pair than its per-pair call at d = 64 (it works on "
                 "n m d x d matrices at once). Other developers share this 2-core machine; single numbers move by "
                 "10-30 % between runs.")
-        write_section(body)
+        write_section(SECTION, body)
     return tab
 
 

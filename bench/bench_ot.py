@@ -17,21 +17,18 @@ Run with ``python -m bench`` (all benchmarks) or ``python -m bench ot``; it rewr
 from __future__ import annotations
 
 import os
-import platform
-import re
 import statistics
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import ot as pot
 import torch
 
 from wviz import ot
+from bench.common import cpu_name, write_section
 
 SECTION = "## OT engine (issue 3)"
-BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
 SIZES = (256, 1024, 2048)
 GAMMAS = (0.05, 0.01, 0.001)
 TOL = 1e-6
@@ -292,31 +289,12 @@ def goals(grid, batched, inter) -> str:
 
 
 def machine(threads: int) -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     text = (f"{cpu}, {os.cpu_count()} cores, {threads} thread(s) for torch and numpy's BLAS alike, "
             f"torch {torch.__version__}, POT {pot.__version__}, numpy {np.__version__}")
     if torch.cuda.is_available():
         text += f", GPU {torch.cuda.get_device_name()}"
     return text
-
-
-def write_section(body: str, path: Path = BENCHMARKS) -> None:
-    """Add or replace this benchmark's own section of BENCHMARKS.md, leaving other sections alone."""
-    text = path.read_text() if path.exists() else "# wviz benchmarks\n"
-    section = f"{SECTION}\n\n{body.strip()}\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text).rstrip() + "\n"
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.write_text(text)
 
 
 def main(write: bool = True) -> str:
@@ -352,7 +330,7 @@ def main(write: bool = True) -> str:
     print(tables)
     print(f"benchmark wall time {wall:.0f} s")
     if write:
-        write_section(f"Machine: {machine(threads)}. Produced by `make bench` (`bench/bench_ot.py`, {wall:.0f} s "
+        write_section(SECTION, f"Machine: {machine(threads)}. Produced by `make bench` (`bench/bench_ot.py`, {wall:.0f} s "
                       f"wall time).\n\n{__doc__.split(chr(10) + chr(10), 1)[1].split('Run with')[0].strip()}\n\n"
                       f"{tables}\n{NOTES}")
     return tables

@@ -1,5 +1,4 @@
 """Page "Transport plans": watch an entropic, exact or quadratic transport plan form between two measures."""
-import numpy as np
 import pandas as pd
 import streamlit as st
 import torch

@@ -1,6 +1,5 @@
 """Page "Wasserstein self-attention": weights from distances between distributions (source: the 000 note)."""
 import streamlit as st
-import torch
 
 from wviz import io, samples, ui, wsa
 from wviz.figures import wsa as figs

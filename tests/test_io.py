@@ -1,5 +1,4 @@
 """Untrusted uploads: strict parsing with plain messages; and the sample clouds."""
-import numpy as np
 import pytest
 import torch
 

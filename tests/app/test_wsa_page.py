@@ -1,6 +1,5 @@
 """The "Wasserstein self-attention" page, driven through AppTest; its matrices checked by hand."""
 import numpy as np
-import torch
 
 from tests.app.conftest import figures, no_exception
 from wviz import samples

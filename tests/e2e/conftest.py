@@ -1,76 +1,7 @@
-"""A real streamlit server and Debian's chromium, driven by Playwright, for the browser tests."""
-import contextlib
-import os
-import re
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
-from pathlib import Path
-
+"""Fixtures of the browser tests: one server and one browser per session, a fresh context per test."""
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-# Without these flags chromium keeps calling home, which this machine's closed network refuses.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def page_paths() -> list[str]:
-    """URL path of every page registered in app.py, plus the landing page ''."""
-    return [""] + re.findall(r'url_path="([\w-]+)"', (ROOT / "app.py").read_text())
-
-
-def wait_until_idle(page, timeout_ms=60_000):
-    """Streamlit shows a 'running' status widget while the script runs; wait until it is gone."""
-    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_timeout(500)
-    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout_ms)
-
-
-def plot_data(page) -> list:
-    """The traces of every Plotly chart on the page, as the browser holds them (graph div .data)."""
-    return page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
-                         ".map(gd => JSON.parse(JSON.stringify(gd.data || [])))")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def running_app():
-    """A fresh streamlit server on a free loopback port; yields its URL."""
-    port = _free_port()
-    env = {**os.environ, "WVIZ_DEVICE": "cpu"}
-    log = tempfile.TemporaryFile()  # a file, not a pipe: nobody reads the log until the end, and a full pipe blocks
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-         "--server.headless", "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        log.seek(0)
-        raise RuntimeError("streamlit did not start:\n" + log.read().decode())
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+from tests.e2e.harness import launch_browser, running_app
 
 
 @pytest.fixture(scope="session")
@@ -84,7 +15,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        b = launch_browser(pw)
         yield b
         b.close()
 

@@ -1,7 +1,7 @@
 """Every page opens in a real browser and renders without an exception."""
 import pytest
 
-from tests.e2e.conftest import page_paths, running_app, wait_until_idle
+from tests.e2e.harness import page_paths, running_app, wait_until_idle
 
 
 def assert_rendered(page, server, path):

@@ -7,7 +7,7 @@ import zipfile
 import pandas as pd
 from PIL import Image
 
-from tests.e2e.conftest import plot_data, wait_until_idle
+from tests.e2e.harness import plot_data, wait_until_idle
 
 PAGE = "gaussian_w2"
 

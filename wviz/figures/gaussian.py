@@ -1,7 +1,6 @@
 """Figures of the "Gaussian W2 attention" page."""
 from __future__ import annotations
 
-import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 

@@ -1,0 +1,107 @@
+"""Latency in a real browser: slider move -> chart updated, per page, against Streamlit's own floor.
+
+Two servers run side by side: the app (app.py) and bench/floor_app.py (one slider, one bar chart, no work).
+Debian's chromium (Playwright) moves one sidebar slider per page by keyboard, one step at a time, alternating
+right and left, and times keypress -> the browser's Plotly data differs from before (polled every animation
+frame). After each change it waits for the run to end, so moves never overlap. p50 and p95 per page at the
+default sizes, and p50 as a ratio to the floor's p50 measured in the same run. Writes "## Slider latency in the
+browser (issue 8)" of BENCHMARKS.md.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+from bench.common import cpu_name, write_section
+from tests.e2e.harness import launch_browser, running_app, wait_until_idle
+
+SECTION = "## Slider latency in the browser (issue 8)"
+GOAL = 1.5
+MOVES, WARMUP = 30, 3
+# page url path -> key of the sidebar slider moved there (the page's main parameter)
+SLIDERS = {
+    "attention_transport": "tau",
+    "transport_plans": "gamma",
+    "gaussian_w2": "tau",
+    "wasserstein_self_attention": "tau",
+    "fenchel_dual": "alpha",
+    "particles": "tau",
+    "uncertainty_inspector": "layer",
+    "real_transformer": "tau",
+}
+SNAPSHOT = ("() => JSON.stringify(Array.from(document.querySelectorAll('.js-plotly-plot'))"
+            ".map(gd => gd.data || []))")
+
+
+def measure(page, url: str, key: str, moves: int = MOVES) -> list[float]:
+    """Milliseconds from each keypress on slider ``key`` to the changed chart."""
+    page.goto(url)
+    wait_until_idle(page)
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    thumb = page.locator(f".st-key-{key}").get_by_role("slider")
+    thumb.focus()
+    times = []
+    for i in range(moves + WARMUP):
+        before = page.evaluate(SNAPSHOT)
+        t0 = time.perf_counter()
+        thumb.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
+        page.wait_for_function(f"(before) => ({SNAPSHOT})() !== before", arg=before, polling="raf",
+                               timeout=60_000)
+        ms = (time.perf_counter() - t0) * 1e3
+        wait_until_idle(page)
+        if i >= WARMUP:
+            times.append(ms)
+    return times
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def run(pages: dict[str, str]) -> list[dict]:
+    from playwright.sync_api import sync_playwright
+
+    rows = []
+    with running_app() as app, running_app(Path(__file__).parent / "floor_app.py") as floor, \
+            sync_playwright() as pw:
+        browser = launch_browser(pw)
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        floor_ms = measure(page, floor, "x")
+        rows.append(dict(page="floor (one slider, one chart)", ms=floor_ms))
+        for path, key in pages.items():
+            rows.append(dict(page=path, ms=measure(page, f"{app}/{path}", key)))
+            print(f"{path}: p50 {pct(rows[-1]['ms'], 50):.0f} ms", flush=True)
+        browser.close()
+    floor_p50 = pct(floor_ms, 50)
+    for r in rows:
+        r.update(p50=pct(r["ms"], 50), p95=pct(r["ms"], 95))
+        r["ratio"] = r["p50"] / floor_p50
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| page | slider | p50 ms | p95 ms | p50 / floor p50 | goal <= 1.5 |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        key = SLIDERS.get(r["page"], "x")
+        met = "-" if r["page"].startswith("floor") else ("met" if r["ratio"] <= GOAL else "**missed**")
+        out.append(f"| {r['page']} | {key} | {r['p50']:.0f} | {r['p95']:.0f} | {r['ratio']:.2f} | {met} |")
+    return "\n".join(out)
+
+
+def main(write: bool = True) -> str:
+    from tests.e2e.harness import page_paths
+
+    pages = {p: SLIDERS[p] for p in page_paths() if p in SLIDERS}
+    t0 = time.time()
+    tab = table(run(pages))
+    print(tab)
+    if write:
+        write_section(SECTION, f"Machine: {cpu_name()}, 2 cores, no GPU; Debian chromium (Playwright), server and "
+                      f"browser on the same machine. Produced by `make bench` (`bench/bench_latency.py`, "
+                      f"{time.time() - t0:.0f} s); {MOVES} moves per page after {WARMUP} warm-up moves.\n\n{tab}")
+    return tab
+
+
+if __name__ == "__main__":
+    main()

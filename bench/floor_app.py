@@ -1,0 +1,7 @@
+"""The floor of bench_latency: one slider and one small Plotly chart, nothing computed. What Streamlit itself costs
+for a slider move -> rerun -> chart update in the browser."""
+import plotly.graph_objects as go
+import streamlit as st
+
+x = st.sidebar.slider("x", 0, 100, 50, key="x", help="Moves the bar.")
+st.plotly_chart(go.Figure(go.Bar(x=["x"], y=[x]), layout=dict(title="floor", yaxis_range=[0, 100])), key="floor")
