@@ -49,6 +49,13 @@ def launch_browser(pw):
 @contextlib.contextmanager
 def running_app(script: Path = ROOT / "app.py"):
     """A fresh streamlit server for ``script`` on a free loopback port; yields its URL."""
+    with serving(script) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def serving(script: Path = ROOT / "app.py"):
+    """As running_app, yielding (URL, the server's Popen) for those who watch the process (bench_load)."""
     port = _free_port()
     env = {**os.environ, "WVIZ_DEVICE": "cpu"}
     log = tempfile.TemporaryFile()  # a file, not a pipe: nobody reads the log until the end, and a full pipe blocks
@@ -69,7 +76,7 @@ def running_app(script: Path = ROOT / "app.py"):
         log.seek(0)
         raise RuntimeError("streamlit did not start:\n" + log.read().decode())
     try:
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         proc.wait(10)
