@@ -48,9 +48,13 @@ def test_unknown_image_format_is_a_value_error():
 def test_missing_browser_gives_a_plain_message(monkeypatch):
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
     monkeypatch.setattr(export, "_server_started", False)
-    assert export.browser_path() is None
-    with pytest.raises(export.ExportError, match="apt-get install chromium"):
-        export.to_image(figure(), "png")
+    export.browser_path.cache_clear()
+    try:
+        assert export.browser_path() is None
+        with pytest.raises(export.ExportError, match="apt-get install chromium"):
+            export.to_image(figure(), "png")
+    finally:
+        export.browser_path.cache_clear()
 
 
 def test_html_is_standalone_and_carries_the_data():

@@ -8,6 +8,7 @@ process keeps that browser open: the first image costs about 2 s (starting the b
 from __future__ import annotations
 
 import atexit
+import functools
 import io
 import json
 import os
@@ -33,8 +34,10 @@ class ExportError(RuntimeError):
     """An export that cannot be made here (no browser); the message says what to install."""
 
 
+@functools.lru_cache(maxsize=1)
 def browser_path() -> str | None:
-    """The Chromium kaleido would use (BROWSER_PATH first, then the usual names), or None if there is none."""
+    """The Chromium kaleido would use (BROWSER_PATH first, then the usual names), or None if there is none.
+    Looked up once per process (it takes about 1 ms, and pages ask once per figure)."""
     from choreographer.browsers.chromium import Chromium
 
     path = Chromium.find_browser(skip_local=False)

@@ -139,14 +139,13 @@ def _export_menu(fig, key: str) -> None:
         have_browser = export.browser_path() is not None
         if not have_browser:
             st.warning(export.NO_BROWSER)
-        cols = st.columns(6)
-        for col, fmt in zip(cols, (*export.IMAGE_FORMATS, "html", "csv", "json")):
+        for fmt in (*export.IMAGE_FORMATS, "html", "csv", "json"):
             make = {"html": lambda: export.to_html(fig), "csv": lambda: export.to_csv(fig),
                     "json": lambda: export.to_json(fig)}.get(fmt, lambda fmt=fmt: export.to_image(fig, fmt))
-            col.download_button(fmt.upper(), data=make, file_name=f"{name}.{fmt}", mime=export.MIME[fmt],
-                                on_click="ignore", key=f"_export_{key}_{fmt}",
-                                disabled=fmt in export.IMAGE_FORMATS and not have_browser,
-                                help=f"This figure as {fmt.upper()}.")
+            st.download_button(fmt.upper(), data=make, file_name=f"{name}.{fmt}", mime=export.MIME[fmt],
+                               on_click="ignore", key=f"_export_{key}_{fmt}",
+                               disabled=fmt in export.IMAGE_FORMATS and not have_browser,
+                               help=f"This figure as {fmt.upper()}.")
 
 
 def table_editor(default: pd.DataFrame, key: str, where=None, **kwargs) -> pd.DataFrame:
