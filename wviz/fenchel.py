@@ -1,0 +1,645 @@
+"""Attention as the solution of a dual problem: the Fenchel-dual view of the 002 paper.
+
+Source: shared/seeds/002_*.txt, "Deciphering Attention Mechanisms: Optimization and Fenchel Dual Solutions",
+Secs. 4-9 and Appendix D. Notation as there:
+
+    templates t_i (..., n, d), a preference distribution u over them (u_i >= 0, sum_i u_i = 1), its mean
+    mu = sum_i u_i t_i and covariance Sigma, the evidence z (..., d), the reliability alpha > 0.
+
+Problem (4):   min_p  alpha/2 ||(mu + z) - sum_i p_i t_i||^2 + KL(p || u)
+Dual (9):      max_lam  <lam, mu + z> - ||lam||^2 / (2 alpha) - log M(lam),   M(lam) = sum_i u_i exp<t_i, lam> (10)
+Primal (11):   p~_i = u_i exp<t_i, lam*> / sum_j u_j exp<t_j, lam*>,   h = sum_i p~_i t_i (12)
+Approximations of lam*:  alpha (I + alpha Sigma)^-1 z (15)  and  alpha z (16), which turns (12) into the
+generalised attention (18): h = sum_i t_i softmax_i(log u_i + alpha <t_i, z>).
+
+The dual is strongly concave (its Hessian is -(I / alpha + Cov_p(t)), Cov_p the covariance of the templates under
+the tilted weights p of (11)), so :func:`solve_dual` finds lam* by damped Newton to a gradient norm below 1e-10.
+The preference may also be a :class:`Gaussian` N(mu, Sigma) (Sec. 5), whose log-MGF is <mu, lam> + lam' Sigma lam / 2:
+pass it as ``u`` with ``templates=None``.
+
+Sec. 9 / Appendix D replace KL by the entropic OT cost W_gamma(p, u; M) of (23) over a universe A of templates
+(``templates_all`` (..., N, d), u (..., N) zero outside T, a cost M (..., N, N) >= 0, symmetric): the true
+preference (40), the OT attention (25) (= (38) with lam = alpha z), the dual (39) and its exact solution (38).
+
+Everything is torch in, torch out, batched over leading dimensions (they broadcast), on CPU or CUDA. The solvers
+work in float64 internally and return the dtype of z. Bad input raises ValueError with a plain message.
+
+Typical use (a real transformer head, Sec. 8: t_i = x_i / sqrt(d'), z = K^T Q x_k, alpha = 1, u uniform):
+
+    sol = solve_dual(x / d_head ** 0.5, u, z, 1.0)        # x (n, d), u (n,), z (q, d) -> sol.lam (q, d)
+    dev = relative_deviation(sol.lam, z, 1.0)             # (q,) ||lam* - alpha z|| / ||lam*||
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "DualSolution", "Gaussian", "mean_and_covariance", "log_mgf", "dual_objective", "solve_dual", "tilted_weights",
+    "h_exact", "lambda_approx", "h_approx", "attention_weights", "relative_deviation", "gaussian_estimate",
+    "t5_preference", "t5_attention", "true_preference", "ot_weights", "ot_attention", "ot_dual_objective",
+    "solve_ot_dual", "ot_exact",
+]
+
+F64 = torch.float64
+
+
+@dataclass(frozen=True, eq=False)
+class DualSolution:
+    """The maximiser of the dual (9) (or (39)), one per problem of the batch ``...``.
+
+    lam        (..., d)  lambda*
+    grad_norm  (...)     ||gradient of the dual at lambda*|| (below tol when converged)
+    converged  (...)     bool: grad_norm <= tol
+    n_iter     Newton iterations run
+    """
+
+    lam: torch.Tensor
+    grad_norm: torch.Tensor
+    converged: torch.Tensor
+    n_iter: int
+
+
+@dataclass(frozen=True, eq=False)
+class Gaussian:
+    """A Gaussian preference u = N(mu, Sigma) (Sec. 5 of 002 takes Sigma = I). mu (..., d), sigma (..., d, d)
+    symmetric positive semi-definite, or None for the identity. Pass it as ``u`` (with templates=None)."""
+
+    mu: torch.Tensor
+    sigma: torch.Tensor | None = None
+
+
+# ---- input checks ---------------------------------------------------------------------------------------------------
+
+def _tensor(x, name: str, device=None) -> torch.Tensor:
+    try:
+        t = torch.as_tensor(x, device=device)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{name} must be an array of numbers, got {type(x).__name__}") from None
+    if not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64, torch.bool)):
+        raise ValueError(f"{name} must hold real numbers, got {t.dtype}")
+    t = t.to(F64)
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} contains NaN or inf")
+    return t
+
+
+def _positive(x, name: str, device) -> torch.Tensor:
+    """alpha or gamma: a positive finite float or a tensor of them (broadcast over the batch)."""
+    try:
+        t = torch.as_tensor(x, dtype=F64, device=device)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{name} must be a positive number, got {x!r}") from None
+    if not bool((torch.isfinite(t) & (t > 0)).all()):
+        bad = t[~(torch.isfinite(t) & (t > 0))].reshape(-1)[0].item()
+        raise ValueError(f"{name} must be a positive finite number, got {bad:g}")
+    return t
+
+
+def _templates(templates, name: str = "templates", device=None) -> torch.Tensor:
+    t = _tensor(templates, name, device)
+    if t.ndim < 2 or t.shape[-2] == 0 or t.shape[-1] == 0:
+        raise ValueError(f"{name} must be an array (n, d) of n >= 1 templates in d >= 1 dimensions, got shape "
+                         f"{tuple(t.shape)}")
+    return t
+
+
+def _distribution(u, n: int, device, name: str = "u") -> torch.Tensor:
+    """u (..., n): non-negative, summing to 1 along the last axis."""
+    u = _tensor(u, name, device)
+    if u.ndim < 1 or u.shape[-1] != n:
+        raise ValueError(f"{name} must have one weight per template ({n}), got shape {tuple(u.shape)}")
+    if bool((u < 0).any()):
+        raise ValueError(f"{name} is not a distribution: it has a negative weight ({u.min().item():.4g})")
+    total = u.sum(-1)
+    if not bool(((total - 1).abs() <= 1e-6).all()):
+        bad = total.reshape(-1)[((total - 1).abs() > 1e-6).reshape(-1)][0].item()
+        raise ValueError(f"{name} is not a distribution: its weights sum to {bad:.6g}, not 1")
+    return u / total[..., None]   # exact normalisation of a sum within rounding of 1
+
+
+def _vector(z, d: int, name: str, device) -> torch.Tensor:
+    z = _tensor(z, name, device)
+    if z.ndim < 1 or z.shape[-1] != d:
+        raise ValueError(f"{name} must be a vector of dimension d = {d} (the templates' dimension), got shape "
+                         f"{tuple(z.shape)}")
+    return z
+
+
+def _batch(*shapes) -> torch.Size:
+    try:
+        return torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        raise ValueError("the batch shapes " + ", ".join(str(tuple(s)) for s in shapes) + " do not match") from None
+
+
+def _device(*xs):
+    for x in xs:
+        if isinstance(x, torch.Tensor):
+            return x.device
+        if isinstance(x, Gaussian) and isinstance(x.mu, torch.Tensor):
+            return x.mu.device
+    return None
+
+
+def _out_dtype(z) -> torch.dtype:
+    return z.dtype if isinstance(z, torch.Tensor) and z.dtype in (torch.float32, torch.float64) else F64
+
+
+def _scores(t, v):
+    """<t_i, v> (..., n) for t (..., n, d), v (..., d); written as v^T t^T so that a template matrix shared by a
+    batch of v is not copied once per v (t @ v[..., None] would expand it)."""
+    return (v[..., None, :] @ t.mT)[..., 0, :]
+
+
+def _spd_solve(H, b):
+    """H^-1 b for symmetric positive definite H (..., d, d) and vectors b (..., d). A single H shared by a batch of
+    b is factorised once and solved against all of them as columns (no per-vector copy of H)."""
+    L = torch.linalg.cholesky(H)
+    d = b.shape[-1]
+    if H.ndim == 2:
+        return torch.cholesky_solve(b.reshape(-1, d).mT, L).mT.reshape(b.shape)
+    shape = _batch(H.shape[:-2], b.shape[:-1])
+    return torch.cholesky_solve(b.expand(*shape, d)[..., None], L.expand(*shape, d, d))[..., 0]
+
+
+# ---- the preference: log-MGF (10), its gradient (tilted mean) and the Newton system -------------------------------
+
+class _Discrete:
+    """u = sum_i u_i delta_{t_i}. log M(lam) = logsumexp_i(log u_i + <t_i, lam>); its gradient is the mean h of the
+    tilted weights p of (11), its Hessian their covariance Cov_p(t)."""
+
+    def __init__(self, templates: torch.Tensor, u: torch.Tensor):
+        self.t, self.u = templates, u
+        self.log_u = torch.where(u > 0, u.clamp_min(1e-300).log(), torch.tensor(-math.inf, dtype=F64, device=u.device))
+        self.d = templates.shape[-1]
+        self.batch = _batch(templates.shape[:-2], u.shape[:-1])
+        self._gram = None
+
+    def mean(self):
+        return (self.u[..., None, :] @ self.t)[..., 0, :]
+
+    def covariance(self):
+        c = self.t - self.mean()[..., None, :]
+        return c.mT @ (self.u[..., None] * c)
+
+    def logits(self, lam):
+        return self.log_u + _scores(self.t, lam)
+
+    def log_mgf(self, lam):
+        return torch.logsumexp(self.logits(lam), dim=-1)
+
+    def weights(self, lam):
+        return torch.softmax(self.logits(lam), dim=-1)
+
+    def grad(self, lam):
+        p = self.weights(lam)
+        return (p[..., None, :] @ self.t)[..., 0, :]
+
+    def solve(self, lam, g, alpha):
+        """s = (I / alpha + Cov_p(t))^-1 g. Cov_p = A^T A with A = diag(sqrt p)(T - 1 h^T) (n x d): a d x d system
+        when d <= n, else Woodbury, s = alpha g - alpha^2 A^T (I_n + alpha A A^T)^-1 A g, an n x n system built
+        from the Gram matrix T T^T (shared by the batch) so that no (batch, n, d) tensor is formed."""
+        p = self.weights(lam)
+        h = (p[..., None, :] @ self.t)[..., 0, :]
+        a = alpha[..., None]
+        n = self.t.shape[-2]
+        if self.d <= n:
+            c = self.t - h[..., None, :]
+            H = c.mT @ (p[..., None] * c) + torch.eye(self.d, dtype=F64, device=g.device) / a[..., None]
+            return _spd_solve(H, g)
+        if self._gram is None:
+            self._gram = self.t @ self.t.mT
+        th = _scores(self.t, h)                       # <t_i, h>
+        cc = self._gram - th[..., :, None] - th[..., None, :] + (h * h).sum(-1)[..., None, None]  # <t_i-h, t_j-h>
+        sp = p.sqrt()
+        K = torch.eye(n, dtype=F64, device=g.device) + a[..., None] * sp[..., :, None] * cc * sp[..., None, :]
+        Ag = sp * (_scores(self.t, g) - (h * g).sum(-1, keepdim=True))
+        w = sp * torch.cholesky_solve(Ag[..., None], torch.linalg.cholesky(K))[..., 0]
+        AtKAg = (w[..., None, :] @ self.t)[..., 0, :] - w.sum(-1, keepdim=True) * h
+        return a * g - a * a * AtKAg
+
+
+class _Normal:
+    """u = N(mu, Sigma): log M(lam) = <mu, lam> + lam' Sigma lam / 2 exactly (the expansion (13) stops there)."""
+
+    def __init__(self, mu: torch.Tensor, sigma: torch.Tensor):
+        self.mu, self.sigma = mu, sigma
+        self.d = mu.shape[-1]
+        self.batch = _batch(mu.shape[:-1], sigma.shape[:-2])
+
+    def mean(self):
+        return self.mu
+
+    def covariance(self):
+        return self.sigma
+
+    def log_mgf(self, lam):
+        return (lam * self.mu).sum(-1) + 0.5 * (lam * _scores(self.sigma, lam)).sum(-1)
+
+    def grad(self, lam):
+        return self.mu + _scores(self.sigma, lam)
+
+    def solve(self, lam, g, alpha):
+        return _spd_solve(self.sigma + torch.eye(self.d, dtype=F64, device=g.device) / alpha[..., None, None], g)
+
+
+def _preference(templates, u, device=None):
+    """The preference as one of the two classes above, validated."""
+    if isinstance(u, Gaussian):
+        if templates is not None:
+            raise ValueError("a Gaussian preference u carries its own mean; pass templates=None")
+        mu = _tensor(u.mu, "mu", device)
+        if mu.ndim < 1 or mu.shape[-1] == 0:
+            raise ValueError(f"mu must be a vector (d,), got shape {tuple(mu.shape)}")
+        d = mu.shape[-1]
+        if u.sigma is None:
+            sigma = torch.eye(d, dtype=F64, device=mu.device)
+        else:
+            sigma = _tensor(u.sigma, "Sigma", device)
+            if sigma.ndim < 2 or sigma.shape[-2:] != (d, d):
+                raise ValueError(f"Sigma must be a {d} x {d} matrix, got shape {tuple(sigma.shape)}")
+            if not torch.allclose(sigma, sigma.mT, rtol=1e-9, atol=1e-12):
+                raise ValueError("Sigma must be symmetric")
+            low = torch.linalg.eigvalsh(sigma).min().item()
+            if low < -1e-10 * max(1.0, sigma.abs().max().item()):
+                raise ValueError(f"Sigma must be positive semi-definite, but its smallest eigenvalue is {low:.4g}")
+        return _Normal(mu, sigma)
+    if templates is None:
+        raise ValueError("give the templates t_i (n, d) over which u puts its weights (or a Gaussian preference u)")
+    t = _templates(templates, device=device)
+    return _Discrete(t, _distribution(u, t.shape[-2], t.device))
+
+
+def mean_and_covariance(templates, u) -> tuple[torch.Tensor, torch.Tensor]:
+    """mu = sum_i u_i t_i and Sigma = sum_i u_i (t_i - mu)(t_i - mu)^T: the moments in the expansion (13) of 002."""
+    pref = _preference(templates, u, _device(templates, u))
+    return pref.mean(), pref.covariance()
+
+
+def log_mgf(lam, templates, u) -> torch.Tensor:
+    """log M(lam), eq. (10) of 002: log sum_i u_i exp<t_i, lam> (discrete u) or <mu, lam> + lam' Sigma lam / 2
+    (u a :class:`Gaussian`). lam (..., d) -> (...)."""
+    device = _device(lam, templates, u)
+    pref = _preference(templates, u, device)
+    return pref.log_mgf(_vector(lam, pref.d, "lambda", device)).to(_out_dtype(lam))
+
+
+# ---- the dual (9) and its solution ----------------------------------------------------------------------------------
+
+def _dual(pref, c, alpha):
+    """F(lam) = <lam, c> - ||lam||^2 / (2 alpha) - Phi(lam) and its gradient c - lam / alpha - grad Phi(lam)."""
+    def value(lam):
+        return (lam * c).sum(-1) - (lam * lam).sum(-1) / (2 * alpha) - pref.log_mgf(lam)
+
+    def grad(lam):
+        return c - lam / alpha[..., None] - pref.grad(lam)
+    return value, grad
+
+
+def _inputs(templates, u, z, alpha):
+    device = _device(z, templates, u)
+    pref = _preference(templates, u, device)
+    z = _vector(z, pref.d, "z", device)
+    alpha = _positive(alpha, "alpha", z.device)
+    batch = _batch(pref.batch, z.shape[:-1], alpha.shape)
+    return pref, z.expand(*batch, pref.d), alpha, batch
+
+
+def dual_objective(lam, templates, u, z, alpha) -> torch.Tensor:
+    """The Fenchel dual (9) of 002: <lam, mu + z> - ||lam||^2 / (2 alpha) - log M(lam), M of (10).
+
+    lam (..., d); templates (..., n, d) and u (..., n) a discrete preference, or templates=None and u a
+    :class:`Gaussian` (its log-MGF is plugged in instead); z (..., d); alpha > 0 (float or (...)). Returns (...).
+    """
+    pref, z_, alpha_, _ = _inputs(templates, u, z, alpha)
+    value, _ = _dual(pref, pref.mean() + z_, alpha_)
+    return value(_vector(lam, pref.d, "lambda", z_.device)).to(_out_dtype(z))
+
+
+def _newton(pref, c, alpha, lam, tol, max_iter):
+    """Damped Newton ascent on a strongly concave dual: step s = (I/alpha + Hess Phi)^-1 grad, halved until the
+    Armijo condition holds (with a rounding-level slack: near lam* the values differ by less than their rounding
+    while the full Newton step is exact to second order). Batched; finished problems stop moving."""
+    value, grad = _dual(pref, c, alpha)
+    lam = lam.clone()
+    f, g = value(lam), grad(lam)
+    gn = g.norm(dim=-1)
+    it = 0
+    while it < max_iter and bool((gn > tol).any()):
+        it += 1
+        active = gn > tol
+        s = pref.solve(lam, g, alpha) * active[..., None]
+        slope = (g * s).sum(-1)
+        step = torch.ones_like(f)
+        slack = 1e-13 * (1 + f.abs())
+        todo = active.clone()
+        new, f_new = lam, f
+        for _ in range(60):
+            cand = lam + step[..., None] * s
+            fc = value(cand)
+            ok = fc >= f + 1e-4 * step * slope - slack
+            take = todo & ok
+            new = torch.where(take[..., None], cand, new)
+            f_new = torch.where(take, fc, f_new)
+            todo = todo & ~ok
+            if not bool(todo.any()):
+                break
+            step = torch.where(todo, step / 2, step)
+        lam, f = new, f_new
+        g = grad(lam)
+        gn = g.norm(dim=-1)
+    return lam, gn, it
+
+
+def _solve(pref, c, alpha, lam0, tol, max_iter, what):
+    if not (isinstance(tol, (int, float)) and tol > 0):
+        raise ValueError(f"tol must be a positive number, got {tol!r}")
+    if not (isinstance(max_iter, int) and max_iter >= 1):
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    lam, gn, it = _newton(pref, c, alpha, lam0, tol, max_iter)
+    converged = gn <= tol
+    if not bool(converged.all()):
+        warnings.warn(f"{what}: Newton stopped after {it} iterations with gradient norm {gn.max().item():.3g} "
+                      f"> tol = {tol:g}", RuntimeWarning, stacklevel=3)
+    return lam, gn, converged, it
+
+
+def solve_dual(templates, u, z, alpha, *, tol: float = 1e-10, max_iter: int = 100) -> DualSolution:
+    """lambda*, the maximiser of the dual (9) of 002, by damped Newton with the exact Hessian I/alpha + Cov_p(t).
+
+    templates (..., n, d), u (..., n) (or templates=None and u a :class:`Gaussian`), z (..., d), alpha > 0 a float
+    or a tensor (...); leading dimensions broadcast, e.g. templates (n, d), u (n,), z (q, d) solves q problems at
+    once. The start is the second-order approximation (15); the dual is strongly concave and smooth, so Newton
+    converges quadratically. Stops when every problem's gradient norm is <= tol (1e-10 by default, in float64);
+    a problem that does not get there in max_iter iterations is flagged in ``converged`` (and warned about).
+    Returns a :class:`DualSolution` (lam in the dtype of z).
+    """
+    pref, z_, alpha_, _ = _inputs(templates, u, z, alpha)
+    lam, gn, conv, it = _solve(pref, pref.mean() + z_, alpha_, _lambda2(pref, z_, alpha_), tol, max_iter, "solve_dual")
+    return DualSolution(lam=lam.to(_out_dtype(z)), grad_norm=gn, converged=conv, n_iter=it)
+
+
+def _lambda2(pref, z, alpha):
+    """(15): alpha (I + alpha Sigma)^-1 z."""
+    H = torch.eye(pref.d, dtype=F64, device=z.device) + alpha[..., None, None] * pref.covariance()
+    return _spd_solve(H, alpha[..., None] * z)
+
+
+def tilted_weights(templates, u, lam) -> torch.Tensor:
+    """p~ of (11) (discrete u): p~_i = u_i exp<t_i, lam> / sum_j u_j exp<t_j, lam>; (..., n)."""
+    device = _device(lam, templates, u)
+    pref = _preference(templates, u, device)
+    if isinstance(pref, _Normal):
+        raise ValueError("tilted_weights needs a discrete preference (templates and weights u)")
+    return pref.weights(_vector(lam, pref.d, "lambda", device)).to(_out_dtype(lam))
+
+
+def h_exact(templates, u, z, alpha, *, tol: float = 1e-10) -> torch.Tensor:
+    """h of (12) of 002: the mean of p~ (11) at lambda* maximising (9) (the exact solution of problem (4)).
+    For a Gaussian u = N(mu, Sigma) this is mu + Sigma lambda*."""
+    pref, z_, alpha_, _ = _inputs(templates, u, z, alpha)
+    lam, *_ = _solve(pref, pref.mean() + z_, alpha_, _lambda2(pref, z_, alpha_), tol, 100, "h_exact")
+    return pref.grad(lam).to(_out_dtype(z))  # the mean of p~ (11) at lam
+
+
+def lambda_approx(templates, u, z, alpha, order: int = 1) -> torch.Tensor:
+    """The closed-form approximations of lambda*: order 1 is (16), alpha z; order 2 is (15),
+    alpha (I + alpha Sigma)^-1 z, exact when u is Gaussian. (..., d)."""
+    if order not in (1, 2):
+        raise ValueError(f"order must be 1 (eq. 16, lambda = alpha z) or 2 (eq. 15), got {order!r}")
+    pref, z_, alpha_, _ = _inputs(templates, u, z, alpha)
+    lam = alpha_[..., None] * z_ if order == 1 else _lambda2(pref, z_, alpha_)
+    return lam.to(_out_dtype(z))
+
+
+def h_approx(templates, u, z, alpha, order: int = 1) -> torch.Tensor:
+    """Approximate h. order=1: the generalised attention (18) of 002 (= (17); lambda = alpha z),
+    h = sum_i t_i u_i exp(alpha <t_i, z>) / sum_j u_j exp(alpha <t_j, z>). order=2: (12) with lambda of (15)."""
+    lam = lambda_approx(templates, u, z, alpha, order).to(F64)
+    pref = _preference(templates, u, _device(z, templates, u))
+    return pref.grad(lam).to(_out_dtype(z))  # the mean of p~ (11) at lam
+
+
+def attention_weights(templates, u, z, alpha) -> torch.Tensor:
+    """The attention weights of (18): softmax_i(log u_i + alpha <t_i, z>); (..., n). With u uniform and alpha = 1
+    this is dot-product attention softmax(<t_i, z>) (Sec. 7)."""
+    return tilted_weights(templates, u, lambda_approx(templates, u, z, alpha, 1))
+
+
+def relative_deviation(lam, z, alpha) -> torch.Tensor:
+    """The relative deviation of Sec. 8 / Figure 4 of 002: ||lambda* - alpha z|| / ||lambda*||.
+
+    lam (..., d) is lambda* (e.g. ``solve_dual(...).lam``), z (..., d), alpha a float or (...). lambda* = 0 only
+    when z = 0, where alpha z = lambda* and the deviation is 0.
+    """
+    device = _device(lam, z)
+    lam_ = _tensor(lam, "lambda", device)
+    z_ = _vector(z, lam_.shape[-1], "z", device)
+    alpha_ = _positive(alpha, "alpha", z_.device)
+    num = (lam_ - alpha_[..., None] * z_).norm(dim=-1)
+    den = lam_.norm(dim=-1)
+    out = torch.where(den > 0, num / den.clamp_min(1e-300), torch.zeros_like(num))
+    return out.to(_out_dtype(lam))
+
+
+def gaussian_estimate(mu, z, alpha) -> torch.Tensor:
+    """Sec. 5 of 002: for u = N(mu, I) the exact estimate is mu / (1 + alpha) + alpha b / (1 + alpha), b = mu + z."""
+    mu_ = _tensor(mu, "mu", _device(mu, z))
+    z_ = _vector(z, mu_.shape[-1], "z", mu_.device)
+    a = _positive(alpha, "alpha", mu_.device)[..., None]
+    return (mu_ / (1 + a) + a * (mu_ + z_) / (1 + a)).to(_out_dtype(z))
+
+
+# ---- T5: preference from masks and relative-position biases (19)-(20) ---------------------------------------------
+
+def _relative_bias(relative_bias, mask, j):
+    """b_{j-i} (..., n) for target positions j; offsets beyond the table are clipped to its ends (T5 puts far
+    offsets in one bucket)."""
+    device = _device(relative_bias, mask, j)
+    b = _tensor(relative_bias, "relative_bias", device)
+    if b.ndim != 1 or b.shape[0] % 2 == 0:
+        raise ValueError(f"relative_bias must be a vector of odd length 2R + 1 (offsets j - i = -R..R), got shape "
+                         f"{tuple(b.shape)}")
+    R = b.shape[0] // 2
+    mask = torch.as_tensor(mask, device=device)
+    if mask.dtype != torch.bool:
+        raise ValueError("mask must be a boolean array (True = the word is masked)")
+    if mask.ndim < 1 or mask.shape[-1] == 0:
+        raise ValueError(f"mask must have one entry per word, got shape {tuple(mask.shape)}")
+    n = mask.shape[-1]
+    j = torch.as_tensor(j, device=device)
+    if j.is_floating_point() or j.dtype == torch.bool or bool(((j < 0) | (j >= n)).any()):
+        raise ValueError(f"the target position j must be an integer in 0..{n - 1}")
+    offset = (j[..., None] - torch.arange(n, device=device)).clamp(-R, R) + R
+    return b[offset], mask
+
+
+def t5_preference(relative_bias, mask, j) -> torch.Tensor:
+    """The preference (19) of 002: u(t_i) = 0 if word i is masked, else exp(b_{j-i}) / Z.
+
+    relative_bias (2R + 1,) holds b_r for offsets r = j - i = -R..R (clipped beyond), mask (..., n) bool
+    (True = masked), j the position being inferred (int or tensor (...) of ints). Returns u (..., n).
+    """
+    bias, mask = _relative_bias(relative_bias, mask, j)
+    logits = bias.masked_fill(mask, -math.inf)
+    if bool((logits == -math.inf).all(-1).any()):
+        raise ValueError("every word is masked: at least one word must be visible")
+    return torch.softmax(logits, dim=-1)
+
+
+def t5_attention(scores, relative_bias, mask, j) -> torch.Tensor:
+    """The weights of (20) as T5 computes them: softmax_i(<t_i, z> + b_{j-i} + 1_masked(i)), with
+    1_masked = -inf on masked words. scores (..., n) are <t_i, z>. Equal to (18) with alpha = 1 and u of (19)."""
+    bias, mask = _relative_bias(relative_bias, mask, j)
+    s = _tensor(scores, "scores", bias.device)
+    if s.shape[-1] != mask.shape[-1]:
+        raise ValueError(f"scores must have one entry per word ({mask.shape[-1]}), got shape {tuple(s.shape)}")
+    logits = (s + bias).masked_fill(mask, -math.inf)
+    if bool((logits == -math.inf).all(-1).any()):
+        raise ValueError("every word is masked: at least one word must be visible")
+    return torch.softmax(logits, dim=-1).to(_out_dtype(scores))
+
+
+# ---- OT-based attention: Sec. 9 and Appendix D ---------------------------------------------------------------------
+
+def _cost(M, N: int, device) -> torch.Tensor:
+    """M (..., N, N): non-negative, symmetric, +inf allowed off the diagonal (no transport between groups)."""
+    try:
+        M = torch.as_tensor(M, device=device).to(F64)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError("the cost M must be an array of numbers") from None
+    if M.ndim < 2 or M.shape[-2:] != (N, N):
+        raise ValueError(f"the cost M must be an N x N matrix over the {N} templates of A, got shape "
+                         f"{tuple(M.shape)}")
+    if bool(torch.isnan(M).any()):
+        raise ValueError("the cost M contains NaN")
+    if bool((M < 0).any()):
+        raise ValueError(f"the cost M must be non-negative, but it has an entry {M.min().item():.4g}")
+    if not bool(torch.isclose(M, M.mT, rtol=1e-9, atol=1e-12).all()):
+        i, k = (~torch.isclose(M, M.mT, rtol=1e-9, atol=1e-12)).nonzero()[0, -2:].tolist()
+        raise ValueError(f"the cost M must be symmetric, but M[{i}, {k}] = {M[..., i, k].reshape(-1)[0].item():.4g} "
+                         f"and M[{k}, {i}] = {M[..., k, i].reshape(-1)[0].item():.4g}")
+    if not bool(torch.isfinite(torch.diagonal(M, dim1=-2, dim2=-1)).all()):
+        raise ValueError("the cost M must be finite on its diagonal (M(t, t))")
+    return M
+
+
+def _ot_inputs(templates_all, u, gamma, M, device=None):
+    A = _templates(templates_all, "templates_all", device)
+    N = A.shape[-2]
+    u_ = _distribution(u, N, A.device)
+    gamma_ = _positive(gamma, "gamma", A.device)
+    M_ = _cost(M, N, A.device)
+    return A, u_, gamma_, M_
+
+
+def _kernel(A, u, lam, gamma, M):
+    """Q[t', t] = softmax_t((<t, lam> - M(t, t')) / gamma): the conditional of the plan given the column t'."""
+    s = _scores(A, lam)
+    g = gamma[..., None, None]
+    return torch.softmax((s[..., None, :] - M) / g, dim=-1)
+
+
+def true_preference(u, M, gamma) -> torch.Tensor:
+    """The true preference u~ of (40) of 002 (Prop. 1, the minimiser of W_gamma(p, u; M) over p):
+    u~(t) = sum_t' u(t') exp(-M(t, t') / gamma) / sum_t'' exp(-M(t', t'') / gamma). u (..., N) over the universe
+    A, M (..., N, N) >= 0 symmetric, gamma > 0. A distribution; u~ -> u as gamma -> 0 when M(t, t) < M(t', t)."""
+    device = _device(u, M)
+    u_ = _tensor(u, "u", device)
+    if u_.ndim < 1:
+        raise ValueError("u must be a vector of weights over the templates of A")
+    u_ = _distribution(u_, u_.shape[-1], u_.device)
+    M_ = _cost(M, u_.shape[-1], u_.device)
+    gamma_ = _positive(gamma, "gamma", u_.device)
+    Q = torch.softmax(-M_ / gamma_[..., None, None], dim=-1)
+    return (u_[..., None, :] @ Q)[..., 0, :].to(_out_dtype(u))
+
+
+def ot_weights(templates_all, u, lam, gamma, M) -> torch.Tensor:
+    """p of (38) for a given lam: p(t) = sum_t' u(t') exp((<t, lam> - M(t, t')) / gamma) /
+    sum_t'' exp((<t'', lam> - M(t', t'')) / gamma); (..., N). lam = alpha z gives (25), lam = lambda* of (39)
+    the exact minimiser of (34)."""
+    device = _device(lam, templates_all, u)
+    A, u_, gamma_, M_ = _ot_inputs(templates_all, u, gamma, M, device)
+    lam_ = _vector(lam, A.shape[-1], "lambda", A.device)
+    return (u_[..., None, :] @ _kernel(A, u_, lam_, gamma_, M_))[..., 0, :].to(_out_dtype(lam))
+
+
+def ot_attention(templates_all, u, z, alpha, gamma, M) -> torch.Tensor:
+    """The OT-based attention weights p* of (25) of 002 over the universe A (lambda = alpha z in (38)):
+    p*(t) = sum_i u_i exp((alpha <t, z> - M(t, t_i)) / gamma) / Z_i, Z_i = sum_t' exp((alpha <t', z> - M(t', t_i))
+    / gamma). Appendix D prints the same formula as (47) with t' in place of t in the numerator, which would not
+    sum to 1; (25) and (38) agree on t. templates_all (..., N, d), u (..., N) (zero outside T), z (..., d).
+    The attention output is h = p* @ templates_all."""
+    device = _device(z, templates_all, u)
+    z_ = _tensor(z, "z", device)
+    alpha_ = _positive(alpha, "alpha", z_.device)
+    return ot_weights(templates_all, u, alpha_[..., None] * z_, gamma, M).to(_out_dtype(z))
+
+
+class _OTDual:
+    """Phi(lam) = gamma sum_t u(t) logsumexp_t'((<t', lam> - M(t, t')) / gamma), the W_gamma* term of (39); its
+    gradient is the mean of p of (38), its Hessian (1/gamma) sum_t u(t) Cov_{q_t}."""
+
+    def __init__(self, A, u, gamma, M):
+        self.A, self.u, self.gamma, self.M = A, u, gamma, M
+        self.d = A.shape[-1]
+        self.batch = _batch(A.shape[:-2], u.shape[:-1], gamma.shape, M.shape[:-2])
+
+    def mean(self):   # mu~ of (41): the mean of the true preference (40)
+        Q = torch.softmax(-self.M / self.gamma[..., None, None], dim=-1)
+        return ((self.u[..., None, :] @ Q) @ self.A)[..., 0, :]
+
+    def log_mgf(self, lam):
+        s = _scores(self.A, lam)
+        lse = torch.logsumexp((s[..., None, :] - self.M) / self.gamma[..., None, None], dim=-1)
+        return self.gamma * (self.u * lse).sum(-1)
+
+    def grad(self, lam):
+        Q = _kernel(self.A, self.u, lam, self.gamma, self.M)
+        return ((self.u[..., None, :] @ Q) @ self.A)[..., 0, :]
+
+    def solve(self, lam, g, alpha):
+        Q = _kernel(self.A, self.u, lam, self.gamma, self.M)                 # (..., N, N)
+        m = Q @ self.A                                                       # means of q_t
+        D = self.A[..., None, :, :] - m[..., :, None, :]                     # t' - m_t
+        w = (self.u[..., :, None] * Q)[..., None]
+        H = (D * w).flatten(-3, -2).mT @ D.flatten(-3, -2) / self.gamma[..., None, None]
+        return _spd_solve(H + torch.eye(self.d, dtype=F64, device=g.device) / alpha[..., None, None], g)
+
+
+def _ot_problem(templates_all, u, z, alpha, gamma, M):
+    device = _device(z, templates_all, u)
+    A, u_, gamma_, M_ = _ot_inputs(templates_all, u, gamma, M, device)
+    z_ = _vector(z, A.shape[-1], "z", A.device)
+    alpha_ = _positive(alpha, "alpha", A.device)
+    pref = _OTDual(A, u_, gamma_, M_)
+    batch = _batch(pref.batch, z_.shape[:-1], alpha_.shape)
+    return pref, z_.expand(*batch, pref.d), alpha_
+
+
+def ot_dual_objective(lam, templates_all, u, z, alpha, gamma, M) -> torch.Tensor:
+    """The dual (39) of 002: <mu~ + z, lam> - ||lam||^2 / (2 alpha)
+    - gamma sum_t u(t) log sum_t' exp((<t', lam> - M(t, t')) / gamma), mu~ the mean (41) of u~. (...)."""
+    pref, z_, alpha_ = _ot_problem(templates_all, u, z, alpha, gamma, M)
+    value, _ = _dual(pref, pref.mean() + z_, alpha_)
+    return value(_vector(lam, pref.d, "lambda", z_.device)).to(_out_dtype(z))
+
+
+def solve_ot_dual(templates_all, u, z, alpha, gamma, M, *, tol: float = 1e-10, max_iter: int = 100) -> DualSolution:
+    """lambda* maximising (39) of 002 by damped Newton (Hessian I/alpha + (1/gamma) sum_t u(t) Cov_{q_t}),
+    started from alpha z, the approximation behind (25). Arguments as :func:`ot_attention`."""
+    pref, z_, alpha_ = _ot_problem(templates_all, u, z, alpha, gamma, M)
+    lam, gn, conv, it = _solve(pref, pref.mean() + z_, alpha_, alpha_[..., None] * z_, tol, max_iter, "solve_ot_dual")
+    return DualSolution(lam=lam.to(_out_dtype(z)), grad_norm=gn, converged=conv, n_iter=it)
+
+
+def ot_exact(templates_all, u, z, alpha, gamma, M, *, tol: float = 1e-10) -> torch.Tensor:
+    """The exact minimiser p* of (34), eq. (38) of 002 with lambda* maximising (39); (..., N). Compare with the
+    approximation (25) (:func:`ot_attention`), which it approaches as alpha and alpha / gamma shrink."""
+    sol = solve_ot_dual(templates_all, u, z, alpha, gamma, M, tol=tol)
+    return ot_weights(templates_all, u, sol.lam.to(F64), gamma, M).to(_out_dtype(z))
