@@ -14,22 +14,11 @@ import time
 from pathlib import Path
 
 from bench.common import cpu_name, write_section
-from tests.e2e.harness import launch_browser, running_app, wait_until_idle
+from tests.e2e.harness import SLIDERS, launch_browser, running_app, wait_until_idle
 
 SECTION = "## Slider latency in the browser (issue 8)"
 GOAL = 1.5
 MOVES, WARMUP = 30, 3
-# page url path -> key of the sidebar slider moved there (the page's main parameter)
-SLIDERS = {
-    "attention_transport": "tau",
-    "transport_plans": "gamma",
-    "gaussian_w2": "tau",
-    "wasserstein_self_attention": "tau",
-    "fenchel_dual": "alpha",
-    "particles": "tau",
-    "uncertainty_inspector": "layer",
-    "real_transformer": "tau",
-}
 SNAPSHOT = ("() => JSON.stringify(Array.from(document.querySelectorAll('.js-plotly-plot'))"
             ".map(gd => gd.data || []))")
 

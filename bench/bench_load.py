@@ -10,9 +10,9 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.bench_latency import SLIDERS, SNAPSHOT
+from bench.bench_latency import SNAPSHOT
 from bench.common import cpu_name, write_section
-from tests.e2e.harness import CHROMIUM, CHROMIUM_ARGS, page_paths, serving
+from tests.e2e.harness import CHROMIUM, CHROMIUM_ARGS, SLIDERS, page_paths, serving
 
 SECTION = "## Load: 8 users on one server (issue 8)"
 USERS, SECONDS, ANSWER_S = 8, 60, 30

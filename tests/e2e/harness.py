@@ -15,6 +15,17 @@ CHROMIUM = "/usr/bin/chromium"
 # Without these flags chromium keeps calling home, which this machine's closed network refuses.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# page url path -> key of the sidebar slider the browser tests and benchmarks move there (its main parameter)
+SLIDERS = {
+    "attention_transport": "tau",
+    "transport_plans": "gamma",
+    "gaussian_w2": "tau",
+    "wasserstein_self_attention": "tau",
+    "fenchel_dual": "alpha",
+    "particles": "tau",
+    "uncertainty_inspector": "layer",
+    "real_transformer": "tau",
+}
 
 
 def page_paths() -> list[str]:

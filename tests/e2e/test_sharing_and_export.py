@@ -7,7 +7,9 @@ import zipfile
 import pandas as pd
 from PIL import Image
 
-from tests.e2e.harness import plot_data, wait_until_idle
+import pytest
+
+from tests.e2e.harness import SLIDERS, page_paths, plot_data, wait_until_idle
 
 PAGE = "gaussian_w2"
 
@@ -19,34 +21,57 @@ def open_page(page, url):
     page.wait_for_timeout(500)
 
 
-def move_slider(page, label, key="ArrowRight", times=3):
-    """Move a sidebar slider by keyboard, as a user would, and wait for the rerun."""
-    thumb = page.locator('[data-testid="stSidebar"] [data-testid="stSlider"]').filter(has_text=label) \
-        .get_by_role("slider")
+def move_slider(page, key, presses=3):
+    """Move the sidebar slider bound to URL key ``key`` by keyboard, as a user would, and wait for the rerun."""
+    thumb = page.locator(f".st-key-{key}").get_by_role("slider")
     thumb.focus()
-    for _ in range(times):
-        thumb.press(key)
+    for _ in range(presses):
+        thumb.press("ArrowRight")
     wait_until_idle(page)
     page.wait_for_timeout(1000)
 
 
-def test_a_slider_redraws_the_chart_and_the_link_reproduces_it(server, browser):
+def test_every_page_has_a_slider_for_the_browser_tests():
+    assert set(page_paths()[1:]) <= set(SLIDERS), "add the new page's main slider to SLIDERS in harness.py"
+
+
+@pytest.mark.parametrize("path", page_paths()[1:])
+def test_a_slider_redraws_the_chart_and_the_link_reproduces_it(server, browser, path):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    open_page(page, f"{server}/{path}")
+    before = plot_data(page)
+    move_slider(page, SLIDERS[path])
+    after = plot_data(page)
+    assert after != before
+    assert f"{SLIDERS[path]}=" in page.url, page.url
+    page.get_by_text("Present, share, export").click()
+    link = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]').inner_text().strip()
+    assert link.split("?")[1] == page.url.split("?")[1], (link, page.url)
+
+    fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()  # another user's browser
+    open_page(fresh, link)
+    assert plot_data(fresh) == after
+    fresh.context.close()
+    context.close()
+
+
+def test_a_table_edit_and_a_second_slider_travel_in_the_link(server, browser):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     open_page(page, f"{server}/{PAGE}")
-    before = plot_data(page)
-    move_slider(page, "tau (temperature)")
-    move_slider(page, "sigma_x")
+    move_slider(page, "sx_0")
+    page.locator('[data-testid="stDataFrame"]').first.click(position={"x": 300, "y": 90})  # token t2, column x
+    page.keyboard.press("Enter")  # opens the cell editor
+    editor = page.locator("input.gdg-input")
+    editor.fill("0.7")
+    editor.press("Enter")
+    wait_until_idle(page)
+    page.wait_for_timeout(1000)
+    assert "sx_0=" in page.url and "tokens=" in page.url, page.url
     after = plot_data(page)
-    assert after != before
-    link = page.url
-    assert "tau=" in link and "sx_0=" in link, link
-    page.get_by_text("Present, share, export").click()
-    shown = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]').inner_text()
-    assert "tau=" in shown and "sx_0=" in shown, shown
-
-    fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()  # another user's browser
-    open_page(fresh, shown.strip())
+    fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    open_page(fresh, page.url)
     assert plot_data(fresh) == after
     fresh.context.close()
     context.close()

@@ -155,7 +155,8 @@ def table_editor(default: pd.DataFrame, key: str, where=None, **kwargs) -> pd.Da
     if start_key not in st.session_state:
         st.session_state[start_key] = _table_from_url(default, key)
     table = (where or st).data_editor(st.session_state[start_key], key=key, **kwargs)
-    rows = json.dumps(table.astype(object).where(table.notna(), None).values.tolist(), default=str)
+    rows = json.dumps(table.astype(object).where(table.notna(), None).values.tolist(), default=str,
+                      separators=(",", ":"))
     if table.equals(default):
         st.query_params.pop(key, None)
     elif st.query_params.get(key) != rows:
