@@ -78,6 +78,19 @@ def test_lambda_star_is_the_dual_optimum(n, d, alpha):
         torch.testing.assert_close(sol.lam[b], alpha * (u @ t + z[b] - h), atol=1e-9, rtol=0)
 
 
+def test_nearly_one_hot_weights_at_large_alpha_converge():
+    """mu + z far outside the templates' hull and alpha = 1000: the tilted weights are nearly one-hot and lambda*
+    sits on the kink between two templates, where plain backtracking Newton zig-zags."""
+    t, u, z = instance(6, 2, seed=21, batch=(40,), zscale=10.0)
+    t = 10 * t
+    sol = F.solve_dual(t, u, z, 1000.0)
+    assert bool(sol.converged.all()) and sol.n_iter <= 30
+    for b in range(0, 40, 13):
+        p = F.tilted_weights(t, u, sol.lam[b])
+        assert primal(p, t, u, z[b], 1000.0) == pytest.approx(float(F.dual_objective(sol.lam[b], t, u, z[b], 1000.0)),
+                                                               rel=1e-10)
+
+
 def test_batched_alpha_and_broadcasting_match_single_solves():
     t, u, z = instance(5, 3, seed=1, batch=(4,))
     alphas = torch.tensor([0.1, 0.5, 2.0, 10.0], dtype=F64)

@@ -1,0 +1,167 @@
+"""The "Attention solves a dual problem" page, driven through AppTest; its numbers checked against numpy/scipy
+references written here (the dual (9) maximised by scipy, (18), T5's masked biased softmax, (25) and (40) by loops)."""
+import json
+
+import numpy as np
+import scipy.optimize
+from streamlit.testing.v1 import AppTest
+
+from tests.app.conftest import ROOT, figure_titled, no_exception
+
+PAGE = "fenchel_dual.py"
+# the page's default preset and evidence
+T = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 1.5], [-1.0, 1.0]])
+U = np.array([0.1, 0.4, 0.3, 0.2])
+Z = np.array([1.5, -1.0])
+BIAS = np.array([-1.2, -0.6, 0.3, 0.0, 0.8, 0.1, -0.9])   # offsets j - i = -3..3
+EXTRAS = np.array([[2.25, 0.3], [0.8, 1.75], [3.0, 3.0]])
+
+
+def lam_star(t, u, z, alpha):
+    """The maximiser of (9), by scipy on a numpy transcription of the dual."""
+    def neg(lam):
+        s = np.log(u) + t @ lam
+        m = s.max()
+        w = np.exp(s - m)
+        value = lam @ (u @ t + z) - lam @ lam / (2 * alpha) - m - np.log(w.sum())
+        return -value, -(u @ t + z - lam / alpha - w @ t / w.sum())
+    return scipy.optimize.minimize(neg, alpha * z, jac=True, method="BFGS", options=dict(gtol=1e-12)).x
+
+
+def tilted(t, u, lam):
+    w = u * np.exp(t @ lam - (t @ lam).max())
+    return w / w.sum()
+
+
+def trace(fig, name):
+    found = [tr for tr in fig["data"] if tr.get("name") == name]
+    assert len(found) == 1, [tr.get("name") for tr in fig["data"]]
+    return found[0]
+
+
+def point(fig, name):
+    tr = trace(fig, name)
+    return np.array([tr["x"][0], tr["y"][0]], dtype=float)
+
+
+def bars(fig):
+    return {tr["name"]: np.asarray(tr["y"], dtype=float) for tr in fig["data"] if tr["type"] == "bar"}
+
+
+def open_with(**params):
+    at = AppTest.from_file(str(ROOT / "pages" / PAGE), default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    no_exception(at)
+    return at
+
+
+def test_figure3_view_matches_the_dual_solved_by_scipy(open_page):
+    at = open_page(PAGE)
+    assert not at.error
+    fig = figure_titled(at, "Exact and approximate h at alpha = 1")
+    lam = lam_star(T, U, Z, 1.0)
+    np.testing.assert_allclose(point(fig, "h exact (12)"), tilted(T, U, lam) @ T, atol=1e-8)
+    np.testing.assert_allclose(point(fig, "h of (18), lambda = alpha z"), tilted(T, U, Z) @ T, atol=1e-12)
+    S = (T - U @ T).T @ np.diag(U) @ (T - U @ T)
+    lam2 = np.linalg.solve(np.eye(2) + S, Z)
+    np.testing.assert_allclose(point(fig, "h at (15), second order"), tilted(T, U, lam2) @ T, atol=1e-12)
+    # the Figure 3 grid: five panels alpha = 0.1, 0.5, 1, 2, 5, each with its own exact h
+    grid = figure_titled(at, "Figure 3")
+    exact = [tr for tr in grid["data"] if tr.get("legendgroup") == "h exact (12)"]
+    assert len(exact) == 5
+    for tr, a in zip(exact, (0.1, 0.5, 1.0, 2.0, 5.0)):
+        np.testing.assert_allclose([tr["x"][0], tr["y"][0]], tilted(T, U, lam_star(T, U, Z, a)) @ T, atol=1e-8)
+    # the dual map marks lambda* and alpha z
+    dual = figure_titled(at, "The dual objective (9)")
+    np.testing.assert_allclose(point(dual, "lambda* (maximiser)"), lam, atol=1e-8)
+    np.testing.assert_allclose(point(dual, "alpha z (16)"), Z, atol=1e-12)
+
+
+def test_alpha_slider_and_weights(open_page):
+    at = open_page(PAGE)
+    at.sidebar.select_slider(key="alpha").set_value(0.1).run()
+    no_exception(at)
+    alpha = at.sidebar.select_slider(key="alpha").value
+    w = bars(figure_titled(at, "Attention weights"))
+    np.testing.assert_allclose(w["p~ of (11) at lambda* (exact)"], tilted(T, U, lam_star(T, U, Z, alpha)), atol=1e-8)
+    np.testing.assert_allclose(w["attention (18), lambda = alpha z"], tilted(T, U, alpha * Z), atol=1e-12)
+    sweep = figure_titled(at, "How good the approximations are")
+    dev = trace(sweep, "relative deviation ||lambda* - alpha z|| / ||lambda*||")
+    a, d = np.asarray(dev["x"], dtype=float), np.asarray(dev["y"], dtype=float)
+    k = int(np.argmin(abs(np.log(a) - np.log(0.5))))
+    lam = lam_star(T, U, Z, a[k])
+    assert abs(d[k] - np.linalg.norm(lam - a[k] * Z) / np.linalg.norm(lam)) < 1e-7
+
+
+def t5_reference(t, z, mask, j):
+    R = 3
+    b = np.array([BIAS[min(max(j - i, -R), R) + R] for i in range(len(t))])
+    logits = t @ z + b + np.where(mask, -np.inf, 0.0)
+    w = np.exp(logits - logits.max())
+    u = np.where(mask, 0.0, np.exp(b))
+    return u / u.sum(), w / w.sum()
+
+
+def test_t5_panel_and_masking_every_word(open_page):
+    at = open_page(PAGE)
+    fig = figure_titled(at, "T5 preference")
+    u, w = t5_reference(T, Z, np.array([True, False, False, False]), 0)
+    got = bars(fig)
+    np.testing.assert_allclose(got["u of (19)"], u, atol=1e-14)
+    np.testing.assert_allclose(got["weights of (20), T5's masked biased softmax"], w, atol=1e-14)
+    np.testing.assert_allclose(got["(18) with alpha = 1 and u of (19)"], w, atol=1e-14)
+    at.selectbox(key="t5_j").set_value(2).run()
+    at.multiselect(key="t5_mask").set_value(["t3", "t4"]).run()
+    no_exception(at)
+    u, w = t5_reference(T, Z, np.array([False, False, True, True]), 2)
+    good = bars(figure_titled(at, "T5 preference"))
+    np.testing.assert_allclose(good["weights of (20), T5's masked biased softmax"], w, atol=1e-14)
+    at.multiselect(key="t5_mask").set_value(["t1", "t2", "t3", "t4"]).run()
+    no_exception(at)
+    assert any("every word is masked" in e.value for e in at.error)
+    kept = bars(figure_titled(at, "T5 preference"))        # the last good state stays on the page
+    for name in good:
+        np.testing.assert_array_equal(kept[name], good[name])
+
+
+def test_ot_panel_matches_25_and_40_by_loops(open_page):
+    at = open_page(PAGE)
+    gamma = at.select_slider(key="gamma").value
+    A = np.concatenate([T, EXTRAS])
+    uA = np.concatenate([U, np.zeros(3)])
+    M = ((A[:, None] - A[None]) ** 2).sum(-1)
+    true = np.zeros(7)
+    p25 = np.zeros(7)
+    for i in range(7):
+        k = np.exp(-M[:, i] / gamma)
+        true += uA[i] * k / k.sum()
+        e = np.exp((A @ Z - M[:, i]) / gamma)
+        p25 += uA[i] * e / e.sum()
+    got = bars(figure_titled(at, "OT attention weights"))
+    np.testing.assert_allclose(got["true preference u~ (40)"], true, atol=1e-12)
+    np.testing.assert_allclose(got["OT attention p* (25), lambda = alpha z"], p25, atol=1e-12)
+    exact = got["exact p* (38), lambda* of (39)"]
+    assert abs(exact.sum() - 1) < 1e-12 and exact.min() >= 0 and exact[4:].sum() > 0.01
+    sweep = figure_titled(at, "True preference and OT attention against gamma")
+    gap = np.asarray(trace(sweep, "||u~ (40) - u||_1")["y"], dtype=float)
+    assert gap[0] < 1e-3 < gap[-1]                          # u~ -> u as gamma -> 0
+
+
+def test_bad_input_shows_plain_errors(open_page):
+    rows = [["t1", 0.0, 0.0, 0.5], ["t2", 1.0, 0.0, -0.5], ["t3", 0.0, 1.0, 1.0]]
+    at = open_with(templates_figure=json.dumps(rows))
+    assert at.error and "negative weight" in at.error[0].value
+    rows = [["t1", 0.0, 0.0, 0.5], ["t2", 1.0, 0.0, 0.2]]
+    at = open_with(templates_figure=json.dumps(rows), normalise="false")
+    assert at.error and "sum to 0.7" in at.error[0].value
+    # normalised, the same weights are fine
+    at = open_with(templates_figure=json.dumps(rows))
+    assert not at.error
+    # an edited cost matrix that is not symmetric
+    M = ((np.concatenate([T, EXTRAS])[:, None] - np.concatenate([T, EXTRAS])[None]) ** 2).sum(-1).round(3)
+    M[0, 1] += 1.0
+    at = open_with(cost_kind="edited", cost_7=json.dumps(M.tolist()))
+    assert any("must be symmetric" in e.value for e in at.error)
+    assert figure_titled(at, "Exact and approximate h")                # the rest of the page still draws

@@ -1,0 +1,140 @@
+"""Figures of the "Attention solves a dual problem" page (source: 002)."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from wviz.figures.common import PALETTE, to_numpy
+
+# Figure 3 of 002: orange templates, dark blue evidence, red exact h, purple (18); green for (15)
+TEMPLATE, EVIDENCE, EXACT, FIRST, SECOND = PALETTE[1], "#1f3b73", PALETTE[5], PALETTE[3], PALETTE[2]
+
+
+def _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2, row=None, col=None, legend=True, big=40):
+    t, u, mu, z = to_numpy(templates), to_numpy(u), to_numpy(mu), to_numpy(z)
+    where = dict(row=row, col=col) if row else {}
+    size = 6 + big * np.sqrt(u / max(u.max(), 1e-12))
+    fig.add_scatter(x=t[:, 0], y=t[:, 1], mode="markers+text", text=[f"{n}: {w:.2f}" for n, w in zip(names, u)],
+                    textposition="top center", marker=dict(color=TEMPLATE, size=size, opacity=0.8),
+                    name="templates t_i (size: u_i)", showlegend=legend, legendgroup="t", **where)
+    b = mu + z
+    fig.add_scatter(x=[mu[0], b[0]], y=[mu[1], b[1]], mode="lines+markers+text", line=dict(color=EVIDENCE, width=3),
+                    text=["mu", "mu + z"] if big > 20 else None, textposition="bottom center", textfont=dict(color=EVIDENCE),
+                    marker=dict(symbol=["circle", "arrow"], angleref="previous", size=[9, 14], color=EVIDENCE),
+                    name="z: from mu to mu + z", showlegend=legend, legendgroup="z", **where)
+    for point, name, color, symbol in ((h, "h exact (12)", EXACT, "square"),
+                                       (h1, "h of (18), lambda = alpha z", FIRST, "square-open"),
+                                       (h2, "h at (15), second order", SECOND, "diamond-open")):
+        p = to_numpy(point)
+        fig.add_scatter(x=[p[0]], y=[p[1]], mode="markers", marker=dict(color=color, symbol=symbol, size=14,
+                        line=dict(width=3, color=color)), name=name, showlegend=legend, legendgroup=name, **where)
+
+
+def estimates(templates, u, names, mu, z, h, h1, h2, alpha: float) -> go.Figure:
+    """Figure 3 of 002 for one alpha: templates sized by u, the evidence arrow mu -> mu + z, exact h (12), the
+    first-order (18) and second-order (15) approximations."""
+    fig = go.Figure()
+    _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2)
+    fig.update_layout(title=f"Exact and approximate h at alpha = {alpha:.3g}", height=480, yaxis_scaleanchor="x",
+                      margin=dict(t=50, b=40), legend=dict(orientation="h", y=-0.12))
+    return fig
+
+
+def estimates_grid(templates, u, names, mu, z, est: dict) -> go.Figure:
+    """Figure 3 of 002: one panel per alpha of est["alphas"] (same axes), rows of est["h"], est["h1"], est["h2"]."""
+    alphas = to_numpy(est["alphas"])
+    fig = make_subplots(rows=1, cols=len(alphas), subplot_titles=[f"alpha = {a:g}" for a in alphas],
+                        shared_yaxes=True, horizontal_spacing=0.02)
+    for k in range(len(alphas)):
+        _estimate_traces(fig, templates, u, names, mu, z, est["h"][k], est["h1"][k], est["h2"][k], row=1, col=k + 1,
+                         legend=k == 0, big=16)
+    # one square-ish window around everything drawn, the same in every panel
+    pts = np.concatenate([to_numpy(templates), to_numpy(mu)[None], (to_numpy(mu) + to_numpy(z))[None],
+                          to_numpy(est["h"])])
+    lo, hi = pts.min(0), pts.max(0)
+    centre, half = (lo + hi) / 2, 0.6 * (hi - lo).max() + 0.3
+    fig.update_xaxes(range=[centre[0] - half, centre[0] + half])
+    fig.update_yaxes(range=[centre[1] - half, centre[1] + half])
+    fig.update_traces(textfont_size=9, selector=dict(mode="markers+text"))
+    fig.update_traces(marker_size=9, selector=dict(mode="markers"))
+    fig.update_layout(title="Figure 3: the approximation of h for different alpha", height=380,
+                      margin=dict(t=70, b=40), legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+def dual_contour(xs, ys, values, lam_star, lam1, lam2, alpha: float) -> go.Figure:
+    """The dual objective (9) over the lambda plane, with lambda*, alpha z (16) and the (15) point."""
+    fig = go.Figure(go.Contour(x=to_numpy(xs), y=to_numpy(ys), z=to_numpy(values), colorscale="Viridis", ncontours=30,
+                               colorbar=dict(title="dual (9)"),
+                               hovertemplate="lambda = (%{x:.3f}, %{y:.3f}): %{z:.4f}<extra></extra>"))
+    for point, name, color, symbol in ((lam_star, "lambda* (maximiser)", EXACT, "star"),
+                                       (lam1, "alpha z (16)", FIRST, "x"),
+                                       (lam2, "alpha (I + alpha Sigma)^-1 z (15)", SECOND, "diamond")):
+        p = to_numpy(point)
+        fig.add_scatter(x=[p[0]], y=[p[1]], mode="markers", name=name,
+                        marker=dict(color=color, symbol=symbol, size=15, line=dict(width=1.5, color="white")))
+    fig.update_layout(title=f"The dual objective (9) at alpha = {alpha:.3g}", xaxis_title="lambda_1",
+                      yaxis_title="lambda_2", yaxis_scaleanchor="x", height=480, margin=dict(t=50, b=40),
+                      legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+def alpha_sweep(sweep: dict, now: float) -> go.Figure:
+    """Relative deviation ||lambda* - alpha z|| / ||lambda*|| (Sec. 8) and the errors of (18) and (15) in h,
+    against alpha on log axes."""
+    a = to_numpy(sweep["alphas"])
+    fig = go.Figure()
+    for key, name, color in (("deviation", "relative deviation ||lambda* - alpha z|| / ||lambda*||", EVIDENCE),
+                             ("err1", "||h(12) - h(18)||", FIRST), ("err2", "||h(12) - h at (15)||", SECOND)):
+        y = to_numpy(sweep[key])
+        fig.add_scatter(x=a, y=np.where(y > 0, y, np.nan), mode="lines", name=name, line=dict(color=color, width=2.5))
+    fig.add_vline(x=now, line_dash="dash", annotation_text="alpha as set")
+    fig.update_layout(title="How good the approximations are, against alpha", xaxis_type="log", yaxis_type="log",
+                      xaxis_title="alpha", yaxis_title="error", height=400, margin=dict(t=50, b=40),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def weight_bars(weights: dict, names: list[str], title: str, ytitle: str = "weight") -> go.Figure:
+    """Grouped bars, one group per template, one colour per entry of ``weights``."""
+    fig = go.Figure()
+    for i, (name, w) in enumerate(weights.items()):
+        fig.add_bar(x=names, y=to_numpy(w), name=name, marker_color=PALETTE[i % len(PALETTE)],
+                    hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
+    fig.update_layout(title=title, barmode="group", xaxis_title="template", yaxis_title=ytitle, height=380,
+                      margin=dict(t=50, b=40), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def universe(templates_all, names: list[str], in_T, weights, z, title: str) -> go.Figure:
+    """The universe A in the plane: the templates of T (filled) and the others (open), sized by a weight vector."""
+    A, w = to_numpy(templates_all), to_numpy(weights)
+    in_T = np.asarray(in_T, dtype=bool)
+    size = 8 + 45 * np.sqrt(w / max(w.max(), 1e-12))
+    fig = go.Figure()
+    for mask, label, symbol in ((in_T, "in T (u > 0)", "circle"), (~in_T, "only in A (u = 0)", "circle-open")):
+        idx = np.flatnonzero(mask)
+        fig.add_scatter(x=A[idx, 0], y=A[idx, 1], mode="markers+text", name=label,
+                        text=[f"{names[i]}: {w[i]:.2f}" for i in idx], textposition="top center",
+                        marker=dict(size=size[idx], color=TEMPLATE, symbol=symbol, line=dict(width=2, color=TEMPLATE)))
+    zz = to_numpy(z)
+    fig.add_annotation(x=zz[0] / 2, y=zz[1] / 2, ax=0, ay=0, axref="x", ayref="y", xref="x", yref="y", showarrow=True,
+                       arrowhead=3, arrowwidth=2, arrowcolor=EVIDENCE, text="z / 2")
+    fig.update_layout(title=title, height=440, yaxis_scaleanchor="x", margin=dict(t=50, b=40),
+                      legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+def gamma_sweep(sweep: dict, now: float) -> go.Figure:
+    """||u~ - u||_1 (Prop. 1: -> 0 as gamma -> 0) and ||p*(38) - p*(25)||_1 against gamma, log axes."""
+    g = to_numpy(sweep["gammas"])
+    fig = go.Figure()
+    for key, name, color in (("gap_u", "||u~ (40) - u||_1", TEMPLATE), ("gap_p", "||p* (38) - p* (25)||_1", FIRST)):
+        y = to_numpy(sweep[key])
+        fig.add_scatter(x=g, y=np.where(y > 0, y, np.nan), mode="lines", name=name, line=dict(color=color, width=2.5))
+    fig.add_vline(x=now, line_dash="dash", annotation_text="gamma as set")
+    fig.update_layout(title="True preference and OT attention against gamma", xaxis_type="log", yaxis_type="log",
+                      xaxis_title="gamma", yaxis_title="L1 distance", height=380, margin=dict(t=50, b=40),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
