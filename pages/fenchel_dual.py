@@ -109,6 +109,15 @@ ui.show_figure(figs.estimates_grid(t, u, names, est["mu"], z, res["grid"]), key=
 st.caption("The paper's Figure 3 grid, alpha in {0.1, 0.5, 1, 2, 5}, for the templates and z above: the "
            "approximation is close for alpha up to about 1 while h is still far from mu (so z matters).")
 
+with st.expander("Sec. 5: a Gaussian preference u = N(mu, I), where (14) is exact"):
+    mu = est["mu"]
+    solved = fenchel.h_exact(None, fenchel.Gaussian(mu), z, alpha)   # inputs already validated above
+    closed = fenchel.gaussian_estimate(mu, z, alpha)
+    ui.equation(r"\hat h = \frac{1}{1+\alpha}\mu + \frac{\alpha}{1+\alpha} b,\qquad b = \mu + z")
+    st.markdown(f"With the mu above, the Newton solver of (9) with the Gaussian log-MGF gives h = "
+                f"({solved[0]:.6f}, {solved[1]:.6f}); the closed form gives ({closed[0]:.6f}, {closed[1]:.6f}). "
+                "For a Gaussian the cumulant expansion (13) stops at the quadratic term, so (15) is lambda* itself.")
+
 st.subheader("The dual problem (9)")
 c1, c2 = st.columns(2)
 with c1:

@@ -165,3 +165,11 @@ def test_bad_input_shows_plain_errors(open_page):
     at = open_with(cost_kind="edited", cost_7=json.dumps(M.tolist()))
     assert any("must be symmetric" in e.value for e in at.error)
     assert figure_titled(at, "Exact and approximate h")                # the rest of the page still draws
+
+
+def test_gaussian_expander_agrees_with_the_closed_form(open_page):
+    at = open_page(PAGE)
+    text = " ".join(m.value for m in at.markdown if "closed form gives" in m.value)
+    mu = U @ T
+    h = mu / 2 + (mu + Z) / 2                             # alpha = 1
+    assert f"({h[0]:.6f}, {h[1]:.6f}); the closed form gives ({h[0]:.6f}, {h[1]:.6f})" in text
