@@ -79,10 +79,10 @@ def test_lambda_star_is_the_dual_optimum(n, d, alpha):
 
 
 def test_nearly_one_hot_weights_at_large_alpha_converge():
-    """mu + z far outside the templates' hull and alpha = 1000: the tilted weights are nearly one-hot and lambda*
-    sits on the kink between two templates, where plain backtracking Newton zig-zags."""
-    t, u, z = instance(6, 2, seed=21, batch=(40,), zscale=10.0)
-    t = 10 * t
+    """mu + z outside the templates' hull and alpha = 1000: the tilted weights are nearly one-hot and lambda*
+    sits on the kink between two templates, where Newton with backtracking zig-zags."""
+    t, u, z = instance(6, 2, seed=3, batch=(40,), zscale=10.0)
+    t = 10 * t    # on this batch, Newton with Armijo backtracking was still at gradient norm 4.7 after 100 steps
     sol = F.solve_dual(t, u, z, 1000.0)
     assert bool(sol.converged.all()) and sol.n_iter <= 30
     for b in range(0, 40, 13):
