@@ -19,9 +19,9 @@ def _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2, row=None, col=N
                     textposition="top center", marker=dict(color=TEMPLATE, size=size, opacity=0.8),
                     name="templates t_i (size: u_i)", showlegend=legend, legendgroup="t", **where)
     b = mu + z
-    fig.add_scatter(x=[mu[0], b[0]], y=[mu[1], b[1]], mode="lines+markers+text",
-                    line=dict(color=EVIDENCE, width=3),
-                    text=["mu", "mu + z"] if big > 20 else None, textposition="bottom center", textfont=dict(color=EVIDENCE),
+    fig.add_scatter(x=[mu[0], b[0]], y=[mu[1], b[1]], mode="lines+markers+text", line=dict(color=EVIDENCE, width=3),
+                    text=["mu", "mu + z"] if big > 20 else None,  # the small panels of the grid stay unlabelled
+                    textposition="bottom center", textfont=dict(color=EVIDENCE),
                     marker=dict(symbol=["circle", "arrow"], angleref="previous", size=[9, 14], color=EVIDENCE),
                     name="z: from mu to mu + z", showlegend=legend, legendgroup="z", **where)
     for point, name, color, symbol in ((h, "h exact (12)", EXACT, "square"),
