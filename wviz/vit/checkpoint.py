@@ -1,0 +1,211 @@
+"""Saving and loading ViT checkpoints safely: nothing in a file is ever executed.
+
+Format written: safetensors (raw tensors + a JSON header) whose metadata holds two JSON strings, ``wviz_config``
+(the :class:`~wviz.vit.model.ViTConfig`) and ``wviz_record`` (data, epochs, seed, metrics, class names, ...).
+
+Formats read, from a path or from uploaded bytes:
+
+* ``.safetensors``: the header is parsed and checked here first (length, JSON, dtypes, every tensor's byte range
+  inside the file and equal to its shape's size), then the tensors are read by the safetensors library;
+* ``.pt`` / ``.pth``: a dict {"config": ..., "state_dict": ..., "record": ...} saved by torch.save, read only
+  through ``torch.load(weights_only=True)`` (torch's restricted unpickler: tensors and plain containers). A file
+  it refuses is refused, with no fallback to a full unpickler.
+
+Then: a size cap (``max_bytes``, default :data:`MAX_BYTES`, or the environment variable WVIZ_MAX_CHECKPOINT_MB),
+a sane config (bounded dims, see :data:`wviz.vit.model.BOUNDS`), and strict key, shape, dtype and finiteness
+checks of every tensor against the model the config builds. Each failure raises ValueError with its own message.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import re
+import struct
+import zipfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from wviz.vit.model import ViTConfig, build_model
+
+__all__ = ["MAX_BYTES", "save_checkpoint", "load_checkpoint", "max_bytes_default"]
+
+MAX_BYTES = 50 * 2 ** 20
+_MAX_HEADER = 1 << 20  # a header of 1 MiB describes thousands of tensors; ours are a few kB
+_DTYPES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
+_SUFFIXES = (".safetensors", ".pt", ".pth")
+
+
+def max_bytes_default() -> int:
+    """The size cap: WVIZ_MAX_CHECKPOINT_MB (megabytes) when set, else MAX_BYTES."""
+    env = os.environ.get("WVIZ_MAX_CHECKPOINT_MB")
+    if env is None:
+        return MAX_BYTES
+    try:
+        mb = float(env)
+    except ValueError:
+        raise ValueError(f"WVIZ_MAX_CHECKPOINT_MB must be a number of megabytes, not {env!r}") from None
+    if not mb > 0:
+        raise ValueError(f"WVIZ_MAX_CHECKPOINT_MB must be positive, got {env}")
+    return int(mb * 2 ** 20)
+
+
+def save_checkpoint(model, path, record: dict) -> Path:
+    """Write ``model`` (its weights as float32, its config) and the JSON-serialisable ``record`` to ``path``
+    (.safetensors). Returns the path."""
+    path = Path(path)
+    if path.suffix != ".safetensors":
+        raise ValueError(f"checkpoints are written as .safetensors, not {path.suffix or 'no extension'!r}")
+    model = getattr(model, "module", model)  # unwrap DistributedDataParallel
+    tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
+    meta = {"format": "wviz-vit-1", "wviz_config": json.dumps(model.config.to_dict()),
+            "wviz_record": json.dumps(record, allow_nan=False)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(st_save(tensors, metadata=meta))
+    return path
+
+
+# ------------------------------------------------------------------------------------------------- reading
+
+def _read(path_or_bytes, name: str | None, max_bytes: int) -> tuple[bytes, str]:
+    """The file's bytes and its suffix, after the size cap (checked before reading a path)."""
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        data = bytes(path_or_bytes)
+        suffix = Path(name).suffix.lower() if name else ""
+        label = name or "the upload"
+    else:
+        path = Path(path_or_bytes)
+        if not path.is_file():
+            raise ValueError(f"no checkpoint file at {path}")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise ValueError(f"the checkpoint is {size / 2 ** 20:.1f} MB, over the {max_bytes / 2 ** 20:.1f} MB limit")
+        data, suffix, label = path.read_bytes(), path.suffix.lower(), path.name
+    if not data:
+        raise ValueError(f"{label} is empty (0 bytes)")
+    if len(data) > max_bytes:
+        raise ValueError(f"the checkpoint is {len(data) / 2 ** 20:.1f} MB, over the {max_bytes / 2 ** 20:.1f} MB "
+                         "limit")
+    if not suffix:  # uploaded bytes without a name: tell the formats apart by their first bytes
+        suffix = ".safetensors" if data[8:9] == b"{" else ".pt"
+    if suffix not in _SUFFIXES:
+        raise ValueError(f"{label}: unsupported file type {suffix!r}; upload a .safetensors, .pt or .pth checkpoint")
+    return data, suffix
+
+
+def _check_header(data: bytes) -> tuple[dict, dict]:
+    """Parse and check a safetensors header; returns (tensor entries, metadata)."""
+    if len(data) < 8:
+        raise ValueError(f"not a safetensors file: {len(data)} bytes is shorter than the 8-byte header length")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > _MAX_HEADER:
+        raise ValueError(f"not a valid safetensors file: its header claims {n} bytes (at most {_MAX_HEADER})")
+    if 8 + n > len(data):
+        raise ValueError(f"truncated safetensors file: the header needs {n} bytes but only {len(data) - 8} follow")
+    try:
+        header = json.loads(data[8:8 + n])
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError("not a valid safetensors file: its header is not JSON") from None
+    if not isinstance(header, dict):
+        raise ValueError("not a valid safetensors file: its header is not a JSON object")
+    meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict):
+        raise ValueError("the safetensors metadata is not a JSON object")
+    body = len(data) - 8 - n
+    for key, e in header.items():
+        if not (isinstance(e, dict) and isinstance(e.get("shape"), list) and isinstance(e.get("data_offsets"), list)
+                and len(e["data_offsets"]) == 2):
+            raise ValueError(f"tensor {key!r}: malformed entry in the safetensors header")
+        if e.get("dtype") not in _DTYPES:
+            raise ValueError(f"tensor {key!r} has dtype {e.get('dtype')!r}; only float tensors are allowed")
+        shape, (a, b) = e["shape"], e["data_offsets"]
+        if not all(isinstance(s, int) and 0 <= s < 2 ** 63 for s in shape + [a, b]):
+            raise ValueError(f"tensor {key!r}: shape or offsets are not small non-negative integers")
+        count = 1
+        for s in shape:
+            count *= s
+        need = count * _DTYPES[e["dtype"]]
+        if b - a != need:
+            raise ValueError(f"tensor {key!r} claims shape {shape} ({need} bytes) but its data range holds "
+                             f"{b - a} bytes")
+        if not a <= b <= body:
+            raise ValueError(f"truncated safetensors file: tensor {key!r} needs bytes {a}..{b} but the file holds "
+                             f"only {body} bytes of tensor data")
+    return header, meta
+
+
+def _json_entry(meta: dict, key: str, what: str):
+    if key not in meta:
+        raise ValueError(f"the checkpoint has no {what} (metadata entry {key!r}); was it saved by wviz?")
+    try:
+        return json.loads(meta[key])
+    except (TypeError, json.JSONDecodeError):
+        raise ValueError(f"the checkpoint's {what} is not valid JSON") from None
+
+
+def _from_safetensors(data: bytes):
+    _, meta = _check_header(data)
+    config = _json_entry(meta, "wviz_config", "model config")
+    record = _json_entry(meta, "wviz_record", "training record") if "wviz_record" in meta else {}
+    try:
+        tensors = st_load(data)
+    except SafetensorError as err:
+        raise ValueError(f"not a valid safetensors file ({err})") from None
+    return config, tensors, record
+
+
+def _from_torch(data: bytes):
+    try:
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        found = re.search(r"GLOBAL ([\w.]+)", str(err))
+        what = f" ({found.group(1)})" if found else ""
+        raise ValueError("the .pt file was refused: it holds objects other than tensors and plain containers"
+                         f"{what}, and those are never loaded") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, KeyError, OSError) as err:
+        raise ValueError(f"not a readable .pt checkpoint ({err.__class__.__name__}: {str(err)[:200]})") from None
+    if not (isinstance(obj, dict) and "config" in obj and "state_dict" in obj):
+        raise ValueError("a .pt checkpoint must be a dict with 'config' and 'state_dict' (and optionally 'record')")
+    if not isinstance(obj["state_dict"], dict):
+        raise ValueError("the .pt checkpoint's 'state_dict' is not a dict of tensors")
+    return obj["config"], obj["state_dict"], obj.get("record", {})
+
+
+def load_checkpoint(path_or_bytes, name: str | None = None, max_bytes: int | None = None, device=None):
+    """(model in eval mode, record) from a checkpoint path or the bytes of an upload (``name``: the uploaded file's
+    name, for its extension). ValueError with a plain message for every kind of bad file; see the module docstring
+    for the checks. ``device``: where the model is put (default CPU)."""
+    max_bytes = max_bytes_default() if max_bytes is None else max_bytes
+    data, suffix = _read(path_or_bytes, name, max_bytes)
+    if suffix == ".safetensors":
+        if data[:4] == b"PK\x03\x04":
+            raise ValueError("this file is a torch zip archive, not safetensors: give it a .pt extension")
+        config, tensors, record = _from_safetensors(data)
+    else:
+        config, tensors, record = _from_torch(data)
+    if not isinstance(record, dict):
+        raise ValueError("the checkpoint's training record is not a JSON object")
+    cfg = ViTConfig.from_dict(config)
+    model = build_model(cfg)
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    if missing:
+        raise ValueError(f"the checkpoint lacks {len(missing)} weight(s) the config needs, e.g. {missing[0]!r}")
+    if unexpected:
+        raise ValueError(f"the checkpoint has {len(unexpected)} weight(s) the model does not, e.g. {unexpected[0]!r}")
+    for key, ref in expected.items():
+        t = tensors[key]
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise ValueError(f"weight {key!r} is not a float tensor")
+        if tuple(t.shape) != tuple(ref.shape):
+            raise ValueError(f"weight {key!r} has shape {tuple(t.shape)}; the config needs {tuple(ref.shape)}")
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"weight {key!r} contains NaN or inf")
+    model.load_state_dict({k: t.to(torch.float32) for k, t in tensors.items()}, strict=True)
+    return model.to(device or "cpu").eval(), record

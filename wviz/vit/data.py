@@ -1,0 +1,266 @@
+"""Image data for the stochastic ViT: nothing is ever downloaded.
+
+* ``digits``: scikit-learn's bundled 8 x 8 handwritten digits (1797 images, values 0..16), scaled to [0, 1] and
+  upsampled to 16 x 16 (bilinear), split once by a fixed seeded permutation: 1437 train, 360 test.
+* ``cifar10`` / ``cifar100``: the official "python version" folders (cifar-10-batches-py, cifar-100-python) in a
+  local directory. Those files are pickles: they are read with an unpickler that only rebuilds numpy arrays,
+  lists, dicts, strings and numbers; any other object in them is refused.
+* ``folder``: ``root/<split>/<class name>/*.png|jpg|jpeg|bmp``, images converted to the channels and size asked.
+
+Out-of-distribution sets and corruptions for the evaluation of 004 (OOD AUROC, error under corruption): crops of
+scikit-learn's two sample photographs and uniform noise, both shaped like the digits; Gaussian noise, blur and
+contrast loss at 5 severities.
+"""
+from __future__ import annotations
+
+import io
+import pickle
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["DATASETS", "DIGIT_SIZE", "load_dataset", "class_names", "ood_set", "corrupt", "CORRUPTIONS",
+           "SEVERITIES", "augment", "image_from_bytes"]
+
+DATASETS = ("digits", "cifar10", "cifar100", "folder")
+DIGIT_SIZE = 16
+SPLITS = ("train", "test")
+_DIGITS_TEST = 360
+_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+
+
+def resize(images: torch.Tensor, size: int) -> torch.Tensor:
+    """(N, C, H, W) -> (N, C, size, size), bilinear (antialiased when shrinking), clipped to [0, 1]."""
+    if images.shape[-1] == size and images.shape[-2] == size:
+        return images
+    shrink = images.shape[-1] > size or images.shape[-2] > size
+    out = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False, antialias=shrink)
+    return out.clamp(0, 1)
+
+
+# ------------------------------------------------------------------------------------------------- digits
+
+def _digits() -> tuple[torch.Tensor, torch.Tensor]:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16  # (1797, 1, 8, 8) in [0, 1]
+    return resize(x, DIGIT_SIZE), torch.tensor(d.target, dtype=torch.long)
+
+
+def _digits_split(split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = _digits()
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
+    idx = order[:_DIGITS_TEST] if split == "test" else order[_DIGITS_TEST:]
+    return x[idx], y[idx]
+
+
+# -------------------------------------------------------------------------------------------------- CIFAR
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Rebuilds only numpy arrays and dtypes (what the CIFAR batches hold besides dicts, lists, bytes, numbers)."""
+
+    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype")}
+
+    def find_class(self, module, name):
+        if (module, name) in self.ALLOWED:
+            return super().find_class(module, name)
+        raise ValueError(f"refusing to load {module}.{name} from a dataset file: only numpy arrays are allowed")
+
+
+def _read_batch(path: Path) -> dict:
+    if not path.is_file():
+        raise ValueError(f"missing CIFAR file {path} (put the official python-version folder there)")
+    try:
+        d = _ArrayUnpickler(io.BytesIO(path.read_bytes()), encoding="bytes").load()
+    except (pickle.UnpicklingError, EOFError, TypeError, AttributeError) as err:
+        raise ValueError(f"{path} is not a CIFAR python batch ({err})") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} is not a CIFAR python batch (no dictionary inside)")
+    return {k.decode() if isinstance(k, bytes) else k: v for k, v in d.items()}
+
+
+def _cifar(name: str, split: str, root: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    if name == "cifar10":
+        folder = root / "cifar-10-batches-py"
+        files = [f"data_batch_{i}" for i in range(1, 6)] if split == "train" else ["test_batch"]
+        key = "labels"
+    else:
+        folder, files, key = root / "cifar-100-python", [split], "fine_labels"
+    xs, ys = [], []
+    for f in files:
+        d = _read_batch(folder / f)
+        if "data" not in d or key not in d:
+            raise ValueError(f"{folder / f} lacks the 'data' or '{key}' entry of a CIFAR batch")
+        data = np.asarray(d["data"], dtype=np.uint8)
+        if data.ndim != 2 or data.shape[1] != 3072:
+            raise ValueError(f"{folder / f}: expected rows of 3072 bytes (3 x 32 x 32), got shape {data.shape}")
+        xs.append(data.reshape(-1, 3, 32, 32))
+        ys.append(np.asarray(d[key], dtype=np.int64))
+    return torch.from_numpy(np.concatenate(xs)).float() / 255, torch.from_numpy(np.concatenate(ys))
+
+
+def _cifar_names(name: str, root: Path) -> list[str]:
+    meta = _read_batch(root / ("cifar-10-batches-py/batches.meta" if name == "cifar10" else "cifar-100-python/meta"))
+    names = meta.get("label_names" if name == "cifar10" else "fine_label_names", [])
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+
+
+# ------------------------------------------------------------------------------------------------- folder
+
+def image_from_bytes(data: bytes, channels: int, size: int) -> torch.Tensor:
+    """A PNG/JPG/BMP file's bytes -> (channels, size, size) in [0, 1] (grey = luminance; centre-cropped to a
+    square, then resized). ValueError with a plain message for anything that is not an image."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            if im.width * im.height > 40_000_000:
+                raise ValueError(f"the image is {im.width} x {im.height}: too large (at most 40 megapixels)")
+            im = im.convert("L" if channels == 1 else "RGB")
+            side = min(im.size)
+            left, top = (im.width - side) // 2, (im.height - side) // 2
+            arr = np.asarray(im.crop((left, top, left + side, top + side)), dtype=np.float32) / 255
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as err:
+        raise ValueError(f"the file is not an image PIL can read ({err.__class__.__name__})") from None
+    x = torch.from_numpy(arr.copy())
+    x = x.unsqueeze(0) if x.dim() == 2 else x.permute(2, 0, 1)
+    return resize(x.unsqueeze(0), size)[0]
+
+
+def _folder(split: str, root: Path, channels: int, size: int):
+    base = root / split
+    if not base.is_dir():
+        raise ValueError(f"no folder {base}: a 'folder' dataset has {root}/train/<class>/ and {root}/test/<class>/")
+    classes = sorted(p.name for p in base.iterdir() if p.is_dir())
+    if len(classes) < 2:
+        raise ValueError(f"{base} needs at least two class sub-folders, found {len(classes)}")
+    xs, ys = [], []
+    for c, name in enumerate(classes):
+        for f in sorted((base / name).iterdir()):
+            if f.suffix.lower() in _IMAGE_SUFFIXES:
+                xs.append(image_from_bytes(f.read_bytes(), channels, size))
+                ys.append(c)
+    if not xs:
+        raise ValueError(f"no .png/.jpg/.bmp images under {base}")
+    return torch.stack(xs), torch.tensor(ys), classes
+
+
+# -------------------------------------------------------------------------------------------------- public
+
+def load_dataset(name: str, split: str, root: str | Path | None = None, channels: int = 3,
+                 size: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    """(images (N, C, H, W) float in [0, 1], labels (N,) long) of a dataset split, from local data only.
+
+    ``root``: the folder holding the CIFAR python folders or the class folders (unused for digits); ``channels``
+    and ``size`` only apply to 'folder' (digits are 1 x 16 x 16, CIFAR 3 x 32 x 32)."""
+    _check_split(split)
+    if name == "digits":
+        return _digits_split(split)
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}: choose one of {', '.join(DATASETS)}")
+    if root is None:
+        raise ValueError(f"dataset {name!r} is read from a local folder: give its root (nothing is downloaded)")
+    root = Path(root)
+    if name == "folder":
+        x, y, _ = _folder(split, root, channels, size)
+        return x, y
+    return _cifar(name, split, root)
+
+
+def class_names(name: str, root: str | Path | None = None) -> list[str]:
+    if name == "digits":
+        return [str(i) for i in range(10)]
+    if name in ("cifar10", "cifar100"):
+        return _cifar_names(name, Path(root))
+    if name == "folder":
+        return sorted(p.name for p in (Path(root) / "train").iterdir() if p.is_dir())
+    raise ValueError(f"unknown dataset {name!r}: choose one of {', '.join(DATASETS)}")
+
+
+# --------------------------------------------------------------------------------- OOD sets, corruptions
+
+OOD_SETS = ("sample-image crops", "uniform noise")
+
+
+def ood_set(kind: str, n: int, size: int = DIGIT_SIZE, seed: int = 0) -> torch.Tensor:
+    """n single-channel images (n, 1, size, size) in [0, 1] that are not digits: random square crops (side 24 to
+    96 pixels) of scikit-learn's two sample photographs in grey, resized; or uniform noise."""
+    g = torch.Generator().manual_seed(seed)
+    if kind == "uniform noise":
+        return torch.rand(n, 1, size, size, generator=g)
+    if kind != "sample-image crops":
+        raise ValueError(f"unknown OOD set {kind!r}: choose one of {', '.join(OOD_SETS)}")
+    from sklearn.datasets import load_sample_images
+
+    photos = [torch.tensor(im, dtype=torch.float32).mean(-1) / 255 for im in load_sample_images().images]
+    out = []
+    for i in range(n):
+        photo = photos[i % len(photos)]
+        side = int(torch.randint(24, 97, (1,), generator=g))
+        top = int(torch.randint(0, photo.shape[0] - side + 1, (1,), generator=g))
+        left = int(torch.randint(0, photo.shape[1] - side + 1, (1,), generator=g))
+        out.append(resize(photo[top:top + side, left:left + side][None, None], size)[0])
+    return torch.stack(out)
+
+
+CORRUPTIONS = ("gaussian noise", "blur", "contrast")
+SEVERITIES = (1, 2, 3, 4, 5)
+# Severity parameters in the spirit of CIFAR-10-C (Hendrycks & Dietterich 2019), for images in [0, 1]:
+# noise standard deviation, blur sigma in pixels (at 16 x 16), contrast factor.
+_LEVELS = {"gaussian noise": (0.08, 0.12, 0.18, 0.26, 0.38), "blur": (0.5, 0.75, 1.0, 1.5, 2.0),
+           "contrast": (0.4, 0.3, 0.2, 0.1, 0.05)}
+
+
+def _blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
+    r = max(1, int(3 * sigma + 0.5))
+    t = torch.arange(-r, r + 1, dtype=x.dtype, device=x.device)
+    k = torch.exp(-t * t / (2 * sigma * sigma))
+    k = k / k.sum()
+    C = x.shape[1]
+    x = F.pad(x, (r, r, r, r), mode="replicate")
+    x = F.conv2d(x, k.reshape(1, 1, 1, -1).expand(C, 1, 1, -1), groups=C)
+    return F.conv2d(x, k.reshape(1, 1, -1, 1).expand(C, 1, -1, 1), groups=C)
+
+
+def corrupt(images: torch.Tensor, kind: str, severity: int, seed: int = 0) -> torch.Tensor:
+    """The images under a corruption at severity 1..5, clipped to [0, 1]: additive Gaussian noise, Gaussian blur
+    (separable kernel), or contrast loss (x - mean) c + mean with the per-image mean."""
+    if kind not in CORRUPTIONS:
+        raise ValueError(f"unknown corruption {kind!r}: choose one of {', '.join(CORRUPTIONS)}")
+    if severity not in SEVERITIES:
+        raise ValueError(f"severity must be 1 to 5, got {severity!r}")
+    c = _LEVELS[kind][severity - 1]
+    if kind == "gaussian noise":
+        g = torch.Generator(device=images.device).manual_seed(seed)
+        noise = torch.randn(images.shape, generator=g, device=images.device, dtype=images.dtype)
+        out = images + c * noise
+    elif kind == "blur":
+        out = _blur(images, c)
+    else:
+        m = images.mean(dim=(-3, -2, -1), keepdim=True)
+        out = (images - m) * c + m
+    return out.clamp(0, 1)
+
+
+def augment(images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A random view of each image for the regulariser's positives: a shift of up to 1 pixel each way (zero
+    padded) and a small brightness scale in [0.8, 1.2]."""
+    N, C, H, W = images.shape
+    dev = images.device
+    padded = F.pad(images, (1, 1, 1, 1))
+    dy, dx = (torch.randint(0, 3, (N,), generator=generator, device=dev) for _ in range(2))
+    rows = (dy[:, None] + torch.arange(H, device=dev)[None])  # (N, H)
+    cols = (dx[:, None] + torch.arange(W, device=dev)[None])  # (N, W)
+    idx_n = torch.arange(N, device=dev)[:, None, None]
+    out = padded.permute(0, 2, 3, 1)[idx_n, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
+    scale = 0.8 + 0.4 * torch.rand(N, 1, 1, 1, generator=generator, device=dev, dtype=images.dtype)
+    return (out * scale).clamp(0, 1)

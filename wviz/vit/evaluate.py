@@ -1,0 +1,91 @@
+"""A model's whole evaluation on a test split (004's protocol at demo scale): predictive probabilities, accuracy,
+NLL, ECE and reliability, OOD scores and AUROC against the OOD sets, error per corruption and severity.
+
+The stochastic model's prediction is its Monte-Carlo predictive (``samples`` draws, :func:`wviz.vit.model.
+mc_predict`); the deterministic model's is its softmax. Everything runs in batches on the model's device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from wviz.vit import data, metrics
+from wviz.vit.model import mc_predict
+
+__all__ = ["Predictions", "Report", "predict", "evaluate", "summary"]
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """probs (N, C) the predictive distribution; trace (N,) the mean covariance trace of the last layer's tokens
+    (None for the deterministic model)."""
+
+    probs: torch.Tensor
+    trace: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class Report:
+    """accuracy, nll, reliability (with .ece); ood[set][score] = (in-distribution scores, OOD scores, AUROC);
+    corruption[kind] = (N_SEV,) error rates at severities 1..5."""
+
+    accuracy: float
+    nll: float
+    reliability: metrics.Reliability
+    ood: dict
+    corruption: dict
+
+
+@torch.no_grad()
+def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, seed: int = 0) -> Predictions:
+    """Predictive probabilities and covariance traces of ``images`` (moved to the model's device in batches)."""
+    device = next(model.parameters()).device
+    probs, traces = [], []
+    for i in range(0, len(images), batch):
+        x = images[i:i + batch].to(device)
+        probs.append(mc_predict(model, x, samples=samples, seed=seed + i).mean)
+        out = model(x)
+        if out.covariances is not None:
+            traces.append(out.covariances[-1].sum(-1).mean(-1))
+    return Predictions(torch.cat(probs), torch.cat(traces) if traces else None)
+
+
+def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor] | None = None,
+             samples: int = 16, corruptions: bool = True, progress=None) -> Report:
+    """The full report. ``ood_sets``: name -> images (default: the two OOD sets of :mod:`wviz.vit.data`, 360 each,
+    shaped like ``images``); ``progress(fraction, text)`` is called between steps when given."""
+    step = progress or (lambda f, t: None)
+    labels = labels.to(next(model.parameters()).device)
+    step(0.0, "test split")
+    p = predict(model, images, samples)
+    rel = metrics.reliability(p.probs, labels)
+    in_scores = metrics.ood_scores(p.probs, p.trace)
+    if ood_sets is None:
+        ood_sets = {name: data.ood_set(name, len(images), size=images.shape[-1]) for name in data.OOD_SETS}
+    ood = {}
+    for name, x in ood_sets.items():
+        step(0.2, f"OOD: {name}")
+        q = predict(model, x, samples)
+        out_scores = metrics.ood_scores(q.probs, q.trace)
+        ood[name] = {s: (in_scores[s], out_scores[s], metrics.auroc(in_scores[s], out_scores[s])) for s in in_scores}
+    curves = {}
+    if corruptions:
+        for i, kind in enumerate(data.CORRUPTIONS):
+            step(0.4 + 0.2 * i, f"corruption: {kind}")
+            errs = []
+            for sev in data.SEVERITIES:
+                q = predict(model, data.corrupt(images, kind, sev, seed=sev), samples)
+                errs.append(1 - metrics.accuracy(q.probs, labels))
+            curves[kind] = torch.tensor(errs)
+    step(1.0, "done")
+    return Report(metrics.accuracy(p.probs, labels), metrics.nll(p.probs, labels), rel, ood, curves)
+
+
+def summary(report: Report) -> dict:
+    """The report's numbers as plain JSON (what a checkpoint's record keeps)."""
+    return {
+        "accuracy": round(report.accuracy, 4), "nll": round(report.nll, 4), "ece": round(report.reliability.ece, 4),
+        "auroc": {name: {s: round(v[2], 4) for s, v in scores.items()} for name, scores in report.ood.items()},
+        "corruption_error": {k: [round(float(e), 4) for e in v] for k, v in report.corruption.items()},
+    }

@@ -1,0 +1,101 @@
+"""The evaluation of 004: accuracy, NLL, expected calibration error, reliability diagrams, OOD AUROC, error under
+corruption. Plain functions of predicted probabilities (N, C) and labels (N,); torch in, floats or tensors out, on
+any device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["accuracy", "nll", "Reliability", "reliability", "ece", "auroc", "ood_scores", "SCORES"]
+
+N_BINS = 15
+
+
+def _check(probs: torch.Tensor, labels: torch.Tensor) -> None:
+    if probs.dim() != 2 or labels.shape != probs.shape[:1]:
+        raise ValueError(f"probabilities must be (N, C) and labels (N,), got {tuple(probs.shape)} and "
+                         f"{tuple(labels.shape)}")
+    if len(probs) == 0:
+        raise ValueError("no predictions to evaluate")
+
+
+def accuracy(probs: torch.Tensor, labels: torch.Tensor) -> float:
+    """Fraction of argmax predictions equal to the label."""
+    _check(probs, labels)
+    return float((probs.argmax(-1) == labels).float().mean())
+
+
+def nll(probs: torch.Tensor, labels: torch.Tensor) -> float:
+    """Mean negative log-likelihood -log p(y | x) of the labels (probabilities floored at 1e-12)."""
+    _check(probs, labels)
+    return float(-probs.gather(1, labels[:, None]).clamp_min(1e-12).log().mean())
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """Reliability-diagram data over equal-width confidence bins [k/B, (k+1)/B) (the last bin includes 1.0):
+    edges (B + 1,), count (B,), confidence (B,) mean confidence per bin, accuracy (B,) per bin (NaN where a bin is
+    empty), and ece = sum_k count_k / N |accuracy_k - confidence_k|."""
+
+    edges: torch.Tensor
+    count: torch.Tensor
+    confidence: torch.Tensor
+    accuracy: torch.Tensor
+    ece: float
+
+
+def reliability(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = N_BINS) -> Reliability:
+    """Bin the max-probability confidence of each prediction (Guo et al. 2017); confidence 1.0 falls in the last
+    bin (floor(1.0 * B) would be bin B, one past the end)."""
+    _check(probs, labels)
+    conf, pred = probs.float().max(-1)
+    correct = (pred == labels).float()
+    k = (conf * n_bins).floor().long().clamp(0, n_bins - 1)
+    count = torch.zeros(n_bins, device=conf.device).index_add_(0, k, torch.ones_like(conf))
+    sum_conf = torch.zeros(n_bins, device=conf.device).index_add_(0, k, conf)
+    sum_acc = torch.zeros(n_bins, device=conf.device).index_add_(0, k, correct)
+    safe = count.clamp_min(1)
+    ece_value = float(((sum_acc - sum_conf).abs()).sum() / len(conf))
+    nan = torch.full_like(count, float("nan"))
+    return Reliability(torch.linspace(0, 1, n_bins + 1), count.cpu(),
+                       torch.where(count > 0, sum_conf / safe, nan).cpu(),
+                       torch.where(count > 0, sum_acc / safe, nan).cpu(), ece_value)
+
+
+def ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = N_BINS) -> float:
+    """Expected calibration error with ``n_bins`` equal-width bins (15 by default)."""
+    return reliability(probs, labels, n_bins).ece
+
+
+def auroc(in_scores: torch.Tensor, out_scores: torch.Tensor) -> float:
+    """Area under the ROC curve for telling out-of-distribution inputs by a score that is larger for them:
+    P(score_out > score_in) + P(tie) / 2 (Mann-Whitney U over all pairs, ties counted half), from ranks."""
+    a, b = in_scores.reshape(-1).double().cpu(), out_scores.reshape(-1).double().cpu()
+    if len(a) == 0 or len(b) == 0:
+        raise ValueError("AUROC needs at least one in-distribution and one out-of-distribution score")
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        raise ValueError("an OOD score is NaN or inf")
+    x = torch.cat([a, b])
+    values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+    # average rank of each distinct value (1-based): ties share the mean of the ranks they span
+    ends = counts.cumsum(0).double()
+    avg_rank = ends - (counts.double() - 1) / 2
+    ranks = avg_rank[inverse]
+    u = ranks[len(a):].sum() - len(b) * (len(b) + 1) / 2
+    return float(u / (len(a) * len(b)))
+
+
+SCORES = ("max-softmax", "predictive entropy", "covariance trace")
+
+
+def ood_scores(probs: torch.Tensor, trace: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """OOD scores, larger = more likely out of distribution: 1 - max softmax probability, the predictive entropy,
+    and (stochastic model) the mean covariance trace of the tokens (``trace``, (N,))."""
+    from wviz.vit.model import entropy
+
+    out = {"max-softmax": 1 - probs.max(-1).values, "predictive entropy": entropy(probs)}
+    if trace is not None:
+        out["covariance trace"] = trace
+    return out

@@ -1,0 +1,219 @@
+"""Train a stochastic ViT (or its deterministic twin) and save a checkpoint with its evaluation.
+
+    python -m wviz.vit.train --data digits --epochs 40 --out assets/vit_digits_stochastic.safetensors
+    python -m wviz.vit.train --data digits --kind deterministic --epochs 40 --out assets/vit_digits_deterministic.safetensors
+    torchrun --nproc_per_node 4 -m wviz.vit.train --data cifar10 --data-root ~/data --epochs 100 --out cifar.safetensors
+
+Device: --device auto|cpu|cuda (auto = CUDA when available, see wviz.device); mixed precision (bf16, or fp16 with
+a gradient scaler) on CUDA unless --no-amp. Under torchrun (WORLD_SIZE > 1) each process takes one GPU (LOCAL_RANK)
+and the model is wrapped in torch's DistributedDataParallel (NCCL on GPUs, gloo on CPUs); rank 0 shows the progress
+bar and writes the files. After every epoch the training state (weights, optimiser, schedule, epoch) goes to
+<out>.state.pt; --resume continues from it and the file is removed once the checkpoint is written.
+
+Loss: cross-entropy + lambda x the Wasserstein fine-tuning regulariser of 004 (:func:`wviz.vit.model.loss_fn`).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, TensorDataset
+
+from wviz.device import get_device
+from wviz.vit import data as vdata
+from wviz.vit.checkpoint import save_checkpoint
+from wviz.vit.evaluate import evaluate, summary
+from wviz.vit.model import ViTConfig, build_model, loss_fn
+
+__all__ = ["parse_args", "main", "train_steps"]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m wviz.vit.train", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default="digits", choices=vdata.DATASETS)
+    p.add_argument("--data-root", default=None, help="folder with the CIFAR python folders or class folders")
+    p.add_argument("--kind", default="stochastic", choices=("stochastic", "deterministic"))
+    p.add_argument("--epochs", type=int, default=40)
+    p.add_argument("--batch", type=int, default=64, help="global batch size (split across processes)")
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--weight-decay", type=float, default=0.05)
+    p.add_argument("--lam", type=float, default=0.1, help="weight lambda of the W2 regulariser (0: off)")
+    p.add_argument("--dim", type=int, default=48)
+    p.add_argument("--depth", type=int, default=3)
+    p.add_argument("--heads", type=int, default=3)
+    p.add_argument("--patch", type=int, default=4)
+    p.add_argument("--mlp-ratio", type=int, default=2)
+    p.add_argument("--image-size", type=int, default=32, help="'folder' data only: images are resized to this")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--no-amp", action="store_true", help="full float32 on CUDA too")
+    p.add_argument("--eval-samples", type=int, default=16, help="Monte-Carlo samples of the final evaluation")
+    p.add_argument("--limit", type=int, default=0, help="train on the first N images only (quick checks)")
+    p.add_argument("--no-eval", action="store_true", help="skip the final evaluation (quick checks)")
+    p.add_argument("--resume", action="store_true", help="continue from <out>.state.pt")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--out", required=True, help="checkpoint to write (.safetensors)")
+    args = p.parse_args(argv)
+    if not args.out.endswith(".safetensors"):
+        p.error("--out must end in .safetensors")
+    return args
+
+
+def _distributed() -> tuple[int, int, int]:
+    """(rank, world size, local rank); starts the process group under torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1, 0
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), world, int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def _amp(device: torch.device, enabled: bool):
+    """(autocast context, gradient scaler): bf16 where the GPU has it, else fp16 with loss scaling; off on CPU."""
+    if device.type != "cuda" or not enabled:
+        return nullcontext(), torch.amp.GradScaler("cuda", enabled=False)
+    bf16 = torch.cuda.is_bf16_supported()
+    ctx = torch.autocast("cuda", dtype=torch.bfloat16 if bf16 else torch.float16)
+    return ctx, torch.amp.GradScaler("cuda", enabled=not bf16)
+
+
+def _schedule(optimizer, total: int):
+    """Linear warm-up over 5 % of the steps, then cosine decay to zero."""
+    warm = max(1, total // 20)
+
+    def factor(step):
+        if step < warm:
+            return (step + 1) / warm
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / max(1, total - warm))))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def train_steps(model, images, labels, steps: int, lr: float = 2e-3, lam: float = 0.1, batch: int = 64,
+                seed: int = 0) -> list[float]:
+    """Plain AdamW steps on random batches (no schedule): the loss of each step. For tests and notebooks."""
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        idx = torch.randint(0, len(images), (batch,), generator=g)
+        x, y = images[idx], labels[idx]
+        loss, _ = loss_fn(model, x, y, vdata.augment(x, g), lam)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def main(argv=None) -> dict:
+    """Train, evaluate on the test split, write the checkpoint; returns the record (on rank 0)."""
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rank, world, local = _distributed()
+    device = get_device(args.device)
+    if device.type == "cuda":
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    out, state_path = Path(args.out), Path(args.out + ".state.pt")
+
+    x, y = vdata.load_dataset(args.data, "train", args.data_root, size=args.image_size)
+    if args.limit:
+        x, y = x[:args.limit], y[:args.limit]
+    names = vdata.class_names(args.data, args.data_root)
+    cfg = ViTConfig(kind=args.kind, image_size=x.shape[-1], patch_size=args.patch, channels=x.shape[1],
+                    n_classes=len(names), dim=args.dim, depth=args.depth, heads=args.heads,
+                    mlp_ratio=args.mlp_ratio)
+    torch.manual_seed(args.seed)
+    model = build_model(cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    dataset = TensorDataset(x, y)
+    per_rank = max(1, args.batch // world)
+    steps_per_epoch = math.ceil(len(dataset) / world / per_rank)
+    sched = _schedule(opt, args.epochs * steps_per_epoch)
+    autocast, scaler = _amp(device, not args.no_amp)
+    start, seconds = 0, 0.0
+    if args.resume:
+        if not state_path.is_file():
+            raise SystemExit(f"--resume: no training state at {state_path}")
+        state = torch.load(state_path, map_location=device, weights_only=True)
+        if state["config"] != cfg.to_dict():
+            raise SystemExit(f"--resume: {state_path} was made with another model config: {state['config']}")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optim"])
+        sched.load_state_dict(state["sched"])
+        scaler.load_state_dict(state["scaler"])
+        start, seconds = state["epoch"], state["seconds"]
+    net = model
+    if world > 1:
+        # the last block's covariance maps feed only the regulariser: with lambda = 0 they get no gradient
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[local] if device.type == "cuda" else None,
+            find_unused_parameters=args.lam == 0 and args.kind == "stochastic")
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=args.epochs * steps_per_epoch, initial=start * steps_per_epoch, unit="step",
+               disable=rank != 0 or args.no_progress, desc=f"{args.kind} ViT on {args.data}")
+    for epoch in range(start, args.epochs):
+        t0 = time.perf_counter()
+        g = torch.Generator().manual_seed(args.seed * 1000 + epoch)  # same batches after a resume
+        torch.manual_seed(args.seed * 1000 + epoch * 7 + rank)  # embedding samples
+        sampler = (DistributedSampler(dataset, world, rank, seed=args.seed) if world > 1
+                   else RandomSampler(dataset, generator=g))
+        if world > 1:
+            sampler.set_epoch(epoch)
+        net.train()
+        for xb, yb in DataLoader(dataset, batch_size=per_rank, sampler=sampler):
+            xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
+            views = vdata.augment(xb) if args.lam > 0 and args.kind == "stochastic" else None
+            with autocast:
+                loss, parts = loss_fn(net, xb, yb, views, args.lam)
+            opt.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            sched.step()
+            bar.update()
+            bar.set_postfix(epoch=epoch + 1, **{k: f"{v:.3f}" for k, v in parts.items()})
+        seconds += time.perf_counter() - t0
+        if rank == 0:
+            torch.save({"model": model.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict(),
+                        "scaler": scaler.state_dict(), "epoch": epoch + 1, "seconds": seconds,
+                        "config": cfg.to_dict()}, state_path)
+    bar.close()
+
+    record = {}
+    if rank == 0:
+        model.eval()
+        record = {"data": args.data, "epochs": args.epochs, "seed": args.seed, "lambda": args.lam if args.kind == "stochastic" else 0.0,
+                  "batch": args.batch, "lr": args.lr, "train_images": len(x), "class_names": names,
+                  "train_seconds": round(seconds, 1), "device": str(device), "processes": world,
+                  "torch": torch.__version__, "eval_samples": args.eval_samples,
+                  "command": "python -m wviz.vit.train " + " ".join(sys.argv[1:] if argv is None else argv)}
+        if not args.no_eval:
+            xt, yt = vdata.load_dataset(args.data, "test", args.data_root, size=args.image_size)
+            report = evaluate(model, xt.to(device), yt, ood_sets=None if args.data == "digits" else {},
+                              samples=args.eval_samples)
+            record["metrics"] = summary(report)
+        save_checkpoint(model, out, record)
+        state_path.unlink(missing_ok=True)
+        print(f"wrote {out} ({out.stat().st_size / 1024:.0f} kB); metrics: {record.get('metrics')}", flush=True)
+    if world > 1:
+        dist.destroy_process_group()
+    return record
+
+
+if __name__ == "__main__":
+    main()
