@@ -10,6 +10,8 @@ SECTIONS = {
                 url_path="attention_transport"),
         st.Page("pages/transport_plans.py", title="Transport plans", icon=":material/swap_horiz:",
                 url_path="transport_plans"),
+        st.Page("pages/fenchel_dual.py", title="Attention solves a dual problem", icon=":material/functions:",
+                url_path="fenchel_dual"),
     ],
     "Distributions as tokens": [
         st.Page("pages/gaussian_w2.py", title="Gaussian W2 attention", icon=":material/blur_circular:",
