@@ -164,18 +164,21 @@ def _weights(weights, d: int, dtype, device):
 
 # ----------------------------------------------------------------------------------------------- attention kernel
 
-def log_potential(x, y, potential: str = "dot", tau: float = 1.0, W_Q=None, W_K=None) -> torch.Tensor:
-    """a(x_i, y_j) = log G(x_i, y_j) (..., M, N) for queries x (..., M, d) and keys y (..., N, d): <q, k> / tau
-    ("dot") or -||q - k||^2 / tau ("gaussian") with q = x W_Q, k = y W_K."""
-    x, y = _points(x, "the queries"), _points(y, "the keys")
-    potential, tau = _potential(potential), _tau(tau)
-    q = x if W_Q is None else x @ W_Q
-    k = y if W_K is None else y @ W_K
+def _scores(q, k, potential, tau):
+    """a(q_i, k_j) without input checks (differentiable, vmap-safe)."""
     if potential == "dot":
         return q @ k.transpose(-1, -2) / tau
     # ||q||^2 + ||k||^2 - 2 <q, k>: one matrix product and differentiable (ot.cost_matrix takes no gradients)
     sq = (q * q).sum(-1).unsqueeze(-1) + (k * k).sum(-1).unsqueeze(-2) - 2 * q @ k.transpose(-1, -2)
     return -sq.clamp_min(0) / tau
+
+
+def log_potential(x, y, potential: str = "dot", tau: float = 1.0, W_Q=None, W_K=None) -> torch.Tensor:
+    """a(x_i, y_j) = log G(x_i, y_j) (..., M, N) for queries x (..., M, d) and keys y (..., N, d): <q, k> / tau
+    ("dot") or -||q - k||^2 / tau ("gaussian") with q = x W_Q, k = y W_K."""
+    x, y = _points(x, "the queries"), _points(y, "the keys")
+    potential, tau = _potential(potential), _tau(tau)
+    return _scores(x if W_Q is None else x @ W_Q, y if W_K is None else y @ W_K, potential, tau)
 
 
 def softmatch(x, mu: Measure, potential: str = "dot", tau: float = 1.0, W_Q=None, W_K=None) -> torch.Tensor:
@@ -203,13 +206,19 @@ def attention_kernel(x, mu: Measure, potential: str = "dot", tau: float = 1.0, W
     return moment_projection(P, V)
 
 
+def _self_attention(x, log_w, potential, tau, W_Q, W_K, W_V):
+    """Attention(x_i W_Q, X W_K, X W_V) for every atom, without input checks (differentiable, vmap-safe)."""
+    P = torch.softmax(_scores(x @ W_Q, x @ W_K, potential, tau) + log_w.unsqueeze(-2), dim=-1)
+    return moment_projection(P, x @ W_V)
+
+
 def attention_step(mu, potential: str = "dot", tau: float = 1.0, weights=None) -> Measure:
     """Self-attention as nonlinear Markov transport mu -> mu A_mu (Sec. 3.1): every atom x_i moves to
     Attention(x_i W_Q, K, V) with K = X W_K, V = X W_V (lookup l(x) = x W_V) and keeps its mass."""
     mu = _measure(mu)
-    W_Q, W_K, W_V = _weights(weights, mu.d, mu.points.dtype, mu.points.device)
-    out = attention_kernel(mu.points, mu, potential, tau, W_Q, W_K, mu.points @ W_V)
-    return Measure(out, mu.weights)
+    potential, tau = _potential(potential), _tau(tau)
+    W = _weights(weights, mu.d, mu.points.dtype, mu.points.device)
+    return Measure(_self_attention(mu.points, mu.weights.log(), potential, tau, *W), mu.weights)
 
 
 def _layer(x, potential, tau, weights, residual, norm, layer):
@@ -379,12 +388,14 @@ def local_contraction(x, potential: str = "dot", tau: float = 1.0, weights=None)
     if x.ndim != 2:
         raise ValueError(f"local_contraction takes one point cloud (N, d), got shape {tuple(x.shape)}")
     N, d = x.shape
+    potential, tau = _potential(potential), _tau(tau)
     W = _weights(weights, d, x.dtype, x.device)
+    log_w = torch.full((N,), -math.log(N), dtype=x.dtype, device=x.device)
 
     def f(flat):
-        return attention_step(flat.reshape(N, d), potential, tau, W).points.reshape(-1)
+        return _self_attention(flat.reshape(N, d), log_w, potential, tau, *W).reshape(-1)
 
-    J = torch.autograd.functional.jacobian(f, x.detach().reshape(-1))
+    J = torch.func.jacrev(f)(x.detach().reshape(-1))
     return float(J.abs().sum(0).max())
 
 
