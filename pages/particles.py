@@ -181,8 +181,10 @@ if fixed is not None:
                  "itself: Prop. 26 applies, the fixed point is unique and the same for every input in E.")
     elif c is not None:
         proof = (f"Thm. 23 gives only tau(T) <= {c.bound:.3g}, so Prop. 26 does not apply; shrink the values "
-                 "(value scale) to make the map provably contract. With the Gaussian potential and W_V = I every "
-                 "single point is a fixed point, so the limit depends on the input.")
+                 "(value scale) to make the map provably contract.")
+        if potential == "gaussian" and W1 is None:
+            proof += (" Here every single point is a fixed point (a lone particle attends only to itself), so the "
+                      "limit depends on the input.")
     else:
         proof = ("Prop. 26 is not checked here: residual connections, normalisation, the l2 metric or a W_V that "
                  "leaves E take the map outside Thm. 23's setting.")

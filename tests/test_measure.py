@@ -61,8 +61,8 @@ def test_softmatch_rows_are_boltzmann_gibbs_and_weights_act_like_copies():
     G = torch.exp(M.log_potential(x, y, "gaussian", 0.5))
     psi = M.boltzmann_gibbs(nu, G)                         # Def. 3 with g = G(x_i, .), batched over i
     torch.testing.assert_close(P, psi.weights, rtol=0, atol=1e-15)
-    np.testing.assert_allclose(psi.weights.numpy(), (G * nu.weights).numpy() / (G * nu.weights).sum(1, keepdim=True)
-                               .numpy(), atol=1e-15)
+    Gw = (G * nu.weights).numpy()
+    np.testing.assert_allclose(psi.weights.numpy(), Gw / Gw.sum(1, keepdims=True), atol=1e-15)
     copies = torch.cat([y[:1], y[1:2], y[1:2], y[2:4], y[4:], y[4:], y[4:]])   # the weights as repeated atoms
     out_w = M.attention_kernel(x, nu, "gaussian", 0.5)
     out_c = M.attention_kernel(x, M.empirical(copies), "gaussian", 0.5)

@@ -626,6 +626,8 @@ def max_entropy_check(nu, x, potential: str = "dot", tau: float = 1.0, W_Q=None,
     nu = _measure(nu)
     if nu.points.ndim != 2:
         raise ValueError("max_entropy_check takes one measure nu (N atoms in R^d)")
+    if not (isinstance(n_directions, int) and n_directions >= 1 and isinstance(n_steps, int) and n_steps >= 2):
+        raise ValueError("use at least one direction and two steps along it")
     x = _points(torch.as_tensor(x).reshape(1, -1).to(nu.points.dtype), "the query")
     potential, tau = _potential(potential), _tau(tau)
     if x.shape[-1] != nu.d:
@@ -653,12 +655,12 @@ def max_entropy_check(nu, x, potential: str = "dot", tau: float = 1.0, W_Q=None,
     coef = torch.randn(n_directions, null.shape[0], generator=g, dtype=gibbs.dtype).to(gibbs.device)
     v = coef @ null
     v = v / v.norm(dim=-1, keepdim=True)
-    # steps keeping gibbs + t v >= 0: t in [t_min, t_max]
-    with torch.no_grad():
-        neg = torch.where(v < 0, -gibbs / v, torch.full_like(v, math.inf)).amin(-1)
-        pos = torch.where(v > 0, -gibbs / v, torch.full_like(v, -math.inf)).amax(-1)
+    # the steps that keep gibbs + t v >= 0 form [t_min, t_max], with t_min <= 0 <= t_max
+    t_max = torch.where(v < 0, -gibbs / v, torch.full_like(v, math.inf)).amin(-1)
+    t_min = torch.where(v > 0, -gibbs / v, torch.full_like(v, -math.inf)).amax(-1)
     frac = torch.linspace(0, 1, n_steps, dtype=gibbs.dtype, device=gibbs.device)
-    t = torch.cat([pos[:, None] + (neg - pos)[:, None] * frac, torch.zeros_like(pos)[:, None]], -1).sort(-1).values
+    t = torch.cat([t_min[:, None] + (t_max - t_min)[:, None] * frac, torch.zeros_like(t_min)[:, None]], -1)
+    t = t.sort(-1).values
     competitors = (gibbs + t[..., None] * v[:, None, :]).clamp_min(0)
     return MaxEntropyCheck(gibbs, features, gibbs @ features, lam, relative_entropy(gibbs, nu.weights), v, t,
                            relative_entropy(competitors, nu.weights))
