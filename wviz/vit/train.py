@@ -157,10 +157,7 @@ def main(argv=None) -> dict:
         start, seconds = state["epoch"], state["seconds"]
     net = model
     if world > 1:
-        # the last block's covariance maps feed only the regulariser: with lambda = 0 they get no gradient
-        net = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[local] if device.type == "cuda" else None,
-            find_unused_parameters=args.lam == 0 and args.kind == "stochastic")
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local] if device.type == "cuda" else None)
 
     from tqdm import tqdm
 

@@ -1,0 +1,148 @@
+"""Figures of the "Uncertainty inspector" page (stochastic ViT of 004 and its deterministic twin)."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from wviz.figures.common import PALETTE, to_numpy
+
+MODEL_COLORS = {"stochastic": PALETTE[0], "deterministic": PALETTE[1]}
+
+
+def _image_trace(img, showscale=False) -> go.Heatmap:
+    """A (C, H, W) image in [0, 1] as a grey heatmap (RGB images shown by their mean)."""
+    a = to_numpy(img)
+    a = a.mean(0) if a.ndim == 3 else a
+    return go.Heatmap(z=a, zmin=0, zmax=1, colorscale="gray", showscale=showscale,
+                      hovertemplate="row %{y}, col %{x}: %{z:.2f}<extra></extra>")
+
+
+def _square_axes(fig, n_cols: int) -> None:
+    for c in range(1, n_cols + 1):
+        fig.update_yaxes(autorange="reversed", scaleanchor=f"x{c if c > 1 else ''}", showticklabels=False,
+                         row=1, col=c)
+        fig.update_xaxes(showticklabels=False, row=1, col=c)
+
+
+def preprocessing(steps: list) -> go.Figure:
+    """The upload's way to the model: one panel per (caption, image) step."""
+    fig = make_subplots(rows=1, cols=len(steps), subplot_titles=[c for c, _ in steps], horizontal_spacing=0.03)
+    for i, (_, img) in enumerate(steps, 1):
+        fig.add_trace(_image_trace(img), row=1, col=i)
+    _square_axes(fig, len(steps))
+    fig.update_layout(title="Preprocessing of the uploaded image", height=300, margin=dict(t=80, b=10))
+    return fig
+
+
+def class_probabilities(preds: dict, names: list[str], samples: int) -> go.Figure:
+    """Predictive probability of each class per model (bars) with the 5 %-95 % range of the S Monte-Carlo draws
+    (error bars); ``preds`` maps model name -> MCPrediction of one image."""
+    fig = go.Figure()
+    for name, p in preds.items():
+        mean, lo, hi = (to_numpy(t[0]) for t in (p.mean, p.low, p.high))
+        fig.add_bar(x=names, y=mean, name=name, marker_color=MODEL_COLORS.get(name, PALETTE[2]),
+                    error_y=dict(type="data", symmetric=False, array=np.maximum(hi - mean, 0),
+                                 arrayminus=np.maximum(mean - lo, 0)),
+                    hovertemplate="class %{x}: %{y:.3f}<extra>" + name + "</extra>")
+    fig.update_layout(title=f"Class probabilities (mean of {samples} Monte-Carlo draws; bars: 5-95 % of draws)",
+                      barmode="group", yaxis_range=[0, 1.05], xaxis_title="class", yaxis_title="probability",
+                      height=360, margin=dict(t=50, b=40))
+    return fig
+
+
+def map_over_image(image, values, title: str, label: str, mark: tuple[int, int] | None = None) -> go.Figure:
+    """The image beside a per-patch map (grid x grid); ``mark`` (row, col) outlines one patch on both."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("input", label), horizontal_spacing=0.06)
+    fig.add_trace(_image_trace(image), row=1, col=1)
+    v = to_numpy(values)
+    g = v.shape[0]
+    side = to_numpy(image).shape[-1]
+    fig.add_trace(go.Heatmap(z=v, colorscale="Viridis", colorbar=dict(title=label.split(" ")[0]),
+                             hovertemplate="patch row %{y}, col %{x}: %{z:.4g}<extra></extra>"), row=1, col=2)
+    if mark is not None:
+        r, c = mark
+        p = side / g
+        for col, (x0, y0, s) in ((1, (c * p - 0.5, r * p - 0.5, p)), (2, (c - 0.5, r - 0.5, 1))):
+            fig.add_shape(type="rect", x0=x0, y0=y0, x1=x0 + s, y1=y0 + s, line=dict(color="red", width=2),
+                          row=1, col=col)
+    _square_axes(fig, 2)
+    fig.update_layout(title=title, height=340, margin=dict(t=70, b=10))
+    return fig
+
+
+def attention_heads(maps: list, rollout_map, title: str) -> go.Figure:
+    """The query's attention over the patches for each head, and the attention rollout, on one colour scale."""
+    n = len(maps) + 1
+    names = [f"head {h}" for h in range(len(maps))] + ["rollout (class token)"]
+    fig = make_subplots(rows=1, cols=n, subplot_titles=names, horizontal_spacing=0.03)
+    zmax = max(float(to_numpy(m).max()) for m in [*maps, rollout_map])
+    for i, m in enumerate([*maps, rollout_map], 1):
+        fig.add_trace(go.Heatmap(z=to_numpy(m), zmin=0, zmax=zmax, colorscale="Viridis", showscale=i == n,
+                                 colorbar=dict(title="weight"),
+                                 hovertemplate="patch row %{y}, col %{x}: %{z:.3f}<extra></extra>"), row=1, col=i)
+    _square_axes(fig, n)
+    fig.update_layout(title=title, height=300, margin=dict(t=80, b=10))
+    return fig
+
+
+def entropy_bars(entropies: dict, n_classes: int) -> go.Figure:
+    """Predictive entropy of each model for this image, against the maximum log C."""
+    names = list(entropies)
+    fig = go.Figure(go.Bar(x=names, y=[float(entropies[k]) for k in names],
+                           marker_color=[MODEL_COLORS.get(k, PALETTE[2]) for k in names],
+                           hovertemplate="%{x}: %{y:.4f} nats<extra></extra>"))
+    fig.add_hline(y=float(np.log(n_classes)), line_dash="dot", annotation_text=f"log {n_classes} (uniform)")
+    fig.update_layout(title="Predictive entropy H(p) of the mean prediction", yaxis_title="nats",
+                      yaxis_range=[0, 1.1 * np.log(n_classes)], height=320, margin=dict(t=50, b=40))
+    return fig
+
+
+def reliability(rels: dict) -> go.Figure:
+    """Reliability diagram: accuracy per confidence bin for each model, against the diagonal; ECE in the legend."""
+    fig = go.Figure()
+    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="grey", dash="dot"), name="perfect calibration")
+    for name, r in rels.items():
+        edges = to_numpy(r.edges)
+        centres = (edges[:-1] + edges[1:]) / 2
+        acc, count = to_numpy(r.accuracy), to_numpy(r.count)
+        keep = count > 0
+        fig.add_scatter(x=centres[keep], y=acc[keep], mode="lines+markers", name=f"{name} (ECE {r.ece:.3f})",
+                        line=dict(color=MODEL_COLORS.get(name, PALETTE[2])),
+                        customdata=np.stack([count[keep], to_numpy(r.confidence)[keep]], -1),
+                        hovertemplate="bin centre %{x:.2f}: accuracy %{y:.3f}, mean confidence %{customdata[1]:.3f}, "
+                                      "%{customdata[0]} images<extra></extra>")
+    fig.update_layout(title="Reliability diagram on the digits test split (15 bins)", xaxis_title="confidence",
+                      yaxis_title="accuracy", xaxis_range=[0, 1], yaxis_range=[0, 1.02], height=380,
+                      margin=dict(t=50, b=40))
+    return fig
+
+
+def ood_histograms(scores: dict, score: str, ood_name: str) -> go.Figure:
+    """Histograms of one OOD score on the test digits and on an OOD set, per model (side by side); AUROC in the
+    panel titles. ``scores`` maps model name -> (in scores, out scores, auroc)."""
+    names = list(scores)
+    fig = make_subplots(rows=1, cols=len(names), horizontal_spacing=0.08,
+                        subplot_titles=[f"{n}: AUROC {scores[n][2]:.3f}" for n in names])
+    for i, n in enumerate(names, 1):
+        a, b, _ = scores[n]
+        for vals, label, color in ((a, "digits (test)", PALETTE[2]), (b, ood_name, PALETTE[5])):
+            fig.add_trace(go.Histogram(x=to_numpy(vals), name=label, marker_color=color, opacity=0.6, nbinsx=30,
+                                       legendgroup=label, showlegend=i == 1), row=1, col=i)
+        fig.update_xaxes(title_text=score, row=1, col=i)
+    fig.update_layout(title=f"OOD score '{score}': digits vs {ood_name}", barmode="overlay", height=340,
+                      margin=dict(t=80, b=40))
+    return fig
+
+
+def corruption_curves(curves: dict, severities) -> go.Figure:
+    """Test error against corruption severity: ``curves`` maps model name -> {corruption: (5,) errors}."""
+    fig = go.Figure()
+    dashes = ["solid", "dash", "dot"]
+    for name, per in curves.items():
+        for j, (kind, err) in enumerate(per.items()):
+            fig.add_scatter(x=list(severities), y=to_numpy(err), mode="lines+markers", name=f"{name}: {kind}",
+                            line=dict(color=MODEL_COLORS.get(name, PALETTE[2]), dash=dashes[j % 3]))
+    fig.update_layout(title="Test error under corruption, by severity", xaxis_title="severity",
+                      yaxis_title="error", yaxis_range=[0, 1], height=380, margin=dict(t=50, b=40))
+    return fig
