@@ -19,6 +19,10 @@ SECTIONS = {
         st.Page("pages/wasserstein_self_attention.py", title="Wasserstein self-attention",
                 icon=":material/stacked_line_chart:", url_path="wasserstein_self_attention"),
     ],
+    "Attention as particles": [
+        st.Page("pages/particles.py", title="Particles and contraction", icon=":material/bubble_chart:",
+                url_path="particles"),
+    ],
 }
 
 

@@ -33,11 +33,17 @@ def page_paths() -> list[str]:
     return [""] + re.findall(r'url_path="([\w-]+)"', (ROOT / "app.py").read_text())
 
 
-def wait_until_idle(page, timeout_ms=60_000):
-    """Streamlit shows a 'running' status widget while the script runs; wait until it is gone."""
+def wait_until_idle(page, timeout_ms=120_000, quiet_ms=1000):
+    """Wait until the page's script has finished: Streamlit's 'running' status widget gone and staying gone for
+    ``quiet_ms`` (a page can end one run and start another, e.g. after st.rerun)."""
+    status = '[data-testid="stStatusWidget"]'
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     page.wait_for_timeout(500)
-    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout_ms)
+    while True:
+        page.wait_for_selector(status, state="detached", timeout=timeout_ms)
+        page.wait_for_timeout(quiet_ms)
+        if page.locator(status).count() == 0:
+            return
 
 
 def plot_data(page) -> list:
