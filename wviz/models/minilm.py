@@ -449,7 +449,7 @@ class FenchelDeviation:
     alpha: float
 
 
-def fenchel_deviation(sentences=None, alpha: float = 1.0, *, device=None, batch_size: int = 16,
+def fenchel_deviation(sentences=None, alpha: float = 1.0, *, device=None, batch_size: int = 4,
                       progress=None) -> FenchelDeviation:
     """The Sec. 8 / Figure 4 experiment of 002 on MiniLM: for every layer, head and real query token of every
     sentence (default: the bundled corpus, wviz.models.corpus.CORPUS), lambda* maximising the dual (9) with

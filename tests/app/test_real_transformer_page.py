@@ -1,0 +1,141 @@
+"""The "Real transformer" page through AppTest: its heatmaps against transformers' own eager attention of an
+independently loaded MiniLM, sparsemax against numpy, Sinkhorn's marginals, the Figure-4 histograms against the
+tokenizer's counts, bad input."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import softmax
+
+from tests.app.conftest import figure_titled, figures, no_exception
+from wviz.models import minilm
+from wviz.models.corpus import CORPUS
+
+PAGE = "real_transformer.py"
+SENTENCE = "The cat sat on the mat and watched the rain."
+
+
+@pytest.fixture(scope="module")
+def reference():
+    from transformers import AutoModel, AutoTokenizer
+
+    path = minilm.model_dir()
+    model = AutoModel.from_pretrained(path, local_files_only=True, attn_implementation="eager").eval()
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+    def run(sentence):
+        enc = tok([sentence], return_tensors="pt")
+        with torch.no_grad():
+            out = model(**enc, output_attentions=True, output_hidden_states=True)
+        x = out.hidden_states[0][0].double()
+        sa = model.encoder.layer[0].attention.self
+
+        def heads(lin):
+            return (x @ lin.weight.detach().double().T + lin.bias.detach().double()).reshape(-1, 12, 32).transpose(0, 1)
+
+        scores0 = (heads(sa.query) @ heads(sa.key).mT / math.sqrt(32)).numpy()   # layer 0, (H, n, n)
+        return torch.stack(out.attentions)[:, 0].numpy(), scores0               # (L, H, n, n)
+
+    return run, tok
+
+
+def panels(at):
+    """The heatmaps of the per-head figure: subplot title -> matrix."""
+    fig = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Layer ")][0]
+    return {t["name"]: np.asarray(t["z"], dtype=float) for t in fig["data"] if t["type"] == "heatmap"}, fig
+
+
+def sparsemax_np(s):
+    z = np.sort(s, axis=-1)[..., ::-1]
+    k = np.arange(1, s.shape[-1] + 1)
+    cs = np.cumsum(z, axis=-1)
+    kstar = ((1 + k * z) > cs).sum(axis=-1, keepdims=True)
+    return np.maximum(s - (np.take_along_axis(cs, kstar - 1, axis=-1) - 1) / kstar, 0)
+
+
+def test_default_page_matches_the_reference_model(open_page, reference):
+    run, _ = reference
+    at = open_page(PAGE, timeout=300)
+    attn, S0 = run(SENTENCE)
+    maps, fig = panels(at)
+    assert list(maps) == ["original: softmax (tau = 1)", "sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)",
+                          "sinkhorn (gamma = 1, 5 iterations)"]
+    assert fig["layout"]["title"]["text"].startswith("Layer 0, head 0")
+    np.testing.assert_allclose(maps["original: softmax (tau = 1)"], attn[0, 0], atol=2e-6)
+    np.testing.assert_allclose(maps["sparsemax (tau = 1)"], sparsemax_np(S0[0]), atol=2e-5)
+    sk = maps["sinkhorn (gamma = 1, 5 iterations)"]
+    np.testing.assert_allclose(sk.sum(axis=1), 1, atol=1e-5)          # rows exactly
+    assert np.abs(sk.sum(axis=0) - 1).max() < 0.05                      # columns nearly, after 5 iterations
+    # the table: one row per normaliser, cosine in [-1, 1], softmax-free normalisers change the embedding
+    table = at.dataframe[0].value
+    assert list(table["normaliser"]) == list(maps)[1:]
+    emb = minilm.sentence_embedding(SENTENCE, "sparsemax", device="cpu").double().numpy()
+    ref = minilm.sentence_embedding(SENTENCE, device="cpu").double().numpy()
+    assert abs(table["cosine to the original embedding"][0] - emb @ ref) < 1e-6
+    # sparsity figure: the original panel has no zeros, sparsemax's layer 0 equals numpy's count on S0
+    sp = figure_titled(at, "Sparsity per head")
+    z = {t["name"]: np.asarray(t["z"], dtype=float) for t in sp["data"]}
+    assert z["original"].max() == 0
+    np.testing.assert_allclose(z["sparsemax (tau = 1)"][0], (sparsemax_np(S0) == 0).mean(axis=(-2, -1)), atol=1e-3)
+
+
+def test_layer_head_and_tau(open_page, reference):
+    run, _ = reference
+    at = open_page(PAGE, timeout=300)
+    at.sidebar.selectbox(key="layer").set_value(4)
+    at.sidebar.selectbox(key="head").set_value(7)
+    at.sidebar.multiselect(key="normalisers").set_value(["softmax"])
+    at.sidebar.select_slider(key="tau").set_value(0.464).run()      # an option of the log grid
+    no_exception(at)
+    attn, S0 = run(SENTENCE)
+    maps, fig = panels(at)
+    assert fig["layout"]["title"]["text"].startswith("Layer 4, head 7")
+    np.testing.assert_allclose(maps["original: softmax (tau = 1)"], attn[4, 7], atol=2e-6)
+    assert list(maps)[1] == "softmax (tau = 0.464)"
+    at.sidebar.selectbox(key="layer").set_value(0).run()
+    maps, _ = panels(at)
+    np.testing.assert_allclose(maps["softmax (tau = 0.464)"], softmax(S0[7] / 0.464, axis=-1), atol=2e-5)
+
+
+def test_figure4_histograms_count_every_token(open_page, reference):
+    _, tok = reference
+    at = open_page(PAGE, timeout=300)
+    fig = figure_titled(at, "Figure 4 of 002")
+    n_tokens = sum(len(tok(s)["input_ids"]) for s in CORPUS)
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    assert len(bars) == 6
+    for b in bars:
+        assert int(np.asarray(b["y"]).sum()) == n_tokens
+    # red lines at the layer means; the per-head heatmap averages to the same means
+    lines = [s for s in fig["layout"]["shapes"] if s["line"]["color"] == "red"]
+    means = np.array([ln["x0"] for ln in lines])
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    np.testing.assert_allclose(means, [float(t.split("mean ")[1]) for t in titles], atol=6e-4)
+    per_head = np.asarray(figure_titled(at, "Mean relative deviation per head")["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(per_head.mean(axis=1), means, rtol=1e-9)
+    assert 0 < means.max() < 0.2                                       # lambda* close to alpha z at alpha = 1
+    # a smaller alpha of problem (4) brings lambda* closer to alpha z (Theorem 2)
+    at.select_slider(key="dual_alpha").set_value(0.1).run()
+    no_exception(at)
+    small = [ln["x0"] for ln in figure_titled(at, "Figure 4 of 002")["layout"]["shapes"]]
+    assert max(small) < means.min()
+
+
+@pytest.mark.parametrize("text, match", [("", "empty"), ("word " * 200, "at most 128")])
+def test_bad_sentence_keeps_the_last_good_state(open_page, text, match):
+    at = open_page(PAGE, timeout=300)
+    before, _ = panels(at)
+    at.text_input(key="sentence").set_value(text).run()
+    no_exception(at)
+    assert any(match in e.value for e in at.error)
+    after, _ = panels(at)
+    for k in before:
+        np.testing.assert_array_equal(after[k], before[k])
+
+
+def test_no_normaliser_chosen(open_page):
+    at = open_page(PAGE, timeout=300)
+    at.sidebar.multiselect(key="normalisers").set_value([]).run()
+    no_exception(at)
+    assert any("at least one normaliser" in e.value for e in at.error)
