@@ -182,10 +182,14 @@ maps = [views.query_attention(run.out, blk, h, int(query), grid)[0] for h in ran
 roll = views.rollout(run.out.attentions, grid)
 ui.show_figure(figs.attention_heads(maps, roll, f"{main_name}: attention of the query in block {blk + 1} per head, "
                                                 "and attention rollout"), key="vit_attention")
-cls_w = views.query_attention(run.out, blk, int(head), int(query), grid)[1]
-st.caption(f"Weights of the query on the patches (head {head} puts {cls_w:.1%} on the class token). Rollout: "
-           "the class token's share of every patch through all blocks, with the residual path, "
-           "prod_l (A_l + I) / 2 averaged over heads (Abnar & Zuidema 2020).")
+st.caption("Weights of the query on the patches in each head of the block that produced the chosen layer (block 1 "
+           "for layer 0). Rollout: the class token's share of every patch through all blocks, with the residual "
+           "path, prod_l (A_l + I) / 2 averaged over heads (Abnar & Zuidema 2020).")
+one, cls_w = views.query_attention(run.out, blk, int(head), int(query), grid)
+ui.show_figure(figs.map_over_image(image, one, f"Attention of the query (red) in block {blk + 1}, head {head}",
+                                   "weight on each patch", mark), key="vit_attention_head")
+st.caption(f"The same weights over the image; head {head} puts {cls_w:.1%} of the query's attention on the class "
+           "token. W2 attention favours keys whose Gaussians are close in mean *and* in spread.")
 if "deterministic" in runs and main_name != "deterministic":
     twin_maps = [views.query_attention(runs["deterministic"].out, min(blk, twin_cfg.depth - 1), h, int(query),
                                        twin_cfg.grid)[0] for h in range(twin_cfg.heads)]

@@ -133,3 +133,18 @@ def test_uploaded_png_is_preprocessed(open_page):
     at.sidebar.file_uploader(key="img_file").set_value(("x.png", b"garbage", "image/png")).run()
     no_exception(at)
     assert any("not an image" in e.value for e in at.error)
+
+
+def test_head_selector_draws_that_head_over_the_image(open_page):
+    at = open_page(PAGE)
+    at.selectbox(key="head").set_value(2).run()
+    at.selectbox(key="query").set_value(11).run()
+    no_exception(at)
+    x, _ = data.load_dataset("digits", "test")
+    out = _models()["stochastic"][0](x[:1])
+    fig = figure_titled(at, "Attention of the query (red) in block 1, head 2")
+    z = np.asarray([t for t in fig["data"] if t["type"] == "heatmap"][1]["z"], dtype=float)
+    np.testing.assert_allclose(z.ravel(), out.attentions[0][0, 2, 11, 1:].detach().numpy(), atol=1e-6)
+    (rect_img, rect_map) = fig["layout"]["shapes"]
+    assert (rect_map["x0"], rect_map["y0"]) == (2 - 0.5, 2 - 0.5)  # token 11 = patch 10 = row 2, col 2 (4 x 4)
+    assert (rect_img["x0"], rect_img["y0"]) == (2 * 4 - 0.5, 2 * 4 - 0.5)  # 4 x 4 pixels per patch

@@ -8,6 +8,8 @@ from plotly.subplots import make_subplots
 from wviz.figures.common import PALETTE, to_numpy
 
 MODEL_COLORS = {"stochastic": PALETTE[0], "deterministic": PALETTE[1]}
+SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy": "predictive entropy (nats)",
+              "covariance trace": "mean tr(Sigma) of the last layer's tokens"}
 
 
 def _image_trace(img, showscale=False) -> go.Heatmap:
@@ -27,7 +29,7 @@ def _square_axes(fig, n_cols: int) -> None:
 
 def preprocessing(steps: list) -> go.Figure:
     """The upload's way to the model: one panel per (caption, image) step."""
-    fig = make_subplots(rows=1, cols=len(steps), subplot_titles=[c for c, _ in steps], horizontal_spacing=0.03)
+    fig = make_subplots(rows=1, cols=len(steps), subplot_titles=[c for c, _ in steps], horizontal_spacing=0.05)
     for i, (_, img) in enumerate(steps, 1):
         fig.add_trace(_image_trace(img), row=1, col=i)
     _square_axes(fig, len(steps))
@@ -129,7 +131,7 @@ def ood_histograms(scores: dict, score: str, ood_name: str) -> go.Figure:
         for vals, label, color in ((a, "digits (test)", PALETTE[2]), (b, ood_name, PALETTE[5])):
             fig.add_trace(go.Histogram(x=to_numpy(vals), name=label, marker_color=color, opacity=0.6, nbinsx=30,
                                        legendgroup=label, showlegend=i == 1), row=1, col=i)
-        fig.update_xaxes(title_text=score, row=1, col=i)
+        fig.update_xaxes(title_text=SCORE_AXIS.get(score, score), row=1, col=i)
     fig.update_layout(title=f"OOD score '{score}': digits vs {ood_name}", barmode="overlay", height=340,
                       margin=dict(t=80, b=40))
     return fig

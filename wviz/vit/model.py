@@ -121,8 +121,9 @@ def _wide(x: torch.Tensor) -> torch.Tensor:
 
 
 def _positive(x: torch.Tensor) -> torch.Tensor:
-    """ELU(x) + 1 > 0: eq. (5)'s map to variances; near exp(x) for x < 0, near x + 1 for x > 0."""
-    return F.elu(x) + 1
+    """ELU(x) + 1 > 0: eq. (5)'s map to variances; near exp(x) for x < 0, near x + 1 for x > 0. Computed in at
+    least float32: in bf16, ELU(-4) + 1 = e^-4 would be off by 6 %."""
+    return F.elu(_wide(x)) + 1
 
 
 class _Attention(nn.Module):
@@ -328,14 +329,15 @@ def w2_regulariser(mu: torch.Tensor, cov: torch.Tensor, mu_pos: torch.Tensor, co
 def loss_fn(model, images: torch.Tensor, labels: torch.Tensor, views: torch.Tensor | None = None,
             lam: float = 0.0) -> tuple[torch.Tensor, dict]:
     """Cross-entropy of the (sampled, for the stochastic model) prediction + lam x the regulariser above, whose
-    positives are ``views`` (augmented copies of ``images``). Returns (loss, parts as floats for logging).
-    ``model`` may be wrapped (DistributedDataParallel): the class-token Gaussians come from its output."""
-    out = model(images, sample=True)
-    ce = F.cross_entropy(out.logits.float(), labels)
-    if lam == 0 or views is None or out.covariances is None:
+    positives are ``views`` (augmented copies of ``images``; the cross-entropy then covers the views too). Returns
+    (loss, parts as floats for logging). ``model`` may be wrapped (DistributedDataParallel)."""
+    use_views = lam != 0 and views is not None and isinstance(getattr(model, "module", model), StochasticViT)
+    B = len(images)
+    # images and their views in one forward pass (one pass per step is also what DistributedDataParallel expects)
+    out = model(torch.cat([images, views]) if use_views else images, sample=True)
+    ce = F.cross_entropy(out.logits.float(), labels.repeat(2) if use_views else labels)
+    if not use_views:
         return ce, {"ce": ce.item()}
-    pos = model(views, sample=True)
-    ce = (ce + F.cross_entropy(pos.logits.float(), labels)) / 2
-    reg = w2_regulariser(out.means[-1][:, 0], out.covariances[-1][:, 0], pos.means[-1][:, 0],
-                         pos.covariances[-1][:, 0], labels)
+    mu, cov = out.means[-1][:, 0], out.covariances[-1][:, 0]
+    reg = w2_regulariser(mu[:B], cov[:B], mu[B:], cov[B:], labels)
     return ce + lam * reg, {"ce": ce.item(), "w2": reg.item()}

@@ -45,10 +45,10 @@ def preprocess(raw: bytes, channels: int, size: int, invert: str = "auto") -> Pr
     if hi - lo < 1e-6:
         raise ValueError("the picture is a single flat colour: there is nothing for the model to read")
     x = (x - lo) / (hi - lo)
-    steps = [("upload (grey, centre-cropped)", full), (f"resized to {size} x {size}", small)]
+    steps = [("upload, grey, square", full), (f"{size} x {size}", small)]
     if inverted:
-        steps.append(("inverted (light strokes on black)", 1 - small))
-    steps.append(("stretched to [0, 1]: the model's input", x))
+        steps.append(("inverted", 1 - small))
+    steps.append(("[0, 1]: model input", x))
     return Preprocessed(steps, x, inverted)
 
 

@@ -1,0 +1,106 @@
+"""Stochastic ViT (issue 7): the bundled digits demo models on the CPU.
+
+* one image, S = 32 Monte-Carlo samples: wviz.vit.model.mc_predict (all draws in one batch) against the peer, a
+  python loop of 32 single-draw forward passes; goal: under 200 ms;
+* test-set evaluation throughput (360 digits): the stochastic model's MC predictive (S = 16, as in the training
+  record) and the deterministic twin's softmax, images per second;
+* stochastic vs deterministic cost: one forward pass over the 360 test digits (no sampling), the ratio of times.
+
+Run with ``python -m bench vit`` (or ``python -m bench``); it rewrites the section "## Stochastic ViT (issue 7)"
+of BENCHMARKS.md. WVIZ_BENCH_THREADS sets torch's threads (default 1).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import torch
+
+from bench.common import cpu_name, write_section
+from wviz.vit import data, views
+from wviz.vit.checkpoint import load_checkpoint
+from wviz.vit.evaluate import predict
+from wviz.vit.model import mc_predict
+
+SECTION = "## Stochastic ViT (issue 7)"
+
+
+def _median_ms(fns: dict, repeats: int) -> dict:
+    """Median wall time (ms) of each function; they take turns within each repeat (load hits them alike)."""
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
+
+
+@torch.no_grad()
+def rows(repeats: int = 9) -> list[dict]:
+    sto, _ = load_checkpoint(views.BUNDLED["stochastic"])
+    det, _ = load_checkpoint(views.BUNDLED["deterministic"])
+    x, _ = data.load_dataset("digits", "test")
+    one = x[:1]
+
+    def loop():
+        g = torch.Generator().manual_seed(0)
+        return torch.stack([sto(one, sample=True, generator=g).logits.softmax(-1) for _ in range(32)]).mean(0)
+
+    t = _median_ms({"batched": lambda: mc_predict(sto, one, 32), "loop": loop,
+                    "det": lambda: mc_predict(det, one, 32)}, repeats)
+    diff = float((mc_predict(sto, one, 32, seed=0).mean - loop()).abs().max())
+    out = [{"case": "1 image, S = 32 MC samples (stochastic)", "wviz": t["batched"],
+            "peer": "python loop of 32 forward passes", "peer_ms": t["loop"], "diff": f"{diff:.1e}"},
+           {"case": "1 image, deterministic twin (1 pass)", "wviz": t["det"], "peer": "-", "peer_ms": None,
+            "diff": "-"}]
+    t = _median_ms({"sto": lambda: predict(sto, x, samples=16), "det": lambda: predict(det, x, samples=16)},
+                   max(3, repeats // 3))
+    for kind, ms in (("stochastic, S = 16", t["sto"]), ("deterministic", t["det"])):
+        out.append({"case": f"test split (360 images), {kind}", "wviz": ms, "peer": "images / s",
+                    "peer_ms": None, "diff": f"{360 / ms * 1e3:.0f} img/s"})
+    t = _median_ms({"sto": lambda: sto(x), "det": lambda: det(x)}, repeats)
+    out.append({"case": "forward pass, 360 images (no sampling)", "wviz": t["sto"],
+                "peer": "deterministic twin", "peer_ms": t["det"], "diff": "-"})
+    return out
+
+
+def table(rs: list[dict]) -> str:
+    lines = ["| case | wviz ms | peer | peer ms | ratio peer/wviz | note |", "|---|---|---|---|---|---|"]
+    for r in rs:
+        peer_ms = "-" if r["peer_ms"] is None else f"{r['peer_ms']:.1f}"
+        ratio = "-" if r["peer_ms"] is None else f"**{r['peer_ms'] / r['wviz']:.2f}**"
+        lines.append(f"| {r['case']} | {r['wviz']:.1f} | {r['peer']} | {peer_ms} | {ratio} | {r['diff']} |")
+    return "\n".join(lines)
+
+
+def machine(threads: int) -> str:
+    return f"{cpu_name()}, {os.cpu_count()} cores, {threads} torch thread(s), torch {torch.__version__}, no GPU"
+
+
+def main(write: bool = True) -> str:
+    threads = int(os.environ.get("WVIZ_BENCH_THREADS", "1"))
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        print(f"{SECTION}\nmachine: {machine(threads)}", flush=True)
+        t0 = time.perf_counter()
+        tab = table(rows())
+        wall = time.perf_counter() - t0
+    finally:
+        torch.set_num_threads(saved)
+    print(tab)
+    if write:
+        body = (f"Machine: {machine(threads)}. Produced by `make bench` (`bench/bench_vit.py`, {wall:.0f} s wall "
+                "time); median wall time over repeats after a warm-up, the variants taking turns within each "
+                "repeat. Models: the bundled digits demo checkpoints (assets/), 16 x 16 inputs, 17 tokens.\n\n"
+                "Goal: one image with 32 Monte-Carlo samples under 200 ms on the CPU. The batched MC predictive "
+                "puts all S draws through the network as one batch; the peer loops over S single-image passes "
+                "(max abs diff of the two predictive distributions, same draws). The last row is the cost of "
+                "W2 attention and the covariance stream against the dot-product twin (ratio < 1: the stochastic "
+                "model is slower by 1 / ratio).\n\n" + tab)
+        write_section(SECTION, body)
+    return tab
