@@ -73,9 +73,9 @@ digits_like = (cfg.channels, cfg.image_size, cfg.n_classes) == (twin_cfg.channel
                                                                  twin_cfg.n_classes)
 if not digits_like:  # the twin takes 1 x 16 x 16 digits: it cannot read this model's images
     models = {main_name: models[main_name]}
-names = main_record.get("class_names") or [str(i) for i in range(cfg.n_classes)]
-if len(names) != cfg.n_classes:
-    names = [str(i) for i in range(cfg.n_classes)]
+names = main_record.get("class_names")
+if not (isinstance(names, list) and len(names) == cfg.n_classes and all(isinstance(n, str) for n in names)):
+    names = [str(i) for i in range(cfg.n_classes)]  # the record's names are missing or do not fit the model
 with sb.expander("Training record", icon=":material/description:"):
     for n, (_, rec, _) in models.items():
         st.caption(n)

@@ -148,3 +148,23 @@ def test_head_selector_draws_that_head_over_the_image(open_page):
     (rect_img, rect_map) = fig["layout"]["shapes"]
     assert (rect_map["x0"], rect_map["y0"]) == (2 - 0.5, 2 - 0.5)  # token 11 = patch 10 = row 2, col 2 (4 x 4)
     assert (rect_img["x0"], rect_img["y0"]) == (2 * 4 - 0.5, 2 * 4 - 0.5)  # 4 x 4 pixels per patch
+
+
+def test_uploaded_checkpoints_replace_the_bundled_model(open_page):
+    at = open_page(PAGE)
+    at.sidebar.radio(key="ckpt").set_value("upload").run()
+    raw = views.BUNDLED["stochastic"].read_bytes()
+    at.sidebar.file_uploader(key="ckpt_file").upload("mine.safetensors", raw).run()
+    no_exception(at)
+    assert not at.error
+    bars = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Class probabilities")["data"]}
+    assert set(bars) == {"uploaded (stochastic)", "deterministic"}
+    x, _ = data.load_dataset("digits", "test")
+    ref = mc_predict(load_checkpoint(raw, name="m.safetensors")[0], x[:1], samples=32, seed=0).mean[0].numpy()
+    np.testing.assert_allclose(bars["uploaded (stochastic)"], ref, atol=1e-6)
+    # a deterministic upload: no covariance views, no covariance-trace score
+    raw = views.BUNDLED["deterministic"].read_bytes()
+    at.sidebar.file_uploader(key="ckpt_file").set_value(("twin.safetensors", raw, "application/octet-stream")).run()
+    no_exception(at)
+    assert any("no covariances" in i.value for i in at.info)
+    assert "covariance trace" not in at.selectbox(key="score").options
