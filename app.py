@@ -18,6 +18,8 @@ SECTIONS = {
                 url_path="gaussian_w2"),
         st.Page("pages/wasserstein_self_attention.py", title="Wasserstein self-attention",
                 icon=":material/stacked_line_chart:", url_path="wasserstein_self_attention"),
+        st.Page("pages/uncertainty_inspector.py", title="Uncertainty inspector", icon=":material/blur_on:",
+                url_path="uncertainty_inspector"),
     ],
     "Attention as particles": [
         st.Page("pages/particles.py", title="Particles and contraction", icon=":material/bubble_chart:",
