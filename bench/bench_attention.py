@@ -10,40 +10,17 @@ Run with ``python -m bench`` (all benchmarks) or ``python -m bench.bench_attenti
 from __future__ import annotations
 
 import os
-import statistics
-import time
 
 import entmax
 import torch
 
 from wviz import attention
-from bench.common import cpu_name, write_section
+from bench.common import cpu_name, median_ms, write_section
 
 SECTION = "## Sparse attention maps (issue 2)"
 SIZES = [(1024, 1024), (4096, 4096)]
 DISTRIBUTIONS = {"normal": 1.0, "peaky (x5)": 5.0}
 KS = (16, 64)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _median_ms(fns: dict, device: torch.device, repeats: int) -> dict:
-    """Median wall time in ms of each function; the functions take turns within every repeat so that a
-    change of load on a shared machine hits all of them alike."""
-    for fn in fns.values():  # warm-up (allocator, kernels)
-        fn()
-    _sync(device)
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            _sync(device)
-            times[name].append(time.perf_counter() - t0)
-    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
 def _cases():
@@ -74,7 +51,7 @@ def run(devices=None, sizes=SIZES, repeats: int | None = None, log=print) -> lis
                     diff = float((p - peers[ref](x)).abs().max())
                     support = float(attention.support_size(p).float().mean())
                     fns = {"wviz": lambda: ours(x)} | {k: (lambda f=f: f(x)) for k, f in peers.items()}
-                    t_peers = _median_ms(fns, device, reps)
+                    t_peers = median_ms(fns, reps, device)
                     t_ours = t_peers.pop("wviz")
                     best = min(t_peers, key=t_peers.get)
                     row = dict(device=device.type, size=f"{n}x{m}", dist=dist, map=name, wviz=t_ours,

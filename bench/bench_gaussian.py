@@ -15,7 +15,6 @@ of BENCHMARKS.md. WVIZ_BENCH_THREADS sets the threads of torch and numpy's BLAS 
 from __future__ import annotations
 
 import os
-import statistics
 import time
 
 import numpy as np
@@ -25,23 +24,9 @@ import scipy.linalg
 import torch
 
 from wviz import gaussian
-from bench.common import cpu_name, write_section
+from bench.common import cpu_name, median_ms, write_section
 
 SECTION = "## Gaussian W2 (issue 5)"
-
-
-def _median_ms(fns: dict, repeats: int) -> dict:
-    """Median wall time (ms) of each function; they take turns within each repeat so that load on a shared
-    machine hits them alike."""
-    for fn in fns.values():
-        fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
 def _spd(n: int, d: int, g: torch.Generator) -> torch.Tensor:
@@ -60,7 +45,7 @@ def diagonal_rows(n: int = 1024, d: int = 64, sample: int = 300, block: int = 16
             sq, sk = vq.sqrt(), vk.sqrt()
             return ((mq[:, None] - mk[None]) ** 2).sum(-1) + ((sq[:, None] - sk[None]) ** 2).sum(-1)
 
-        t = _median_ms({"wviz": lambda: gaussian.pairwise_w2_squared(mq, vq, mk, vk), "broadcast": broadcast},
+        t = median_ms({"wviz": lambda: gaussian.pairwise_w2_squared(mq, vq, mk, vk), "broadcast": broadcast},
                        repeats)
         W = gaussian.pairwise_w2_squared(mq, vq, mk, vk).double()
         ref = broadcast().double()
@@ -76,7 +61,7 @@ def diagonal_rows(n: int = 1024, d: int = 64, sample: int = 300, block: int = 16
         def pot_block():
             return ot.gaussian.bures_wasserstein_distance(mqn[:block], mkn[:block], Cq[:block], Ck[:block])
 
-        tp = _median_ms({"loop": pot_loop, "block": pot_block}, 3)
+        tp = median_ms({"loop": pot_loop, "block": pot_block}, 3)
         pot_diff = max(abs(float(w) ** 2 - float(W[i, j])) for w, (i, j) in zip(pot_loop(), pairs))
         pot_diff = max(pot_diff, float(np.abs(pot_block() ** 2 - W[:block, :block].numpy()).max()))
         loop_ms = tp["loop"] * n * n / sample
@@ -108,8 +93,8 @@ def full_rows(n: int = 64, dims=(2, 8), repeats: int = 5) -> list[dict]:
         def pot_batched():
             return ot.gaussian.bures_wasserstein_distance(mqn, mkn, Sqn, Skn) ** 2
 
-        t = _median_ms({"wviz": lambda: gaussian.pairwise_w2_squared(mq, Sq, mk, Sk), "pot": pot_batched}, repeats)
-        ts = _median_ms({"scipy": scipy_loop}, 1 if d > 4 else 3)
+        t = median_ms({"wviz": lambda: gaussian.pairwise_w2_squared(mq, Sq, mk, Sk), "pot": pot_batched}, repeats)
+        ts = median_ms({"scipy": scipy_loop}, 1 if d > 4 else 3)
         W = gaussian.pairwise_w2_squared(mq, Sq, mk, Sk).numpy()
         rows.append(dict(case=f"full, n = m = {n}, d = {d}", dtype="float64", wviz=t["wviz"],
                          peers={"scipy sqrtm loop": (ts["scipy"], float(np.abs(scipy_loop() - W).max())),

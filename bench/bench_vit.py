@@ -12,31 +12,17 @@ of BENCHMARKS.md. WVIZ_BENCH_THREADS sets torch's threads (default 1).
 from __future__ import annotations
 
 import os
-import statistics
 import time
 
 import torch
 
-from bench.common import cpu_name, write_section
+from bench.common import cpu_name, median_ms, write_section
 from wviz.vit import data, views
 from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.evaluate import predict
 from wviz.vit.model import mc_predict
 
 SECTION = "## Stochastic ViT (issue 7)"
-
-
-def _median_ms(fns: dict, repeats: int) -> dict:
-    """Median wall time (ms) of each function; they take turns within each repeat (load hits them alike)."""
-    for fn in fns.values():
-        fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
 @torch.no_grad()
@@ -50,19 +36,19 @@ def rows(repeats: int = 9) -> list[dict]:
         g = torch.Generator().manual_seed(0)
         return torch.stack([sto(one, sample=True, generator=g).logits.softmax(-1) for _ in range(32)]).mean(0)
 
-    t = _median_ms({"batched": lambda: mc_predict(sto, one, 32), "loop": loop,
+    t = median_ms({"batched": lambda: mc_predict(sto, one, 32), "loop": loop,
                     "det": lambda: mc_predict(det, one, 32)}, repeats)
     diff = float((mc_predict(sto, one, 32, seed=0).mean - loop()).abs().max())
     out = [{"case": "1 image, S = 32 MC samples (stochastic)", "wviz": t["batched"],
             "peer": "python loop of 32 forward passes", "peer_ms": t["loop"], "diff": f"{diff:.1e}"},
            {"case": "1 image, deterministic twin (1 pass)", "wviz": t["det"], "peer": "-", "peer_ms": None,
             "diff": "-"}]
-    t = _median_ms({"sto": lambda: predict(sto, x, samples=16), "det": lambda: predict(det, x, samples=16)},
+    t = median_ms({"sto": lambda: predict(sto, x, samples=16), "det": lambda: predict(det, x, samples=16)},
                    max(3, repeats // 3))
     for kind, ms in (("stochastic, S = 16", t["sto"]), ("deterministic", t["det"])):
         out.append({"case": f"test split (360 images), {kind}", "wviz": ms, "peer": "images / s",
                     "peer_ms": None, "diff": f"{360 / ms * 1e3:.0f} img/s"})
-    t = _median_ms({"sto": lambda: sto(x), "det": lambda: det(x)}, repeats)
+    t = median_ms({"sto": lambda: sto(x), "det": lambda: det(x)}, repeats)
     out.append({"case": "forward pass, 360 images (no sampling)", "wviz": t["sto"],
                 "peer": "deterministic twin", "peer_ms": t["det"], "diff": "-"})
     return out

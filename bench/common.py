@@ -1,8 +1,11 @@
-"""What every benchmark shares: the CPU's name for the tables, and writing one's own section of BENCHMARKS.md."""
+"""What every benchmark shares: timing by turns, the CPU's name for the tables, and writing one's own section of
+BENCHMARKS.md."""
 from __future__ import annotations
 
 import platform
 import re
+import statistics
+import time
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
@@ -29,3 +32,26 @@ def write_section(section: str, body: str, path: Path = BENCHMARKS) -> None:
     else:
         text = text.rstrip() + "\n\n" + block
     path.write_text(text)
+
+
+def median_ms(fns: dict, repeats: int, device=None) -> dict:
+    """Median wall time in ms of each function, after one warm-up call each. The functions take turns within
+    every repeat, so that a change of load on a shared machine hits all of them alike; on a CUDA ``device`` each
+    call is synchronised before the clock stops."""
+    import torch
+
+    def sync():
+        if device is not None and torch.device(device).type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for fn in fns.values():
+        fn()
+    sync()
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            times[name].append(time.perf_counter() - t0)
+    return {name: 1e3 * statistics.median(t) for name, t in times.items()}

@@ -44,8 +44,11 @@ def no_exception(at: AppTest) -> None:
 def open_page(monkeypatch):
     monkeypatch.setenv("WVIZ_DEVICE", "cpu")
 
-    def _open(name: str, timeout: float = 120) -> AppTest:
+    def _open(name: str, timeout: float = 120, **query_params: str) -> AppTest:
+        """Run page ``name`` as a browser opening its URL with these query parameters would."""
         at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=timeout)
+        for k, v in query_params.items():
+            at.query_params[k] = v
         at.run()
         no_exception(at)
         return at

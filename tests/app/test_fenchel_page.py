@@ -4,9 +4,8 @@ import json
 
 import numpy as np
 import scipy.optimize
-from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import ROOT, figure_titled, no_exception
+from tests.app.conftest import figure_titled, no_exception
 
 PAGE = "fenchel_dual.py"
 # the page's default preset and evidence
@@ -46,15 +45,6 @@ def point(fig, name):
 
 def bars(fig):
     return {tr["name"]: np.asarray(tr["y"], dtype=float) for tr in fig["data"] if tr["type"] == "bar"}
-
-
-def open_with(**params):
-    at = AppTest.from_file(str(ROOT / "pages" / PAGE), default_timeout=120)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    no_exception(at)
-    return at
 
 
 def test_figure3_view_matches_the_dual_solved_by_scipy(open_page):
@@ -151,18 +141,18 @@ def test_ot_panel_matches_25_and_40_by_loops(open_page):
 
 def test_bad_input_shows_plain_errors(open_page):
     rows = [["t1", 0.0, 0.0, 0.5], ["t2", 1.0, 0.0, -0.5], ["t3", 0.0, 1.0, 1.0]]
-    at = open_with(templates_figure=json.dumps(rows))
+    at = open_page(PAGE, templates_figure=json.dumps(rows))
     assert at.error and "negative weight" in at.error[0].value
     rows = [["t1", 0.0, 0.0, 0.5], ["t2", 1.0, 0.0, 0.2]]
-    at = open_with(templates_figure=json.dumps(rows), normalise="false")
+    at = open_page(PAGE, templates_figure=json.dumps(rows), normalise="false")
     assert at.error and "sum to 0.7" in at.error[0].value
     # normalised, the same weights are fine
-    at = open_with(templates_figure=json.dumps(rows))
+    at = open_page(PAGE, templates_figure=json.dumps(rows))
     assert not at.error
     # an edited cost matrix that is not symmetric
     M = ((np.concatenate([T, EXTRAS])[:, None] - np.concatenate([T, EXTRAS])[None]) ** 2).sum(-1).round(3)
     M[0, 1] += 1.0
-    at = open_with(cost_kind="edited", cost_7=json.dumps(M.tolist()))
+    at = open_page(PAGE, cost_kind="edited", cost_7=json.dumps(M.tolist()))
     assert any("must be symmetric" in e.value for e in at.error)
     assert figure_titled(at, "Exact and approximate h")                # the rest of the page still draws
 
