@@ -91,11 +91,11 @@ st.caption(f"{len(tokens)} word pieces: " + " · ".join(tokens))
 # ---- one head under each normaliser ----------------------------------------------------------------------------
 st.subheader("One head, every normaliser")
 ui.equation(r"S_{ik} = \frac{\langle Q x_i + b_Q,\; K x_k + b_K\rangle}{\sqrt{d'}},\qquad "
-            r"A_{i\cdot} = \operatorname{softmax}(S_{i\cdot}) \ \text{(21 of 002)}\ \to\ "
-            r"\operatorname{softmax}(S_{i\cdot}/\tau),\ \operatorname{sparsemax}(S_{i\cdot}/\tau),\ "
-            r"\alpha\text{-entmax}(S_{i\cdot}/\tau)")
-ui.equation(r"\text{Sinkhorn:}\ A = n P,\quad P = \arg\min_{P \in U(\frac1n, \frac1n)} \langle -S, P\rangle "
-            r"- \gamma H(P)\ \text{(23 of 002), after a fixed number of iterations}")
+            r"A_{i\cdot} = \operatorname{softmax}(S_{i\cdot})\quad (21)")
+ui.equation(r"\to\quad \operatorname{softmax}(S_{i\cdot}/\tau),\quad \operatorname{sparsemax}(S_{i\cdot}/\tau),"
+            r"\quad \alpha\text{-entmax}(S_{i\cdot}/\tau)")
+ui.equation(r"\to\quad A = nP,\quad P = \arg\min_{P \in U(\frac1n, \frac1n)} \langle -S, P\rangle "
+            r"- \gamma H(P)\quad (23),\ \text{a fixed number of Sinkhorn iterations}")
 original = f"original: {base.normaliser.label()}"
 maps = {original: base.attention[0, layer, head]}
 maps.update({label: fwd.attention[0, layer, head] for label, fwd in swapped.items() if label != original[10:]})
@@ -146,13 +146,15 @@ st.markdown(
     "The paper reads every head as the solver of problem (4): find a distribution $p$ over the templates "
     "$t_i$, close to a preference $u$, whose mean is close to $\\mu + z$. Its Fenchel dual (9) has a maximiser "
     "$\\lambda^*$; approximating $\\lambda^* \\approx \\alpha z$ (16) turns the exact answer (12) into the "
-    "attention formula (18). For BERT-type heads, $\\alpha = 1$, $t_i = x_i/\\sqrt{d'}$, $z = K^\\top Q x_k$ and "
-    "$u$ uniform make (18) **exactly** the head's softmax. How far is the attention's $\\alpha z$ from the true "
+    "attention formula (18). For BERT-type heads, $\\alpha = 1$, $t_i = x_i/\\sqrt{d'}$, $z = K^\\top Q x_k$ (with "
+    "the query's bias, $K^\\top(Qx_k + b_Q)$) and $u$ uniform make (18) **exactly** the head's softmax. How far "
+    "is the attention's $\\alpha z$ from the true "
     f"$\\lambda^*$? Over every layer, head and token of {len(CORPUS)} bundled sentences:"
 )
 ui.equation(r"\lambda^* = \arg\max_{\lambda}\ \langle \lambda, \mu + z\rangle - \frac{1}{2\alpha}\lVert\lambda"
-            r"\rVert^2 - \log \sum_i u_i e^{\langle t_i, \lambda\rangle}\ \ (9),\qquad "
-            r"\text{deviation} = \frac{\lVert \lambda^* - \alpha z\rVert}{\lVert \lambda^*\rVert}")
+            r"\rVert^2 - \log \sum_i u_i e^{\langle t_i, \lambda\rangle}\quad (9)")
+ui.equation(r"\text{deviation} = \frac{\lVert \lambda^* - \alpha z\rVert}{\lVert \lambda^*\rVert},\qquad "
+            r"t_i = \frac{x_i}{\sqrt{d'}},\ z = K^\top (Q x_k + b_Q),\ u_i = \frac1n,\ \alpha = 1 \text{ (002)}")
 dual_alpha = ui.log_slider("alpha of problem (4)", 1e-2, 1e1, 1.0, key="dual_alpha", where=st,
                            help="The reliability alpha of the evidence z; the paper uses 1. Theorem 2: the smaller "
                                 "alpha, the better alpha z approximates lambda*.")
@@ -164,7 +166,7 @@ if dev is not None:
     ui.show_figure(figs.deviation_per_head(dev.per_head), key="per_head")
     st.caption(
         f"{dev.per_layer.shape[1]} query tokens x 6 layers x 12 heads = {dev.per_head.numel()} dual problems, each "
-        f"solved by Newton to a gradient norm below {float(dev.grad_norm.max()):.0e}. Mean deviation "
+        f"solved by Newton to a gradient norm of at most {float(dev.grad_norm.max()):.1e}. Mean deviation "
         f"{float(dev.per_layer.mean()):.3f} (largest {float(dev.per_head.max()):.3f}); the [CLS] queries "
         f"average {float(dev.per_layer[:, dev.position == 0].mean()):.3f}, the other tokens "
         f"{float(dev.per_layer[:, dev.position > 0].mean()):.3f}. "
