@@ -25,6 +25,10 @@ SECTIONS = {
         st.Page("pages/particles.py", title="Particles and contraction", icon=":material/bubble_chart:",
                 url_path="particles"),
     ],
+    "Real models": [
+        st.Page("pages/real_transformer.py", title="Real transformer", icon=":material/psychology:",
+                url_path="real_transformer"),
+    ],
 }
 
 
