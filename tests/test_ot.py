@@ -448,3 +448,21 @@ def test_cuda_matches_cpu(dtype):
     assert q.plan.is_cuda and bool(torch.isfinite(q.plan).all())
     e = ot.emd(a.cuda(), b.cuda(), C.cuda())
     assert e.plan.is_cuda and bool(e.converged)
+
+
+@pytest.mark.parametrize("iters", [1, 2, 5])
+def test_plain_iterations_with_a_zero_mass_are_the_textbook_iterations_on_the_support(iters):
+    """omega = 1 without epsilon scaling is Sinkhorn's iteration, step for step, also when a point has no mass:
+    that point's row and column stay 0 (no 0 / 0), and exactly max_iter iterations are taken."""
+    a, b, C = random_problem(5, 4, seed=3)
+    a = torch.cat([a[:4], a.new_zeros(1)])
+    a = a / a.sum()
+    res = ot.sinkhorn(a, b, C, 0.5, tol=1e-14, max_iter=iters, eps_scaling=False, omega=1.0)
+    K = torch.exp(-C[:4] / 0.5)
+    u, v = torch.ones(4, dtype=F64), torch.ones(4, dtype=F64)
+    for _ in range(iters):
+        u = a[:4] / (K @ v)
+        v = b / (K.T @ u)
+    assert res.n_iter == iters
+    torch.testing.assert_close(res.plan[:4], u[:, None] * K * v[None], rtol=1e-12, atol=1e-15)
+    assert torch.equal(res.plan[4], torch.zeros(4, dtype=F64))

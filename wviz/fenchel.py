@@ -339,15 +339,11 @@ def _newton(pref, c, alpha, lam, tol, max_iter):
     while it < max_iter and stalled < 5 and bool((gn > tol).any()):
         it += 1
         s = pref.solve(lam, g, alpha) * (gn > tol)[..., None]
-        short = (grad(lam + s) * s).sum(-1) < 0
+        d_hi = (grad(lam + s) * s).sum(-1)
+        short = d_hi < 0
         step = torch.ones_like(gn)
         if bool(short.any()):
-            lo, hi = torch.zeros_like(gn), torch.ones_like(gn)
-            for _ in range(60):
-                mid = (lo + hi) / 2
-                rising = (grad(lam + mid[..., None] * s) * s).sum(-1) >= 0
-                lo, hi = torch.where(rising, mid, lo), torch.where(rising, hi, mid)
-            step = torch.where(short, lo, step)
+            step = torch.where(short, _line_search(grad, lam, s, (g * s).sum(-1), d_hi, short), step)
         lam = lam + step[..., None] * s
         g = grad(lam)
         gn = g.norm(dim=-1)
@@ -355,6 +351,31 @@ def _newton(pref, c, alpha, lam, tol, max_iter):
         stalled = stalled + 1 if now >= worst else 0
         worst = min(worst, now)
     return lam, gn, it
+
+
+def _line_search(grad, lam, s, d_lo, d_hi, short):
+    """The step t in (0, 1) where the directional derivative d(t) = grad(lam + t s) . s changes sign (d(0) > 0 >
+    d(1) on the ``short`` rows; d decreases, by concavity): regula falsi with the Illinois modification (the end
+    kept twice has its value halved), which converges superlinearly where plain bisection needed 60 batched
+    gradient evaluations. Returns the end of the bracket with the smaller |d|."""
+    lo, hi = torch.zeros_like(d_lo), torch.ones_like(d_lo)
+    enough = 1e-10 * d_lo.abs()                    # |d(t)| this small: t is the maximiser to ~1e-10 relative
+    d_lo = torch.where(short, d_lo, 1.0)
+    d_hi = torch.where(short, d_hi, -1.0)
+    kept = torch.zeros_like(d_lo)                  # +1: lo kept last time, -1: hi kept last time
+    for _ in range(60):
+        t = (lo * d_hi - hi * d_lo) / (d_hi - d_lo)
+        t = torch.where((t > lo) & (t < hi), t, (lo + hi) / 2)
+        d = (grad(lam + t[..., None] * s) * s).sum(-1)
+        rising = d >= 0
+        lo, d_lo = torch.where(rising, t, lo), torch.where(rising, d, d_lo)
+        hi, d_hi = torch.where(rising, hi, t), torch.where(rising, d_hi, d)
+        d_hi = torch.where(rising & (kept == -1), d_hi / 2, d_hi)      # hi kept twice in a row
+        d_lo = torch.where(~rising & (kept == 1), d_lo / 2, d_lo)      # lo kept twice in a row
+        kept = torch.where(rising, -1.0, 1.0)
+        if bool(((hi - lo <= 1e-12) | (d.abs() <= enough) | ~short).all()):
+            break
+    return torch.where(d_lo.abs() <= d_hi.abs(), lo, hi)
 
 
 def _solve(pref, c, alpha, lam0, tol, max_iter, what):

@@ -566,13 +566,13 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
         Kv = torch.bmm(K, v)
         while True:
             # one iteration: u <- u^(1 - omega) (a / K v)^omega, then the same for v (plain Sinkhorn at omega = 1)
-            if plain:
-                u = a3 / Kv
+            if plain:   # a zero mass with an empty kernel row would give 0 / 0: that row stays at 0
+                u = torch.where(pa3, a3 / Kv, 0) if zero_a else a3 / Kv
             else:
                 u = _relaxed(u, a3, Kv, wm1, zero_a, pa3)
             KTu = torch.bmm(KT, u)
             if plain:
-                v = b3 / KTu
+                v = torch.where(pb3, b3 / KTu, 0) if zero_b else b3 / KTu
             else:
                 v = _relaxed(v, b3, KTu, wm1, zero_b, pb3)
             Kv = torch.bmm(K, v)
@@ -602,10 +602,12 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
                 if relax.update(errs, it):
                     w = torch.as_tensor(relax.w, dtype=dtype, device=device).view(B, 1, 1)
                     wm1, plain = w - 1, False
-                u, v = rebuild(u, v, gam)
+                u, v = rebuild(u, v, gam)   # the same plan, on new potentials
                 saved = (u, v)
                 Kv = torch.bmm(K, v)
-                continue
+                if not done:
+                    continue
+                KTu = torch.bmm(KT, u)   # the final marginals are read from Kv and KTu
             saved = (u, v)
             history.append((it, worst))
             if record and final and it % record_every == 0:
