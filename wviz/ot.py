@@ -196,6 +196,8 @@ def _prepare(a, b, C):
     b is rescaled to a's total when the two totals agree within rounding (so that Sinkhorn can meet tol);
     totals that really differ are refused.
     """
+    if b is None:   # only sinkhorn has a one-sided form (b=None), and it does not come here
+        raise ValueError("this solver needs both marginals a and b; b=None (the one-sided problem) is for sinkhorn")
     a, b, C = _tensors(a, b, C)
     n, m = C.shape[-2:]
     if a.ndim == 1 and b.ndim == 1 and C.ndim == 2:
@@ -243,6 +245,12 @@ def _finish(shape, plan, cost, reg_cost, n_iter, err, converged, history, f=None
 
 def _marginal_error(P, a, b):
     return torch.maximum((P.sum(-1) - a).abs().sum(-1), (P.sum(-2) - b).abs().sum(-1))
+
+
+def _mv(K, v):
+    """K v for a batch K (B, n, m), v (B, m, 1), computed as the row product (v^T K^T)^T: torch's batched
+    matrix-vector bmm(K, v) ran 4-5x slower than the row form at B = 16, n = 256 on this CPU (same result)."""
+    return torch.bmm(v.mT, K.mT).mT
 
 
 def _dot(C, P):
@@ -563,26 +571,26 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
         if record and final:
             plans.append((it, u * K * v.mT))
         best, best_it, n_checks = math.inf, it, 0
-        Kv = torch.bmm(K, v)
+        Kv = _mv(K, v)
         while True:
             # one iteration: u <- u^(1 - omega) (a / K v)^omega, then the same for v (plain Sinkhorn at omega = 1)
             if plain:   # a zero mass with an empty kernel row would give 0 / 0: that row stays at 0
                 u = torch.where(pa3, a3 / Kv, 0) if zero_a else a3 / Kv
             else:
                 u = _relaxed(u, a3, Kv, wm1, zero_a, pa3)
-            KTu = torch.bmm(KT, u)
+            KTu = _mv(KT, u)
             if plain:
                 v = torch.where(pb3, b3 / KTu, 0) if zero_b else b3 / KTu
             else:
                 v = _relaxed(v, b3, KTu, wm1, zero_b, pb3)
-            Kv = torch.bmm(K, v)
+            Kv = _mv(K, v)
             it += 1
             if it % check_every and it < max_iter:
                 continue
             # check the plan P = diag(u) K diag(v): its marginals are u * Kv and v * KTu (KTu is still current)
             n_checks += 1
-            err = torch.maximum(torch.linalg.vector_norm(torch.addcmul(na3, u, Kv), 1, dim=(1, 2)),
-                                torch.linalg.vector_norm(torch.addcmul(nb3, v, KTu), 1, dim=(1, 2)))
+            err = torch.maximum(torch.addcmul(na3, u, Kv).abs_().sum((1, 2)),
+                                torch.addcmul(nb3, v, KTu).abs_().sum((1, 2)))
             errs = np.array(err.tolist())
             worst = float(errs.max())
             done = worst <= stage_tol or it >= max_iter
@@ -596,7 +604,7 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
                     break
                 u, v = rebuild(*saved, gam)
                 saved = (u, v)
-                Kv = torch.bmm(K, v)
+                Kv = _mv(K, v)
                 continue
             if spread > absorb:   # absorb the scalings into the potentials before they overflow
                 if relax.update(errs, it):
@@ -604,10 +612,10 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
                     wm1, plain = w - 1, False
                 u, v = rebuild(u, v, gam)   # the same plan, on new potentials
                 saved = (u, v)
-                Kv = torch.bmm(K, v)
+                Kv = _mv(K, v)
                 if not done:
                     continue
-                KTu = torch.bmm(KT, u)   # the final marginals are read from Kv and KTu
+                KTu = _mv(KT, u)   # the final marginals are read from Kv and KTu
             saved = (u, v)
             history.append((it, worst))
             if record and final and it % record_every == 0:
@@ -632,7 +640,7 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
             g = g + gam * v.log()[:, :, 0]
 
     if failures > 5:   # could not recover from repeated overflow: the last good plan, reported as it is
-        Kv, KTu = torch.bmm(K, v), torch.bmm(KT, u)
+        Kv, KTu = _mv(K, v), _mv(KT, u)
     # the plan of the last checked scalings, written over the kernel, and its potentials
     row, col = u * Kv, v * KTu
     err = torch.maximum((row - a3).abs().sum((1, 2)), (col - b3).abs().sum((1, 2)))
@@ -724,8 +732,6 @@ def quadratic_ot(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 5000, *, ini
     _check_iter_args(tol, max_iter)
     if omega is not None and not (1.0 <= float(omega) < 2.0):
         raise ValueError(f"omega must be in [1, 2), got {omega}")
-    if b is None:
-        raise ValueError("quadratic_ot needs both marginals a and b")
     a, b, C, shape, _ = _prepare(a, b, C)
     B, n, m = C.shape
     dtype, device = C.dtype, C.device
