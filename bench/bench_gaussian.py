@@ -1,13 +1,15 @@
 """Gaussian W2 (issue 5): wviz.gaussian.pairwise_w2_squared against plain torch broadcasting, POT and scipy.
 
-Diagonal covariances, n = m = 1024 tokens, d = 64 (float32 and float64): wviz (one matrix product over [m, sigma])
+Diagonal covariances, n = m = 2048 tokens, d = 64 (float32 and float64): wviz (one matrix product over [m, sigma])
 vs the plain broadcast ((m1[:, None] - m2[None]) ** 2).sum(-1) + ((s1[:, None] - s2[None]) ** 2).sum(-1), and vs
 POT's ot.gaussian.bures_wasserstein_distance on the diagonal matrices, both called once per pair (looped over a
-sample of pairs) and batched over a 16 x 16 block of pairs (POT's own batched form; the full 1024 x 1024 batch
-would need n m d^2 = 4 G entries), each extrapolated to all n m pairs by the count of pairs. Full covariances,
-n = m = 64, d = 2 and 8 (float64): wviz (batched eigh over all pairs) vs a python loop of scipy.linalg.sqrtm over
-all pairs and vs POT's batched bures_wasserstein_distance on all pairs. POT returns W2; it is squared for the
-comparison. Ratio = peer time / wviz time (> 1: wviz faster); max |diff| is against the peer's W2^2.
+sample of pairs) and batched over a 16 x 16 block of pairs (POT's own batched form; the full 2048 x 2048 batch
+would need n m d^2 = 17 G entries), each extrapolated to all n m pairs by the count of pairs. A second table times
+the bare matrix product the diagonal path is built on, [m, sigma] (n, 2d) times its transpose (2d, m): wviz / matmul
+near 1 means the path is bound by that product. Full covariances, n = m = 64, d = 2, 8 and 16 (float64): wviz
+(batched eigh over all pairs) vs a python loop of scipy.linalg.sqrtm over all pairs and vs POT's batched
+bures_wasserstein_distance on all pairs. POT returns W2; it is squared for the comparison. Ratio = peer time /
+wviz time (> 1: wviz faster); max |diff| is against the peer's W2^2.
 
 Run with ``python -m bench gaussian`` (or ``python -m bench``); it rewrites the section "## Gaussian W2 (issue 5)"
 of BENCHMARKS.md. WVIZ_BENCH_THREADS sets the threads of torch and numpy's BLAS (default 1).
@@ -34,7 +36,7 @@ def _spd(n: int, d: int, g: torch.Generator) -> torch.Tensor:
     return A @ A.mT / d + 0.1 * torch.eye(d, dtype=torch.float64)
 
 
-def diagonal_rows(n: int = 1024, d: int = 64, sample: int = 300, block: int = 16, repeats: int = 7) -> list[dict]:
+def diagonal_rows(n: int = 2048, d: int = 64, sample: int = 300, block: int = 16, repeats: int = 7) -> list[dict]:
     rows = []
     g = torch.Generator().manual_seed(0)
     for dtype in (torch.float32, torch.float64):
@@ -45,8 +47,10 @@ def diagonal_rows(n: int = 1024, d: int = 64, sample: int = 300, block: int = 16
             sq, sk = vq.sqrt(), vk.sqrt()
             return ((mq[:, None] - mk[None]) ** 2).sum(-1) + ((sq[:, None] - sk[None]) ** 2).sum(-1)
 
-        t = median_ms({"wviz": lambda: gaussian.pairwise_w2_squared(mq, vq, mk, vk), "broadcast": broadcast},
-                       repeats)
+        # the product inside wviz's diagonal path: [m, sigma] (n, 2d) x (2d, m), inputs built outside the clock
+        xq, xk = torch.cat([mq, vq.sqrt()], -1), torch.cat([mk, vk.sqrt()], -1)
+        t = median_ms({"wviz": lambda: gaussian.pairwise_w2_squared(mq, vq, mk, vk), "broadcast": broadcast,
+                       "matmul": lambda: xq @ xk.mT}, repeats)
         W = gaussian.pairwise_w2_squared(mq, vq, mk, vk).double()
         ref = broadcast().double()
         # POT on diagonal matrices (numpy, float64 like POT's own tests), once per pair over a sample of pairs
@@ -67,13 +71,14 @@ def diagonal_rows(n: int = 1024, d: int = 64, sample: int = 300, block: int = 16
         loop_ms = tp["loop"] * n * n / sample
         block_ms = tp["block"] * (n * n) / (block * block)
         rows.append(dict(case=f"diagonal, n = m = {n}, d = {d}", dtype=str(dtype).replace("torch.", ""),
-                         wviz=t["wviz"], peers={"torch broadcast": (t["broadcast"], float((W - ref).abs().max())),
-                                                f"POT per pair (from {sample} pairs)": (loop_ms, pot_diff),
-                                                f"POT batched {block}x{block} blocks": (block_ms, pot_diff)}))
+                         wviz=t["wviz"], matmul=t["matmul"],
+                         peers={"torch broadcast": (t["broadcast"], float((W - ref).abs().max())),
+                                f"POT per pair (from {sample} pairs)": (loop_ms, pot_diff),
+                                f"POT batched {block}x{block} blocks": (block_ms, pot_diff)}))
     return rows
 
 
-def full_rows(n: int = 64, dims=(2, 8), repeats: int = 5) -> list[dict]:
+def full_rows(n: int = 64, dims=(2, 8, 16), repeats: int = 5) -> list[dict]:
     rows = []
     g = torch.Generator().manual_seed(1)
     for d in dims:
@@ -112,6 +117,16 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def matmul_table(rows: list[dict]) -> str:
+    """wviz's diagonal path against the bare (n, 2d) x (2d, m) matrix product it is built on."""
+    lines = ["| case | dtype | wviz ms | matmul (n, 2d) x (2d, m) ms | wviz / matmul |", "|---|---|---|---|---|"]
+    for r in rows:
+        if "matmul" in r:
+            lines.append(f"| {r['case']} | {r['dtype']} | {r['wviz']:.2f} | {r['matmul']:.2f} "
+                         f"| **{r['wviz'] / r['matmul']:.1f}** |")
+    return "\n".join(lines)
+
+
 def machine(threads: int) -> str:
     cpu = cpu_name()
     return (f"{cpu}, {os.cpu_count()} cores, {threads} thread(s) for torch and numpy's BLAS alike, "
@@ -128,7 +143,8 @@ def main(write: bool = True) -> str:
         with threadpool_limits(threads):
             print(f"{SECTION}\nmachine: {machine(threads)}", flush=True)
             t0 = time.perf_counter()
-            tab = table(diagonal_rows() + full_rows())
+            rows = diagonal_rows() + full_rows()
+            tab = table(rows) + "\n\n" + matmul_table(rows)
             wall = time.perf_counter() - t0
     finally:
         torch.set_num_threads(saved)
@@ -142,20 +158,23 @@ def main(write: bool = True) -> str:
                 "sum((m_i - m_j)^2) + sum((sigma_i - sigma_j)^2) (n m d temporaries), and against POT's "
                 "ot.gaussian.bures_wasserstein_distance on diag(variances): called per pair on a random sample of "
                 "300 pairs, and batched on a 16 x 16 block of pairs (POT's batched form holds n m d^2 numbers, "
-                "32 GB for the whole 1024 x 1024 x 64 x 64), both **extrapolated** linearly to the 1024 x 1024 "
+                "137 GB for the whole 2048 x 2048 x 64 x 64), both **extrapolated** linearly to the 2048 x 2048 "
                 "pairs. Full: wviz (the symmetric root of each key's covariance, then eigvalsh of "
                 "S_j^{1/2} S_i S_j^{1/2} for all pairs in one batched call) against a python loop of "
-                "scipy.linalg.sqrtm over all 64 x 64 pairs (the root of S_j once per key) and POT's batched "
-                "bures_wasserstein_distance (its result squared). ratio = peer ms / wviz ms (> 1: wviz faster); "
-                "max abs diff: wviz's W2^2 against the peer's.\n\n" + tab + "\n\n"
+                "scipy.linalg.sqrtm over all 64 x 64 pairs (the root of S_j once per key), d = 2, 8 and 16, and "
+                "POT's batched bures_wasserstein_distance (its result squared). ratio = peer ms / wviz ms (> 1: wviz "
+                "faster); max abs diff: wviz's W2^2 against the peer's. The second table: the diagonal path against "
+                "the bare matrix product it is built on, [m, sigma] (n, 2d) times its transpose (2d, m); "
+                "wviz / matmul is the path's whole time over that product's.\n\n" + tab + "\n\n"
                 "The diagonal case needs no matrix functions at all (||sigma_i - sigma_j||^2 is a squared "
                 "Euclidean distance), which is where the large ratios against POT come from: POT builds and takes "
                 "square roots of d x d matrices for every pair. Against the torch broadcast the gain is the "
-                "matrix product (no n m d temporary); its price is cancellation: entries whose exact value is 0 "
-                "come out as about eps * ||[m, sigma]||^2 (float32: ~1e-4 absolute on values ~100 here, see max "
-                "abs diff). POT's batched form is slower per pair than its per-pair call at d = 64 (it works on "
-                "n m d x d matrices at once). Other developers share this 2-core machine; single numbers move by "
-                "10-30 % between runs.")
+                "matrix product (no n m d temporary); its price is cancellation: an entry can be off by up to "
+                "(2d + 2) eps (||[m_i, sigma_i]||^2 + ||[m_j, sigma_j]||^2) (float32: ~1e-4 absolute on values "
+                "~100 here, see max abs diff); the entries that small are recomputed from differences, so "
+                "identical tokens give exactly 0. POT's batched form is slower per pair than its per-pair call "
+                "at d = 64 (it works on n m d x d matrices at once). Other developers share this 2-core "
+                "machine; single numbers move by 10-30 % between runs.")
         write_section(SECTION, body)
     return tab
 

@@ -1,4 +1,6 @@
 """Page "Gaussian W2 attention": tokens as 2-D Gaussians attending by -W2^2 (source: 004, INDEX.md)."""
+import re
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -35,58 +37,79 @@ tau = ui.log_slider("tau (temperature)", 1e-2, 1e2, 1.0, key="tau",
 
 st.subheader("Tokens")
 st.caption("One Gaussian per row: mean (x, y), standard deviations sigma_x, sigma_y and correlation rho. The "
-           "sliders in the sidebar set the selected query token; the table sets the others.")
+           "sliders in the sidebar set the selected query token (starting from its row); the table sets the others.")
 table = ui.table_editor(DEFAULT, "tokens", num_rows="dynamic", hide_index=True)
+names = [f"t{i + 1}" if pd.isna(t) or not str(t).strip() else str(t) for i, t in enumerate(table["token"])]
+
+
+def named(fn, *args):
+    """fn(*args), its ValueError naming tokens as the table does: the library counts from 0 like a tensor index
+    ("token 2"), the table's rows are t1, t2, ... (the library's token 2 is the table's t3)."""
+    try:
+        return fn(*args)
+    except ValueError as err:
+        msg = re.sub(r"\btoken (\d+)\b",
+                     lambda m: f"token {names[int(m[1])]}" if int(m[1]) < len(names) else m[0], str(err))
+        raise ValueError(msg) from None
+
+
+def covariances(v):
+    """The table's (n, 5) numbers as means (n, 2) and covariances ((n, 2, 2) full or (n, 2) variances); the library
+    rejects a negative sigma or |rho| > 1 (also in diagonal mode, where rho is then dropped)."""
+    v = torch.tensor(v, dtype=torch.float64)
+    means = v[:, :2]
+    covs = named(gaussian.gaussian_from_params, means, v[:, 2], v[:, 3], v[:, 4])
+    if diagonal:
+        covs = torch.diagonal(covs, dim1=-2, dim2=-1)  # the variances (sigma_x^2, sigma_y^2), rho dropped
+    return means, covs
+
+
+def slider(label, lo, hi, value, step, key, **kw):
+    """A slider bound to the URL whose range is widened (never the value clipped) to hold the table's value."""
+    return sb.slider(label, float(min(lo, np.floor(value))), float(max(hi, np.ceil(value))), float(value), step,
+                     key=key, bind="query-params", **kw)
 
 
 def read_tokens():
-    """Means (n, 2) and covariances ((n, 2, 2) full or (n, 2) variances) from the table and the sliders."""
+    """Means and covariances from the table, the selected query's row replaced by the sliders."""
     if len(table) < 2:
         raise ValueError("add at least two tokens to the table")
     values = table[["x", "y", "sigma_x", "sigma_y", "rho"]].to_numpy(dtype=float, na_value=np.nan).copy()
     if np.isnan(values).any():
-        raise ValueError(f"token {int(np.isnan(values).any(axis=1).argmax()) + 1} has an empty entry")
-    names = [str(t) for t in table["token"]]
+        raise ValueError(f"token {names[int(np.isnan(values).any(axis=1).argmax())]} has an empty entry")
+    covariances(values)  # every row valid, the query's too: its values start the sliders
     q = sb.selectbox("Query token", range(len(names)), format_func=lambda i: names[i], key="query", bind="query-params",
                      help="The token whose weights, W2^2 split and sweep are shown.")
     row = values[q]
     values[q] = [
-        sb.slider("mean x", -3.0, 3.0, float(np.clip(row[0], -3, 3)), 0.05, key=f"mx_{q}", bind="query-params",
-                  help="m_x of the query."),
-        sb.slider("mean y", -3.0, 3.0, float(np.clip(row[1], -3, 3)), 0.05, key=f"my_{q}", bind="query-params",
-                  help="m_y of the query."),
-        sb.slider("sigma_x", 0.0, 2.0, float(np.clip(row[2], 0, 2)), 0.01, key=f"sx_{q}", bind="query-params",
-                  help="Standard deviation along x (0 is a point mass along x)."),
-        sb.slider("sigma_y", 0.0, 2.0, float(np.clip(row[3], 0, 2)), 0.01, key=f"sy_{q}", bind="query-params",
-                  help="Standard deviation along y."),
-        sb.slider("rho", -1.0, 1.0, float(np.clip(row[4], -1, 1)), 0.01, key=f"rho_{q}", bind="query-params",
-                  disabled=diagonal, help="Correlation of x and y (full covariance only)."),
+        slider("mean x", -3.0, 3.0, row[0], 0.05, f"mx_{q}", help="m_x of the query."),
+        slider("mean y", -3.0, 3.0, row[1], 0.05, f"my_{q}", help="m_y of the query."),
+        slider("sigma_x", 0.0, 2.0, row[2], 0.01, f"sx_{q}", help="Standard deviation along x (0 is a point mass "
+                                                                  "along x)."),
+        slider("sigma_y", 0.0, 2.0, row[3], 0.01, f"sy_{q}", help="Standard deviation along y."),
+        slider("rho", -1.0, 1.0, row[4], 0.01, f"rho_{q}", disabled=diagonal,
+               help="Correlation of x and y (full covariance only)."),
     ]
-    v = torch.tensor(values, dtype=torch.float64)
-    means = v[:, :2]
-    covs = gaussian.gaussian_from_params(means, v[:, 2], v[:, 3], torch.zeros_like(v[:, 4]) if diagonal else v[:, 4])
-    if diagonal:
-        covs = torch.diagonal(covs, dim1=-2, dim2=-1)  # the variances (sigma_x^2, sigma_y^2)
-    return names, q, means, covs
+    return q, *covariances(values)
 
 
 def compute():
-    names, q, means, covs = read_tokens()
+    q, means, covs = read_tokens()
     full_covs = torch.diag_embed(covs) if diagonal else covs
-    return dict(
+    return named(lambda: dict(
         names=names, q=q, means=means, covs=covs,
         w2=gaussian.w2_attention(means, covs, means, covs, tau),
         dot=gv.dot_attention(means, tau),
         split=gv.w2_split(means, covs, q),
         ellipses={k: torch.stack([gaussian.ellipse(m, S, k, 100) for m, S in zip(means, full_covs)])
                   for k in (1, 2)},
-    )
+    ))
 
 
 res = ui.guarded("gaussian/tokens", compute)
 if res is None:
     st.stop()
-names, q = res["names"], res["q"]
+names, q = res["names"], res["q"]  # the last good result's, when the table above is being fixed
 
 ui.show_figure(figs.token_ellipses(res["means"], res["ellipses"], names, q), key="ellipses")
 ui.show_figure(figs.attention_pair(res["w2"], res["dot"], names,
@@ -106,6 +129,7 @@ token = st.selectbox("Token to widen", range(len(names)), format_func=lambda i: 
                      index=min(1, len(names) - 1), key="sweep_token", bind="query-params",
                      help="Its covariance is multiplied by a factor from 0.01 to 100.")
 scales = torch.logspace(-2, 2, 81, dtype=torch.float64)
-sweep = ui.guarded("gaussian/sweep", lambda: gv.covariance_sweep(res["means"], res["covs"], q, token, scales, tau))
+sweep = ui.guarded("gaussian/sweep",
+                   lambda: named(gv.covariance_sweep, res["means"], res["covs"], q, token, scales, tau))
 if sweep is not None:
     ui.show_figure(figs.covariance_sweep(scales, sweep, names, names[token]), key="sweep")

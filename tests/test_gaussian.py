@@ -224,6 +224,28 @@ def test_float32_close_to_float64():
     torch.testing.assert_close(w32.double(), w64, rtol=1e-3, atol=1e-3)
 
 
+def test_float32_pairwise_diagonal_cancellation_bound_and_exact_zero():
+    """The diagonal path expands ||x_i - y_j||^2 = ||x_i||^2 + ||y_j||^2 - 2 x_i.y_j over x = [m, sigma] (width
+    2d): every entry lies within (2d + 2) eps (||x_i||^2 + ||y_j||^2) of the exact value, and identical tokens give
+    exactly 0 (not ~eps ||x||^2) although ||x||^2 ~ 1e5 here. Keys: the queries, slightly moved copies, others."""
+    d = 8
+    mq = (randn(6, d, seed=1) * 100).float()
+    vq = torch.rand(6, d, generator=gen(2)).float() * 4
+    mk = torch.cat([mq, mq + 1e-3 * randn(6, d, seed=3).float(), (randn(4, d, seed=4) * 100).float()])
+    vk = torch.cat([vq, vq * 1.001, torch.rand(4, d, generator=gen(5)).float()])
+    W = G.pairwise_w2_squared(mq, vq, mk, vk)
+    assert W.dtype == torch.float32
+    assert bool((W.diagonal() == 0).all())  # the first 6 keys are the queries
+    x, y = (torch.cat([m.double(), v.double().sqrt()], -1) for m, v in ((mq, vq), (mk, vk)))
+    exact = ((x[:, None] - y[None]) ** 2).sum(-1)
+    bound = (2 * d + 2) * torch.finfo(torch.float32).eps * ((x * x).sum(-1)[:, None] + (y * y).sum(-1)[None])
+    assert bool(((W.double() - exact).abs() <= bound).all())
+    assert bool((W >= 0).all())
+    # the parts path too
+    parts = G.pairwise_w2_parts(mq, vq, mq, vq)
+    assert bool((parts.mean.diagonal() == 0).all()) and bool((parts.covariance.diagonal() == 0).all())
+
+
 # ----------------------------------------------------------------------------------------------- bad input
 
 M2, S22 = torch.zeros(4, 2, dtype=F64), torch.eye(2, dtype=F64).expand(4, 2, 2).clone()
@@ -243,6 +265,12 @@ def _with(S, i, value):
     ((M2, S22, M2, _with(S22, 2, torch.tensor([[1.0, math.nan], [math.nan, 1.0]]))),
      "covariance of key token 2 contains NaN or inf"),
     ((_with(M2, 0, torch.tensor([math.inf, 0.0])), S22, M2, S22), "mean of query token 0 contains NaN or inf"),
+    ((M2, S22, _with(M2, 3, torch.tensor([0.0, math.nan])), S22), "mean of key token 3 contains NaN or inf"),
+    ((M2, _with(torch.ones(4, 2, dtype=F64), 1, torch.tensor([math.nan, 1.0])), M2, torch.ones(4, 2, dtype=F64)),
+     "covariance of query token 1 contains NaN or inf"),
+    ((M2, torch.ones(4, 2, dtype=F64), M2[:0], torch.ones(0, 2, dtype=F64)),
+     "the key means hold no tokens (shape (0, 2)); give at least one token"),
+    ((M2[:0], S22[:0], M2, S22), "the query means hold no tokens (shape (0, 2))"),
     ((M2, _with(torch.ones(4, 2, dtype=F64), 2, torch.tensor([1.0, -0.5])), M2, S22),
      "variance of query token 2 is negative (-0.5)"),
     ((M2, S22[:3], M2, S22), "has shape (3, 2, 2) but the mean has (4, 2)"),
@@ -283,3 +311,31 @@ def test_bad_input_other_functions():
         G.ellipse(m, torch.eye(2, dtype=F64), 1.0, 2)
     with pytest.raises(ValueError, match="n_sigma"):
         G.ellipse(m, torch.eye(2, dtype=F64), -1.0)
+
+
+@pytest.mark.parametrize("diagonal", [True, False])
+def test_overflow_raises_instead_of_nan_or_a_wrong_number(diagonal):
+    """float32 squares overflow above ~1.8e19: means of 1e20 made the matrix-product expansion NaN, and full
+    covariances 1e20 I made S_2^{1/2} S_1 S_2^{1/2} inf, silently read as W2^2 = 4e20 between identical Gaussians
+    (true value 0). Both are ValueErrors now; float64 handles the same inputs."""
+    m = torch.full((3, 2), 1e20)
+    S = torch.ones(3, 2) if diagonal else torch.eye(2).expand(3, 2, 2).clone()
+    with pytest.raises(ValueError, match=r"W2\^2 overflows float32"):
+        G.pairwise_w2_squared(m, S, m, S)
+    with pytest.raises(ValueError, match=r"W2\^2 overflows float32"):
+        G.pairwise_w2_parts(m, S, -m, S)
+    with pytest.raises(ValueError, match=r"W2\^2 overflows float32"):
+        G.w2_squared(m, S, -m, S)
+    with pytest.raises(ValueError, match=r"W2\^2 overflows float32"):
+        G.w2_attention(m, S, m, S)
+    big = S * 1e20
+    zero = torch.zeros(3, 2)
+    if diagonal:  # variances 1e20 have sigma 1e10: no overflow, identical Gaussians at exactly 0
+        assert bool((G.pairwise_w2_squared(zero, big, zero, big).diagonal() == 0).all())
+    else:
+        with pytest.raises(ValueError, match="covariances are too large for float32"):
+            G.pairwise_w2_squared(zero, big, zero, big)
+        with pytest.raises(ValueError, match="covariances are too large for float32"):
+            G.w2_squared(zero, big, zero, big)
+    w = G.pairwise_w2_squared(zero.double(), big.double(), zero.double(), big.double())
+    assert bool((w == 0).all())  # identical Gaussians (all tokens equal): exactly 0 in float64

@@ -84,6 +84,9 @@ def test_distance_zero_to_itself_and_gradients_flow(rep):
     X = randn(2, 5, 8, seed=3, dtype=torch.float32)
     res = run(X, rep, k=4)
     assert float(res.W.diagonal(dim1=-2, dim2=-1).abs().max()) < 1e-4
+    # exactly 0 even where ||q||^2 is large (gaussian: the matrix-product expansion's near-zero entries are
+    # recomputed from differences)
+    assert bool((run(X * 30, rep, k=4).W.diagonal(dim1=-2, dim2=-1) == 0).all())
     assert bool((res.W >= 0).all())
     W_Q = torch.eye(8).requires_grad_()
     wsa.wasserstein_self_attention(X, W_Q, torch.eye(8), torch.eye(8), rep, k=4).Y.square().sum().backward()
@@ -214,6 +217,15 @@ def test_bad_module_config_and_dot_product_input():
         wsa.WassersteinSelfAttention(4, d_k=3)
     with pytest.raises(ValueError, match="d_model must be a positive integer"):
         wsa.WassersteinSelfAttention(0)
+    # 0 is not "the default width": only None is
+    with pytest.raises(ValueError, match="d_k must be a positive integer, got 0"):
+        wsa.WassersteinSelfAttention(4, d_k=0)
+    with pytest.raises(ValueError, match="d_v must be a positive integer, got 0"):
+        wsa.WassersteinSelfAttention(4, d_v=0)
+    with pytest.raises(ValueError, match="d_k must be a positive integer, got True"):
+        wsa.WassersteinSelfAttention(4, d_k=True)
+    mod = wsa.WassersteinSelfAttention(4, d_k=None, d_v=2)
+    assert mod.W_Q.shape == mod.W_K.shape == (4, 4) and mod.W_V.shape == (4, 2)
     with pytest.raises(ValueError, match="tau must be a positive"):
         wsa.WassersteinSelfAttention(4, tau=-1)
     with pytest.raises(ValueError, match="to multiply X"):

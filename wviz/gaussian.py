@@ -98,6 +98,9 @@ def _check_gaussian(m, S, side: str):
     _check_float(S, f"the covariance{of}")
     if m.dim() == 0 or m.shape[-1] == 0:
         raise ValueError(f"the mean{of} needs a last dimension d >= 1, got shape {tuple(m.shape)}")
+    if m.numel() == 0:
+        who = f"{_side(side)} " if _side(side) else ""
+        raise ValueError(f"the {who}means hold no tokens (shape {tuple(m.shape)}); give at least one token")
     if m.device != S.device:
         raise ValueError(f"mean and covariance{of} are on different devices ({m.device}, {S.device})")
     d, lead = m.shape[-1], m.shape[:-1]
@@ -168,10 +171,35 @@ def _sqrtm_psd(S: torch.Tensor) -> torch.Tensor:
 
 def _sqdist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """||x_i - y_j||^2 for all pairs, (..., n, d), (..., m, d) -> (..., n, m), as ||x||^2 + ||y||^2 - 2 x.y (one
-    matrix product); cancellation can leave tiny negatives, clamped at 0."""
-    xx = (x * x).sum(-1).unsqueeze(-1)
-    yy = (y * y).sum(-1).unsqueeze(-2)
-    return (xx + yy - 2 * x @ y.mT).clamp(min=0)
+    matrix product, the rest in place).
+
+    Cancellation: the expansion is off by at most about (d + 2) eps (||x_i||^2 + ||y_j||^2) (the rounding bound of
+    three dot products of length d), so an exact 0 can come out as a small number of either sign. The entries at
+    or below twice that bound for the largest norms (the only ones that may be 0 exactly; few, unless many rows
+    coincide) are recomputed from the differences x_i - y_j: identical rows give exactly 0 and no entry is
+    negative. Overflow (norms near the dtype's largest number) leaves inf or NaN for the caller to report."""
+    xx, yy = (x * x).sum(-1), (y * y).sum(-1)
+    D = (x @ y.mT).mul_(-2).add_(xx.unsqueeze(-1)).add_(yy.unsqueeze(-2))
+    tol = float(2 * (x.shape[-1] + 2) * torch.finfo(D.dtype).eps * (xx.detach().amax() + yy.detach().amax()))
+    if math.isfinite(tol):
+        close = (D.detach() <= tol).nonzero(as_tuple=True)
+        if close[0].numel():
+            lead = D.shape[:-2]
+            xi = x.expand(*lead, *x.shape[-2:])[(*close[:-2], close[-2])]
+            yj = y.expand(*lead, *y.shape[-2:])[(*close[:-2], close[-1])]
+            D = D.index_put(close, ((xi - yj) ** 2).sum(-1))
+    return D
+
+
+def _sqdist_fits(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """_sqdist, or a ValueError when a squared norm ||x_i||^2 or ||y_j||^2 reaches an eighth of the dtype's largest
+    number: below that, every term of the expansion and the result (<= 2 ||x_i||^2 + 2 ||y_j||^2) are finite."""
+    big = float(torch.maximum((x.detach() ** 2).sum(-1).amax(), (y.detach() ** 2).sum(-1).amax()))
+    limit = torch.finfo(x.dtype).max / 8
+    if not big < limit:
+        raise ValueError(f"W2^2 overflows {str(x.dtype).replace('torch.', '')}: a token's ||m||^2 + ||sigma||^2 "
+                         f"reaches {big:.3g}, above {limit:.3g}; scale the means and variances down or use float64")
+    return _sqdist(x, y)
 
 
 def _bures_full(S1: torch.Tensor, S2: torch.Tensor) -> torch.Tensor:
@@ -182,9 +210,21 @@ def _bures_full(S1: torch.Tensor, S2: torch.Tensor) -> torch.Tensor:
     they repeat; the root S2^{1/2} needs eigenvectors (eigh), whose gradient needs distinct eigenvalues of S2."""
     r2 = _sqrtm_psd(S2)
     M = r2 @ S1 @ r2
+    if not bool(torch.isfinite(M.detach()).all()):  # eigvalsh would fail or give NaN, which _sqrt0 reads as 0
+        raise ValueError(f"the covariances are too large for {str(M.dtype).replace('torch.', '')}: "
+                         "S_2^{1/2} S_1 S_2^{1/2} overflows (its entries are about the squares of theirs); "
+                         "scale the covariances down or use float64")
     lam = torch.linalg.eigvalsh((M + M.mT) / 2)
     tr = torch.diagonal(S1, dim1=-2, dim2=-1).sum(-1) + torch.diagonal(S2, dim1=-2, dim2=-1).sum(-1)
     return (tr - 2 * _sqrt0(lam).sum(-1)).clamp(min=0)
+
+
+def _finite(W: torch.Tensor) -> torch.Tensor:
+    """W itself, or a ValueError if the squares in W2^2 overflowed the dtype (NaN or inf, never passed on)."""
+    if not bool(torch.isfinite(W.detach()).all()):
+        raise ValueError(f"W2^2 overflows {str(W.dtype).replace('torch.', '')}: the means or standard deviations "
+                         "are too large to square; scale them down or use float64")
+    return W
 
 
 def _prepare(m1, S1, m2, S2, sides, batch_dims: int):
@@ -217,7 +257,7 @@ def w2_squared_parts(m1, S1, m2, S2) -> W2Parts:
     m1, S1, m2, S2, diagonal = _prepare(m1, S1, m2, S2, ("1", "2"), 1)
     mean = ((m1 - m2) ** 2).sum(-1)
     cov = ((_sqrt0(S1) - _sqrt0(S2)) ** 2).sum(-1) if diagonal else _bures_full(S1, S2)
-    mean, cov = torch.broadcast_tensors(mean, cov)
+    mean, cov = torch.broadcast_tensors(_finite(mean), _finite(cov))
     return W2Parts(mean, cov)
 
 
@@ -233,11 +273,11 @@ def w2_squared(m1, S1, m2, S2) -> torch.Tensor:
 
 def _pairwise(mq, Sq, mk, Sk, diagonal: bool) -> W2Parts:
     """Both parts for every (query i, key j) pair; validated inputs of one dtype."""
-    mean = _sqdist(mq, mk)
+    mean = _sqdist_fits(mq, mk)
     if diagonal:  # ||sigma_i - sigma_j||^2 is a squared Euclidean distance between the std vectors
-        return W2Parts(mean, _sqdist(_sqrt0(Sq), _sqrt0(Sk)))
+        return W2Parts(mean, _sqdist_fits(_sqrt0(Sq), _sqrt0(Sk)))
     cov = _bures_full(Sq.unsqueeze(-3), Sk.unsqueeze(-4))  # (..., n, 1, d, d) x (..., 1, m, d, d) -> all pairs
-    return W2Parts(mean, cov)
+    return W2Parts(mean, _finite(cov))
 
 
 def _check_pairwise(mq, Sq, mk, Sk):
@@ -259,13 +299,15 @@ def pairwise_w2_squared(mq, Sq, mk, Sk) -> torch.Tensor:
 
     mq (..., n, d), mk (..., m, d); Sq, Sk variances of the same shapes or matrices (..., n, d, d), (..., m, d, d);
     returns (..., n, m). Variances: ||m_i - m_j||^2 + ||sigma_i - sigma_j||^2, computed as one squared-distance
-    matrix of the concatenated vectors [m, sigma] by a matrix product (rounding can leave about eps * ||[m, sigma]||^2
-    where the exact value is 0; negatives are clamped to 0). Matrices: the symmetric root S_j^{1/2} of every key,
-    then the eigenvalues of S_j^{1/2} S_i S_j^{1/2} for all n * m pairs in one batched call (memory n m d^2).
+    matrix of the concatenated vectors [m, sigma] by a matrix product: each entry within (2d + 2) eps
+    (||[m_i, sigma_i]||^2 + ||[m_j, sigma_j]||^2) of the exact value (cancellation; the entries that small are
+    recomputed from differences, so an identical query and key give exactly 0). Matrices: the symmetric root
+    S_j^{1/2} of every key, then the eigenvalues of S_j^{1/2} S_i S_j^{1/2} for all n * m pairs in one batched
+    call (memory n m d^2). Inputs too large to square in their dtype raise a ValueError (never inf or NaN).
     """
     m1, S1, m2, S2, diagonal = _check_pairwise(mq, Sq, mk, Sk)
     if diagonal:  # one matrix product over [m, sigma]: the mean and covariance parts of W2^2 at once
-        return _sqdist(torch.cat([m1, _sqrt0(S1)], -1), torch.cat([m2, _sqrt0(S2)], -1))
+        return _sqdist_fits(torch.cat([m1, _sqrt0(S1)], -1), torch.cat([m2, _sqrt0(S2)], -1))
     return _pairwise(m1, S1, m2, S2, False).total
 
 

@@ -289,9 +289,10 @@ class WassersteinSelfAttention(nn.Module):
                  representation: str = "gaussian", weight_map: str = "softmax", tau: float = 1.0, b: float = 0.0,
                  s: float = 1.0, normalize: bool = True, k: int = 2, p: float = 2.0, dtype=torch.float32):
         super().__init__()
-        d_k, d_v = d_k or d_model, d_v or d_model
+        # None means "as wide as the model"; 0 is an error, not a request for the default
+        d_k, d_v = (d_model if v is None else v for v in (d_k, d_v))
         for v, name in ((d_model, "d_model"), (d_k, "d_k"), (d_v, "d_v")):
-            if not (isinstance(v, int) and v >= 1):
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         self.k, self.p = _check_options(representation, weight_map, d_k, k, p)
         self.tau = attention._check_tau(tau)

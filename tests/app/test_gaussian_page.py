@@ -1,4 +1,6 @@
 """The "Gaussian W2 attention" page, driven through AppTest; its weights checked against scipy's sqrtm."""
+import json
+
 import numpy as np
 from scipy.linalg import sqrtm
 
@@ -34,6 +36,10 @@ def heatmaps(at):
     fig = [f for f in figures(at) if len([t for t in f["data"] if t["type"] == "heatmap"]) == 2][0]
     w2, dot = [np.asarray(t["z"], dtype=float) for t in fig["data"] if t["type"] == "heatmap"]
     return w2, dot
+
+
+def heatmaps_drawn(at):
+    return any(len([t for t in f["data"] if t["type"] == "heatmap"]) == 2 for f in figures(at))
 
 
 def test_default_w2_attention_matches_scipy(open_page):
@@ -74,3 +80,74 @@ def test_sweep_has_a_row_per_scale_summing_to_one(open_page):
     sweep = [f for f in figures(at) if f["layout"].get("title", {}).get("text", "").startswith("How the query")][0]
     W = np.array([np.asarray(t["y"], dtype=float) for t in sweep["data"]])  # keys x scales
     np.testing.assert_allclose(W.sum(axis=0), 1.0, atol=1e-12)
+
+
+def test_sweep_point_matches_scipy(open_page):
+    """The sweep widens token t2's covariance (the default sweep token) by factors 10^-2 .. 10^2; the point at
+    factor 10 is the query t1's W2 attention with S_2 -> 10 S_2, recomputed with scipy's sqrtm."""
+    at = open_page(PAGE)
+    sweep = [f for f in figures(at) if f["layout"].get("title", {}).get("text", "").startswith("How the query")][0]
+    scales = np.asarray(sweep["data"][0]["x"], dtype=float)
+    W = np.array([np.asarray(t["y"], dtype=float) for t in sweep["data"]])  # keys x scales
+    k = int(np.argmin(np.abs(np.log10(scales) - 1.0)))
+    assert abs(scales[k] - 10.0) < 1e-9
+    covs = covariances(SIG)
+    covs[1] = 10.0 * covs[1]
+    np.testing.assert_allclose(W[:, k], reference_attention(MEANS, covs, 1.0)[0], atol=1e-9)
+
+
+def open_with_table(open_page, rows):
+    """The page opened with this token table in its URL (the table is bound to the query parameter 'tokens')."""
+    return open_page(PAGE, tokens=json.dumps(rows))
+
+
+def default_rows():
+    return [[f"t{i + 1}", *MEANS[i], *SIG[i]] for i in range(5)]
+
+
+def error_text(at):
+    assert at.error, "expected an error message on the page"
+    return at.error[0].value
+
+
+def test_bad_table_shows_errors_naming_the_tables_token(open_page):
+    """A bad row t3 is reported as token t3 (the table's 1-based names), with st.error and no exception; the
+    query's own row (t1) is validated too, not clipped into the sliders' range."""
+    for row, col, value, message in [
+        (2, 3, -0.6, "sigma_x of token t3 is -0.6; a standard deviation must be >= 0"),
+        (0, 4, -0.2, "sigma_y of token t1 is -0.2; a standard deviation must be >= 0"),
+        (1, 5, 1.5, r"rho of token t2 is 1.5; a correlation must lie in [-1, 1]"),
+        (3, 1, None, "token t4 has an empty entry"),
+    ]:
+        rows = default_rows()
+        rows[row][col] = value
+        at = open_with_table(open_page, rows)
+        no_exception(at)
+        assert error_text(at) == message
+        assert not heatmaps_drawn(at)  # nothing computed from a bad table
+    at = open_with_table(open_page, default_rows()[:1])
+    no_exception(at)
+    assert error_text(at) == "add at least two tokens to the table"
+
+
+def test_renamed_token_named_in_errors(open_page):
+    rows = default_rows()
+    rows[2][0], rows[2][3] = "cat", -1.0
+    at = open_with_table(open_page, rows)
+    no_exception(at)
+    assert error_text(at).startswith("sigma_x of token cat is -1")
+
+
+def test_query_values_outside_the_slider_range_are_kept(open_page):
+    """A valid query row beyond the sliders' default range (mean x = 4.2, sigma_x = 2.7) widens the sliders instead
+    of being clipped to 3 and 2: the attention is that of the table's values."""
+    rows = default_rows()
+    rows[0][1], rows[0][3] = 4.2, 2.7
+    at = open_with_table(open_page, rows)
+    no_exception(at)
+    assert not at.error
+    assert at.sidebar.slider(key="mx_0").value == 4.2 and at.sidebar.slider(key="sx_0").value == 2.7
+    means, sig = MEANS.copy(), SIG.copy()
+    means[0, 0], sig[0, 0] = 4.2, 2.7
+    np.testing.assert_allclose(heatmaps(at)[0], reference_attention(means, covariances(sig), 1.0), atol=1e-9)
+

@@ -62,3 +62,37 @@ def test_bad_settings_show_errors_not_crashes(open_page):
                                                              "text/csv")).run()
     no_exception(at)
     assert not at.error and panels(at)[0].shape == (3, 3)
+
+
+def softmax_rows(S):
+    E = np.exp(S - S.max(axis=1, keepdims=True))
+    return E / E.sum(axis=1, keepdims=True)
+
+
+def test_random_projections_and_random_preset_outputs_by_hand(open_page):
+    """Identity off (W_Q, W_K, W_V ~ N(0, 1/d) from the seed) on the "random" sequence: W, A and both outputs
+    Y = A V recomputed in numpy from X and the projections."""
+    at = open_page(PAGE)
+    at.sidebar.selectbox(key="sequence").set_value("random").run()
+    at.sidebar.toggle(key="identity").set_value(False).run()
+    no_exception(at)
+    assert not at.error
+    X = samples.sequence("random", 24, 8, seed=0).numpy()
+    W_Q, W_K, W_V = (w.numpy() for w in samples.projections(8, 0))
+    assert not np.allclose(W_Q, np.eye(8))
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    mq, sq, mk, sk = Q[:, :4], np.exp(Q[:, 4:] / 2), K[:, :4], np.exp(K[:, 4:] / 2)
+    W_ref = ((mq[:, None] - mk[None]) ** 2).sum(-1) + ((sq[:, None] - sk[None]) ** 2).sum(-1)
+    A_ref = softmax_rows(-W_ref)
+    A_dot = softmax_rows(Q @ K.T / np.sqrt(8))
+    W, A, dot = panels(at)
+    np.testing.assert_allclose(W, W_ref, atol=1e-9)
+    np.testing.assert_allclose(A, A_ref, atol=1e-9)
+    np.testing.assert_allclose(dot, A_dot, atol=1e-9)
+    fig = [f for f in figures(at) if f["layout"]["title"]["text"] == "Input and outputs along the sequence"][0]
+    traces = {}
+    for t in fig["data"]:  # one trace per series and channel, in channel order
+        traces.setdefault(t["name"], []).append(np.asarray(t["y"], dtype=float))
+    np.testing.assert_allclose(np.stack(traces["input X"], 1), X[:, :3], atol=1e-12)
+    np.testing.assert_allclose(np.stack(traces["Y (Wasserstein)"], 1), (A_ref @ V)[:, :3], atol=1e-9)
+    np.testing.assert_allclose(np.stack(traces["Y (dot product)"], 1), (A_dot @ V)[:, :3], atol=1e-9)
