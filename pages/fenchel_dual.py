@@ -110,13 +110,14 @@ st.caption("The paper's Figure 3 grid, alpha in {0.1, 0.5, 1, 2, 5}, for the tem
            "approximation is close for alpha up to about 1 while h is still far from mu (so z matters).")
 
 with st.expander("Sec. 5: a Gaussian preference u = N(mu, I), where (14) is exact"):
-    mu = est["mu"]
-    solved = fenchel.h_exact(None, fenchel.Gaussian(mu), z, alpha)   # inputs already validated above
-    closed = fenchel.gaussian_estimate(mu, z, alpha)
+    g = fv.gaussian_check(est["mu"], z, alpha)   # inputs already validated above
+    solved, closed = g["h"], g["closed"]
     ui.equation(r"\hat h = \frac{1}{1+\alpha}\mu + \frac{\alpha}{1+\alpha} b,\qquad b = \mu + z")
-    st.markdown(f"With the mu above, the Newton solver of (9) with the Gaussian log-MGF gives h = "
-                f"({solved[0]:.6f}, {solved[1]:.6f}); the closed form gives ({closed[0]:.6f}, {closed[1]:.6f}). "
-                "For a Gaussian the cumulant expansion (13) stops at the quadratic term, so (15) is lambda* itself.")
+    st.markdown(f"With the mu above, the Newton solver of (9) with the Gaussian log-MGF, started from lambda = 0, "
+                f"takes {g['n_iter']} step{'s' if g['n_iter'] != 1 else ''} (gradient norm {g['grad_norm']:.1e}) "
+                f"and gives h = ({solved[0]:.6f}, {solved[1]:.6f}); the closed form gives "
+                f"({closed[0]:.6f}, {closed[1]:.6f}). For a Gaussian the cumulant expansion (13) stops at the "
+                "quadratic term, so the dual is a quadratic, one Newton step solves it, and (15) is lambda* itself.")
 
 st.subheader("The dual problem (9)")
 c1, c2 = st.columns(2)

@@ -96,7 +96,7 @@ st.subheader("Contraction: does one layer bring two inputs closer?")
 ui.equation(r"\tau(\mathbf A) = \sup_{\mu\ne\nu}\frac{W_1(\mu\mathbf A_\mu,\ \nu\mathbf A_\nu)}{W_1(\mu,\nu)}"
             r"\ \text{(Def. 22)},\qquad W_1(\mu,\nu) = \min_{\pi\in\mathcal C(\mu,\nu)}"
             r"\iint \lVert x-y\rVert_1\,\pi(dx,dy)")
-ui.equation(r"\text{Thm. 23: } \tau(\mathbf A) \le d\, K_\ell\,"
+ui.equation(r"\text{Thm. 23 (corrected): } \tau(\mathbf A) \le d\, K_\ell\,"
             r"\frac{2(\lVert G\rVert_{Lip,\infty} + \lVert G\rVert_{\infty,Lip})\operatorname{diam}(E)"
             r" + \lVert G\rVert_\infty}{\epsilon(G)}\qquad"
             r"\text{Cor. 30: } \frac{W_1(\mu\mathbf A_\mu, \nu\mathbf A_\nu)}{W_1(\mu,\nu)} \le 2 d K_\ell"
@@ -104,8 +104,9 @@ ui.equation(r"\text{Thm. 23: } \tau(\mathbf A) \le d\, K_\ell\,"
 c1, c2, c3 = st.columns(3)
 perturbation = c1.radio("Perturbation", list(measure.PERTURBATIONS), key="perturbation", bind="query-params",
                         horizontal=True,
-                        help="noise: nu = m(X + sigma Z); drop: nu = m(X without one token); swap (Prop. 25): the k "
-                             "nearest neighbours of a token against the token and k - 1 random others.")
+                        help="noise: nu = m(X + sigma Z); drop: nu = m(X without one token); swap (Prop. 25's "
+                             "neighbourhoods): the k nearest neighbours of a token against the token and k - 1 "
+                             "random others.")
 sigma = c2.select_slider("sigma (noise)", [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0], 0.1, key="sigma",
                          bind="query-params", disabled=perturbation != "noise",
                          help="Standard deviation of the noise added to every coordinate.")
@@ -127,6 +128,10 @@ if con is not None:
     m3.metric("Cor. 30 bound", f"{con['cor30']:.3g}" if con["cor30"] else "n/a")
     notes = ["One attention layer (the first layer's weights, without residual or normalisation, as in the "
              "paper). Points below a line respect that bound."]
+    if perturbation == "swap":
+        notes.append("Swap uses Prop. 25's two neighbourhoods of a token, but plots the whole-measure ratio "
+                     "W1(mu A_mu, nu A_nu) / W1(mu, nu) over all k tokens, not Prop. 25's single-query distance "
+                     "||Attention(x_t, X_N(t)) - Attention(x_t, X_N^(t))||.")
     if ground != "l1":
         notes.append("The bounds are stated for the l1 ground metric: switch to l1 to see them.")
     else:
@@ -180,8 +185,8 @@ if fixed is not None:
         proof = (f"Thm. 23 (corrected) gives tau(T) <= {c.bound:.3g} < 1 on E = [-r, r]^2, which T maps into "
                  "itself: Prop. 26 applies, the fixed point is unique and the same for every input in E.")
     elif c is not None:
-        proof = (f"Thm. 23 gives only tau(T) <= {c.bound:.3g}, so Prop. 26 does not apply; shrink the values "
-                 "(value scale) to make the map provably contract.")
+        proof = (f"Thm. 23 (corrected) gives only tau(T) <= {c.bound:.3g}, so Prop. 26 does not apply; shrink the "
+                 "values (value scale) to make the map provably contract.")
         if potential == "gaussian" and W1 is None:
             proof += (" Here every single point is a fixed point (a lone particle attends only to itself), so the "
                       "limit depends on the input.")

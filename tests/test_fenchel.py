@@ -150,6 +150,115 @@ def test_gaussian_preference_closed_form(alpha):
     np.testing.assert_allclose(F.lambda_approx(None, u2, z, alpha, order=2).numpy(), ref, atol=1e-12)
 
 
+@pytest.mark.parametrize("alpha", [0.01, 0.3, 1.0, 7.0])
+def test_newton_from_zero_or_alpha_z_reaches_the_gaussian_closed_form(alpha):
+    """The default start (15) is exact for a Gaussian (n_iter = 0), so start elsewhere and let Newton do the work."""
+    g = gen(4)
+    mu, z = torch.randn(3, generator=g, dtype=F64), 3 * torch.randn(3, generator=g, dtype=F64)
+    u = F.Gaussian(mu)
+    b = mu + z
+    expected = mu / (1 + alpha) + alpha * b / (1 + alpha)                  # Sec. 5
+    assert F.solve_dual(None, u, z, alpha).n_iter == 0
+    for lam0 in (torch.zeros(3, dtype=F64), alpha * z):
+        sol = F.solve_dual(None, u, z, alpha, lam0=lam0)
+        assert sol.n_iter > 0 and bool(sol.converged) and float(sol.grad_norm) < 1e-10
+        torch.testing.assert_close(u.grad(sol.lam), expected, atol=1e-12, rtol=0)   # h = mu + Sigma lambda*
+    # general Sigma from 0, batched over z: lambda* = alpha (I + alpha Sigma)^-1 z by numpy
+    A = torch.randn(3, 3, generator=g, dtype=F64)
+    S = A @ A.T + 0.1 * torch.eye(3, dtype=F64)
+    zs = torch.randn(4, 3, generator=g, dtype=F64)
+    sol = F.solve_dual(None, F.Gaussian(mu, S), zs, alpha, lam0=torch.zeros(3, dtype=F64))
+    assert sol.n_iter > 0 and float(sol.grad_norm.max()) < 1e-10
+    ref = alpha * np.linalg.solve(np.eye(3) + alpha * S.numpy(), zs.numpy().T).T
+    np.testing.assert_allclose(sol.lam.numpy(), ref, atol=1e-12)
+
+
+def test_gaussian_log_mgf_and_dual_against_quadrature_and_autograd():
+    """log E exp<lam, t> for t ~ N(b, Sigma) is <lam, b> + lam' Sigma lam / 2: checked against Gauss-Hermite
+    quadrature of E exp<lam, t> (numpy), and (9) built on it against that closed form, its gradient by autograd."""
+    g = gen(15)
+    b = torch.randn(2, generator=g, dtype=F64)
+    A = torch.randn(2, 2, generator=g, dtype=F64)
+    S = A @ A.T + 0.2 * torch.eye(2, dtype=F64)
+    u = F.Gaussian(b, S)
+    lam = torch.randn(6, 2, generator=g, dtype=F64)
+    closed = lam @ b + 0.5 * ((lam @ S) * lam).sum(-1)
+    xi, w = np.polynomial.hermite_e.hermegauss(40)                  # nodes and weights for exp(-x^2 / 2)
+    w = w / np.sqrt(2 * np.pi)
+    X = np.stack(np.meshgrid(xi, xi, indexing="ij"), -1).reshape(-1, 2)
+    W = np.outer(w, w).reshape(-1)
+    t = b.numpy() + X @ np.linalg.cholesky(S.numpy()).T            # t ~ N(b, Sigma)
+    quad = np.log(np.exp(lam.numpy() @ t.T) @ W)
+    np.testing.assert_allclose(quad, closed.numpy(), atol=1e-11)
+    np.testing.assert_allclose(F.log_mgf(lam, None, u).numpy(), quad, atol=1e-11)
+    z, alpha = torch.randn(2, generator=g, dtype=F64), 0.7
+    dual = F.dual_objective(lam, None, u, z, alpha)
+    torch.testing.assert_close(dual, lam @ (b + z) - (lam * lam).sum(-1) / (2 * alpha) - closed, atol=1e-13, rtol=0)
+    lam_ = lam.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(F.dual_objective(lam_, None, u, z, alpha).sum(), lam_)
+    torch.testing.assert_close(grad, z - lam / alpha - lam @ S, atol=1e-13, rtol=0)   # b + z - lam/alpha - (b + S lam)
+    (grad_mgf,) = torch.autograd.grad(F.log_mgf(lam_, None, u).sum(), lam_)
+    torch.testing.assert_close(u.grad(lam), grad_mgf, atol=1e-13, rtol=0)
+
+
+class IndependentCoordinates(F.Preference):
+    """A user-written preference: the coordinates of t are independent, t_k ~ sum_j w[k, j] delta_{v[k, j]}, so
+    log M(lam) = sum_k log sum_j w[k, j] exp(lam_k v[k, j]). Only log_mgf, grad and hessian are written."""
+
+    def __init__(self, values, weights):
+        self.v, self.log_w = values, weights.log()
+        self.d = values.shape[0]
+
+    def _tilted(self, lam):                                # (..., d, m): the tilted law of each coordinate
+        return torch.softmax(self.log_w + lam[..., :, None] * self.v, dim=-1)
+
+    def log_mgf(self, lam):
+        return torch.logsumexp(self.log_w + lam[..., :, None] * self.v, dim=-1).sum(-1)
+
+    def grad(self, lam):
+        return (self._tilted(lam) * self.v).sum(-1)
+
+    def hessian(self, lam):
+        p = self._tilted(lam)
+        m = (p * self.v).sum(-1)
+        return torch.diag_embed((p * self.v ** 2).sum(-1) - m ** 2)
+
+
+def test_a_user_defined_preference_plugs_into_the_dual():
+    """The product of two 1-D discrete laws, as a Preference, against the same u written out as a discrete
+    preference over the grid of all (v_1j, v_2k) (templates (12, 2)): same log-MGF, same lambda*, same h, and
+    lambda* is stationary for (9) (autograd) with strong duality against the primal (4) on the grid."""
+    g = gen(16)
+    v = torch.randn(2, 4, generator=g, dtype=F64) * 1.5
+    v[1, 3] = v[1, 2]                                      # a repeated value is fine (weights add up)
+    w = torch.rand(2, 4, generator=g, dtype=F64) + 0.1
+    w[0, 3] = 0.0                                          # and a zero weight (log 0 = -inf: never drawn)
+    w = w / w.sum(-1, keepdim=True)
+    pref = IndependentCoordinates(v, w)
+    grid = torch.stack(torch.meshgrid(v[0], v[1], indexing="ij"), -1).reshape(-1, 2)
+    u_grid = torch.outer(w[0], w[1]).reshape(-1)
+    z = 2 * torch.randn(5, 2, generator=g, dtype=F64)
+    for alpha in (0.2, 1.0, 6.0):
+        lam = torch.randn(5, 2, generator=g, dtype=F64)
+        torch.testing.assert_close(F.log_mgf(lam, None, pref), F.log_mgf(lam, grid, u_grid), atol=1e-12, rtol=0)
+        sol = F.solve_dual(None, pref, z, alpha)
+        assert bool(sol.converged.all()) and float(sol.grad_norm.max()) < 1e-10
+        torch.testing.assert_close(sol.lam, F.solve_dual(grid, u_grid, z, alpha).lam, atol=1e-10, rtol=0)
+        torch.testing.assert_close(F.h_exact(None, pref, z, alpha), F.h_exact(grid, u_grid, z, alpha),
+                                   atol=1e-10, rtol=0)
+        for k in range(5):
+            lam_ = sol.lam[k].clone().requires_grad_(True)
+            (grad,) = torch.autograd.grad(F.dual_objective(lam_, None, pref, z[k], alpha), lam_)
+            assert float(grad.norm()) < 1e-9
+            p = F.tilted_weights(grid, u_grid, sol.lam[k])
+            dual = float(F.dual_objective(sol.lam[k], None, pref, z[k], alpha))
+            assert primal(p, grid, u_grid, z[k], alpha) == pytest.approx(dual, abs=1e-9)
+    moments = F.mean_and_covariance(None, pref)
+    torch.testing.assert_close(moments.mu, u_grid @ grid)
+    c = grid - u_grid @ grid
+    torch.testing.assert_close(moments.sigma, c.T @ (u_grid[:, None] * c))
+
+
 # ---- the approximations (15), (16)/(18) and the relative deviation of Sec. 8 -------------------------------------
 
 def test_first_order_error_shrinks_like_alpha_squared():
@@ -189,8 +298,9 @@ def test_approximation_formulas_by_hand():
     S = (t - mu).T @ torch.diag(u) @ (t - mu)
     lam2 = a * torch.linalg.solve(torch.eye(2, dtype=F64) + a * S, z)
     torch.testing.assert_close(F.lambda_approx(t, u, z, a, 2), lam2)
-    m, S2 = F.mean_and_covariance(t, u)
-    torch.testing.assert_close(m, mu) and torch.testing.assert_close(S2, S)
+    moments = F.mean_and_covariance(t, u)
+    torch.testing.assert_close(moments.mu, mu)
+    torch.testing.assert_close(moments.sigma, S)
     # uniform u, alpha = 1: dot-product attention (Sec. 7)
     uni = torch.full((5,), 0.2, dtype=F64)
     torch.testing.assert_close(F.attention_weights(t, uni, z, 1.0), torch.softmax(t @ z, 0))
@@ -308,6 +418,20 @@ def test_exact_and_approximate_ot_agree_as_alpha_and_alpha_over_gamma_shrink():
     assert all(b < a for a, b in zip(gaps, gaps[1:])) and gaps[-1] < 1e-3 * gaps[0]
 
 
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_exact_and_approximate_ot_agree_as_alpha_over_gamma_shrinks_at_fixed_alpha(seed):
+    """alpha = 0.05 fixed, gamma growing: alpha / gamma from 1e-2 to 6e-4. The gap ||p*(38) - p*(25)||_1 falls
+    like (alpha / gamma)^2. (At small gamma the squared-Euclidean cost pins p to u whatever lambda, so the gap is
+    also small there; the sweep starts where alpha / gamma is already small.)"""
+    A, u, z, M = ot_instance(seed)
+    alpha, gammas = 0.05, (5.0, 10.0, 20.0, 40.0, 80.0)
+    gaps = [float((F.ot_exact(A, u, z, alpha, g, M) - F.ot_attention(A, u, z, alpha, g, M)).abs().sum())
+            for g in gammas]
+    assert all(b < a for a, b in zip(gaps, gaps[1:])) and gaps[-1] < 0.02 * gaps[0], gaps
+    scaled = [gap / (alpha / g) ** 2 for gap, g in zip(gaps, gammas)]
+    assert scaled[-1] == pytest.approx(scaled[-2], rel=0.1), scaled
+
+
 def test_group_cost_shares_weight_within_a_group():
     """Sec. 9's extreme case: M = 0 inside a group, inf across; templates of a group have equal <t, z>."""
     A = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]], dtype=F64)
@@ -340,6 +464,12 @@ def test_bad_input_raises_plain_errors():
         F.h_approx(t, u, z, 1.0, order=3)
     with pytest.raises(ValueError, match="positive semi-definite"):
         F.solve_dual(None, F.Gaussian(torch.zeros(2), -torch.eye(2)), z, 1.0)
+    with pytest.raises(ValueError, match="pass templates=None"):
+        F.solve_dual(t, F.Gaussian(torch.zeros(2)), z, 1.0)
+    with pytest.raises(ValueError, match="lam0 of shape"):
+        F.solve_dual(t, u, torch.zeros(3, 2), 1.0, lam0=torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="lam0 must be a vector of dimension d = 2"):
+        F.solve_dual(t, u, z, 1.0, lam0=torch.zeros(3))
     with pytest.raises(ValueError, match="every word is masked"):
         F.t5_preference(torch.zeros(3), torch.tensor([True, True]), 0)
     with pytest.raises(ValueError, match="odd length"):

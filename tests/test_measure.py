@@ -150,6 +150,8 @@ def test_thm23_constants_hold_on_the_box(x, potential, tau, W):
     assert abs(c.k_l - W_V.abs().sum(1).max().item()) < 1e-12
     assert c.printed == pytest.approx(2 * 2 * (c.lip_first + c.lip_second) * c.diam / c.eps * c.k_l)
     assert c.bound == pytest.approx(2 * (2 * (c.lip_first + c.lip_second) * c.diam + c.sup) / c.eps * c.k_l)
+    args = (c.diam, c.lip_first, c.lip_second, c.eps, 2, c.k_l)
+    assert M.thm23_bound(*args, c.sup) == c.bound and M.thm23_bound(*args, printed=True) == c.printed
 
 
 @pytest.mark.parametrize("x,potential,tau,W", _instances())
@@ -168,8 +170,7 @@ def test_printed_thm23_fails_for_a_translation():
     identity lookup, a translated measure has a translated output (ratio 1), below which the printed bound falls."""
     x = torch.rand(6, 2, generator=rng(8), dtype=torch.float64) * 0.2
     y = x + torch.tensor([0.03, -0.02], dtype=torch.float64)
-    w_in, w_out = M.contraction(x, y, "gaussian", 10.0)
-    assert (w_out / w_in).item() == pytest.approx(1.0, abs=1e-12)
+    assert M.contraction(x, y, "gaussian", 10.0).ratio.item() == pytest.approx(1.0, abs=1e-12)
     c = M.thm23_constants(torch.cat([x, y]).amin(0), torch.cat([x, y]).amax(0), "gaussian", 10.0)
     assert c.printed < 0.2 < 1 <= c.bound
 
@@ -183,8 +184,7 @@ def test_local_contraction_is_the_ratio_of_a_tiny_worst_move():
     col = int(J.abs().sum(0).argmax())
     y = x.clone().reshape(-1)
     y[col] += 1e-7
-    w_in, w_out = M.contraction(x, y.reshape(N, d), "gaussian", 0.5)
-    assert (w_out / w_in).item() == pytest.approx(worst, rel=1e-5)
+    assert M.contraction(x, y.reshape(N, d), "gaussian", 0.5).ratio.item() == pytest.approx(worst, rel=1e-5)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -220,8 +220,7 @@ def test_cor30_fails_for_a_token_between_two_large_clusters():
     q, delta = 0.85, 1e-6
     mu, R = three_clusters(10 ** 6, q)
     nu = M.empirical(mu.points + torch.tensor([[delta], [0.0], [0.0]], dtype=torch.float64), mu.weights)
-    w_in, w_out = M.contraction(mu, nu, "gaussian", 1.0)
-    ratio = (w_out / w_in).item()
+    ratio = M.contraction(mu, nu, "gaussian", 1.0).ratio.item()
     assert ratio == pytest.approx((1 - q) + 2 * q * R * R, rel=1e-3)     # d Attention(x_0) / d x_0 by hand
     assert ratio > 1.4 * M.cor30_bound(2 * 10 ** 6 + 1, 1)
     # the weighted atoms are exactly the uniform measure of the repeated tokens
@@ -232,10 +231,36 @@ def test_cor30_fails_for_a_token_between_two_large_clusters():
     jittered, _ = three_clusters(200, q, jitter=1e-3)
     moved = jittered.points.clone()
     moved[0] += delta
-    a, b = M.contraction(jittered, moved, "gaussian", 1.0)
     sm, _ = three_clusters(200, q)
-    c, e = M.contraction(sm, M.empirical(sm.points + torch.tensor([[delta], [0.0], [0.0]]), sm.weights), "gaussian")
-    assert (b / a).item() == pytest.approx((e / c).item(), rel=1e-2)
+    atoms = M.contraction(sm, M.empirical(sm.points + torch.tensor([[delta], [0.0], [0.0]]), sm.weights), "gaussian")
+    assert M.contraction(jittered, moved, "gaussian", 1.0).ratio.item() == pytest.approx(atoms.ratio.item(), rel=1e-2)
+
+
+def test_cor30_is_within_a_factor_2_of_a_real_instance():
+    """The three-cluster configuration before Cor. 30 breaks: N = 1001 distinct tokens in d = 1 (clusters of 500
+    spread over 1e-3), tau = 1, identity weights. The token at 0 moved by 1e-6 gives the ratio ~8.9 (about
+    (1 - q) + 2 q R^2), under the bound ~12.6 but above half of it: the bound is not vacuous here."""
+    q = 0.85
+    mu, R = three_clusters(500, q, jitter=1e-3)
+    moved = mu.points.clone()
+    moved[0] += 1e-6
+    ratio = M.contraction(mu, moved, "gaussian", 1.0).ratio.item()
+    bound = M.cor30_bound(1001, 1)
+    assert ratio == pytest.approx((1 - q) + 2 * q * R * R, rel=0.02)
+    assert 0.5 * bound < ratio <= bound, (ratio, bound)
+
+
+def test_corrected_thm23_is_attained_within_one_percent_in_one_dimension():
+    """In d = 1 (tau(Pi) = 1) a translation with the Gaussian potential at large tau: the ratio is exactly 1 and
+    the corrected bound (2 (Lip + Lip) diam + sup) / eps -> sup / eps -> 1; at tau = 100 it is 1.003."""
+    x = torch.rand(8, 1, generator=rng(8), dtype=torch.float64) * 0.2
+    y = x + 0.03
+    ratio = M.contraction(x, y, "gaussian", 100.0).ratio.item()
+    both = torch.cat([x, y])
+    c = M.thm23_constants(both.amin(0), both.amax(0), "gaussian", 100.0)
+    assert ratio == pytest.approx(1.0, abs=1e-12)
+    assert 0.99 * c.bound <= ratio <= c.bound, (ratio, c.bound)
+    assert c.printed < 0.01                                  # the printed bound is off by a factor > 100
 
 
 # ---------------------------------------------------------------------------------------------- fixed point
@@ -323,6 +348,8 @@ def test_bad_input_is_refused_with_a_plain_message():
         M.self_attention_flow(x * 100, 1200, residual=True)
     with pytest.raises(ValueError, match="eps\\(G\\) must be positive"):
         M.thm23_bound(1.0, 1.0, 1.0, 0.0, 2)
+    with pytest.raises(ValueError, match="corrected Thm. 23 bound needs sup"):
+        M.thm23_bound(1.0, 1.0, 1.0, 0.5, 2)
     with pytest.raises(ValueError, match="neighbourhood size"):
         M.contraction_ratio(x, "swap", k=5)
     with pytest.raises(ValueError, match="unknown ground"):

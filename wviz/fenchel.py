@@ -14,8 +14,9 @@ generalised attention (18): h = sum_i t_i softmax_i(log u_i + alpha <t_i, z>).
 
 The dual is strongly concave (its Hessian is -(I / alpha + Cov_p(t)), Cov_p the covariance of the templates under
 the tilted weights p of (11)), so :func:`solve_dual` finds lam* by damped Newton to a gradient norm below 1e-10.
-The preference may also be a :class:`Gaussian` N(mu, Sigma) (Sec. 5), whose log-MGF is <mu, lam> + lam' Sigma lam / 2:
-pass it as ``u`` with ``templates=None``.
+The log-MGF is pluggable: any :class:`Preference` (log_mgf, its gradient and Hessian) may be passed as ``u`` with
+``templates=None``; built in are :class:`Discrete` (what arrays (templates, u) become) and :class:`Gaussian`
+N(mu, Sigma) of Sec. 5, whose log-MGF is <mu, lam> + lam' Sigma lam / 2.
 
 Sec. 9 / Appendix D replace KL by the entropic OT cost W_gamma(p, u; M) of (23) over a universe A of templates
 (``templates_all`` (..., N, d), u (..., N) zero outside T, a cost M (..., N, N) >= 0, symmetric): the true
@@ -38,10 +39,10 @@ from dataclasses import dataclass
 import torch
 
 __all__ = [
-    "DualSolution", "Gaussian", "mean_and_covariance", "log_mgf", "dual_objective", "solve_dual", "tilted_weights",
-    "h_exact", "lambda_approx", "h_approx", "attention_weights", "relative_deviation", "gaussian_estimate",
-    "t5_preference", "t5_attention", "true_preference", "ot_weights", "ot_attention", "ot_dual_objective",
-    "solve_ot_dual", "ot_exact",
+    "DualSolution", "Moments", "Preference", "Discrete", "Gaussian", "mean_and_covariance", "log_mgf",
+    "dual_objective", "solve_dual", "tilted_weights", "h_exact", "lambda_approx", "h_approx", "attention_weights",
+    "relative_deviation", "gaussian_estimate", "t5_preference", "t5_attention", "true_preference", "ot_weights",
+    "ot_attention", "ot_dual_objective", "solve_ot_dual", "ot_exact",
 ]
 
 F64 = torch.float64
@@ -64,12 +65,11 @@ class DualSolution:
 
 
 @dataclass(frozen=True, eq=False)
-class Gaussian:
-    """A Gaussian preference u = N(mu, Sigma) (Sec. 5 of 002 takes Sigma = I). mu (..., d), sigma (..., d, d)
-    symmetric positive semi-definite, or None for the identity. Pass it as ``u`` (with templates=None)."""
+class Moments:
+    """mu (..., d) and Sigma (..., d, d) of a preference: the moments in the expansion (13) of 002."""
 
     mu: torch.Tensor
-    sigma: torch.Tensor | None = None
+    sigma: torch.Tensor
 
 
 # ---- input checks ---------------------------------------------------------------------------------------------------
@@ -137,11 +137,13 @@ def _batch(*shapes) -> torch.Size:
 
 
 def _device(*xs):
+    """Where to compute: a preference object's device first (its tensors cannot move), else the first tensor's."""
+    for x in xs:
+        if isinstance(x, Preference) and x.device is not None:
+            return x.device
     for x in xs:
         if isinstance(x, torch.Tensor):
             return x.device
-        if isinstance(x, Gaussian) and isinstance(x.mu, torch.Tensor):
-            return x.mu.device
     return None
 
 
@@ -166,17 +168,62 @@ def _spd_solve(H, b):
     return torch.cholesky_solve(b.expand(*shape, d)[..., None], L.expand(*shape, d, d))[..., 0]
 
 
-# ---- the preference: log-MGF (10), its gradient (tilted mean) and the Newton system -------------------------------
+# ---- the preference: its log-MGF (10), pluggable -------------------------------------------------------------------
 
-class _Discrete:
-    """u = sum_i u_i delta_{t_i}. log M(lam) = logsumexp_i(log u_i + <t_i, lam>); its gradient is the mean h of the
-    tilted weights p of (11), its Hessian their covariance Cov_p(t)."""
+class Preference:
+    """The preference u of 002 seen through its log-MGF, the only thing the dual (9) needs of u. Subclass it to plug
+    in another distribution of templates, then pass an instance as ``u`` with ``templates=None`` to
+    :func:`log_mgf`, :func:`dual_objective`, :func:`solve_dual`, :func:`h_exact`, :func:`lambda_approx`,
+    :func:`h_approx` and :func:`mean_and_covariance`.
 
-    def __init__(self, templates: torch.Tensor, u: torch.Tensor):
-        self.t, self.u = templates, u
-        self.log_u = torch.where(u > 0, u.clamp_min(1e-300).log(), torch.tensor(-math.inf, dtype=F64, device=u.device))
-        self.d = templates.shape[-1]
-        self.batch = _batch(templates.shape[:-2], u.shape[:-1])
+    A subclass sets ``d`` (the templates' dimension) and implements, for lam (..., d) in float64:
+
+        log_mgf(lam)   log M(lam) = log E_{t~u} exp<t, lam>                                       (...)
+        grad(lam)      its gradient: the mean of t under u tilted by exp<t, lam> (h of (12))      (..., d)
+        hessian(lam)   its Hessian: the covariance of t under the tilted u                        (..., d, d)
+
+    log M must be finite everywhere (u with light tails) so that (9) stays strongly concave. The moments of (13)
+    are mu = grad(0) and Sigma = hessian(0), with the zero made on ``device`` (None: the CPU). Built in:
+    :class:`Discrete` (what arrays (templates, u) become) and :class:`Gaussian` (Sec. 5); they also override
+    ``solve``, the Newton system, with cheaper forms.
+    """
+
+    d: int
+    device = None
+
+    def log_mgf(self, lam):
+        raise NotImplementedError("a Preference must implement log_mgf(lam)")
+
+    def grad(self, lam):
+        raise NotImplementedError("a Preference must implement grad(lam), the gradient of log_mgf")
+
+    def hessian(self, lam):
+        raise NotImplementedError("a Preference must implement hessian(lam), the Hessian of log_mgf")
+
+    def mean(self):
+        return self.grad(torch.zeros(self.d, dtype=F64, device=self.device))
+
+    def covariance(self):
+        return self.hessian(torch.zeros(self.d, dtype=F64, device=self.device))
+
+    def solve(self, lam, g, alpha):
+        """The Newton direction (I / alpha + hessian(lam))^-1 g of the dual (9); alpha (...)."""
+        H = self.hessian(lam) + torch.eye(self.d, dtype=F64, device=g.device) / alpha[..., None, None]
+        return _spd_solve(H, g)
+
+
+class Discrete(Preference):
+    """u = sum_i u_i delta_{t_i}: templates (..., n, d), weights u (..., n) (>= 0, summing to 1).
+    log M(lam) = logsumexp_i(log u_i + <t_i, lam>) (10); its gradient is the mean h of the tilted weights p of (11),
+    its Hessian their covariance Cov_p(t)."""
+
+    def __init__(self, templates, u):
+        self.t = _templates(templates)
+        self.u = _distribution(u, self.t.shape[-2], self.t.device)
+        self.log_u = torch.where(self.u > 0, self.u.clamp_min(1e-300).log(),
+                                 torch.tensor(-math.inf, dtype=F64, device=self.t.device))
+        self.d, self.device = self.t.shape[-1], self.t.device
+        _batch(self.t.shape[:-2], self.u.shape[:-1])     # raises if the batches of templates and u do not match
         self._gram = None
 
     def mean(self):
@@ -198,6 +245,11 @@ class _Discrete:
     def grad(self, lam):
         p = self.weights(lam)
         return (p[..., None, :] @ self.t)[..., 0, :]
+
+    def hessian(self, lam):
+        p = self.weights(lam)
+        c = self.t - (p[..., None, :] @ self.t)
+        return c.mT @ (p[..., None] * c)
 
     def solve(self, lam, g, alpha):
         """s = (I / alpha + Cov_p(t))^-1 g. Cov_p = A^T A with A = diag(sqrt p)(T - 1 h^T) (n x d): a d x d system
@@ -223,13 +275,29 @@ class _Discrete:
         return a * g - a * a * AtKAg
 
 
-class _Normal:
-    """u = N(mu, Sigma): log M(lam) = <mu, lam> + lam' Sigma lam / 2 exactly (the expansion (13) stops there)."""
+class Gaussian(Preference):
+    """u = N(mu, Sigma) (Sec. 5 of 002 takes Sigma = I): log M(lam) = <mu, lam> + lam' Sigma lam / 2 exactly (the
+    expansion (13) stops there). mu (..., d); sigma (..., d, d) symmetric positive semi-definite, or None for the
+    identity."""
 
-    def __init__(self, mu: torch.Tensor, sigma: torch.Tensor):
-        self.mu, self.sigma = mu, sigma
-        self.d = mu.shape[-1]
-        self.batch = _batch(mu.shape[:-1], sigma.shape[:-2])
+    def __init__(self, mu, sigma=None):
+        mu = _tensor(mu, "mu")
+        if mu.ndim < 1 or mu.shape[-1] == 0:
+            raise ValueError(f"mu must be a vector (d,), got shape {tuple(mu.shape)}")
+        d = mu.shape[-1]
+        if sigma is None:
+            sigma = torch.eye(d, dtype=F64, device=mu.device)
+        else:
+            sigma = _tensor(sigma, "Sigma", mu.device)
+            if sigma.ndim < 2 or sigma.shape[-2:] != (d, d):
+                raise ValueError(f"Sigma must be a {d} x {d} matrix, got shape {tuple(sigma.shape)}")
+            if not torch.allclose(sigma, sigma.mT, rtol=1e-9, atol=1e-12):
+                raise ValueError("Sigma must be symmetric")
+            low = torch.linalg.eigvalsh(sigma).min().item()
+            if low < -1e-10 * max(1.0, sigma.abs().max().item()):
+                raise ValueError(f"Sigma must be positive semi-definite, but its smallest eigenvalue is {low:.4g}")
+        _batch(mu.shape[:-1], sigma.shape[:-2])           # raises if the batches of mu and Sigma do not match
+        self.mu, self.sigma, self.d, self.device = mu, sigma, d, mu.device
 
     def mean(self):
         return self.mu
@@ -243,49 +311,50 @@ class _Normal:
     def grad(self, lam):
         return self.mu + _scores(self.sigma, lam)
 
+    def hessian(self, lam):
+        return self.sigma.expand(*_batch(self.sigma.shape[:-2], lam.shape[:-1]), self.d, self.d)
+
     def solve(self, lam, g, alpha):
         return _spd_solve(self.sigma + torch.eye(self.d, dtype=F64, device=g.device) / alpha[..., None, None], g)
 
 
-def _preference(templates, u, device=None):
-    """The preference as one of the two classes above, validated."""
-    if isinstance(u, Gaussian):
+def _preference(templates, u, device=None) -> Preference:
+    """The preference: u itself when it is a :class:`Preference`, else the discrete one on (templates, u)."""
+    if isinstance(u, Preference):
         if templates is not None:
-            raise ValueError("a Gaussian preference u carries its own mean; pass templates=None")
-        mu = _tensor(u.mu, "mu", device)
-        if mu.ndim < 1 or mu.shape[-1] == 0:
-            raise ValueError(f"mu must be a vector (d,), got shape {tuple(mu.shape)}")
-        d = mu.shape[-1]
-        if u.sigma is None:
-            sigma = torch.eye(d, dtype=F64, device=mu.device)
-        else:
-            sigma = _tensor(u.sigma, "Sigma", device)
-            if sigma.ndim < 2 or sigma.shape[-2:] != (d, d):
-                raise ValueError(f"Sigma must be a {d} x {d} matrix, got shape {tuple(sigma.shape)}")
-            if not torch.allclose(sigma, sigma.mT, rtol=1e-9, atol=1e-12):
-                raise ValueError("Sigma must be symmetric")
-            low = torch.linalg.eigvalsh(sigma).min().item()
-            if low < -1e-10 * max(1.0, sigma.abs().max().item()):
-                raise ValueError(f"Sigma must be positive semi-definite, but its smallest eigenvalue is {low:.4g}")
-        return _Normal(mu, sigma)
+            raise ValueError(f"the preference u ({type(u).__name__}) carries its own templates; pass templates=None")
+        if not (isinstance(u.d, int) and u.d >= 1):
+            raise ValueError(f"the preference's dimension d must be a positive integer, got {u.d!r}")
+        return u
     if templates is None:
-        raise ValueError("give the templates t_i (n, d) over which u puts its weights (or a Gaussian preference u)")
-    t = _templates(templates, device=device)
-    return _Discrete(t, _distribution(u, t.shape[-2], t.device))
+        raise ValueError("give the templates t_i (n, d) over which u puts its weights (or a Preference u, such as "
+                         "a Gaussian)")
+    return Discrete(_templates(templates, device=device), u)
 
 
-def mean_and_covariance(templates, u) -> tuple[torch.Tensor, torch.Tensor]:
-    """mu = sum_i u_i t_i and Sigma = sum_i u_i (t_i - mu)(t_i - mu)^T: the moments in the expansion (13) of 002."""
+def _mean(pref: Preference) -> torch.Tensor:
+    """mu of the preference, checked: a user's Preference could return anything."""
+    mu = pref.mean()
+    if not (isinstance(mu, torch.Tensor) and mu.ndim >= 1 and mu.shape[-1] == pref.d):
+        raise ValueError(f"the preference's mean (grad of log_mgf at 0) must be a tensor (..., {pref.d})")
+    if not bool(torch.isfinite(mu).all()):
+        raise ValueError("the preference's mean (grad of log_mgf at 0) contains NaN or inf")
+    return mu.to(F64)
+
+
+def mean_and_covariance(templates, u) -> Moments:
+    """mu = sum_i u_i t_i and Sigma = sum_i u_i (t_i - mu)(t_i - mu)^T (or those of a :class:`Preference` u): the
+    moments in the expansion (13) of 002."""
     pref = _preference(templates, u, _device(templates, u))
-    return pref.mean(), pref.covariance()
+    return Moments(mu=_mean(pref), sigma=pref.covariance())
 
 
 def log_mgf(lam, templates, u) -> torch.Tensor:
-    """log M(lam), eq. (10) of 002: log sum_i u_i exp<t_i, lam> (discrete u) or <mu, lam> + lam' Sigma lam / 2
-    (u a :class:`Gaussian`). lam (..., d) -> (...)."""
-    device = _device(lam, templates, u)
+    """log M(lam), eq. (10) of 002: log sum_i u_i exp<t_i, lam> (discrete u) or that of a :class:`Preference` u,
+    e.g. <mu, lam> + lam' Sigma lam / 2 for a :class:`Gaussian`. lam (..., d) -> (...)."""
+    device = _device(u, lam, templates)
     pref = _preference(templates, u, device)
-    return pref.log_mgf(_vector(lam, pref.d, "lambda", device)).to(_out_dtype(lam))
+    return pref.log_mgf(_vector(lam, pref.d, "lambda", _mean(pref).device)).to(_out_dtype(lam))
 
 
 # ---- the dual (9) and its solution ----------------------------------------------------------------------------------
@@ -301,22 +370,24 @@ def _dual(pref, c, alpha):
 
 
 def _inputs(templates, u, z, alpha):
-    device = _device(z, templates, u)
-    pref = _preference(templates, u, device)
-    z = _vector(z, pref.d, "z", device)
-    alpha = _positive(alpha, "alpha", z.device)
-    batch = _batch(pref.batch, z.shape[:-1], alpha.shape)
-    return pref, z.expand(*batch, pref.d), alpha, batch
+    """The preference, its mean mu, z expanded to the batch and alpha, all on one device."""
+    pref = _preference(templates, u, _device(u, z, templates))
+    mu = _mean(pref)
+    z = _vector(z, pref.d, "z", mu.device)
+    alpha = _positive(alpha, "alpha", mu.device)
+    batch = _batch(mu.shape[:-1], z.shape[:-1], alpha.shape)
+    return pref, mu, z.expand(*batch, pref.d), alpha
 
 
 def dual_objective(lam, templates, u, z, alpha) -> torch.Tensor:
     """The Fenchel dual (9) of 002: <lam, mu + z> - ||lam||^2 / (2 alpha) - log M(lam), M of (10).
 
     lam (..., d); templates (..., n, d) and u (..., n) a discrete preference, or templates=None and u a
-    :class:`Gaussian` (its log-MGF is plugged in instead); z (..., d); alpha > 0 (float or (...)). Returns (...).
+    :class:`Preference` (e.g. a :class:`Gaussian`: its log-MGF is plugged in instead); z (..., d); alpha > 0 (float
+    or (...)). Returns (...).
     """
-    pref, z_, alpha_, _ = _inputs(templates, u, z, alpha)
-    value, _ = _dual(pref, pref.mean() + z_, alpha_)
+    pref, mu, z_, alpha_ = _inputs(templates, u, z, alpha)
+    value, _ = _dual(pref, mu + z_, alpha_)
     return value(_vector(lam, pref.d, "lambda", z_.device)).to(_out_dtype(z))
 
 
@@ -392,19 +463,33 @@ def _solve(pref, c, alpha, lam0, tol, max_iter, what):
     return lam, gn, converged, it
 
 
-def solve_dual(templates, u, z, alpha, *, tol: float = 1e-10, max_iter: int = 100) -> DualSolution:
+def solve_dual(templates, u, z, alpha, *, tol: float = 1e-10, max_iter: int = 100, lam0=None) -> DualSolution:
     """lambda*, the maximiser of the dual (9) of 002, by damped Newton with the exact Hessian I/alpha + Cov_p(t).
 
-    templates (..., n, d), u (..., n) (or templates=None and u a :class:`Gaussian`), z (..., d), alpha > 0 a float
-    or a tensor (...); leading dimensions broadcast, e.g. templates (n, d), u (n,), z (q, d) solves q problems at
-    once. The start is the second-order approximation (15); the dual is strongly concave and smooth, so Newton
-    converges quadratically. Stops when every problem's gradient norm is <= tol (1e-10 by default, in float64);
-    a problem that does not get there in max_iter iterations is flagged in ``converged`` (and warned about).
+    templates (..., n, d), u (..., n) (or templates=None and u a :class:`Preference`, e.g. a :class:`Gaussian`),
+    z (..., d), alpha > 0 a float or a tensor (...); leading dimensions broadcast, e.g. templates (n, d), u (n,),
+    z (q, d) solves q problems at once. The start lam0 (..., d) defaults to the second-order approximation (15),
+    which is already lambda* for a Gaussian u (then n_iter = 0); pass e.g. zeros or alpha z to watch Newton work.
+    The dual is strongly concave and smooth, so Newton converges quadratically. Stops when every problem's
+    gradient norm is <= tol (1e-10 by default, in float64); a problem that does not get there in max_iter
+    iterations is flagged in ``converged`` (and warned about).
     Returns a :class:`DualSolution` (lam in the dtype of z).
     """
-    pref, z_, alpha_, _ = _inputs(templates, u, z, alpha)
-    lam, gn, conv, it = _solve(pref, pref.mean() + z_, alpha_, _lambda2(pref, z_, alpha_), tol, max_iter, "solve_dual")
+    pref, mu, z_, alpha_ = _inputs(templates, u, z, alpha)
+    lam, gn, conv, it = _solve(pref, mu + z_, alpha_, _start(pref, z_, alpha_, lam0), tol, max_iter, "solve_dual")
     return DualSolution(lam=lam.to(_out_dtype(z)), grad_norm=gn, converged=conv, n_iter=it)
+
+
+def _start(pref, z, alpha, lam0):
+    """Newton's starting point: (15) when lam0 is None, else lam0 (validated, broadcast to the batch of z)."""
+    if lam0 is None:
+        return _lambda2(pref, z, alpha)
+    lam0 = _vector(lam0, pref.d, "lam0", z.device)
+    try:
+        return lam0.expand_as(z)
+    except RuntimeError:
+        raise ValueError(f"lam0 of shape {tuple(lam0.shape)} does not match the batch of problems "
+                         f"{tuple(z.shape[:-1])}") from None
 
 
 def _lambda2(pref, z, alpha):
@@ -415,18 +500,18 @@ def _lambda2(pref, z, alpha):
 
 def tilted_weights(templates, u, lam) -> torch.Tensor:
     """p~ of (11) (discrete u): p~_i = u_i exp<t_i, lam> / sum_j u_j exp<t_j, lam>; (..., n)."""
-    device = _device(lam, templates, u)
+    device = _device(u, lam, templates)
     pref = _preference(templates, u, device)
-    if isinstance(pref, _Normal):
+    if not isinstance(pref, Discrete):
         raise ValueError("tilted_weights needs a discrete preference (templates and weights u)")
     return pref.weights(_vector(lam, pref.d, "lambda", device)).to(_out_dtype(lam))
 
 
 def h_exact(templates, u, z, alpha, *, tol: float = 1e-10) -> torch.Tensor:
-    """h of (12) of 002: the mean of p~ (11) at lambda* maximising (9) (the exact solution of problem (4)).
-    For a Gaussian u = N(mu, Sigma) this is mu + Sigma lambda*."""
-    pref, z_, alpha_, _ = _inputs(templates, u, z, alpha)
-    lam, *_ = _solve(pref, pref.mean() + z_, alpha_, _lambda2(pref, z_, alpha_), tol, 100, "h_exact")
+    """h of (12) of 002: the mean of p~ (11) at lambda* maximising (9) (the exact solution of problem (4)); for a
+    :class:`Preference` u, its grad at lambda* (mu + Sigma lambda* for a Gaussian u = N(mu, Sigma))."""
+    pref, mu, z_, alpha_ = _inputs(templates, u, z, alpha)
+    lam, *_ = _solve(pref, mu + z_, alpha_, _lambda2(pref, z_, alpha_), tol, 100, "h_exact")
     return pref.grad(lam).to(_out_dtype(z))  # the mean of p~ (11) at lam
 
 
@@ -435,7 +520,7 @@ def lambda_approx(templates, u, z, alpha, order: int = 1) -> torch.Tensor:
     alpha (I + alpha Sigma)^-1 z, exact when u is Gaussian. (..., d)."""
     if order not in (1, 2):
         raise ValueError(f"order must be 1 (eq. 16, lambda = alpha z) or 2 (eq. 15), got {order!r}")
-    pref, z_, alpha_, _ = _inputs(templates, u, z, alpha)
+    pref, _, z_, alpha_ = _inputs(templates, u, z, alpha)
     lam = alpha_[..., None] * z_ if order == 1 else _lambda2(pref, z_, alpha_)
     return lam.to(_out_dtype(z))
 
@@ -444,7 +529,7 @@ def h_approx(templates, u, z, alpha, order: int = 1) -> torch.Tensor:
     """Approximate h. order=1: the generalised attention (18) of 002 (= (17); lambda = alpha z),
     h = sum_i t_i u_i exp(alpha <t_i, z>) / sum_j u_j exp(alpha <t_j, z>). order=2: (12) with lambda of (15)."""
     lam = lambda_approx(templates, u, z, alpha, order).to(F64)
-    pref = _preference(templates, u, _device(z, templates, u))
+    pref = _preference(templates, u, lam.device)
     return pref.grad(lam).to(_out_dtype(z))  # the mean of p~ (11) at lam
 
 

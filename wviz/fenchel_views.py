@@ -20,10 +20,20 @@ def estimates(templates, u, z, alphas) -> dict:
     sol = fenchel.solve_dual(templates, u, z, alphas)
     lam2 = fenchel.lambda_approx(templates, u, z, alphas, order=2)
     return dict(
-        alphas=alphas, mu=fenchel.mean_and_covariance(templates, u)[0], lam=sol.lam, lam1=alphas[:, None] * z,
+        alphas=alphas, mu=fenchel.mean_and_covariance(templates, u).mu, lam=sol.lam, lam1=alphas[:, None] * z,
         lam2=lam2, h=tilted_mean(templates, u, sol.lam), h1=fenchel.h_approx(templates, u, z, alphas, order=1),
         h2=tilted_mean(templates, u, lam2), deviation=fenchel.relative_deviation(sol.lam, z, alphas),
     )
+
+
+def gaussian_check(mu, z, alpha: float) -> dict:
+    """Sec. 5: Newton on the dual (9) with the Gaussian log-MGF of u = N(mu, I), started from lambda = 0 (the
+    default start (15) is already exact for a Gaussian), against the closed form mu/(1+alpha) + alpha b/(1+alpha).
+    h (d,) from the solver, closed (d,), n_iter and grad_norm of that solve."""
+    u = fenchel.Gaussian(mu)
+    sol = fenchel.solve_dual(None, u, z, alpha, lam0=torch.zeros_like(u.mu))
+    return dict(h=u.grad(sol.lam), closed=fenchel.gaussian_estimate(mu, z, alpha), n_iter=sol.n_iter,
+                grad_norm=float(sol.grad_norm))
 
 
 def tilted_mean(templates, u, lam) -> torch.Tensor:

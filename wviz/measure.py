@@ -23,7 +23,7 @@ weight-shared recurrence (Prop. 26, Sec. 6.2) and the maximum-entropy property o
 What checking the constants against the text found (tests/test_measure.py shows each):
 
 - Thm. 23 as printed is false: the second inequality of Prop. 19 misses a term ||G||_inf / eps(G) (see
-  :func:`thm23_bound`); the corrected bound is the default here, the printed one is kept for comparison.
+  :func:`thm23_bound`); the corrected bound is the default here, the printed one (printed=True) is kept for comparison.
 - Cor. 30 (with Prop. 28 and Thm. 29) is false for large N: Prop. 28's proof rescales m(X) to sum_i delta_{x_i}
   (mass N) and then applies the Kantorovich-Rubinstein bound |mu(h) - nu(h)| <= Lip(h) W1(mu, nu), which holds
   for probability measures only. A token between two clusters of (N - 1) / 2 tokens has a ratio ~ 2 ln N, above
@@ -42,9 +42,9 @@ from wviz import ot
 
 __all__ = ["Measure", "POTENTIALS", "GROUNDS", "PERTURBATIONS", "empirical", "boltzmann_gibbs", "log_potential",
            "softmatch", "moment_projection", "attention_kernel", "attention_step", "self_attention_flow", "w1",
-           "Contraction", "contraction", "contraction_ratio", "local_contraction", "Thm23Constants",
-           "thm23_constants", "thm23_bound", "cor30_bound", "FixedPoint", "fixed_point", "relative_entropy",
-           "MaxEntropyCheck", "max_entropy_check"]
+           "PairContraction", "Contraction", "contraction", "contraction_ratio", "local_contraction",
+           "Thm23Constants", "thm23_constants", "thm23_bound", "cor30_bound", "FixedPoint", "fixed_point",
+           "relative_entropy", "MaxEntropyCheck", "max_entropy_check"]
 
 POTENTIALS = ("dot", "gaussian")
 GROUNDS = ("l1", "l2")
@@ -296,6 +296,19 @@ def w1(mu, nu, ground: str = "l1") -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------- contraction
 
 @dataclass(frozen=True, eq=False)
+class PairContraction:
+    """One pair (mu, nu) through one attention layer: w1_in = W1(mu, nu), w1_out = W1(mu A_mu, nu A_nu) (0-d)."""
+
+    w1_in: torch.Tensor
+    w1_out: torch.Tensor
+
+    @property
+    def ratio(self) -> torch.Tensor:
+        """w1_out / w1_in, the quantity whose supremum is tau(A) (Def. 22)."""
+        return self.w1_out / self.w1_in
+
+
+@dataclass(frozen=True, eq=False)
 class Contraction:
     """Sampled pairs (mu_s, nu_s) through one attention layer: w1_in = W1(mu, nu), w1_out = W1(mu A_mu, nu A_nu),
     ratio = w1_out / w1_in (S,); lo, hi (d,) a box E containing every input point (for the bounds)."""
@@ -308,17 +321,18 @@ class Contraction:
 
 
 def contraction(mu, nu, potential: str = "dot", tau: float = 1.0, weights=None,
-                ground: str = "l1") -> tuple[torch.Tensor, torch.Tensor]:
-    """(W1(mu, nu), W1(mu A_mu, nu A_nu)) for one attention layer (Def. 22 without the supremum)."""
+                ground: str = "l1") -> PairContraction:
+    """W1(mu, nu) and W1(mu A_mu, nu A_nu) for one attention layer (Def. 22 without the supremum)."""
     mu, nu = _measure(mu), _measure(nu)
     out_mu = attention_step(mu, potential, tau, weights)
     out_nu = attention_step(nu, potential, tau, weights)
-    return w1(mu, nu, ground), w1(out_mu, out_nu, ground)
+    return PairContraction(w1(mu, nu, ground), w1(out_mu, out_nu, ground))
 
 
 def _perturbed_pairs(x, perturbation, n_samples, sigma, k, g):
     """S pairs of point sets (X_s, Y_s): noise (Y = X + sigma N(0, I)), drop (Y = X without one token) or swap
-    (Prop. 25: X_s the k nearest neighbours of a token t, Y_s t and k - 1 tokens sampled at random)."""
+    (Prop. 25's neighbourhoods: X_s the k nearest neighbours of a token t, Y_s t and k - 1 tokens sampled at
+    random). The loop runs over samples; each pair is built with index tensors."""
     N = x.shape[0]
     pairs = []
     for _ in range(n_samples):
@@ -330,8 +344,8 @@ def _perturbed_pairs(x, perturbation, n_samples, sigma, k, g):
         else:
             t = int(torch.randint(N, (1,), generator=g))
             near = torch.cdist(x[t:t + 1], x, p=1.0)[0].argsort()[:k]          # t itself first (distance 0)
-            others = torch.tensor([j for j in range(N) if j != t], device=x.device)
-            sampled = others[torch.randperm(N - 1, generator=g)[:k - 1].to(x.device)]
+            pick = torch.randperm(N - 1, generator=g)[:k - 1]                    # k - 1 of the N - 1 other tokens:
+            sampled = (pick + (pick >= t)).to(x.device)                          # index j >= t stands for j + 1
             pairs.append((x[near], torch.cat([x[t:t + 1], x[sampled]])))
     return pairs
 
@@ -343,8 +357,11 @@ def contraction_ratio(x, perturbation: str = "noise", n_samples: int = 16, poten
 
     "noise"  nu = m(X + sigma Z), Z standard normal
     "drop"   nu = m(X without one token) (N - 1 atoms: W1 handles unequal sizes, as Thm. 29 does)
-    "swap"   Prop. 25: mu = m(X_{N(t)}) with N(t) the k nearest tokens of t (l1), nu = m(X_{N^(t)}) with N^(t)
-             t and k - 1 tokens sampled at random (default k = ceil(N / 2))
+    "swap"   Prop. 25's neighbourhoods: mu = m(X_{N(t)}) with N(t) the k nearest tokens of t (l1), nu =
+             m(X_{N^(t)}) with N^(t) t and k - 1 tokens sampled at random (default k = ceil(N / 2)). The ratio is
+             still the whole-measure one, W1(mu A_mu, nu A_nu) / W1(mu, nu) over all k tokens, not Prop. 25's
+             single-query quantity ||Attention(x_t, X_N(t)) - Attention(x_t, X_N^(t))|| / W1(mu, nu), whose bound
+             (Thm. 23's constant with ||G(x_t, .)||_Lip) is not computed here.
 
     Pairs with W1(mu, nu) = 0 (a swap that happened to pick the neighbourhood itself) are left out.
     """
@@ -367,9 +384,9 @@ def contraction_ratio(x, perturbation: str = "noise", n_samples: int = 16, poten
     rows = []
     pts = [x]
     for X, Y in _perturbed_pairs(x, perturbation, n_samples, sigma, k, g):
-        w_in, w_out = contraction(X, Y, potential, tau, weights, ground)
-        if float(w_in) > 0:
-            rows.append((w_in, w_out))
+        pair = contraction(X, Y, potential, tau, weights, ground)
+        if float(pair.w1_in) > 0:
+            rows.append((pair.w1_in, pair.w1_out))
             pts.append(Y)
     if not rows:
         raise ValueError("every sampled perturbation left the measure unchanged; use more samples")
@@ -402,11 +419,11 @@ def local_contraction(x, potential: str = "dot", tau: float = 1.0, weights=None)
 # ----------------------------------------------------------------------------------------------- bounds
 
 def thm23_bound(diam: float, lip_first: float, lip_second: float, eps: float, d: int, k_l: float = 1.0,
-                sup: float | None = None) -> float:
+                sup: float | None = None, *, printed: bool = False) -> float:
     """Thm. 23: tau(A) <= tau(Pi) tau(Psi_G) tau(L) with tau(Pi) = d (Prop. 20), tau(L) = K_l (Prop. 21) and
 
-        tau(Psi_G) = (2 (||G||_{Lip,inf} + ||G||_{inf,Lip}) diam(E) + ||G||_inf) / eps(G)     (sup given)
-        tau(Psi_G) =  2 (||G||_{Lip,inf} + ||G||_{inf,Lip}) diam(E) / eps(G)                   (sup=None: as printed)
+        tau(Psi_G) = (2 (||G||_{Lip,inf} + ||G||_{inf,Lip}) diam(E) + ||G||_inf) / eps(G)     (corrected, default)
+        tau(Psi_G) =  2 (||G||_{Lip,inf} + ||G||_{inf,Lip}) diam(E) / eps(G)                   (printed=True)
 
     The printed constant comes from the second inequality of Prop. 19, whose proof bounds
     |int G f d(mu - nu)| by ||f||_inf |int G d(mu - nu)|; a signed measure does not allow that. Bounding it by
@@ -420,7 +437,8 @@ def thm23_bound(diam: float, lip_first: float, lip_second: float, eps: float, d:
     eps       eps(G) > 0 with G(x, y) >= eps(G) on E x E
     d         the dimension of E
     k_l       K_l, the l1 Lipschitz constant of the lookup l (||W_V|| for l(x) = x W_V)
-    sup       ||G||_inf = sup of G on E x E (None: leave the term out, as the paper prints the theorem)
+    sup       ||G||_inf = sup of G on E x E; needed by the corrected bound, not used when printed=True
+    printed   True: the constant as the paper prints it (false in general, kept for comparison)
     """
     for name, v in (("diam", diam), ("lip_first", lip_first), ("lip_second", lip_second), ("k_l", k_l),
                     ("sup", 0.0 if sup is None else sup)):
@@ -430,7 +448,12 @@ def thm23_bound(diam: float, lip_first: float, lip_second: float, eps: float, d:
         raise ValueError(f"eps(G) must be positive (Thm. 23 assumes G >= eps(G) > 0), got {eps:g}")
     if not (isinstance(d, int) and d >= 1):
         raise ValueError(f"d must be a positive integer, got {d!r}")
-    return d * (2 * (lip_first + lip_second) * diam + (0.0 if sup is None else sup)) / eps * k_l
+    if printed:
+        return d * 2 * (lip_first + lip_second) * diam / eps * k_l
+    if sup is None:
+        raise ValueError("the corrected Thm. 23 bound needs sup = ||G||_inf on E x E; pass printed=True for the "
+                         "bound as the paper prints it")
+    return d * (2 * (lip_first + lip_second) * diam + sup) / eps * k_l
 
 
 @dataclass(frozen=True)
@@ -509,7 +532,7 @@ def thm23_constants(lo, hi, potential: str = "dot", tau: float = 1.0, weights=No
         return Thm23Constants(d, diam, lip_first, lip_second, eps, sup, k_l, math.inf, math.inf)
     return Thm23Constants(d, diam, lip_first, lip_second, eps, sup, k_l,
                           thm23_bound(diam, lip_first, lip_second, eps, d, k_l, sup),
-                          thm23_bound(diam, lip_first, lip_second, eps, d, k_l))
+                          thm23_bound(diam, lip_first, lip_second, eps, d, k_l, printed=True))
 
 
 # ||G||_Lip (jointly in (x, y), l1 metric) and ||G||_inf of G(x, y) = exp(-||x - y||_2^2): the l-infinity norm of

@@ -64,7 +64,8 @@ def _identity_qk(W) -> bool:
 
 
 def contraction(x, perturbation, n_samples, sigma, potential, tau, W, ground, y=None, seed=0):
-    """Sampled pairs through one attention layer (measure.contraction_ratio), the uploaded pair (x, y) if given,
+    """Sampled pairs through one attention layer (measure.contraction_ratio), (W1 in, W1 out) of the uploaded pair
+    (x, y) if y is given,
     the worst infinitesimal move, and the slopes of the bounds that apply (l1 ground metric only):
     Thm. 23 (corrected and as printed) on a box containing every input, Cor. 30 / Thm. 29 for the Gaussian
     potential with W_Q = W_K = I."""
@@ -72,7 +73,8 @@ def contraction(x, perturbation, n_samples, sigma, potential, tau, W, ground, y=
     lo, hi = res.lo, res.hi
     pair = None
     if y is not None:
-        pair = measure.contraction(x, y, potential, tau, W, ground)
+        both = measure.contraction(x, y, potential, tau, W, ground)
+        pair = (both.w1_in, both.w1_out)
         lo, hi = torch.minimum(lo, y.amin(0)), torch.maximum(hi, y.amax(0))
     out = dict(res=res, pair=pair, local=None, thm23=None, cor30=None)
     if ground != "l1":
@@ -123,7 +125,7 @@ def cor30_failure(log10_n, q: float = 0.85, d: int = 1, delta: float = 1e-6):
         w = torch.tensor([1.0, m, m], dtype=torch.float64)
         moved = pts.clone()
         moved[0, 0] += delta
-        w_in, w_out = measure.contraction(measure.empirical(pts, w), measure.empirical(moved, w), "gaussian", 1.0)
-        ratios.append((w_out / w_in).item())
+        ratios.append(measure.contraction(measure.empirical(pts, w), measure.empirical(moved, w), "gaussian",
+                                          1.0).ratio.item())
         bounds.append(measure.cor30_bound(int(round(10 ** k)), d))
     return torch.tensor(ratios, dtype=torch.float64), torch.tensor(bounds, dtype=torch.float64)

@@ -163,3 +163,4 @@ def test_gaussian_expander_agrees_with_the_closed_form(open_page):
     mu = U @ T
     h = mu / 2 + (mu + Z) / 2                             # alpha = 1
     assert f"({h[0]:.6f}, {h[1]:.6f}); the closed form gives ({h[0]:.6f}, {h[1]:.6f})" in text
+    assert "started from lambda = 0, takes 1 step " in text      # Newton really ran (the quadratic: one step)

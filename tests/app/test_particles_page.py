@@ -61,6 +61,7 @@ def test_contraction_points_and_bound_lines(open_page):
     assert slope["Thm. 23 as printed"] < slope["Thm. 23 (corrected)"]
     ratios = w_out / w_in
     assert (ratios <= slope["Cor. 30"]).all() and (ratios <= slope["Thm. 23 (corrected)"]).all()
+    assert any(r"\text{Thm. 23 (corrected): }" in eq.value for eq in at.latex)   # the equation shows that form
     # the worst infinitesimal move against central finite differences of the attention map
     x, tau = pv.particles("clusters", N, 0).numpy(), at.sidebar.select_slider(key="tau").value
     J = np.zeros((N * d, N * d))
