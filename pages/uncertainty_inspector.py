@@ -1,6 +1,7 @@
 """Page "Uncertainty inspector": a stochastic ViT (004) and its deterministic twin on one image and on the digits
 test split."""
 import hashlib
+from collections import OrderedDict
 
 import streamlit as st
 import torch
@@ -48,7 +49,8 @@ ckpt_file = sb.file_uploader("Checkpoint file (.safetensors, .pt, .pth)", key="c
 
 
 def load_models():
-    """name -> (model, record, cache key); the deterministic twin is always there."""
+    """name -> (model, record, cache key); the deterministic twin is always there. A record's entries were
+    checked for type and bounds when its checkpoint was loaded (wviz.vit.checkpoint.check_record)."""
     twin = bundled("deterministic", str(device))
     if source == "upload":
         if ckpt_file is None:
@@ -73,12 +75,11 @@ digits_like = (cfg.channels, cfg.image_size, cfg.n_classes) == (twin_cfg.channel
                                                                  twin_cfg.n_classes)
 if not digits_like:  # the twin takes 1 x 16 x 16 digits: it cannot read this model's images
     models = {main_name: models[main_name]}
-names = main_record.get("class_names")
-if not (isinstance(names, list) and len(names) == cfg.n_classes and all(isinstance(n, str) for n in names)):
-    names = [str(i) for i in range(cfg.n_classes)]  # the record's names are missing or do not fit the model
+names = main_record.get("class_names") or [str(i) for i in range(cfg.n_classes)]  # checked: one per class
 with sb.expander("Training record", icon=":material/description:"):
-    for n, (_, rec, _) in models.items():
-        st.caption(n)
+    for n, (_, rec, key) in models.items():
+        st.caption(n + ("" if key.startswith("bundled:") else ": as recorded in the file, not re-measured (the "
+                                                              "dataset panel measures the model itself)"))
         st.json({k: rec[k] for k in ("data", "epochs", "seed", "lambda", "train_seconds", "metrics") if k in rec},
                  expanded=False)
 
@@ -190,7 +191,10 @@ ui.show_figure(figs.map_over_image(image, one, f"Attention of the query (red) in
                                    "weight on each patch", mark), key="vit_attention_head")
 st.caption(f"The same weights over the image; head {head} puts {cls_w:.1%} of the query's attention on the class "
            "token. W2 attention favours keys whose Gaussians are close in mean *and* in spread.")
-if "deterministic" in runs and main_name != "deterministic":
+if "deterministic" in runs and main_name != "deterministic" and twin_cfg.grid != grid:
+    st.info(f"The deterministic twin cuts the image into {twin_cfg.grid} x {twin_cfg.grid} patches, this model into "
+            f"{grid} x {grid}: there is no same query to compare, so the twin's attention is not drawn.")
+elif "deterministic" in runs and main_name != "deterministic":
     twin_maps = [views.query_attention(runs["deterministic"].out, min(blk, twin_cfg.depth - 1), h, int(query),
                                        twin_cfg.grid)[0] for h in range(twin_cfg.heads)]
     ui.show_figure(figs.attention_heads(twin_maps, views.rollout(runs["deterministic"].out.attentions, twin_cfg.grid),
@@ -201,10 +205,25 @@ if "deterministic" in runs and main_name != "deterministic":
 # ---------------------------------------------------------------------------------------------- dataset
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
-def dataset_panel(key: str, _model, eval_samples: int, with_corruptions: bool):
-    x, y = test_split()
-    return evaluate(_model, x, y, samples=eval_samples, corruptions=with_corruptions)
+MAX_PANEL_SAMPLES = 64  # S x 360 test digits x 18 sets of images per model: the page's own budget
+
+
+@st.cache_resource(max_entries=1)
+def panel_reports() -> OrderedDict:
+    """The last 4 dataset-panel reports by (model key, S, with corruptions). A plain store rather than
+    st.cache_data because evaluate moves the progress bar, and a cached function would record that call and
+    replay it on a bar that no longer exists."""
+    return OrderedDict()
+
+
+def dataset_panel(key: str, model, eval_samples: int, with_corruptions: bool, progress):
+    store, k = panel_reports(), (key, eval_samples, with_corruptions)
+    if k not in store:
+        x, y = test_split()
+        store[k] = evaluate(model, x, y, samples=eval_samples, corruptions=with_corruptions, progress=progress)
+        while len(store) > 4:
+            store.popitem(last=False)
+    return store[k]
 
 
 st.subheader("On the whole digits test split")
@@ -218,13 +237,19 @@ score = d1.selectbox("OOD score", [s for s in SCORES if stochastic or s != "cova
 ood_name = d2.selectbox("OOD set", list(data.OOD_SETS), key="ood", bind="query-params",
                         help="Crops of scikit-learn's two sample photographs, or uniform noise, shaped like digits.")
 bar = st.progress(0.0, text="Evaluating the models on the test split and the OOD sets...")
-reports = {}
+reports, recorded = {}, []
 for i, (n, (m, rec, key)) in enumerate(models.items()):
-    # corruption curves are part of the training record; recomputed only for a checkpoint without them
-    have = "corruption_error" in rec.get("metrics", {})
-    reports[n] = ui.guarded(f"vit/panel/{n}", lambda: dataset_panel(key, m, int(rec.get("eval_samples", 16)),
-                                                                    not have))
-    bar.progress((i + 1) / len(models), text=f"Evaluated {n}")
+    # the bundled checkpoints' corruption curves come from their training record (this same evaluation, run at the
+    # end of training); an uploaded file's record is only a claim, so its model is measured here
+    from_record = key.startswith("bundled:") and "corruption_error" in rec.get("metrics", {})
+    if from_record:
+        recorded.append(n)
+    S = rec.get("eval_samples", 16)
+    if S > MAX_PANEL_SAMPLES:
+        st.caption(f"{n}: its record asks for {S} Monte-Carlo samples per image; the panel uses {MAX_PANEL_SAMPLES}.")
+        S = MAX_PANEL_SAMPLES
+    step = lambda f, t, i=i, n=n: bar.progress((i + f) / len(models), text=f"Evaluating {n}: {t}")  # noqa: E731
+    reports[n] = ui.guarded(f"vit/panel/{n}", lambda: dataset_panel(key, m, S, not from_record, step))
 bar.empty()
 if any(r is None for r in reports.values()):
     st.stop()
@@ -235,10 +260,11 @@ ood_scores = {n: r.ood[ood_name][score] for n, r in reports.items() if score in 
 ui.show_figure(figs.ood_histograms(ood_scores, score, ood_name), key="vit_ood")
 st.caption("AUROC: the probability that a random OOD image scores higher than a random test digit (0.5 = "
            "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
-curves = {}
-for n, (_, rec, _) in models.items():
-    stored = rec.get("metrics", {}).get("corruption_error")
-    curves[n] = ({k: torch.tensor(v) for k, v in stored.items()} if stored else reports[n].corruption)
+curves = {n: ({k: torch.tensor(v) for k, v in models[n][1]["metrics"]["corruption_error"].items()}
+              if n in recorded else r.corruption) for n, r in reports.items()}
 ui.show_figure(figs.corruption_curves(curves, data.SEVERITIES), key="vit_corruption")
-st.caption("Test error under Gaussian noise, blur and contrast loss at severities 1 to 5 (from the checkpoint's "
-           "training record, computed by the same evaluation at the end of training).")
+measured = [n for n in models if n not in recorded]
+st.caption("Test error under Gaussian noise, blur and contrast loss at severities 1 to 5. "
+           + (f"{', '.join(recorded)}: from the bundled checkpoint's training record (the same evaluation, run at "
+              "the end of training). " if recorded else "")
+           + (f"{', '.join(measured)}: measured here." if measured else ""))

@@ -2,14 +2,19 @@
 import io
 import json
 import pickle
+import random
 import struct
+import zipfile
+from collections import OrderedDict
 
 import pytest
 import torch
 from safetensors.torch import save as st_save
 
-from wviz.vit.checkpoint import load_checkpoint, save_checkpoint
+from wviz.vit.checkpoint import MAX_WEIGHT, check_record, load_checkpoint, save_checkpoint
+from wviz.vit.evaluate import predict
 from wviz.vit.model import ViTConfig, build_model
+from wviz.vit.views import inspect_image
 
 CFG = ViTConfig(dim=16, depth=1, heads=2)
 RECORD = {"data": "digits", "epochs": 3, "seed": 7, "metrics": {"accuracy": 0.5}, "class_names": list("0123456789")}
@@ -159,10 +164,13 @@ def test_wrong_extension_empty_and_over_the_cap(saved, tmp_path, monkeypatch):
     empty.write_bytes(b"")
     with pytest.raises(ValueError, match="e.pt is empty"):
         load_checkpoint(empty)
-    with pytest.raises(ValueError, match="over the 0.0 MB limit"):
+    kb = f"{len(data) / 1024:.1f} kB"
+    with pytest.raises(ValueError, match=f"the checkpoint is {kb}, over the limit of 1000 bytes"):
         load_checkpoint(saved, max_bytes=1000)
-    monkeypatch.setenv("WVIZ_MAX_CHECKPOINT_MB", "0.001")
-    with pytest.raises(ValueError, match="over the 0.0 MB limit"):
+    with pytest.raises(ValueError, match=r"the checkpoint is 3.0 MB, over the limit of 2.5 MB"):
+        load_checkpoint(bytes(3 * 2 ** 20), name="big.pt", max_bytes=5 * 2 ** 19)
+    monkeypatch.setenv("WVIZ_MAX_CHECKPOINT_MB", "0.001")  # int(0.001 * 2 ** 20) = 1048 bytes
+    with pytest.raises(ValueError, match=f"the checkpoint is {kb}, over the limit of 1.0 kB"):
         load_checkpoint(data, name="m.safetensors")
     with pytest.raises(ValueError, match="no checkpoint file"):
         load_checkpoint(tmp_path / "nope.safetensors")
@@ -175,3 +183,143 @@ def test_garbage_pt_is_refused():
     torch.save([1, 2, 3], buf)
     with pytest.raises(ValueError, match="must be a dict with 'config' and 'state_dict'"):
         load_checkpoint(buf.getvalue(), name="l.pt")
+
+
+class TensorFromDict:
+    """Pickles as torch's allowed tensor rebuild called on an OrderedDict instead of a storage: only allowed
+    globals, so torch's restricted unpickler runs it and fails inside with AttributeError (no 'dtype')."""
+
+    def __reduce__(self):
+        return torch._utils._rebuild_tensor_v2, (OrderedDict(), 0, (1,), (1,), False, OrderedDict())
+
+
+def test_pt_that_breaks_torchs_unpickler_is_a_valueerror(model):
+    buf = io.BytesIO()
+    torch.save({"config": CFG.to_dict(), "state_dict": {**model.state_dict(), "cls": TensorFromDict()}}, buf)
+    with pytest.raises(ValueError, match=r"not a readable .pt checkpoint \(AttributeError: 'collections.Ordered"):
+        load_checkpoint(buf.getvalue(), name="broken.pt")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch warns about the odd pickle protocols it meets
+def test_damaged_files_load_or_raise_valueerror_only(model, saved):
+    """Seeded fuzz: truncations and random bytes flipped, mostly in the parts that describe the tensors (the
+    safetensors header, the pickle of a .pt) and some anywhere. Every variant either loads as a working model or
+    raises ValueError; no other exception reaches the page."""
+    buf = io.BytesIO()
+    torch.save({"config": CFG.to_dict(), "state_dict": model.state_dict(), "record": RECORD}, buf)
+    pt = buf.getvalue()
+    st = saved.read_bytes()
+    # the structure: the safetensors header; in the .pt zip everything before the second entry (data.pkl first)
+    st_end = 8 + struct.unpack("<Q", st[:8])[0]
+    pt_end = sorted(i.header_offset for i in zipfile.ZipFile(io.BytesIO(pt)).infolist())[1]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # dozens of tiny forward passes: with threads, their start-up dominates
+    try:
+        _fuzz(st, st_end, pt, pt_end)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fuzz(st, st_end, pt, pt_end):
+    rng = random.Random(0)
+    x = torch.rand(2, 1, 16, 16)
+    for name, good, end in (("m.safetensors", st, st_end), ("m.pt", pt, pt_end)):
+        outcome = {"loaded": 0, "ValueError": 0}
+        for i in range(300):
+            b = bytearray(good)
+            if i % 5 == 0:
+                b = b[:rng.randrange(len(b))]
+            else:
+                hi = len(b) if i % 5 == 4 else end
+                for _ in range(rng.randint(1, 4)):
+                    b[rng.randrange(hi)] = rng.randrange(256)
+            try:
+                loaded, record = load_checkpoint(bytes(b), name=name)
+            except ValueError:
+                outcome["ValueError"] += 1
+                continue
+            assert check_record(record, loaded.config.n_classes) is record
+            logits = loaded(x).logits
+            assert logits.shape == (2, loaded.config.n_classes) and bool(torch.isfinite(logits).all())
+            outcome["loaded"] += 1
+        assert min(outcome.values()) >= 10, (name, outcome)  # both outcomes happen: the fuzz reaches the checks
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"metrics": 0.97}, r"'metrics' must be a JSON object .*, got 0.97"),
+    ({"metrics": [0.9, 0.1]}, r"'metrics' must be a JSON object .*, got \[0.9, 0.1\]"),
+    ({"metrics": {"accuracy": 97}}, r"metrics 'accuracy' must be a number from 0 to 1, got 97"),
+    ({"metrics": {"nll": -1}}, r"metrics 'nll' must be a number >= 0, got -1"),
+    ({"metrics": {"auroc": {"noise": {"max-softmax": "high"}}}}, r"metrics 'auroc' must be"),
+    ({"metrics": {"corruption_error": [0.1, 0.2]}}, r"metrics 'corruption_error' must be \{corruption: \[5 error"),
+    ({"metrics": {"corruption_error": {"blur": [0.1, 0.2]}}}, r"metrics 'corruption_error' must be"),
+    ({"metrics": {"corruption_error": {"blur": [0.1, 0.2, 0.3, 0.4, 7]}}}, r"metrics 'corruption_error' must be"),
+    ({"metrics": {"corruption_error": {"blur": "bad"}}}, r"metrics 'corruption_error' must be"),
+    ({"eval_samples": 10 ** 7}, r"'eval_samples' must be a whole number from 1 to 4096, got 10000000"),
+    ({"eval_samples": 0}, r"'eval_samples' must be a whole number from 1 to 4096"),
+    ({"eval_samples": "16"}, r"'eval_samples' must be a whole number from 1 to 4096, got '16'"),
+    ({"eval_samples": True}, r"'eval_samples' must be a whole number"),
+    ({"processes": 2.5}, r"'processes' must be a whole number from 1"),
+    ({"class_names": ["a", "b"]}, r"'class_names' must be a list of 10 names"),
+    ({"class_names": list(range(10))}, r"'class_names' must be a list of 10 names"),
+    ({"metrics": {"accuracy": float("nan")}}, r"not plain JSON \(it holds NaN"),
+    ([1, 2], r"training record is not a JSON object"),
+])
+def test_hostile_training_records_are_refused(model, record, message):
+    """The record comes from the file like the weights: wrong types and out-of-range values are a ValueError that
+    names the entry, from a .safetensors (JSON metadata) and from a .pt (pickled containers) alike."""
+    st = st_save(model.state_dict(), metadata={"wviz_config": json.dumps(CFG.to_dict()),
+                                               "wviz_record": json.dumps(record)})  # NaN: json writes NaN
+    with pytest.raises(ValueError, match=message):
+        load_checkpoint(st, name="r.safetensors")
+    buf = io.BytesIO()
+    torch.save({"config": CFG.to_dict(), "state_dict": model.state_dict(), "record": record}, buf)
+    with pytest.raises(ValueError, match=message):
+        load_checkpoint(buf.getvalue(), name="r.pt")
+
+
+def test_pt_record_or_config_holding_tensors_is_refused(model):
+    for obj, message in (({"record": {"metrics": {"accuracy": torch.tensor(0.9)}}}, "record is not plain JSON"),
+                         ({"config": {**CFG.to_dict(), "dim": torch.tensor(16)}}, "'config' is not a JSON object"),
+                         ({"config": {1: 2}}, "'config' is not a JSON object")):
+        buf = io.BytesIO()
+        torch.save({"config": CFG.to_dict(), "state_dict": model.state_dict(), **obj}, buf)
+        with pytest.raises(ValueError, match=message):
+            load_checkpoint(buf.getvalue(), name="r.pt")
+    sd = dict(model.state_dict())
+    sd[3] = torch.zeros(1)  # a key that is not a string
+    buf = io.BytesIO()
+    torch.save({"config": CFG.to_dict(), "state_dict": sd}, buf)
+    with pytest.raises(ValueError, match="1 weight\\(s\\) the model does not, e.g. 3"):
+        load_checkpoint(buf.getvalue(), name="k.pt")
+
+
+def test_record_written_by_training_passes_the_checks():
+    """What evaluate.summary and train.main write (every entry filled) is accepted unchanged."""
+    record = {"data": "digits", "epochs": 40, "seed": 0, "lambda": 0.1, "processes": 2, "eval_samples": 16,
+              "class_names": [str(i) for i in range(10)], "train_seconds": 152.3,
+              "metrics": {"accuracy": 0.99, "nll": 0.03, "ece": 0.015,
+                          "auroc": {"uniform noise": {"max-softmax": 0.9, "covariance trace": 0.2}},
+                          "corruption_error": {"blur": [0.0, 0.01, 0.03, 0.06, 1.0]}}}
+    assert check_record(record, 10) is record
+
+
+def test_weights_too_large_to_compute_with_are_refused(model):
+    """One flipped exponent bit turns a weight into ~1e38: finite, but the forward pass overflows to NaN. The
+    loader refuses it; a model built around the loader still gets a ValueError, not NaN, from the page's views."""
+    sd = {k: v.clone() for k, v in model.state_dict().items()}
+    sd["embed.weight"][0, 0] = 3e38
+    with pytest.raises(ValueError, match=r"weight 'embed.weight' holds a value of 3e\+38; trained weights are far"):
+        load_checkpoint(_safetensors(sd), name="s.safetensors")
+    sd["embed.weight"][0, 0] = MAX_WEIGHT  # the bound itself is accepted
+    load_checkpoint(_safetensors(sd), name="s.safetensors")
+    # (the stochastic model's W2 attention already refuses NaN means; the deterministic twin would pass NaN on)
+    twin = build_model(ViTConfig(kind="deterministic", dim=16, depth=1, heads=2))
+    with torch.no_grad():
+        twin.embed.weight.fill_(3e38)
+    image = torch.rand(1, 16, 16)
+    assert not bool(torch.isfinite(twin(image[None]).logits).all())  # the premise: this model outputs NaN
+    with pytest.raises(ValueError, match="not a finite number"):
+        inspect_image(twin, image, samples=4)
+    with pytest.raises(ValueError, match="not a finite number"):
+        predict(twin, image[None].repeat(3, 1, 1, 1), samples=2)

@@ -1,9 +1,18 @@
-"""wviz.vit.train: a few steps lower the loss; the CLI writes a loadable checkpoint with its record; resume."""
+"""wviz.vit.train: a few steps lower the loss; the CLI writes a loadable checkpoint with its record; resume; two
+processes under torchrun (DistributedDataParallel on the CPU)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import torch
+from torch.utils.data import DistributedSampler, TensorDataset
 
 from wviz.vit import data, train
 from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.model import ViTConfig, build_model, loss_fn
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_few_steps_lower_the_loss():
@@ -38,3 +47,53 @@ def test_cli_writes_checkpoint_and_resumes(tmp_path):
     assert rec2["epochs"] == 2 and rec2["train_seconds"] >= 1.0
     loaded, _ = load_checkpoint(out)
     assert not all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
+
+
+def test_torchrun_two_cpu_processes_average_their_gradients(tmp_path):
+    """Under torchrun with 2 processes (gloo on the CPU) the model is wrapped in DistributedDataParallel and rank 0
+    writes the checkpoint. Reference: DDP averages the two processes' gradients, so with a plain mean loss
+    (the deterministic twin, lambda = 0: no sampling, no augmentation) every step equals one step of a single
+    model on both processes' batches together, each process taking every second image of the DistributedSampler
+    order. The checkpoint must hold those weights, and its record must say 2 processes."""
+    out = tmp_path / "ddp.safetensors"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "wviz.vit.train", "--data", "digits", "--kind", "deterministic", "--lam", "0", "--limit", "64",
+           "--batch", "32", "--epochs", "1", "--dim", "8", "--depth", "1", "--heads", "2", "--device", "cpu",
+           "--no-eval", "--no-progress", "--threads", "1", "--out", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    model, record = load_checkpoint(out)
+    assert record["processes"] == 2 and record["device"] == "cpu" and record["train_images"] == 64
+    assert not (tmp_path / "ddp.safetensors.state.pt").exists()
+
+    x, y = data.load_dataset("digits", "train")
+    x, y = x[:64], y[:64]
+    torch.manual_seed(0)  # seed 0, as train.main builds the model
+    ref = build_model(ViTConfig(kind="deterministic", dim=8, depth=1, heads=2))
+    assert model.config == ref.config
+    opt = torch.optim.AdamW(ref.parameters(), lr=2e-3, weight_decay=0.05)
+    sched = train._schedule(opt, 2)  # 64 images / 2 processes / 16 per process = 2 steps
+    order = []
+    for rank in (0, 1):
+        sampler = DistributedSampler(TensorDataset(x, y), 2, rank, seed=0)
+        sampler.set_epoch(0)
+        order.append(list(sampler))
+    init = {k: v.clone() for k, v in ref.state_dict().items()}
+    ref.train()
+    for step in range(2):
+        idx = torch.tensor([i for o in order for i in o[16 * step:16 * (step + 1)]])
+        loss, _ = loss_fn(ref, x[idx], y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    for (k, a), b in zip(ref.state_dict().items(), model.state_dict().values()):
+        if k.endswith("attn.qkv.bias"):
+            # the key bias adds q . b_k to every score of a row, which softmax ignores: its gradient is 0 up to
+            # rounding, and Adam turns rounding noise into steps of +-lr; compare the query and value biases only
+            keep = torch.ones(len(a), dtype=torch.bool)
+            keep[ref.config.dim:2 * ref.config.dim] = False
+            a, b, init[k] = a[keep], b[keep], init[k][keep]
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4, msg=k)
+        assert not torch.equal(b, init[k]), k  # the two steps moved every weight

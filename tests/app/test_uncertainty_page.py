@@ -3,13 +3,15 @@ bad uploads that must end in a plain error (a pickle that would run code must no
 import io
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
-from tests.app.conftest import figure_titled, no_exception
+from tests.app.conftest import figure_titled, figures, no_exception
 from wviz.vit import data, views
-from wviz.vit.checkpoint import load_checkpoint
-from wviz.vit.model import mc_predict
+from wviz.vit import evaluate as vit_evaluate
+from wviz.vit.checkpoint import load_checkpoint, save_checkpoint
+from wviz.vit.model import ViTConfig, build_model, mc_predict
 
 PAGE = "uncertainty_inspector.py"
 
@@ -168,3 +170,82 @@ def test_uploaded_checkpoints_replace_the_bundled_model(open_page):
     no_exception(at)
     assert any("no covariances" in i.value for i in at.info)
     assert "covariance trace" not in at.selectbox(key="score").options
+
+
+def _tiny_upload(tmp_path, record: dict, **config) -> bytes:
+    """A small untrained checkpoint (seeded) as the bytes of an upload."""
+    torch.manual_seed(0)
+    model = build_model(ViTConfig(**{"dim": 8, "depth": 1, "heads": 2, **config}))
+    return save_checkpoint(model, tmp_path / "tiny.safetensors", record).read_bytes()
+
+
+def test_upload_with_another_patch_size_high_query_and_measured_panel(open_page, tmp_path, monkeypatch):
+    """patch_size 2: 64 patches + the class token, while the twin has 16 + 1. A query patch the twin does not have
+    draws no twin attention (it used to raise IndexError); the panel's corruption curves for the upload are
+    measured by the page (the file's claim of zero error is ignored), and evaluate moves the progress bar."""
+    claimed = {k: [0.0] * 5 for k in data.CORRUPTIONS}
+    raw = _tiny_upload(tmp_path, {"eval_samples": 2, "metrics": {"corruption_error": claimed}}, patch_size=2)
+    calls = []  # the progress fractions of each evaluation the page runs
+    real = vit_evaluate.evaluate
+
+    def spy(*args, progress=None, **kwargs):
+        calls.append([])
+
+        def report(f, text):
+            calls[-1].append(f)
+            progress(f, text)
+        return real(*args, progress=report, **kwargs)
+
+    monkeypatch.setattr(vit_evaluate, "evaluate", spy)
+    at = open_page(PAGE)
+    at.sidebar.radio(key="ckpt").set_value("upload").run()
+    at.sidebar.file_uploader(key="ckpt_file").upload("p2.safetensors", raw).run()
+    at.selectbox(key="query").set_value(40).run()
+    no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    assert any("4 x 4 patches, this model into 8 x 8" in i.value for i in at.info)
+    assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith("deterministic twin")]
+    model = load_checkpoint(raw, name="p2.safetensors")[0]
+    x, y = data.load_dataset("digits", "test")
+    out = model(x[:1])
+    heads = figure_titled(at, "uploaded (stochastic): attention")["data"]
+    for h in range(2):
+        np.testing.assert_allclose(np.asarray(heads[h]["z"], dtype=float),
+                                   out.attentions[0][0, h, 40, 1:].reshape(8, 8).detach().numpy(), atol=1e-6)
+    # the upload's evaluation (the only one with corruptions): 18 passes (test split, 2 OOD sets, 3 corruptions x 5
+    # severities) reported as they start, then 1.0
+    (fractions,) = [c for c in calls if len(c) > 4]
+    assert fractions == [i / 18 for i in range(18)] + [1.0]
+    measured = real(model, x, y, ood_sets={}, samples=2).corruption
+    shown = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Test error under corr")["data"]}
+    for kind, err in measured.items():
+        np.testing.assert_allclose(shown[f"uploaded (stochastic): {kind}"], err.numpy(), atol=1e-6)
+    assert any(shown[f"uploaded (stochastic): {k}"].max() > 0 for k in measured)  # not the file's zeros
+    assert any("uploaded (stochastic): measured here" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"metrics": 0.97}, "training record: 'metrics' must be a JSON object"),
+    ({"metrics": [0.9, 0.1]}, "training record: 'metrics' must be a JSON object"),
+    ({"metrics": {"corruption_error": {"blur": "high"}}}, "metrics 'corruption_error' must be"),
+    ({"metrics": {"corruption_error": [[0.1] * 5]}}, "metrics 'corruption_error' must be"),
+    ({"eval_samples": 10 ** 7}, "'eval_samples' must be a whole number from 1 to 4096"),
+    ({"class_names": "0123456789"}, "'class_names' must be a list of 10 names"),
+])
+def test_hostile_training_records_show_a_plain_error(open_page, tmp_path, record, message):
+    at = open_page(PAGE)
+    at.sidebar.radio(key="ckpt").set_value("upload").run()
+    at.sidebar.file_uploader(key="ckpt_file").upload("hostile.safetensors", _tiny_upload(tmp_path, record)).run()
+    no_exception(at)
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_huge_eval_samples_are_capped_with_a_caption(open_page, tmp_path):
+    raw = _tiny_upload(tmp_path, {"eval_samples": 4096}, kind="deterministic")
+    at = open_page(PAGE)
+    at.sidebar.radio(key="ckpt").set_value("upload").run()
+    at.sidebar.file_uploader(key="ckpt_file").upload("many.safetensors", raw).run()
+    no_exception(at)
+    assert not at.error
+    assert any("asks for 4096 Monte-Carlo samples per image; the panel uses 64" in c.value for c in at.caption)
+    figure_titled(at, "Reliability diagram")  # the panel ran

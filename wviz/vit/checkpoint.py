@@ -12,18 +12,21 @@ Formats read, from a path or from uploaded bytes:
   it refuses is refused, with no fallback to a full unpickler.
 
 Then: a size cap (``max_bytes``, default :data:`MAX_BYTES`, or the environment variable WVIZ_MAX_CHECKPOINT_MB),
-a sane config (bounded dims, see :data:`wviz.vit.model.BOUNDS`), and strict key, shape, dtype and finiteness
-checks of every tensor against the model the config builds. Each failure raises ValueError with its own message.
+a sane config (bounded dims, see :data:`wviz.vit.model.BOUNDS`), strict key, shape, dtype, finiteness and size
+(|w| <= :data:`MAX_WEIGHT`) checks of every tensor against the model the config builds, and a training record of
+plain JSON whose entries have the types and bounds :func:`check_record` asks for. Each failure raises ValueError
+with its own message; so does any other error of the parsers on a damaged file (never a retry with a less careful
+loader).
 """
 from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import pickle
 import re
 import struct
-import zipfile
 from pathlib import Path
 
 import torch
@@ -31,14 +34,18 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
+from wviz.vit.data import SEVERITIES
 from wviz.vit.model import ViTConfig, build_model
 
-__all__ = ["MAX_BYTES", "save_checkpoint", "load_checkpoint", "max_bytes_default"]
+__all__ = ["MAX_BYTES", "MAX_WEIGHT", "save_checkpoint", "load_checkpoint", "check_record", "max_bytes_default"]
 
 MAX_BYTES = 50 * 2 ** 20
 _MAX_HEADER = 1 << 20  # a header of 1 MiB describes thousands of tensors; ours are a few kB
 _DTYPES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
 _SUFFIXES = (".safetensors", ".pt", ".pth")
+# The largest weight accepted. Trained weights are small (the bundled models' largest is 4.3); a damaged file can
+# hold finite values up to 3e38 (one flipped exponent bit) that overflow to inf and NaN in the first forward pass.
+MAX_WEIGHT = 1e4
 
 
 def max_bytes_default() -> int:
@@ -72,6 +79,18 @@ def save_checkpoint(model, path, record: dict) -> Path:
 
 # ------------------------------------------------------------------------------------------------- reading
 
+def _size(n: int) -> str:
+    """A byte count for people: 900 bytes, 5.2 kB, 12.0 MB."""
+    if n < 1024:
+        return f"{n} bytes"
+    return f"{n / 1024:.1f} kB" if n < 2 ** 20 else f"{n / 2 ** 20:.1f} MB"
+
+
+def _too_big(size: int, max_bytes: int) -> ValueError:
+    return ValueError(f"the checkpoint is {_size(size)}, over the limit of {_size(max_bytes)} (the environment "
+                      "variable WVIZ_MAX_CHECKPOINT_MB sets the limit, in MB)")
+
+
 def _read(path_or_bytes, name: str | None, max_bytes: int) -> tuple[bytes, str]:
     """The file's bytes and its suffix, after the size cap (checked before reading a path)."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
@@ -84,13 +103,12 @@ def _read(path_or_bytes, name: str | None, max_bytes: int) -> tuple[bytes, str]:
             raise ValueError(f"no checkpoint file at {path}")
         size = path.stat().st_size
         if size > max_bytes:
-            raise ValueError(f"the checkpoint is {size / 2 ** 20:.1f} MB, over the {max_bytes / 2 ** 20:.1f} MB limit")
+            raise _too_big(size, max_bytes)
         data, suffix, label = path.read_bytes(), path.suffix.lower(), path.name
     if not data:
         raise ValueError(f"{label} is empty (0 bytes)")
     if len(data) > max_bytes:
-        raise ValueError(f"the checkpoint is {len(data) / 2 ** 20:.1f} MB, over the {max_bytes / 2 ** 20:.1f} MB "
-                         "limit")
+        raise _too_big(len(data), max_bytes)
     if not suffix:  # uploaded bytes without a name: tell the formats apart by their first bytes
         suffix = ".safetensors" if data[8:9] == b"{" else ".pt"
     if suffix not in _SUFFIXES:
@@ -109,7 +127,7 @@ def _check_header(data: bytes) -> tuple[dict, dict]:
         raise ValueError(f"truncated safetensors file: the header needs {n} bytes but only {len(data) - 8} follow")
     try:
         header = json.loads(data[8:8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, RecursionError):  # undecodable bytes, bad JSON, brackets nested too deep
         raise ValueError("not a valid safetensors file: its header is not JSON") from None
     if not isinstance(header, dict):
         raise ValueError("not a valid safetensors file: its header is not a JSON object")
@@ -144,7 +162,7 @@ def _json_entry(meta: dict, key: str, what: str):
         raise ValueError(f"the checkpoint has no {what} (metadata entry {key!r}); was it saved by wviz?")
     try:
         return json.loads(meta[key])
-    except (TypeError, json.JSONDecodeError):
+    except (TypeError, ValueError, RecursionError):
         raise ValueError(f"the checkpoint's {what} is not valid JSON") from None
 
 
@@ -156,6 +174,8 @@ def _from_safetensors(data: bytes):
         tensors = st_load(data)
     except SafetensorError as err:
         raise ValueError(f"not a valid safetensors file ({err})") from None
+    except Exception as err:  # noqa: BLE001 -- whatever else the parser trips on, the file is damaged
+        raise ValueError(f"not a valid safetensors file ({err.__class__.__name__}: {str(err)[:200]})") from None
     return config, tensors, record
 
 
@@ -167,13 +187,74 @@ def _from_torch(data: bytes):
         what = f" ({found.group(1)})" if found else ""
         raise ValueError("the .pt file was refused: it holds objects other than tensors and plain containers"
                          f"{what}, and those are never loaded") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, KeyError, OSError) as err:
+    except Exception as err:  # noqa: BLE001 -- a damaged file trips torch's restricted unpickler in many ways
+        # (AttributeError, IndexError, TypeError, AssertionError, ...): all mean "damaged", none means "try harder"
         raise ValueError(f"not a readable .pt checkpoint ({err.__class__.__name__}: {str(err)[:200]})") from None
     if not (isinstance(obj, dict) and "config" in obj and "state_dict" in obj):
         raise ValueError("a .pt checkpoint must be a dict with 'config' and 'state_dict' (and optionally 'record')")
     if not isinstance(obj["state_dict"], dict):
         raise ValueError("the .pt checkpoint's 'state_dict' is not a dict of tensors")
+    if not (isinstance(obj["config"], dict) and all(isinstance(k, str) for k in obj["config"])
+            and _plain_json(obj["config"])):
+        raise ValueError("the .pt checkpoint's 'config' is not a JSON object of plain values")
     return obj["config"], obj["state_dict"], obj.get("record", {})
+
+
+def _plain_json(obj) -> bool:
+    """Whether ``obj`` (read from a .pt file, or parsed JSON with NaN) is what JSON can hold, without NaN / inf."""
+    try:
+        json.dumps(obj, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def _whole(v, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _number(v, lo: float, hi: float) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
+
+
+def check_record(record, n_classes: int) -> dict:
+    """The training record of a checkpoint, checked like its config: it comes from the file, it is shown on the
+    page and it steers the evaluation there, so it must be plain JSON and the entries wviz reads must have their
+    types and bounds (the metrics as :func:`wviz.vit.evaluate.summary` writes them). Other entries are kept as they
+    are. Returns ``record``; ValueError names the first bad entry."""
+    if not isinstance(record, dict):
+        raise ValueError("the checkpoint's training record is not a JSON object")
+    if not _plain_json(record):
+        raise ValueError("the checkpoint's training record is not plain JSON (it holds NaN, inf, tensors or other "
+                         "objects)")
+
+    def bad(entry: str, rule: str, value):
+        shown = repr(value)
+        raise ValueError(f"the checkpoint's training record: {entry} must be {rule}, got "
+                         f"{shown if len(shown) <= 60 else shown[:57] + '...'}")
+
+    for key, lo, hi in (("epochs", 0, 10 ** 6), ("processes", 1, 10 ** 5), ("eval_samples", 1, 4096)):
+        if key in record and not _whole(record[key], lo, hi):
+            bad(f"'{key}'", f"a whole number from {lo} to {hi}", record[key])
+    names = record.get("class_names")
+    if names is not None and not (isinstance(names, list) and len(names) == n_classes
+                                  and all(isinstance(n, str) for n in names)):
+        bad("'class_names'", f"a list of {n_classes} names (one per class of the model)", names)
+    metrics = record.get("metrics", {})
+    if not isinstance(metrics, dict):
+        bad("'metrics'", "a JSON object such as {\"accuracy\": 0.97, ...}", metrics)
+    for key, hi, rule in (("accuracy", 1, "from 0 to 1"), ("ece", 1, "from 0 to 1"), ("nll", math.inf, ">= 0")):
+        if key in metrics and not _number(metrics[key], 0, hi):
+            bad(f"metrics '{key}'", f"a number {rule}", metrics[key])
+    auroc = metrics.get("auroc", {})
+    if not (isinstance(auroc, dict) and all(isinstance(per, dict) and all(_number(a, 0, 1) for a in per.values())
+                                            for per in auroc.values())):
+        bad("metrics 'auroc'", "{OOD set: {score: number from 0 to 1}}", auroc)
+    curves = metrics.get("corruption_error", {})
+    if not (isinstance(curves, dict) and all(isinstance(err, list) and len(err) == len(SEVERITIES)
+                                             and all(_number(e, 0, 1) for e in err) for err in curves.values())):
+        bad("metrics 'corruption_error'", f"{{corruption: [{len(SEVERITIES)} error rates from 0 to 1]}}", curves)
+    return record
 
 
 def load_checkpoint(path_or_bytes, name: str | None = None, max_bytes: int | None = None, device=None):
@@ -188,24 +269,26 @@ def load_checkpoint(path_or_bytes, name: str | None = None, max_bytes: int | Non
         config, tensors, record = _from_safetensors(data)
     else:
         config, tensors, record = _from_torch(data)
-    if not isinstance(record, dict):
-        raise ValueError("the checkpoint's training record is not a JSON object")
     cfg = ViTConfig.from_dict(config)
+    check_record(record, cfg.n_classes)
     model = build_model(cfg)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
+    unexpected = sorted(map(repr, set(tensors) - set(expected)))  # repr: a .pt file's keys need not be strings
     if missing:
         raise ValueError(f"the checkpoint lacks {len(missing)} weight(s) the config needs, e.g. {missing[0]!r}")
     if unexpected:
-        raise ValueError(f"the checkpoint has {len(unexpected)} weight(s) the model does not, e.g. {unexpected[0]!r}")
+        raise ValueError(f"the checkpoint has {len(unexpected)} weight(s) the model does not, e.g. {unexpected[0]}")
     for key, ref in expected.items():
         t = tensors[key]
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-            raise ValueError(f"weight {key!r} is not a float tensor")
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.layout == torch.strided):
+            raise ValueError(f"weight {key!r} is not a dense float tensor")
         if tuple(t.shape) != tuple(ref.shape):
             raise ValueError(f"weight {key!r} has shape {tuple(t.shape)}; the config needs {tuple(ref.shape)}")
         if not bool(torch.isfinite(t).all()):
             raise ValueError(f"weight {key!r} contains NaN or inf")
+        if t.numel() and float(t.abs().max()) > MAX_WEIGHT:
+            raise ValueError(f"weight {key!r} holds a value of {float(t.abs().max()):.3g}; trained weights are far "
+                             f"smaller (at most {MAX_WEIGHT:g} is accepted): the file looks damaged")
     model.load_state_dict({k: t.to(torch.float32) for k, t in tensors.items()}, strict=True)
     return model.to(device or "cpu").eval(), record

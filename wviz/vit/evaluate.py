@@ -39,7 +39,8 @@ class Report:
 
 @torch.no_grad()
 def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, seed: int = 0) -> Predictions:
-    """Predictive probabilities and covariance traces of ``images`` (moved to the model's device in batches)."""
+    """Predictive probabilities and covariance traces of ``images`` (moved to the model's device in batches).
+    ValueError when the model's output overflows (inf or NaN) rather than scoring NaN."""
     device = next(model.parameters()).device
     probs, traces = [], []
     for i in range(0, len(images), batch):
@@ -48,37 +49,48 @@ def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, se
         out = model(x)
         if out.covariances is not None:
             traces.append(out.covariances[-1].sum(-1).mean(-1))
-    return Predictions(torch.cat(probs), torch.cat(traces) if traces else None)
+    p = Predictions(torch.cat(probs), torch.cat(traces) if traces else None)
+    if not (bool(torch.isfinite(p.probs).all()) and (p.trace is None or bool(torch.isfinite(p.trace).all()))):
+        raise ValueError("the model's output is not a finite number (inf or NaN) on some images: its weights push "
+                         "the computation beyond float range")
+    return p
 
 
 def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor] | None = None,
              samples: int = 16, corruptions: bool = True, progress=None) -> Report:
     """The full report. ``ood_sets``: name -> images (default: the two OOD sets of :mod:`wviz.vit.data`, 360 each,
-    shaped like ``images``); ``progress(fraction, text)`` is called between steps when given."""
-    step = progress or (lambda f, t: None)
+    shaped like ``images``); ``progress(fraction, text)`` is called before each pass over a set of images (the test
+    split, each OOD set, each corruption and severity), with the fraction of those passes done, and with 1.0 at
+    the end."""
+    report = progress or (lambda f, t: None)
     labels = labels.to(next(model.parameters()).device)
-    step(0.0, "test split")
-    p = predict(model, images, samples)
-    rel = metrics.reliability(p.probs, labels)
-    in_scores = metrics.ood_scores(p.probs, p.trace)
     if ood_sets is None:
         ood_sets = {name: data.ood_set(name, len(images), size=images.shape[-1]) for name in data.OOD_SETS}
+    passes = 1 + len(ood_sets) + (len(data.CORRUPTIONS) * len(data.SEVERITIES) if corruptions else 0)
+    done = 0
+
+    def run(x: torch.Tensor, text: str) -> Predictions:
+        nonlocal done
+        report(done / passes, text)
+        done += 1
+        return predict(model, x, samples)
+
+    p = run(images, "test split")
+    rel = metrics.reliability(p.probs, labels)
+    in_scores = metrics.ood_scores(p.probs, p.trace)
     ood = {}
     for name, x in ood_sets.items():
-        step(0.2, f"OOD: {name}")
-        q = predict(model, x, samples)
+        q = run(x, f"OOD: {name}")
         out_scores = metrics.ood_scores(q.probs, q.trace)
         ood[name] = {s: (in_scores[s], out_scores[s], metrics.auroc(in_scores[s], out_scores[s])) for s in in_scores}
     curves = {}
     if corruptions:
-        for i, kind in enumerate(data.CORRUPTIONS):
-            step(0.4 + 0.2 * i, f"corruption: {kind}")
-            errs = []
-            for sev in data.SEVERITIES:
-                q = predict(model, data.corrupt(images, kind, sev, seed=sev), samples)
-                errs.append(1 - metrics.accuracy(q.probs, labels))
+        for kind in data.CORRUPTIONS:
+            errs = [1 - metrics.accuracy(run(data.corrupt(images, kind, sev, seed=sev),
+                                             f"corruption: {kind}, severity {sev}").probs, labels)
+                    for sev in data.SEVERITIES]
             curves[kind] = torch.tensor(errs)
-    step(1.0, "done")
+    report(1.0, "done")
     return Report(metrics.accuracy(p.probs, labels), metrics.nll(p.probs, labels), rel, ood, curves)
 
 

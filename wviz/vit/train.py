@@ -67,12 +67,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def _distributed() -> tuple[int, int, int]:
-    """(rank, world size, local rank); starts the process group under torchrun."""
+def _distributed(device: torch.device) -> tuple[int, int, int]:
+    """(rank, world size, local rank); starts the process group under torchrun: NCCL for GPU training, gloo for
+    CPU training (also on a machine that has a GPU but was told --device cpu)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return 0, 1, 0
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return dist.get_rank(), world, int(os.environ.get("LOCAL_RANK", "0"))
 
 
@@ -121,8 +122,8 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    rank, world, local = _distributed()
     device = get_device(args.device)
+    rank, world, local = _distributed(device)
     if device.type == "cuda":
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)

@@ -64,10 +64,15 @@ class Inspection:
 
 @torch.no_grad()
 def inspect_image(model, image: torch.Tensor, samples: int = 32, seed: int = 0) -> Inspection:
-    """Run one (C, H, W) image through ``model`` (on the model's device)."""
+    """Run one (C, H, W) image through ``model`` (on the model's device). ValueError when the model's output
+    overflows (inf or NaN) rather than showing NaN."""
     device = next(model.parameters()).device
     x = image.to(device, torch.float32)[None]
-    return Inspection(model(x), mc_predict(model, x, samples=samples, seed=seed), samples)
+    out, mc = model(x), mc_predict(model, x, samples=samples, seed=seed)
+    if not (bool(torch.isfinite(out.logits).all()) and bool(torch.isfinite(mc.mean).all())):
+        raise ValueError("the model's output on this image is not a finite number (inf or NaN): its weights push "
+                         "the computation beyond float range")
+    return Inspection(out, mc, samples)
 
 
 def _grid(values: torch.Tensor, grid: int) -> torch.Tensor:
