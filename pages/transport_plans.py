@@ -156,13 +156,23 @@ if state["x"] is not None:
 arrays = to_numpy(a), to_numpy(b), to_numpy(C)
 if solver == "sinkhorn":
     st.subheader("Watch Sinkhorn converge")
-    st.caption("Plain Sinkhorn at this gamma from the uniform start: each iteration rescales the rows to match a "
-               "and the columns to match b; the plan converges as the marginal error falls. (The solver above "
-               "gets there faster with epsilon scaling and over-relaxation.)")
     snap = snapshots_cached(*arrays, gamma, int(res.n_iter))
+    every, _ = tv.scrub_schedule(int(res.n_iter))
     iters = [it for it, _ in snap.plans]
+    solver_says = (f"reached the tolerance in {int(res.n_iter)} iterations" if bool(res.converged) else
+                   f"did not converge either: it stopped at its limit of {int(res.n_iter)} iterations")
+    truncated = "" if bool(snap.converged) else (
+        f" **Truncated:** plain Sinkhorn has not reached the tolerance 1e-6 after {snap.n_iter} iterations "
+        f"(marginal error {float(snap.marginal_error):.1e}); only these first iterations are shown, so the last "
+        f"plan here is not yet the solution.")
+    st.caption(f"Both panels show **plain Sinkhorn** (no epsilon scaling, no over-relaxation) at this gamma from "
+               f"the uniform start, not the solver above: each iteration rescales the rows to match a and the "
+               f"columns to match b. The marginal error is read every {every} iterations, the plans every "
+               f"{min((j - i for i, j in zip(iters, iters[1:])), default=every)}. The solver above, with epsilon scaling and "
+               f"over-relaxation, {solver_says}.{truncated}")
     step = st.select_slider("Iteration", iters, value=iters[-1], key="scrub", bind="query-params",
-                            help="Scrub through Sinkhorn's iterations: the plan after each row/column scaling.")
+                            help="Scrub through plain Sinkhorn's iterations: the plan after each row/column "
+                                 "scaling.")
     plan_k = dict(snap.plans)[step].cpu()
     c1, c2 = st.columns(2)
     with c1:
@@ -170,7 +180,8 @@ if solver == "sinkhorn":
                                                 f"plan after iteration {step} (bars: its marginals)"), key="scrub_plan")
     with c2:
         hist = snap.history.cpu()
-        ui.show_figure(figs.marginal_error_curve(hist[:, 0], hist[:, 1], 1e-6, "Marginal error per iteration",
+        ui.show_figure(figs.marginal_error_curve(hist[:, 0], hist[:, 1], 1e-6,
+                                                 f"Plain Sinkhorn: marginal error every {every} iterations",
                                                  current=step), key="errors")
 
 st.subheader("Cost against gamma")

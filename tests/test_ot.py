@@ -105,6 +105,28 @@ def test_sinkhorn_matches_pot_sinkhorn_log(n, m, seed, gamma):
     assert float(res.reg_cost) == pytest.approx(float((C * P).sum() - gamma * H), rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize("rel", [5e-4, 2e-4])
+def test_epsilon_scaling_matches_pot_sinkhorn_log(rel):
+    """Below 1e-3 max C the solver runs several epsilon-scaling stages (gamma_k = 10^k gamma from _EPS_START times
+    the cost range down); its final plan must still be the entropic plan for gamma itself. POT's plain log-domain
+    Sinkhorn (on torch tensors, one thread: 10^4 iterations take about two seconds) is the reference."""
+    a, b, C = random_problem(100, 90, seed=1)
+    gamma = rel * float(C.max())
+    assert 10 * gamma < ot._EPS_START * float(C.max() - C.min())   # at least two stages
+    res = ot.sinkhorn(a, b, C, gamma, tol=1e-12, max_iter=50000)
+    assert bool(res.converged)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # 10^4 small iterations: a second thread costs ten times the CPU time
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref, log = pot.bregman.sinkhorn_log(a, b, C, gamma, stopThr=1e-12, numItermax=50000, log=True)
+    finally:
+        torch.set_num_threads(threads)
+    assert log["niter"] < 50000 - 1   # POT converged too
+    torch.testing.assert_close(res.plan, ref, atol=1e-9, rtol=0)
+
+
 @pytest.mark.parametrize("gamma", [0.05, 0.01, 0.001])
 @pytest.mark.parametrize("n", [64, 200])
 def test_sinkhorn_marginals_within_tol(n, gamma):
@@ -377,6 +399,15 @@ def test_bad_input_raises_value_error(solver, case):
     (a, b, C, gamma), match = BAD[case]
     args = (a, b, C) if solver == "emd" else (a, b, C, gamma)
     with pytest.raises(ValueError, match=match):
+        getattr(ot, solver)(*args)
+
+
+@pytest.mark.parametrize("solver", ["emd", "quadratic_ot"])
+def test_b_none_is_only_for_sinkhorn(solver):
+    """b=None means the one-sided problem, which only sinkhorn solves; the others say so plainly."""
+    a, _, C = random_problem(4, 3)
+    args = (a, None, C) if solver == "emd" else (a, None, C, 0.1)
+    with pytest.raises(ValueError, match="needs both marginals a and b"):
         getattr(ot, solver)(*args)
 
 

@@ -166,10 +166,11 @@ def softmax(scores: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
     if tau == 1.0:
         p = torch.softmax(scores, dim=-1)  # torch shifts by the row max itself
         # torch's softmax turns a row with NaN, +inf or only -inf keys into NaN everywhere (its max or its sum
-        # is NaN), so one column of the output checks every row without another pass over the scores
+        # is NaN), so one column of the output checks every row without another pass over the scores. Those are
+        # exactly the rows whose max is not finite, which _row_max rejects (naming the row and the reason); a row
+        # with a finite max has exp(s - max) in [0, 1] with one entry 1, hence a sum >= 1 and no NaN.
         if bool(torch.isnan(p[..., 0]).any()):
-            _row_max(scores)  # raises, naming the row and the reason
-            raise ValueError("softmax produced NaN")  # unreachable for finite or -inf scores
+            _row_max(scores)
         return p
     smax = _row_max(scores)
     return torch.softmax((scores - smax) / _tau_for(scores.dtype, tau), dim=-1)

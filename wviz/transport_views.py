@@ -20,13 +20,29 @@ def solve(solver: str, a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gamma:
     raise ValueError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}")
 
 
+# Plain Sinkhorn needs about 1 / (1 - r) iterations, which grows like 1 / gamma: at gamma = 1e-4 max C it has not
+# converged after 10^5 iterations (seconds of waiting). The scrubber records at most this many; the page says so.
+SCRUB_MAX_ITER = 3000
+
+
+def scrub_schedule(n_iter: int, snapshots: int = 40, max_iter: int = SCRUB_MAX_ITER) -> tuple[int, int]:
+    """(every, budget) of the scrubber's plain-Sinkhorn run: record the plan and the marginal error every ``every``
+    iterations, for at most ``budget`` iterations. ``n_iter`` (the iterations a first solve needed) sets the
+    interval; plain Sinkhorn takes a few times more, so the budget is 10 n_iter (at least 1000), capped at
+    ``max_iter`` and rounded down to a multiple of ``every`` so that the last iterate is recorded."""
+    every = max(1, min(n_iter, max_iter) // snapshots)
+    budget = min(max(10 * n_iter, 1000), max_iter)
+    return every, max(every, budget // every * every)
+
+
 def sinkhorn_snapshots(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gamma: float, n_iter: int,
-                       snapshots: int = 40, tol: float = 1e-6) -> ot.OTResult:
-    """Plain Sinkhorn at gamma (no epsilon scaling), keeping about ``snapshots`` iterates of the plan to scrub
-    through; ``n_iter`` (the iterations a first solve needed) sets the recording interval."""
-    every = max(1, n_iter // snapshots)
+                       snapshots: int = 40, tol: float = 1e-6, max_iter: int = SCRUB_MAX_ITER) -> ot.OTResult:
+    """Plain Sinkhorn at gamma (no epsilon scaling, no over-relaxation) from the uniform start, keeping about
+    ``snapshots`` iterates of the plan to scrub through (see :func:`scrub_schedule`). ``converged=False`` means
+    the run stopped at its budget: it shows only the first iterations."""
+    every, budget = scrub_schedule(n_iter, snapshots, max_iter)
     return ot.sinkhorn(a, b, C, gamma, tol=tol, eps_scaling=False, omega=1.0, record_plans=every,
-                       max_iter=max(10 * n_iter, 1000))
+                       max_iter=budget)
 
 
 def gamma_sweep(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gammas: torch.Tensor,

@@ -1,5 +1,11 @@
-"""The "Attention as transport" page, driven through AppTest; its numbers checked against numpy."""
+"""The "Attention as transport" page, driven through AppTest; its numbers checked against numpy and the entmax
+package."""
+import json
+
 import numpy as np
+import pytest
+import torch
+from entmax import entmax15, entmax_bisect
 
 from tests.app.conftest import figure_titled, figures, no_exception
 
@@ -26,7 +32,9 @@ def test_default_page_shows_the_closed_forms(open_page):
     np.testing.assert_allclose(w["softmax"], numpy_softmax(S_DEFAULT, 1.0), atol=1e-12)
     # sparsemax is the Euclidean projection of s / tau onto the simplex: here threshold (1.06 + 0.5 - 1) / 2
     np.testing.assert_allclose(w["sparsemax"], [0.78, 0.22, 0.0], atol=1e-12)
-    assert abs(w["entmax"].sum() - 1) < 1e-12 and w["entmax"][2] == 0.0
+    assert w["entmax"][2] == 0.0
+    # 1.5-entmax of s / tau by the entmax package (sort-based, Peters et al. 2019): same Tsallis objective
+    np.testing.assert_allclose(w["entmax"], entmax15(torch.tensor(S_DEFAULT)).numpy(), atol=1e-12)
     # the m = 3 landscape: the generic solver lands on the closed form
     land = figure_titled(at, "softmax: -<s, p>")
     closed, numeric = land["data"][1], land["data"][2]
@@ -53,6 +61,17 @@ def test_switching_mechanisms_and_alpha(open_page):
     np.testing.assert_allclose(bars(at)["entmax"], numpy_softmax(S_DEFAULT, 1.0), atol=1e-12)
     at.sidebar.slider(key="alpha").set_value(2.0).run()
     np.testing.assert_allclose(bars(at)["entmax"], [0.78, 0.22, 0.0], atol=1e-12)
+
+
+@pytest.mark.parametrize("alpha, tau", [(1.3, 1.0), (1.5, 0.316), (1.75, 0.316), (1.25, 0.1)])
+def test_entmax_weights_match_the_entmax_package(open_page, alpha, tau):
+    at = open_page(PAGE, mechanisms="entmax")
+    at.sidebar.slider(key="alpha").set_value(alpha)
+    at.sidebar.select_slider(key="tau").set_value(tau).run()
+    no_exception(at)
+    assert at.sidebar.select_slider(key="tau").value == tau and at.sidebar.slider(key="alpha").value == alpha
+    ref = entmax_bisect(torch.tensor(S_DEFAULT) / tau, alpha=alpha, n_iter=100).numpy()
+    np.testing.assert_allclose(bars(at)["entmax"], ref, atol=1e-10)
 
 
 def test_bad_scores_show_an_error_and_keep_the_last_good_state(open_page):
@@ -101,3 +120,41 @@ def test_many_queries_heatmap_rows_are_distributions(open_page):
     z = np.array(heat["data"][0]["z"])
     assert z.shape == (64, 16)
     np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-5)
+
+
+def prior_page(open_page, rows):
+    """The page with prior-softmax chosen and the prior table (key prior_table_3) as a shared link carries it."""
+    return open_page(PAGE, mechanisms=["softmax", "prior-softmax"],
+                     prior_table_3=json.dumps([[f"k{j + 1}", v] for j, v in enumerate(rows)]))
+
+
+def test_an_edited_prior_reweights_softmax(open_page):
+    at = prior_page(open_page, [0.5, 0.0, 0.5])
+    assert not at.error
+    pi = np.array([0.5, 0.0, 0.5])
+    want = pi * np.exp(S_DEFAULT - S_DEFAULT.max())
+    np.testing.assert_allclose(bars(at)["prior-softmax"], want / want.sum(), atol=1e-12)  # a zero masks k2
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([-0.2, 0.6, 0.6], "prior has a negative weight (-0.2); prior weights must be >= 0"),
+    ([0.5, 0.3, 0.5], "prior sums to 1.3, not 1"),
+])
+def test_a_bad_prior_shows_an_error_not_an_exception(open_page, rows, message):
+    at = prior_page(open_page, rows)
+    no_exception(at)
+    assert at.error and message in at.error[0].value
+    assert not figures(at)   # nothing computed yet: the page stops after the error instead of drawing NaN
+
+
+def test_a_bad_prior_entered_later_keeps_the_last_good_weights(open_page):
+    at = open_page(PAGE)
+    good = bars(at)
+    at.query_params["prior_table_3"] = json.dumps([["k1", 0.7], ["k2", -0.1], ["k3", 0.4]])  # read when it opens
+    at.sidebar.multiselect(key="mechanisms").set_value(["softmax", "sparsemax", "entmax", "prior-softmax"]).run()
+    no_exception(at)
+    assert at.error and "prior has a negative weight (-0.1)" in at.error[0].value
+    kept = bars(at)
+    assert set(kept) == set(good)
+    for name in good:
+        np.testing.assert_array_equal(kept[name], good[name])

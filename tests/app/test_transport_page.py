@@ -3,8 +3,9 @@ import numpy as np
 import ot as pot
 import pytest
 
-from tests.app.conftest import figures, no_exception
+from tests.app.conftest import figure_titled, figures, no_exception
 from wviz import samples
+from wviz import transport_views as tv
 
 PAGE = "transport_plans.py"
 
@@ -60,10 +61,36 @@ def test_gamma_slider_and_the_scrubber(open_page):
     assert any(t.startswith(f"plan after iteration {first}") for t in titles)
 
 
+def test_smallest_gamma_scrubber_is_capped_and_its_caption_says_so(open_page):
+    """gamma = 1e-4 max C on the default problem: the main solve stops unconverged at 10000 iterations, plain
+    Sinkhorn would need more than 10^5. The scrubber shows its first SCRUB_MAX_ITER iterations and says so."""
+    at = open_page(PAGE)
+    at.sidebar.select_slider(key="gamma").set_value(0.0001).run()
+    no_exception(at)
+    assert at.warning and "stopped before the marginals met the tolerance" in at.warning[0].value
+    scrub = at.select_slider(key="scrub")
+    assert scrub.options[-1] == str(tv.SCRUB_MAX_ITER) and scrub.value == tv.SCRUB_MAX_ITER
+    every, _ = tv.scrub_schedule(10000)
+    caption = " ".join(c.value for c in at.caption)
+    assert "**plain Sinkhorn**" in caption and f"marginal error is read every {every} iterations" in caption
+    assert "did not converge either: it stopped at its limit of 10000 iterations" in caption
+    assert f"**Truncated:** plain Sinkhorn has not reached the tolerance 1e-6 after {tv.SCRUB_MAX_ITER}" in caption
+    figure_titled(at, f"Plain Sinkhorn: marginal error every {every} iterations")
+
+
+def test_default_scrubber_caption_says_what_it_shows(open_page):
+    at = open_page(PAGE)
+    caption = " ".join(c.value for c in at.caption)
+    assert "**plain Sinkhorn**" in caption and "Truncated" not in caption
+    assert "reached the tolerance in" in caption
+    errors = figure_titled(at, "Plain Sinkhorn: marginal error every")
+    assert np.asarray(errors["data"][0]["y"], dtype=float)[-1] <= 1e-6   # plain Sinkhorn got there
+
+
 @pytest.mark.parametrize("data, message", [
     (b"cloud,x,y\nsource,1,abc\ntarget,0,0\n", "non-numeric"),
     (b"cloud,x\nsource,1\n", "missing"),
-    (b"\x00\x01\x02garbage", ""),
+    (b"\x00\x01\x02garbage", "needs columns cloud, x, y (and optionally mass); missing: cloud, x, y"),
 ])
 def test_malformed_upload_shows_an_error_and_keeps_the_last_plan(open_page, data, message):
     at = open_page(PAGE)
