@@ -65,20 +65,21 @@ def test_scrubber_run_is_capped_and_says_when_it_is_truncated():
     assert (snap.history[:, 0] % every == 0).all() and int(snap.history[-1, 0]) == budget
 
 
-def test_scrubber_plans_are_plain_sinkhorn_iterates():
+@pytest.mark.parametrize("gamma_rel", [1e-3, 1e-4])
+def test_scrubber_plans_are_plain_sinkhorn_iterates(gamma_rel):
     """A truncated run records exactly the textbook iterates u = a / K v, v = b / K^T u from v = 1 (here in numpy,
-    in the log domain), every ``every`` iterations up to the budget."""
+    in the log domain), every ``every`` iterations up to the budget. At 1e-4 max C whole columns of the kernel
+    exp(-C / gamma) lie below the solver's clamp: its iterates must still be the textbook ones."""
     x, y = samples.point_clouds("gaussians", 40, 30, seed=0)
     C = torch.cdist(x, y) ** 2
     a, b = torch.full((40,), 1 / 40, dtype=torch.float64), torch.full((30,), 1 / 30, dtype=torch.float64)
-    gamma = 1e-3 * float(C.max())    # plain Sinkhorn needs about 400 iterations here
+    gamma = gamma_rel * float(C.max())    # plain Sinkhorn needs about 400 iterations at 1e-3
     every, budget = tv.scrub_schedule(400, snapshots=20, max_iter=200)
     assert (every, budget) == (10, 200)
     snap = tv.sinkhorn_snapshots(a, b, C, gamma, n_iter=400, snapshots=20, max_iter=200)
     assert snap.n_iter == 200 and not bool(snap.converged)
     plans = dict(snap.plans)
-    # a check where the scalings are absorbed into the potentials records nothing: most checks remain
-    assert {0, 200} <= set(plans) <= set(range(0, 201, 10)) and len(plans) >= 15
+    assert set(plans) == set(range(0, 201, 10))   # absorptions included
     Cn, la, lb = C.numpy() / gamma, np.log(a.numpy()), np.log(b.numpy())
     f, g = np.zeros(40), np.zeros(30)
     for it in range(1, budget + 1):

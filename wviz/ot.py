@@ -497,7 +497,7 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     zero_a, zero_b = info["zero_a"], info["zero_b"]
     warm = None if init is None else _init_potentials(init, a, b, B, n, m)
     lo, c_lo, c_hi = info["lo"], info["lo_min"], info["hi_max"]
-    first_f, first_clamp = True, clamp      # the first kernel may skip passes (see below)
+    first_f = True      # the first kernel may skip a pass (see below)
     if warm is not None:
         f, g, gamma0 = warm
     else:
@@ -506,8 +506,6 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
             # row minima within a few gamma of each other: one scalar shift keeps every row of the first kernel
             # within exp(-absorb / 2) of 1, and f = 0 saves a pass
             f, g, first_f = torch.zeros_like(a), torch.full_like(b, c_lo), None
-            if (c_hi - c_lo) / gamma < clamp:
-                first_clamp = None
         else:    # shift every row by its minimum: each row of the first kernel has an entry exp(0) = 1
             f, g = lo.clone(), torch.zeros_like(b)
     f = f.masked_fill_(~pos_a, -torch.inf)
@@ -533,7 +531,8 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     plan_bytes = B * n * m * C.element_size()
     max_plans = max(2, min(256, (256 << 20) // max(plan_bytes, 1)))
     it, failures = 0, 0
-    range_every = 1 if dtype == torch.float32 else 4   # float32 overflows within a few iterations
+    # float32 overflows within a few iterations; recorded iterates must never lean on the clamp for long
+    range_every = 1 if dtype == torch.float32 or record else 4
     tiny = 1000 * torch.finfo(dtype).eps
 
     def rebuild(u, v, gam, normalize=True):
@@ -550,6 +549,12 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
         g = g - gam * c[:, :, 0]
         return r.exp() * ma, c.exp() * mb
 
+    def errors(u, v, Kv, KTu) -> np.ndarray:
+        """Marginal error of every problem: the plan diag(u) K diag(v) has marginals u * Kv and v * KTu."""
+        err = torch.maximum(torch.addcmul(na3, u, Kv).abs_().sum((1, 2)),
+                            torch.addcmul(nb3, v, KTu).abs_().sum((1, 2)))
+        return np.array(err.tolist())
+
     def range_of(u, v) -> float:
         """max |log u|, |log v| over the points with mass (inf or NaN after an overflow)."""
         ext = torch.cat([torch.where(pa3, u, 1).reshape(-1), torch.where(pb3, v, 1).reshape(-1)])
@@ -558,10 +563,13 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     for stage, gam in enumerate(schedule):
         final = stage == len(schedule) - 1
         stage_tol = tol if final else max(tol, _STAGE_TOL)
-        if stage == 0 and warm is None:
-            _kernel(C, f if first_f else None, g, gam, K, first_clamp)
+        if stage == 0 and warm is None and (c_hi - c_lo) / gam < clamp:
+            # a cold start: the exponents lie in [-(max C - min C) / gamma, 0], none reaches the clamp
+            _kernel(C, f if first_f else None, g, gam, K, None)
             u, v = ma.clone(), mb.clone()
-        else:   # a new gamma or a warm start: the old potentials may leave rows of the new kernel nearly empty
+        else:
+            # a new gamma, a warm start, or a cold start at a gamma so small that whole columns of the kernel would
+            # sit at the clamp (and take its value, not theirs): normalised, no row or column is lost
             u, v = rebuild(ma, mb, gam)
         saved = (u, v)
         w_np = relax.start_stage(gam)
@@ -589,9 +597,7 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
                 continue
             # check the plan P = diag(u) K diag(v): its marginals are u * Kv and v * KTu (KTu is still current)
             n_checks += 1
-            err = torch.maximum(torch.addcmul(na3, u, Kv).abs_().sum((1, 2)),
-                                torch.addcmul(nb3, v, KTu).abs_().sum((1, 2)))
-            errs = np.array(err.tolist())
+            errs = errors(u, v, Kv, KTu)
             worst = float(errs.max())
             done = worst <= stage_tol or it >= max_iter
             spread = range_of(u, v) if (done or n_checks % range_every == 0 or not math.isfinite(worst)) else 0.0
@@ -606,16 +612,14 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
                 saved = (u, v)
                 Kv = _mv(K, v)
                 continue
-            if spread > absorb:   # absorb the scalings into the potentials before they overflow
-                if relax.update(errs, it):
-                    w = torch.as_tensor(relax.w, dtype=dtype, device=device).view(B, 1, 1)
-                    wm1, plain = w - 1, False
-                u, v = rebuild(u, v, gam)   # the same plan, on new potentials
-                saved = (u, v)
-                Kv = _mv(K, v)
-                if not done:
-                    continue
-                KTu = _mv(KT, u)   # the final marginals are read from Kv and KTu
+            if spread > absorb:
+                # absorb the scalings into the potentials before they overflow: the same plan on new potentials,
+                # except for entries that sat at the clamp, which now take their exact values; hence new errors
+                u, v = rebuild(u, v, gam)
+                Kv, KTu = _mv(K, v), _mv(KT, u)
+                errs = errors(u, v, Kv, KTu)
+                worst = float(errs.max())
+                done = worst <= stage_tol or it >= max_iter
             saved = (u, v)
             history.append((it, worst))
             if record and final and it % record_every == 0:
