@@ -9,6 +9,7 @@ browser (issue 8)" of BENCHMARKS.md.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from pathlib import Path
@@ -42,6 +43,16 @@ def measure(page, url: str, key: str, moves: int = MOVES) -> list[float]:
         if i >= WARMUP:
             times.append(ms)
     return times
+
+
+def machine() -> str:
+    """This machine, as the tables are read: CPU model, core count, and whether a GPU was there (the server runs on
+    the CPU either way: the harness sets WVIZ_DEVICE=cpu)."""
+    import torch
+
+    gpu = f"GPU {torch.cuda.get_device_name()} present (unused: the server runs with WVIZ_DEVICE=cpu)" \
+        if torch.cuda.is_available() else "no GPU"
+    return f"{cpu_name()}, {os.cpu_count()} cores, {gpu}"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -86,7 +97,7 @@ def main(write: bool = True) -> str:
     tab = table(run(pages))
     print(tab)
     if write:
-        write_section(SECTION, f"Machine: {cpu_name()}, 2 cores, no GPU; Debian chromium (Playwright), server and "
+        write_section(SECTION, f"Machine: {machine()}; Debian chromium (Playwright), server and "
                       f"browser on the same machine. Produced by `make bench` (`bench/bench_latency.py`, "
                       f"{time.time() - t0:.0f} s); {MOVES} moves per page after {WARMUP} warm-up moves.\n\n{tab}")
     return tab

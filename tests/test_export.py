@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import pytest
 from PIL import Image
 
+from tests.file_checks import check, check_pdf
 from wviz import export
 
 Z = np.array([[0.1, 0.9], [0.5, 0.5], [1.0, 0.0]])
@@ -31,13 +32,31 @@ def heatmap():
 
 def test_png_svg_pdf_are_valid_files():
     png = export.to_image(figure(), "png", scale=2)
-    img = Image.open(io.BytesIO(png))
+    img = check("png", png)
     assert img.format == "PNG" and img.size == (800, 600)  # scale 2 doubles the 400 x 300 layout
     svg = export.to_image(figure(), "svg")
-    root = ET.fromstring(svg)
+    root = check("svg", svg)
     assert root.tag.endswith("svg") and b"A test figure" in svg
+    assert "A test figure" in "".join(root.itertext())  # the title is drawn as text, not just present in bytes
     pdf = export.to_image(figure(), "pdf")
     assert pdf.startswith(b"%PDF-") and pdf.rstrip().endswith(b"%%EOF")
+    check("pdf", pdf)
+
+
+def test_the_file_checks_catch_broken_files():
+    """The checks the browser tests rely on must reject what only looks right at its start."""
+    png, svg, pdf = (export.to_image(figure(), fmt) for fmt in ("png", "svg", "pdf"))
+    html, csv = export.to_html(figure()).encode(), export.to_csv(figure()).encode()
+    broken = {"png": png[:len(png) // 2], "svg": svg[:-10], "html": html.replace(b'class="plotly-graph-div"', b""),
+              "csv": csv.splitlines()[0], "json": b'{"traces": []}'}
+    for fmt, data in broken.items():
+        with pytest.raises((AssertionError, SyntaxError, OSError, ValueError)):
+            check(fmt, data)
+    at = pdf.rfind(b"startxref")
+    shifted = pdf[:at] + pdf[at:].replace(pdf[at + 10:].split()[0], str(int(pdf[at + 10:].split()[0]) + 7).encode())
+    for bad in (pdf[:-len(b"%%EOF\n")], shifted, pdf.replace(b" 0 obj", b" 0 obx", 1)):
+        with pytest.raises(AssertionError):
+            check_pdf(bad)
 
 
 def test_unknown_image_format_is_a_value_error():
@@ -59,6 +78,7 @@ def test_missing_browser_gives_a_plain_message(monkeypatch):
 
 def test_html_is_standalone_and_carries_the_data():
     html = export.to_html(figure())
+    check("html", html.encode())
     assert html.lstrip().lower().startswith("<!doctype html>") and html.rstrip().endswith("</html>")
     assert len(html) > 1_000_000 and "Plotly.newPlot" in html  # plotly.js itself is inside
     assert 'src="https://cdn.plot.ly' not in html  # no script from the network: opens offline
@@ -66,7 +86,7 @@ def test_html_is_standalone_and_carries_the_data():
 
 
 def test_csv_has_every_plotted_value():
-    table = pd.read_csv(io.StringIO(export.to_csv(figure())))
+    table = check("csv", export.to_csv(figure()).encode())
     curve = table[table.trace == "curve"]
     np.testing.assert_array_equal(curve.x.astype(float), [0, 1, 2])
     np.testing.assert_array_equal(curve.y, [3, 1, 2])
@@ -91,8 +111,21 @@ def test_animation_frames_are_exported():
     assert [f["traces"][0]["y"] for f in data["frames"]] == [[0], [1], [4]]
 
 
+def test_a_diagram_without_traces_exports_its_annotations_and_an_empty_figure_a_header():
+    fig = go.Figure()
+    fig.add_annotation(x=0.1, y=0.5, text="X<br>(n x d)", showarrow=False)
+    fig.add_annotation(x=0.9, y=0.5, text="Y = A V", showarrow=False)
+    table = check("csv", export.to_csv(fig).encode())
+    assert list(table.text) == ["X<br>(n x d)", "Y = A V"] and list(table.x) == [0.1, 0.9]
+    assert check("json", export.to_json(fig).encode())["annotations"][1] == {"x": 0.9, "y": 0.5, "text": "Y = A V"}
+    empty = pd.read_csv(io.StringIO(export.to_csv(go.Figure())))
+    assert len(empty) == 0 and list(empty.columns) == ["trace", "type", "x", "y"]
+    with_data = json.loads(export.to_json(figure()))
+    assert "annotations" not in with_data  # a figure with traces: the traces are its data
+
+
 def test_json_round_trips_the_arrays():
-    data = json.loads(export.to_json(heatmap()))
+    data = check("json", export.to_json(heatmap()).encode())
     assert data["title"] == "weights"
     (trace,) = data["traces"]
     np.testing.assert_array_equal(trace["z"], Z)
@@ -122,3 +155,6 @@ def test_lecture_bundle_contents():
     assert Image.open(io.BytesIO(zf.read("A.png"))).format == "PNG"
     ET.fromstring(zf.read("plan.svg"))
     assert len(pd.read_csv(io.BytesIO(zf.read("A.csv")))) == Z.size
+    for key in ("plan", "A"):
+        for fmt in ("svg", "png", "csv"):
+            check(fmt, zf.read(f"{key}.{fmt}"))

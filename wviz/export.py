@@ -105,12 +105,21 @@ def _trace_rows(trace, frame: str | None) -> list[dict]:
     return [{**base, **{k: v[i] if i < len(v) else None for k, v in columns.items()}} for i in range(n)]
 
 
+def _annotation_rows(fig: go.Figure) -> list[dict]:
+    """A diagram drawn with annotations only (no traces): its boxes' positions and text are its data."""
+    return [{"trace": "annotation", "type": "annotation", "x": a.x, "y": a.y, "text": a.text}
+            for a in fig.layout.annotations if a.text]
+
+
 def figure_table(fig: go.Figure) -> pd.DataFrame:
-    """Every value a figure plots, one row each (animation frames included, named in a 'frame' column)."""
+    """Every value a figure plots, one row each (animation frames included, named in a 'frame' column); a figure
+    without traces gives its annotations (position and text)."""
     rows = [r for t in fig.data for r in _trace_rows(t, None)]
     for frame in fig.frames or ():
         rows += [r for t in frame.data for r in _trace_rows(t, str(frame.name))]
-    return pd.DataFrame(rows)
+    if not fig.data:
+        rows += _annotation_rows(fig)
+    return pd.DataFrame(rows, columns=None if rows else ["trace", "type", "x", "y"])
 
 
 def to_csv(fig: go.Figure) -> str:
@@ -118,7 +127,8 @@ def to_csv(fig: go.Figure) -> str:
 
 
 def to_json(fig: go.Figure) -> str:
-    """The figure's title and, per trace, its name, type and data arrays (x, y, z, text)."""
+    """The figure's title and, per trace, its name, type and data arrays (x, y, z, text); a figure without traces
+    gives its annotations (x, y, text) instead."""
     def traces(data):
         return [{"name": t.name, "type": t.type,
                  **{k: _plain(getattr(t, k, None)) for k in ("x", "y", "z", "text") if getattr(t, k, None) is not None}}
@@ -127,6 +137,8 @@ def to_json(fig: go.Figure) -> str:
     out = {"title": fig.layout.title.text, "traces": traces(fig.data)}
     if fig.frames:
         out["frames"] = [{"name": f.name, "traces": traces(f.data)} for f in fig.frames]
+    if not fig.data:
+        out["annotations"] = [{k: r[k] for k in ("x", "y", "text")} for r in _annotation_rows(fig)]
     return json.dumps(out, default=lambda v: v.item() if hasattr(v, "item") else str(v))
 
 

@@ -1,6 +1,7 @@
 """State in the URL and the export controls, through AppTest. Widgets write the URL in the browser, so editing
 and re-opening a link is tested in tests/e2e/test_sharing_and_export.py."""
 import json
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
@@ -8,6 +9,9 @@ from tests.app.conftest import figures
 from tests.app.test_gaussian_page import covariances, heatmaps, reference_attention
 
 PAGE = "gaussian_w2.py"
+# the page's DEFAULT table, as rows
+DEFAULT = [["t1", 0.0, 0.0, 0.5, 0.5, 0.0], ["t2", 1.0, 0.2, 0.3, 0.8, 0.5], ["t3", -0.8, 0.9, 0.6, 0.2, -0.3],
+           ["t4", 0.2, -1.0, 0.2, 0.2, 0.0], ["t5", 1.5, 1.2, 1.0, 0.4, 0.7]]
 TOKENS = [["a", 0.0, 0.0, 1.0, 1.0, 0.0], ["b", 1.0, 1.0, 0.5, 0.5, 0.2], ["c", -1.0, 0.5, 0.3, 0.9, -0.5]]
 
 
@@ -16,6 +20,23 @@ def test_a_link_with_table_and_sliders_reproduces_the_figures(open_page):
     means = np.array([t[1:3] for t in TOKENS])
     sig = np.array([t[3:6] for t in TOKENS])
     np.testing.assert_allclose(heatmaps(at)[0], reference_attention(means, covariances(sig, True), 0.1), atol=1e-9)
+
+
+def shown_link(at) -> dict:
+    (code,) = at.sidebar.code
+    return {k: v[-1] for k, v in parse_qs(urlsplit(code.value).query).items()}
+
+
+def test_the_link_shown_is_the_url_after_the_table_wrote_to_it(open_page):
+    """The table editor rewrites the URL after the link was first drawn, with no rerun to follow: the link shown
+    must still be the final URL (one edit behind is what a lecturer would copy)."""
+    given = json.dumps(TOKENS)  # with spaces: the editor rewrites it in its compact form
+    at = open_page(PAGE, tokens=given, tau="0.1")
+    link = shown_link(at)
+    assert link == dict(at.query_params)
+    assert link["tau"] == "0.1" and link["tokens"] != given and json.loads(link["tokens"]) == TOKENS
+    at = open_page(PAGE, tokens=json.dumps(DEFAULT), tau="0.1")  # the default table leaves the URL
+    assert shown_link(at) == dict(at.query_params) == {"tau": "0.1"}
 
 
 def test_a_broken_table_in_the_link_falls_back_to_the_default(open_page):
@@ -39,3 +60,20 @@ def test_every_figure_has_six_exports_and_the_page_a_bundle(open_page):
     assert labels.count("Download lecture bundle") == 1
     for fmt in ("PNG", "SVG", "PDF", "HTML", "CSV", "JSON"):
         assert labels.count(fmt) == n
+
+
+def test_without_a_browser_the_image_exports_say_why_they_are_off(open_page, monkeypatch):
+    from wviz import export
+
+    monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
+    export.browser_path.cache_clear()
+    try:
+        assert export.browser_path() is None
+        at = open_page(PAGE)
+    finally:
+        export.browser_path.cache_clear()
+    buttons = {b.proto.label: b for b in at.get("download_button") if b.proto.label in ("Download lecture bundle",
+                                                                                        "PNG", "CSV")}
+    assert buttons["Download lecture bundle"].proto.disabled and buttons["PNG"].proto.disabled
+    assert not buttons["CSV"].proto.disabled
+    assert export.NO_BROWSER in [c.value for c in at.sidebar.caption]

@@ -63,14 +63,35 @@ def _lecture_tools(lecture: export.Lecture) -> None:
         if st.session_state.get("presentation"):
             st.html("<style>.stMainBlockContainer { font-size: 1.3rem; }</style>")
         st.caption("Link to this page with every setting (uploaded files are not part of it):")
-        query = urlencode(st.query_params.to_dict())
-        st.code(f"{st.context.url or ''}{'?' + query if query else ''}", language=None, wrap_lines=True)
+        st.session_state["_wviz_link"] = (st.empty(), None)
+        _show_link()
+        no_browser = export.browser_path() is None
         # Built on click, after this run has drawn every figure into ``lecture`` (the callable closes over it).
         st.download_button("Download lecture bundle", data=lambda: export.lecture_bundle(lecture),
                            file_name=f"wviz_{_slug(lecture.title)}.zip", mime=export.MIME["zip"], on_click="ignore",
-                           icon=":material/folder_zip:", key="_wviz_bundle", disabled=export.browser_path() is None,
+                           icon=":material/folder_zip:", key="_wviz_bundle", disabled=no_browser,
                            help="A zip with every figure of this page as SVG, PNG and CSV, the parameters as JSON and "
                                 "a README with the equations.")
+        if no_browser:
+            st.caption(export.NO_BROWSER)
+
+
+def _show_link() -> None:
+    """Draw the share link from the URL as it stands now, into the placeholder page_setup made.
+
+    The URL changes after page_setup within the same run (table_editor writes its table, Streamlit corrects a
+    bound widget's value) and no rerun follows, so the link is redrawn after each table and after each figure
+    (the widgets above it have settled by then): the pages call nothing at their end, and the link shown is the
+    URL after the last table or figure of the run.
+    """
+    placeholder, shown = st.session_state.get("_wviz_link", (None, None))
+    if placeholder is None:
+        return
+    query = urlencode(st.query_params.to_dict())
+    link = f"{st.context.url or ''}{'?' + query if query else ''}"
+    if link != shown:  # redraw only on a change: one message per new URL, not one per figure
+        placeholder.code(link, language=None, wrap_lines=True)
+        st.session_state["_wviz_link"] = (placeholder, link)
 
 
 def equation(latex: str) -> None:
@@ -130,6 +151,7 @@ def show_figure(fig, key: str) -> None:
     lecture.figures[key] = fig
     lecture.params = _params()
     _export_menu(fig, key)
+    _show_link()  # the widgets above this figure have settled their URL values by now
 
 
 def _export_menu(fig, key: str) -> None:
@@ -161,6 +183,7 @@ def table_editor(default: pd.DataFrame, key: str, where=None, **kwargs) -> pd.Da
         st.query_params.pop(key, None)
     elif st.query_params.get(key) != rows:
         st.query_params[key] = rows
+    _show_link()
     return table
 
 
