@@ -341,15 +341,20 @@ NOTES = """Where the goals are missed, and why:
 - gamma = 0.05: Sinkhorn converges fast anyway (POT needs 21-31 iterations); over-relaxation brings wviz to 10-12,
   but cannot beat a rate of about 0.2 per iteration there, and wviz's fixed costs (two validating passes over C,
   building the kernel, writing the plan and <C, P>: about six passes, three iterations' worth) take the rest:
-  about 2x at n = 1024 and 2048.
+  1.5-2.3x at n = 1024 and 2048 in this run.
 - n = 256: the time is per-call overhead. A torch operation costs a few microseconds here, an over-relaxed
   iteration needs about a dozen of them plus a convergence check every few iterations, as much as POT's numpy
-  iteration; wviz wins only by doing fewer iterations (0.9-2x at gamma >= 0.01, 7x at 0.001).
+  iteration; wviz wins only by doing fewer iterations (0.6-1.4x at gamma >= 0.01 and 5x at 0.001 in this run, on
+  an AMD EPYC where a torch operation costs more than numpy's; 0.9-2x and 7x on the Intel Xeon of an earlier run).
+  A numpy path for small CPU problems would be the next step there.
 - Batched: at 16 x 256 the batch's kernel (8 MB) no longer fits in the CPU caches while each of POT's 256 x 256
-  problems does, so the batched matrix-vector products run at memory bandwidth (and the transposed batched
-  product is about 1.7x slower than the plain one): 1.0-1.4x at gamma >= 0.01. At 16 x 64, gamma = 0.001, a batch
-  runs until its slowest problem converges (about 14000 iterations here, against a few hundred for most of the
-  others): taking converged problems out of the batch would be the next step.
+  problems does, so the batched matrix-vector products run at memory bandwidth: 1.7-2.5x at gamma >= 0.01 (1.0-1.4x
+  before the products were taken in row form, v^T K^T, which torch's batched bmm runs about 4x faster than
+  K v). At 16 x 64, gamma = 0.001, a batch runs until its slowest problem converges: problem 2 of the batch needs
+  about 15000 iterations alone, against a few hundred for most of the others, and inside the batch between 14000
+  and 31000 depending on rounding (the adaptive over-relaxation is sensitive on such a slow problem: the row-form
+  products changed the count from 14000 to 31000 in this run). Taking converged problems out of the batch would
+  be the next step.
 - Small problems at small gamma are hard for every Sinkhorn variant: its rate can be as slow as
   1 - exp(-(C_ik + C_jl - C_il - C_jk) / gamma); POT needed up to 171,000 iterations on one of the 64 x 64 problems.
 
