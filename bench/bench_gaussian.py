@@ -152,9 +152,9 @@ def main(write: bool = True) -> str:
     if write:
         body = (f"Machine: {machine(threads)}. Produced by `make bench` (`bench/bench_gaussian.py`, {wall:.0f} s "
                 "wall time); median wall time over repeats after a warm-up, the variants taking turns within each "
-                "repeat. CPU only (no GPU on this machine).\n\n"
+                "repeat. Run on the CPU.\n\n"
                 "W2^2 for all n x m pairs of Gaussians. Diagonal: wviz.pairwise_w2_squared (one matrix product over "
-                "the concatenated [m, sigma], rounding clamped at 0) against the plain torch broadcast "
+                "the concatenated [m, sigma], the entries near 0 recomputed from differences) against the plain torch broadcast "
                 "sum((m_i - m_j)^2) + sum((sigma_i - sigma_j)^2) (n m d temporaries), and against POT's "
                 "ot.gaussian.bures_wasserstein_distance on diag(variances): called per pair on a random sample of "
                 "300 pairs, and batched on a 16 x 16 block of pairs (POT's batched form holds n m d^2 numbers, "
