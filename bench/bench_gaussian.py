@@ -26,7 +26,7 @@ import scipy.linalg
 import torch
 
 from wviz import gaussian
-from bench.common import cpu_name, median_ms, write_section
+from bench.common import bench_threads, cpu_name, median_ms, write_section
 
 SECTION = "## Gaussian W2 (issue 5)"
 
@@ -134,20 +134,12 @@ def machine(threads: int) -> str:
 
 
 def main(write: bool = True) -> str:
-    from threadpoolctl import threadpool_limits
-
-    threads = int(os.environ.get("WVIZ_BENCH_THREADS", "1"))
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with threadpool_limits(threads):
-            print(f"{SECTION}\nmachine: {machine(threads)}", flush=True)
-            t0 = time.perf_counter()
-            rows = diagonal_rows() + full_rows()
-            tab = table(rows) + "\n\n" + matmul_table(rows)
-            wall = time.perf_counter() - t0
-    finally:
-        torch.set_num_threads(saved)
+    with bench_threads() as threads:
+        print(f"{SECTION}\nmachine: {machine(threads)}", flush=True)
+        t0 = time.perf_counter()
+        rows = diagonal_rows() + full_rows()
+        tab = table(rows) + "\n\n" + matmul_table(rows)
+        wall = time.perf_counter() - t0
     print(tab)
     if write:
         body = (f"Machine: {machine(threads)}. Produced by `make bench` (`bench/bench_gaussian.py`, {wall:.0f} s "

@@ -26,7 +26,7 @@ import ot as pot
 import torch
 
 from wviz import ot
-from bench.common import cpu_name, write_section
+from bench.common import bench_threads, cpu_name, write_section
 
 SECTION = "## OT engine (issue 3)"
 SIZES = (256, 1024, 2048)
@@ -298,28 +298,20 @@ def machine(threads: int) -> str:
 
 
 def main(write: bool = True) -> str:
-    from threadpoolctl import threadpool_limits
-
-    threads = int(os.environ.get("WVIZ_BENCH_THREADS", "1"))
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
     t_start = time.perf_counter()
-    try:
-        with threadpool_limits(threads):
-            print(f"{SECTION}\nmachine: {machine(threads)}")
-            print("Sinkhorn grid (float64, L1 tol 1e-6):")
-            grid = bench_grid()
-            print("Batched:")
-            batched = bench_batched()
-            print("Interactive (float32):")
-            inter = bench_interactive()
-            gpu = []
-            if torch.cuda.is_available():
-                print("GPU:")
-                gpu = bench_gpu()
-                inter += bench_interactive(device="cuda")
-    finally:
-        torch.set_num_threads(saved)
+    with bench_threads() as threads:
+        print(f"{SECTION}\nmachine: {machine(threads)}")
+        print("Sinkhorn grid (float64, L1 tol 1e-6):")
+        grid = bench_grid()
+        print("Batched:")
+        batched = bench_batched()
+        print("Interactive (float32):")
+        inter = bench_interactive()
+        gpu = []
+        if torch.cuda.is_available():
+            print("GPU:")
+            gpu = bench_gpu()
+            inter += bench_interactive(device="cuda")
     wall = time.perf_counter() - t_start
     tables = (f"### Sinkhorn, float64, stopped at L1 marginal error <= 1e-6 (CPU)\n\n{grid_table(grid)}\n\n"
               f"### Batched: 16 problems at once (CPU, float64)\n\n{batched_table(batched)}\n\n"

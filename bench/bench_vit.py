@@ -7,7 +7,7 @@
 * stochastic vs deterministic cost: one forward pass over the 360 test digits (no sampling), the ratio of times.
 
 Run with ``python -m bench vit`` (or ``python -m bench``); it rewrites the section "## Stochastic ViT (issue 7)"
-of BENCHMARKS.md. WVIZ_BENCH_THREADS sets torch's threads (default 1).
+of BENCHMARKS.md. WVIZ_BENCH_THREADS sets the threads of torch and numpy's BLAS (default 1).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from bench.common import cpu_name, median_ms, write_section
+from bench.common import bench_threads, cpu_name, median_ms, write_section
 from wviz.vit import data, views
 from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.evaluate import predict
@@ -69,10 +69,7 @@ def machine(threads: int) -> str:
 
 
 def main(write: bool = True) -> str:
-    threads = int(os.environ.get("WVIZ_BENCH_THREADS", "1"))
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with bench_threads() as threads:
         print(f"{SECTION}\nmachine: {machine(threads)}", flush=True)
         t0 = time.perf_counter()
         rs = rows()
@@ -81,8 +78,6 @@ def main(write: bool = True) -> str:
         tab += (f"\n\nGoal (one image, S = 32, under {GOAL_MS} ms): "
                 f"{'met' if mc_ms < GOAL_MS else '**missed**'} ({mc_ms:.1f} ms).")
         wall = time.perf_counter() - t0
-    finally:
-        torch.set_num_threads(saved)
     print(tab)
     if write:
         body = (f"Machine: {machine(threads)}. Produced by `make bench` (`bench/bench_vit.py`, {wall:.0f} s wall "

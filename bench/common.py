@@ -2,10 +2,12 @@
 BENCHMARKS.md."""
 from __future__ import annotations
 
+import os
 import platform
 import re
 import statistics
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
@@ -20,6 +22,23 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+@contextmanager
+def bench_threads():
+    """While a benchmark runs: WVIZ_BENCH_THREADS threads (default 1: the machine is shared) for torch and numpy's
+    BLAS alike, so that every library in a table gets the same count; yields that count, restores torch's after."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    threads = int(os.environ.get("WVIZ_BENCH_THREADS", "1"))
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(threads):
+            yield threads
+    finally:
+        torch.set_num_threads(saved)
 
 
 def write_section(section: str, body: str, path: Path = BENCHMARKS) -> None:
