@@ -38,7 +38,7 @@ def _cases():
 
 def run(devices=None, sizes=SIZES, repeats: int | None = None, log=print) -> list[dict]:
     """Time every case; one dict per (device, size, distribution, map)."""
-    devices = devices or [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    devices = devices or [torch.device("cpu")]   # the GPU rows: bench/bench_gpu.py
     rows = []
     for device in devices:
         for n, m in sizes:
@@ -83,8 +83,6 @@ def machine() -> str:
     cpu = cpu_name()
     text = (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
             f"entmax {getattr(entmax, '__version__', '1.3')}")
-    if torch.cuda.is_available():
-        text += f", GPU {torch.cuda.get_device_name()}"
     return text
 
 

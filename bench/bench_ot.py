@@ -99,15 +99,18 @@ def _pot_run(fn, a, b, M, reg, n_iter):
 
 
 def bench_pot(a64, b64, C64, gamma, n_iter: int, log=print) -> dict:
-    """Each POT variant run for exactly n_iter iterations (or what fits in POT_BUDGET_S)."""
+    """Each POT variant run for exactly n_iter iterations (or what fits in POT_BUDGET_S); the torch variants on
+    the device of the given tensors, the numpy ones on the CPU."""
     rows = {}
+    device = a64.device
     for name, (backend, fn) in POT_VARIANTS.items():
         if backend == "numpy":
-            args = (a64.numpy(), b64.numpy(), C64.numpy())
+            args = (a64.cpu().numpy(), b64.cpu().numpy(), C64.cpu().numpy())
         else:
             args = (a64, b64, C64)
         t0 = time.perf_counter()
         _pot_run(fn, *args, gamma, 11)                # per-iteration cost estimate
+        _sync(device)
         per_it = (time.perf_counter() - t0) / 11
         its = n_iter
         capped = per_it * n_iter > POT_BUDGET_S
@@ -115,9 +118,10 @@ def bench_pot(a64, b64, C64, gamma, n_iter: int, log=print) -> dict:
             its = max(11, int(POT_BUDGET_S / per_it))
             t0 = time.perf_counter()
             P = _pot_run(fn, *args, gamma, its)
+            _sync(device)
             t = time.perf_counter() - t0
         else:
-            t, P = _timed(lambda: _pot_run(fn, *args, gamma, its), budget_s=min(3.0, POT_BUDGET_S / 2))
+            t, P = _timed(lambda: _pot_run(fn, *args, gamma, its), device, budget_s=min(3.0, POT_BUDGET_S / 2))
         err = l1_error(P, a64, b64)
         reached = bool(err <= TOL) and not capped
         rows[name] = dict(time=t, iters=its, err=err, reached=reached, capped=capped,
@@ -127,14 +131,14 @@ def bench_pot(a64, b64, C64, gamma, n_iter: int, log=print) -> dict:
     return rows
 
 
-def bench_grid(sizes=SIZES, gammas=GAMMAS, log=print) -> list[dict]:
+def bench_grid(sizes=SIZES, gammas=GAMMAS, device="cpu", log=print) -> list[dict]:
     rows = []
     for n in sizes:
-        a, b, C = problem(n)
+        a, b, C = problem(n, device=device)
         for gamma in gammas:
-            n_iter = pot_iterations(a.numpy(), b.numpy(), C.numpy(), gamma)
-            log(f"  n = {n}, gamma = {gamma}: POT needs {n_iter} iterations")
-            t, res = _timed(lambda: ot.sinkhorn(a, b, C, gamma, tol=TOL))
+            n_iter = pot_iterations(a.cpu().numpy(), b.cpu().numpy(), C.cpu().numpy(), gamma)
+            log(f"  n = {n}, gamma = {gamma} ({device}): POT needs {n_iter} iterations")
+            t, res = _timed(lambda: ot.sinkhorn(a, b, C, gamma, tol=TOL), device)
             err = l1_error(res.plan, a, b)
             log(f"    {'wviz.ot.sinkhorn':32s} {res.n_iter:6d} it {1e3 * t:10.1f} ms  L1 err {err:.1e}")
             peers = bench_pot(a, b, C, gamma, n_iter or 200000, log)
@@ -146,18 +150,16 @@ def bench_grid(sizes=SIZES, gammas=GAMMAS, log=print) -> list[dict]:
     return rows
 
 
-def bench_batched(n_list=(64, 256), gammas=GAMMAS, B=16, log=print) -> list[dict]:
-    """B problems solved at once by wviz against B sequential calls of POT's fastest variant (kernel, numpy),
-    each run for the iterations its own problem needs."""
+def bench_batched(n_list=(64, 256), gammas=GAMMAS, B=16, device="cpu", log=print) -> list[dict]:
+    """B problems solved at once by wviz (on ``device``) against B sequential calls of POT's fastest variant
+    (kernel, numpy), each run for the iterations its own problem needs."""
     rows = []
     for n in n_list:
         probs = [problem(n, seed=s) for s in range(B)]
-        a = torch.stack([p[0] for p in probs])
-        b = torch.stack([p[1] for p in probs])
-        C = torch.stack([p[2] for p in probs])
+        a, b, C = (torch.stack([p[i] for p in probs]).to(device) for i in range(3))
         for gamma in gammas:
             # max_iter as large as POT's: tiny problems at small gamma need 10^4-10^5 Sinkhorn iterations
-            t, res = _timed(lambda: ot.sinkhorn(a, b, C, gamma, tol=TOL, max_iter=200000))
+            t, res = _timed(lambda: ot.sinkhorn(a, b, C, gamma, tol=TOL, max_iter=200000), device)
             errs = [l1_error(res.plan[k], a[k], b[k]) for k in range(B)]
             iters = [pot_iterations(p[0].numpy(), p[1].numpy(), p[2].numpy(), gamma) for p in probs]
             args = [(p[0].numpy(), p[1].numpy(), p[2].numpy()) for p in probs]
@@ -189,26 +191,6 @@ def bench_interactive(n_list=(256, 512), gamma=0.01, step=10 ** 0.1, device="cpu
         log(f"  float32 n = {n} ({device}): cold {1e3 * t_cold:.1f} ms ({cold.n_iter} it, err "
             f"{float(cold.marginal_error):.1e}), warm {1e3 * t_warm:.1f} ms ({warm.n_iter} it, err "
             f"{float(warm.marginal_error):.1e})")
-    return rows
-
-
-def bench_gpu(sizes=SIZES, gammas=GAMMAS, log=print) -> list[dict]:
-    """CUDA: wviz (float64 and float32) against POT's kernel Sinkhorn on CUDA tensors (float64)."""
-    rows = []
-    for n in sizes:
-        a, b, C = problem(n, device="cuda")
-        for gamma in gammas:
-            n_iter = pot_iterations(a.cpu().numpy(), b.cpu().numpy(), C.cpu().numpy(), gamma)
-            t64, r64 = _timed(lambda: ot.sinkhorn(a, b, C, gamma, tol=TOL), "cuda")
-            a32, b32, C32 = a.float(), b.float(), C.float()
-            t32, r32 = _timed(lambda: ot.sinkhorn(a32, b32, C32, gamma, tol=TOL), "cuda")
-            t_pot, P = _timed(lambda: _pot_run(pot.sinkhorn, a, b, C, gamma, n_iter), "cuda")
-            row = dict(n=n, gamma=gamma, wviz64=t64, it64=r64.n_iter, err64=l1_error(r64.plan, a, b), wviz32=t32,
-                       it32=r32.n_iter, err32=l1_error(r32.plan, a, b), pot=t_pot, pot_it=n_iter,
-                       pot_err=l1_error(P, a, b))
-            rows.append(row)
-            log(f"  cuda n = {n}, gamma = {gamma}: wviz f64 {1e3 * t64:.1f} ms ({r64.n_iter} it), f32 "
-                f"{1e3 * t32:.1f} ms ({r32.n_iter} it), POT+torch {1e3 * t_pot:.1f} ms ({n_iter} it)")
     return rows
 
 
@@ -255,16 +237,6 @@ def interactive_table(rows) -> str:
     return "\n".join(lines)
 
 
-def gpu_table(rows) -> str:
-    lines = ["| n | gamma | wviz f64 ms (it, err) | wviz f32 ms (it, err) | POT sinkhorn on CUDA f64 ms (it, err) "
-             "| ratio POT / wviz f64 |", "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['n']} | {r['gamma']} | {_ms(r['wviz64'])} ({r['it64']}, {r['err64']:.1e}) | "
-                     f"{_ms(r['wviz32'])} ({r['it32']}, {r['err32']:.1e}) | {_ms(r['pot'])} ({r['pot_it']}, "
-                     f"{r['pot_err']:.1e}) | **{r['pot'] / r['wviz64']:.2f}** |")
-    return "\n".join(lines)
-
-
 def goals(grid, batched, inter) -> str:
     """The issue's performance goals, each marked met or missed from this run's numbers."""
     def mark(ok):
@@ -292,8 +264,6 @@ def machine(threads: int) -> str:
     cpu = cpu_name()
     text = (f"{cpu}, {os.cpu_count()} cores, {threads} thread(s) for torch and numpy's BLAS alike, "
             f"torch {torch.__version__}, POT {pot.__version__}, numpy {np.__version__}")
-    if torch.cuda.is_available():
-        text += f", GPU {torch.cuda.get_device_name()}"
     return text
 
 
@@ -307,17 +277,10 @@ def main(write: bool = True) -> str:
         batched = bench_batched()
         print("Interactive (float32):")
         inter = bench_interactive()
-        gpu = []
-        if torch.cuda.is_available():
-            print("GPU:")
-            gpu = bench_gpu()
-            inter += bench_interactive(device="cuda")
     wall = time.perf_counter() - t_start
     tables = (f"### Sinkhorn, float64, stopped at L1 marginal error <= 1e-6 (CPU)\n\n{grid_table(grid)}\n\n"
               f"### Batched: 16 problems at once (CPU, float64)\n\n{batched_table(batched)}\n\n"
               f"### Interactive recompute, gamma = 0.01, float32\n\n{interactive_table(inter)}\n")
-    if gpu:
-        tables += f"\n### GPU (CUDA)\n\n{gpu_table(gpu)}\n"
     tables = f"### Goals of the issue, as measured in this run\n\n{goals(grid, batched, inter)}\n\n" + tables
     print(tables)
     print(f"benchmark wall time {wall:.0f} s")
