@@ -214,6 +214,32 @@ def test_batched_equals_looped():
                                atol=1e-10, rtol=0)
 
 
+def test_converged_problems_leave_the_batch(monkeypatch):
+    """A batch with one slow problem (its costs 40x the others' at the same gamma): the converged problems leave
+    the batch early (their plans are written out by a separate _plan_parts call) and every result still equals
+    the problem solved alone, at the problem's original index."""
+    calls = []
+    real = ot._plan_parts
+    monkeypatch.setattr(ot, "_plan_parts", lambda *args: calls.append(args[0].shape[0]) or real(*args))
+    probs = [random_problem(12, 9, seed=s) for s in range(6)]
+    scale = [1, 1, 40, 1, 1, 1]
+    a, b = torch.stack([p[0] for p in probs]), torch.stack([p[1] for p in probs])
+    C = torch.stack([p[2] * k for p, k in zip(probs, scale)])
+    res = ot.sinkhorn(a, b, C, 0.02, tol=1e-10, max_iter=100000)
+    assert len(calls) >= 2 and calls[-1] < 6, calls   # some left early; the slow one finished in a smaller batch
+    assert bool(res.converged.all())
+    for k in range(6):
+        one = ot.sinkhorn(a[k], b[k], C[k], 0.02, tol=1e-10, max_iter=100000)
+        torch.testing.assert_close(res.plan[k], one.plan, atol=1e-9, rtol=0)
+        for field in ("cost", "reg_cost"):
+            torch.testing.assert_close(getattr(res, field)[k], getattr(one, field), atol=1e-9, rtol=1e-8)
+        # potentials are defined up to (f + c, g - c): compare f_i + g_j
+        torch.testing.assert_close(res.f[k][:, None] + res.g[k][None], one.f[:, None] + one.g[None], atol=1e-7,
+                                   rtol=0)
+        assert max(l1_errors(res.plan[k], a[k], b[k])) <= 1e-10
+        assert float(res.marginal_error[k]) == pytest.approx(max(l1_errors(res.plan[k], a[k], b[k])), abs=1e-13)
+
+
 def test_one_sided_is_softmax_scaled_by_a():
     """001 eqs. (4)-(5): with rows constrained only, P_i = a_i softmax(-C_i / gamma)."""
     a, _, C = random_problem(6, 9, seed=4)

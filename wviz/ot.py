@@ -352,6 +352,13 @@ class _Omega:
             self.trace = [(it, err)]
         return changed
 
+    def keep(self, idx: np.ndarray):
+        """Only the problems idx of the batch go on (the others have converged)."""
+        self.kappa, self.w = self.kappa[idx], self.w[idx]
+        self.trace = [(i, e[idx]) for i, e in self.trace]
+        if self.lam is not None:
+            self.lam = self.lam[idx]
+
 
 def _relaxed(u, a, Ku, wm1, masked, pos):
     """The over-relaxed scaling update u <- u (a / (u K v))^omega, with the over-relaxation part of the factor
@@ -459,6 +466,8 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     larger gammas first (each warm-starting the next), and the updates are over-relaxed,
     u <- u^(1 - omega) (a / K v)^omega, with omega in [1, 2) adapted from the observed convergence rate (Young's
     SOR theory; Thibault et al. 2021, Lehmann et al. 2022). The plan is the log-domain plan of the final potentials.
+    In a batch, problems that have converged leave it once the others still need many iterations, so that one slow
+    problem does not hold the whole batch's matrix-vector products.
 
     Arguments: a (..., n) and b (..., m) non-negative masses of equal totals (zeros allowed: those rows and columns
     get no mass), C (..., n, m) finite costs, gamma > 0 a float in the units of C (think of gamma / max|C|).
@@ -532,6 +541,7 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     plan_bytes = B * n * m * C.element_size()
     max_plans = max(2, min(256, (256 << 20) // max(plan_bytes, 1)))
     it, failures = 0, 0
+    out, orig = None, torch.arange(B, device=device)   # results of problems that left the batch; who is left
     # float32 overflows within a few iterations; recorded iterates must never lean on the clamp for long
     range_every = 1 if dtype == torch.float32 or record else 4
     tiny = 1000 * torch.finfo(dtype).eps
@@ -634,8 +644,28 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
                 best, best_it = worst, it
             elif final and worst < tiny and it - best_it >= 50:
                 break   # stuck at the rounding floor (float32): stop honestly, converged=False
+            conv = errs <= tol
+            if (final and not record and 2 * conv.sum() >= len(conv)
+                    and _iterations_left(errs, relax.lam, ~conv, tol) > 10):
+                # half of the batch has converged and the rest, at their measured rates, need more than ten more
+                # iterations (leaving costs about two iterations' work: copying the rest's C and kernel): the
+                # converged problems leave the batch, their plans written out now, and the rest go on in buffers of
+                # their own. A batch that converges together never moves; one slow problem no longer drags the
+                # others along.
+                d, k = (torch.as_tensor(np.flatnonzero(x), device=device) for x in (conv, ~conv))
+                if out is None:
+                    out = _Finished(K, f, g)
+                sub = [t.index_select(0, d) for t in (K, u, v, Kv, KTu, f, g, C, a3, b3, pos_a, pos_b)]
+                P_d, *parts = _plan_parts(*sub, gam)
+                out.store(orig[d], P_d, parts + [torch.ones(len(d), dtype=torch.bool, device=device)])
+                K, u, v, Kv, KTu, f, g, C, a3, b3, na3, nb3, pa3, pb3, ma, mb, pos_a, pos_b, w, orig = (
+                    t.index_select(0, k) for t in (K, u, v, Kv, KTu, f, g, C, a3, b3, na3, nb3, pa3, pb3, ma, mb,
+                                                   pos_a, pos_b, w, orig))
+                KT, wm1, saved = K.mT, w - 1, (u, v)
+                relax.keep(~conv)
+                errs = errs[~conv]
             if relax.update(errs, it):
-                w = torch.as_tensor(relax.w, dtype=dtype, device=device).view(B, 1, 1)
+                w = torch.as_tensor(relax.w, dtype=dtype, device=device).view(-1, 1, 1)
                 wm1 = w - 1
                 plain = False
         if failures > 5 or it >= max_iter:
@@ -646,7 +676,30 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
 
     if failures > 5:   # could not recover from repeated overflow: the last good plan, reported as it is
         Kv, KTu = _mv(K, v), _mv(KT, u)
-    # the plan of the last checked scalings, written over the kernel, and its potentials
+    P, *parts = _plan_parts(K, u, v, Kv, KTu, f, g, C, a3, b3, pos_a, pos_b, gam)
+    # a run stopped by max_iter before the last stage returns a plan for a larger gamma, never "converged"
+    parts.append((parts[0] <= tol) & (gam == gamma) & (failures <= 5))
+    if out is not None:   # the batch was compacted: the remaining problems join those that finished earlier
+        out.store(orig, P, parts)
+        P, parts = out.P, out.parts
+    err, f, g, cost, reg, converged = parts
+    return _finish(shape, P, cost, reg, it, err, converged, history, f, g, gam, plans)
+
+
+def _iterations_left(err: np.ndarray, lam: np.ndarray | None, rest: np.ndarray, tol: float) -> float:
+    """Iterations the slowest problem of ``rest`` still needs to reach tol at its last measured rate lam per
+    iteration: 0 while no rate is measured, inf for a problem that is not converging."""
+    if lam is None:
+        return 0.0
+    lam, err = lam[rest], err[rest]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        left = np.where(lam < 1, np.log(tol / err) / np.log(lam), np.inf)
+    return float(np.nan_to_num(left, nan=0.0).max())
+
+
+def _plan_parts(K, u, v, Kv, KTu, f, g, C, a3, b3, pos_a, pos_b, gam):
+    """The plan of the scalings, P = diag(u) K diag(v) written over K, and (marginal error, f, g, <C, P>,
+    <C, P> - gamma H(P)) with the scalings absorbed into the potentials f, g."""
     row, col = u * Kv, v * KTu
     err = torch.maximum((row - a3).abs().sum((1, 2)), (col - b3).abs().sum((1, 2)))
     P = K.mul_(u).mul_(v.mT)
@@ -655,9 +708,24 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     cost = _dot(C, P)
     # <C, P> - gamma H(P) = sum_ij P_ij (C_ij + gamma log P_ij) = sum_ij P_ij (f_i + g_j) = <f, P 1> + <g, P^T 1>
     reg = (torch.where(pos_a, f, 0) * row[:, :, 0]).sum(-1) + (torch.where(pos_b, g, 0) * col[:, :, 0]).sum(-1)
-    # a run stopped by max_iter before the last stage returns a plan for a larger gamma, never "converged"
-    converged = (err <= tol) & (gam == gamma) & (failures <= 5)
-    return _finish(shape, P, cost, reg, it, err, converged, history, f, g, gam, plans)
+    return P, err, f, g, cost, reg
+
+
+class _Finished:
+    """The results of a batch whose converged problems leave it early: the plans go into the batch's first
+    kernel buffer (B, n, m), the rest into per-problem tensors, at the problems' original indices."""
+
+    def __init__(self, K, f, g):
+        B = K.shape[0]
+        self.P = K
+        self.parts = [f.new_empty(B), f.new_empty(f.shape), g.new_empty(g.shape), f.new_empty(B), f.new_empty(B),
+                      torch.empty(B, dtype=torch.bool, device=K.device)]
+
+    def store(self, idx: torch.Tensor, P, parts):
+        if P is not self.P:   # a compacted buffer
+            self.P.index_copy_(0, idx, P)
+        for mine, part in zip(self.parts, parts):
+            mine.index_copy_(0, idx, part)
 
 
 # ---- exact OT -------------------------------------------------------------------------------------------------------
