@@ -125,7 +125,7 @@ def bench_pot(a64, b64, C64, gamma, n_iter: int, log=print) -> dict:
         err = l1_error(P, a64, b64)
         reached = bool(err <= TOL) and not capped
         rows[name] = dict(time=t, iters=its, err=err, reached=reached, capped=capped,
-                          nan=bool(np.isnan(np.asarray(P)).any()))
+                          nan=bool(np.isnan(np.asarray(P.cpu() if isinstance(P, torch.Tensor) else P)).any()))
         log(f"    {name:32s} {its:6d} it {1e3 * t:10.1f} ms  L1 err {err:.1e}"
             f"{'  (budget: did not reach tol)' if capped else ''}")
     return rows

@@ -251,18 +251,25 @@ def _topk_threshold(s2: torch.Tensor, mx: torch.Tensor, scale: float, alpha: flo
         k = min(2 * k, m)
 
 
+_GPU_FULL_SORT = 1024
+
+
 def _sorted_threshold(scores: torch.Tensor, smax: torch.Tensor, scale: float, alpha: float) -> torch.Tensor:
     """theta (float64, shape of smax) for v = (s - smax) / scale.
 
     The first k only decides the speed (a top-k costs more the larger k is, a redone row costs a second
-    top-k): it is guessed from the support sizes of 32 sample rows, solved the same way from k = 64 (one
-    cheap round for most inputs).
+    top-k): on the CPU it is guessed from the support sizes of 32 sample rows, solved the same way from k = 64
+    (one cheap round for most inputs). On a GPU the time goes to kernel launches and host synchronisations, not
+    arithmetic, so there is no sample: rows of up to _GPU_FULL_SORT keys are sorted whole (no redo, hence no
+    synchronisation), longer rows start from k = 64 (a full sort of 4096 keys took twice as long on an H100).
     """
     m = scores.shape[-1]
     s2 = scores.detach().reshape(-1, m)
     mx = smax.reshape(-1, 1).double()
     k = 16
-    if s2.shape[0] > 64:
+    if s2.is_cuda:
+        k = m if m <= _GPU_FULL_SORT else 64
+    elif s2.shape[0] > 64:
         sample = torch.linspace(0, s2.shape[0] - 1, 32, device=s2.device).long()
         _, ks = _topk_threshold(s2[sample], mx[sample], scale, alpha, 64)
         k = int(ks.max()) * 5 // 4 + 2  # margin so that most rows fit the first round
