@@ -96,7 +96,9 @@ def _row_max(scores) -> torch.Tensor:
     row is all -inf, so a single cheap reduction checks every row (no per-element pass, no python loop)."""
     _check_tensor(scores, "scores")
     smax = scores.detach().amax(dim=-1, keepdim=True)
-    if not bool(torch.isfinite(smax).all()):
+    # 0 * max is 0 for a finite max and NaN for NaN or +-inf, so one sum checks every row: two kernels on a GPU,
+    # where torch.isfinite(...).all() launches five
+    if float((smax * 0).sum()) != 0:
         i = _first(~torch.isfinite(smax))
         v = float(smax.reshape(-1)[i])
         where = _of_row(i, scores.shape[:-1])
@@ -218,7 +220,7 @@ def _threshold_sorted(v: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torc
         var = (v * v).cumsum(dim=-1) / rho - mean * mean
         cand = mean - (1.0 / rho - var).clamp(min=0).sqrt()  # no real root: mean > v_k, so k fails the test
         in_support = cand <= v
-    kstar = torch.where(in_support, rho, 0).amax(dim=-1, keepdim=True).long()  # k = 1 always passes
+    kstar = (in_support * rho).amax(dim=-1, keepdim=True).long()  # k = 1 always passes
     theta = cand.gather(-1, kstar - 1)
     if alpha == 2.0:
         theta = theta / kstar
@@ -237,7 +239,8 @@ def _topk_threshold(s2: torch.Tensor, mx: torch.Tensor, scale: float, alpha: flo
     while True:
         sub, sub_mx = (s2, mx) if rows is None else (s2[rows], mx[rows])
         top = torch.topk(sub, k, dim=-1).values if k < m else torch.sort(sub, dim=-1, descending=True).values
-        th, ks = _threshold_sorted((top.double() - sub_mx) / scale, alpha)  # float64: small tensor, exact shift
+        v = top - sub_mx      # promoted to float64 (sub_mx is) in one kernel: a small tensor, and the shift is exact
+        th, ks = _threshold_sorted(v / scale if scale != 1.0 else v, alpha)
         if rows is None:
             theta, kstar = th, ks
         else:
