@@ -330,31 +330,28 @@ def main(write: bool = True) -> str:
 
 NOTES = """Where the goals are missed, and why:
 
-- gamma = 0.05: Sinkhorn converges fast anyway (POT needs 21-31 iterations); over-relaxation brings wviz to 10-12,
-  but cannot beat a rate of about 0.2 per iteration there, and wviz's fixed costs (two validating passes over C,
-  building the kernel, writing the plan and <C, P>: about six passes, three iterations' worth) take the rest:
-  1.5-2.3x at n = 1024 and 2048 in this run.
-- n = 256: the time is per-call overhead. A torch operation costs a few microseconds here, an over-relaxed
-  iteration needs about a dozen of them plus a convergence check every few iterations, as much as POT's numpy
-  iteration; wviz wins only by doing fewer iterations (0.6-1.4x at gamma >= 0.01 and 5x at 0.001 in this run, on
-  an AMD EPYC where a torch operation costs more than numpy's; 0.9-2x and 7x on the Intel Xeon of an earlier run).
-  A numpy path for small CPU problems would be the next step there.
-- Batched: at 16 x 256 the batch's kernel (8 MB) no longer fits in the CPU caches while each of POT's 256 x 256
-  problems does, so the batched matrix-vector products run at memory bandwidth: 1.7-2.5x at gamma >= 0.01 (1.0-1.4x
-  before the products were taken in row form, v^T K^T, which torch's batched bmm runs about 4x faster than
-  K v). At 16 x 64, gamma = 0.001, a batch runs until its slowest problem converges: problem 2 of the batch needs
-  about 15000 iterations alone, against a few hundred for most of the others, and inside the batch between 14000
-  and 31000 depending on rounding (the adaptive over-relaxation is sensitive on such a slow problem: the row-form
-  products changed the count from 14000 to 31000 in this run). Taking converged problems out of the batch would
-  be the next step.
+- gamma = 0.05, and n = 256 at 0.01: the last table gives the goal's budget (a third of the fastest POT run)
+  against the bare cost of wviz's own iterations, timed in the same run. Building the kernel and two
+  matrix-vector products per iteration already take about the whole budget at n = 256 and 1024 (gamma = 0.05):
+  3x would need fewer iterations than the 10-12 that over-relaxation leaves, with nothing else costing any time.
+  Over-relaxation cannot beat a rate of about 0.2 per iteration there, and the rest of a solve (two validating
+  passes over C, the convergence checks, writing the plan and <C, P>) costs a few iterations' worth. At n = 256
+  each torch operation costs a few microseconds, so an iteration's dozen small vector operations weigh as much
+  as its two products. At n = 2048 the budget holds the products with room to spare, but the kernel (32 MB)
+  does not fit in the caches and every pass over it runs at memory bandwidth: 1.5-2.6x over the runs so far.
+- Batched: a batch of 16 x 256 is 8 MB of kernel, outside the caches, while each of POT's 256 x 256 problems
+  fits; the batch saves POT's per-call overhead and its extra iterations, not memory traffic: 1.4-2.7x at
+  gamma >= 0.01. Problems that converge leave the batch once the others still need more than ten iterations at
+  their measured rates, so at 16 x 64, gamma = 0.001 the slowest problem (about 15,000 iterations, against a few
+  hundred for most) runs on alone instead of holding all 16: 3.5 s before this, 0.7-0.8 s now.
 - Small problems at small gamma are hard for every Sinkhorn variant: its rate can be as slow as
   1 - exp(-(C_ik + C_jl - C_il - C_jk) / gamma); POT needed up to 171,000 iterations on one of the 64 x 64 problems.
 
 POT's sinkhorn_stabilized returned a plan with an L1 marginal error of 1.0 at n = 1024, gamma = 0.001 (no warning
 with stopThr = 0), and the log-domain variants are 10-40x slower than the kernel one, so the fastest POT variant
-is always the kernel `sinkhorn` (numpy or torch backend). All timings use one thread: other developers share this
-2-core machine and load it at times; medians over repeats damp that, but single numbers can move by 10-30 %
-between runs."""
+is almost always the kernel `sinkhorn` (numpy or torch backend). All timings use one thread: other developers
+share this 2-core machine and load it at times; medians over repeats damp that, but single numbers can move by
+10-30 % between runs."""
 
 
 if __name__ == "__main__":
