@@ -135,8 +135,9 @@ NOTES = """What the GPU tables say:
   are slower there; the CPU tables are where wviz is ahead.
 - OT: on CUDA wviz checks convergence every 10 iterations (each check is a host synchronisation), so iteration
   counts are multiples of 10. At n = 256 every GPU variant is launch-bound and POT's numpy Sinkhorn on the host
-  CPU is the fastest; from n = 1024 on, wviz runs 2.4-24x faster here than in the CPU table of its section, and
-  at gamma = 0.05 POT's torch variants on the GPU (21-31 iterations) are within 1.4-2.2x of wviz (10-20).
+  CPU is the fastest. From n = 1024 on, wviz runs about 2x (n = 1024, gamma = 0.05) to 20x (n = 2048) faster
+  here than in the CPU table of its section, but so do POT's torch variants: on the GPU a Sinkhorn iteration
+  costs little more than its launches, which narrows the gap that wviz's fewer iterations make.
 - The torch on that machine is its image's (2.11 + CUDA 13.0), not the pinned 2.13.0: the machine has no
   network, and the CUDA build of 2.13.0 is several GB.
 """
