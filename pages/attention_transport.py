@@ -36,9 +36,7 @@ source = sb.radio("Query and keys", ["2-D points", "random", "typed scores"], ke
                   bind="query-params",
                   help="2-D points: edit a query and keys in tables. Random: Gaussian q and k_j in R^d. "
                        "Typed scores: enter s_j directly.")
-tau = ui.log_slider("tau (temperature)", 1e-3, 1e2, 1.0, key="tau",
-                    help="Weight of the regulariser. tau -> 0 gives argmax, tau -> infinity the uniform "
-                         "distribution (or the prior). Transformers use tau = sqrt(d).")
+tau_slot = sb.container()  # tau is drawn here by the fragment below, which a tau move reruns alone
 mechanisms = sb.multiselect("Mechanisms", list(av.MECHANISMS), default=["softmax", "sparsemax", "entmax"],
                             key="mechanisms", bind="query-params",
                             help="Each is the argmin of the same objective with a different regulariser Omega.")
@@ -87,67 +85,15 @@ def read_prior(m: int):
     return torch.tensor(table["prior"].to_numpy(dtype=float, na_value=np.nan), dtype=torch.float64)
 
 
-def compute_one():
+def read_inputs():
+    """The scores s, the prior and the mechanisms, from the controls above; raises ValueError on bad input."""
     if not mechanisms:
         raise ValueError("choose at least one mechanism")
     s = read_scores()
-    prior = read_prior(s.shape[-1])
-    weights = {name: av.attend(name, s, tau, alpha, prior) for name in mechanisms}
-    return dict(scores=s, prior=prior, weights=weights, tau=tau, alpha=alpha)
+    return dict(scores=s, prior=read_prior(s.shape[-1]), mechanisms=mechanisms, alpha=alpha)
 
 
-one = ui.guarded("attention/one", compute_one)
-if one is None:
-    st.stop()
-
-s, prior, weights = one["scores"], one["prior"], one["weights"]
-m = s.shape[-1]
-labels = [f"k{j + 1}" for j in range(m)]
-
-# ---- weights of every mechanism ------------------------------------------------------------------------------
-st.subheader("Weights")
-ui.show_figure(figs.weights_bars(weights, labels), key="bars")
-summary = pd.DataFrame({
-    "mechanism": list(weights),
-    "support size": [int(support_size(p)) for p in weights.values()],
-    "entropy (nats)": [float(entropy(p)) for p in weights.values()],
-    "objective": [float(av.objective(n, p, s, one["tau"], one["alpha"], prior)) for n, p in weights.items()],
-})
-st.dataframe(summary, hide_index=True)
-
-fmt = lambda v: ", ".join(f"{x:.3g}" for x in to_numpy(v))  # noqa: E731
-ui.equation(rf"s = ({fmt(s)}),\quad \tau = {one['tau']:.3g}")
-for name, p in weights.items():
-    ui.equation(rf"\text{{{name}}}:\ \Omega(p) = {OMEGA_TEX[name]},\quad p^\star = ({fmt(p)})")
-
-# ---- landscape, sweep, many queries -----------------------------------------------------------------------
-tab_land, tab_sweep, tab_many = st.tabs(["Objective on the simplex (m = 3)", "tau sweep", "Many queries"])
-
-with tab_land:
-    if m != 3:
-        st.info(f"The landscape is drawn for exactly 3 keys (the 2-simplex); there are {m} now. Use the "
-                "2-D points table with three rows or type three scores.")
-    else:
-        which = st.selectbox("Mechanism", mechanisms, key="land_mech", bind="query-params",
-                             help="Whose objective -<s, p> + tau Omega(p) to draw.")
-        land = ui.guarded("attention/land", lambda: av.landscape(which, s, one["tau"], one["alpha"], prior))
-        if land is not None:
-            ui.show_figure(figs.simplex_landscape(land, labels, f"{which}: -<s, p> + tau Omega(p)"), key="land")
-            st.markdown(
-                f"Closed form objective **{land.closed_value:.6f}**, generic solver (interior-point Newton, no "
-                f"closed form) **{land.numerical_value:.6f}**; the two points differ by "
-                f"{float((land.closed_form - land.numerical).abs().max()):.1e}.")
-
-with tab_sweep:
-    which = st.selectbox("Mechanism", mechanisms, key="sweep_mech", bind="query-params",
-                         help="Whose weights to follow from tau = 1e-3 to 1e3.")
-    taus = torch.logspace(-3, 3, 121, dtype=torch.float64)
-    sweep = ui.guarded("attention/sweep", lambda: av.tau_sweep(which, s, taus, one["alpha"], prior))
-    if sweep is not None:
-        ui.show_figure(figs.tau_sweep_lines(taus, sweep, labels, one["tau"], f"{which}: weights against tau"),
-                       key="sweep")
-        st.caption("Small tau: all mass on the largest score (argmax, the unregularised transport plan). "
-                   "Large tau: the regulariser wins and the weights go to uniform (or to the prior).")
+inputs = ui.guarded("attention/inputs", read_inputs)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -163,22 +109,120 @@ def many_queries(mechanism, n, m, d, seed, tau, alpha, device_name):
     return pooled, (bn, bm), seconds, float(support_size(p).float().mean())
 
 
-with tab_many:
-    st.markdown("n random queries against m random keys: each row of the heatmap is one query's weights.")
-    sizes = [16, 64, 256, 1024, 2048, 4096]
-    c = st.columns(4)
-    n_q = c[0].select_slider("n (queries)", sizes, 256, key="many_n", bind="query-params",
-                             help="Number of queries (rows).")
-    m_k = c[1].select_slider("m (keys)", sizes, 256, key="many_m", bind="query-params",
-                             help="Number of keys (columns).")
-    d_k = c[2].slider("d", 1, 128, 16, key="many_d", bind="query-params", help="Dimension of q and k.")
-    mech = c[3].selectbox("Mechanism", list(av.MECHANISMS), key="many_mech", bind="query-params",
-                          help="prior-softmax uses a uniform prior here.")
-    with st.spinner(f"Computing {n_q} x {m_k} weights on {device}..."):
-        res = ui.guarded("attention/many", lambda: many_queries(mech, n_q, m_k, d_k, 0, one["tau"], one["alpha"],
-                                                                str(device)))
-    if res is not None:
-        pooled, block, seconds, mean_support = res
-        ui.show_figure(figs.attention_heatmap(pooled, f"{mech}, tau = {one['tau']:.3g}", block), key="many")
-        st.caption(f"Computed in {seconds * 1e3:.1f} ms on {device}; mean support size "
-                   f"{mean_support:.1f} of {m_k} keys.")
+TAUS = torch.logspace(-3, 3, 121, dtype=torch.float64)
+
+
+@ui.fragment
+def results():
+    """tau and everything it drives: moving tau reruns this alone, not the page."""
+    tau = ui.log_slider("tau (temperature)", 1e-3, 1e2, 1.0, key="tau", where=tau_slot,
+                        help="Weight of the regulariser. tau -> 0 gives argmax, tau -> infinity the uniform "
+                             "distribution (or the prior). Transformers use tau = sqrt(d).")
+    if inputs is None:
+        return
+    mechanisms, alpha = inputs["mechanisms"], inputs["alpha"]
+
+    def compute_one():
+        s, prior = inputs["scores"], inputs["prior"]
+        weights = {name: av.attend(name, s, tau, alpha, prior) for name in mechanisms}
+        return dict(scores=s, prior=prior, weights=weights, tau=tau, alpha=alpha)
+
+    one = ui.guarded("attention/one", compute_one)
+    if one is None:
+        return
+
+    s, prior, weights = one["scores"], one["prior"], one["weights"]
+    m = s.shape[-1]
+    labels = [f"k{j + 1}" for j in range(m)]
+
+    # ---- weights of every mechanism ------------------------------------------------------------------------------
+    st.subheader("Weights")
+    ui.show_figure(figs.weights_bars(weights, labels), key="bars")
+    numbers = st.container()  # filled at the end
+    # ---- landscape, sweep, many queries: one view at a time ------------------------------------------------------
+    def landscape_figure(which):
+        land = av.landscape(which, s, one["tau"], one["alpha"], prior)
+        return land, figs.simplex_landscape(land, labels, f"{which}: -<s, p> + tau Omega(p)")
+
+    def sweep_figure(which):
+        sweep = av.tau_sweep(which, s, TAUS, one["alpha"], prior)
+        return figs.tau_sweep_lines(TAUS, sweep, labels, one["tau"], f"{which}: weights against tau")
+
+    def many_figure(mech, n_q, m_k, d_k):
+        pooled, block, seconds, mean_support = many_queries(mech, n_q, m_k, d_k, 0, one["tau"], one["alpha"],
+                                                            str(device))
+        return figs.attention_heatmap(pooled, f"{mech}, tau = {one['tau']:.3g}", block), seconds, mean_support
+
+    VIEWS = ["Objective on the simplex (m = 3)", "tau sweep", "Many queries"]
+    view = ui.view_selector("View", VIEWS, key="view",
+                            help="The objective over the simplex (three keys), each weight as tau goes from 1e-3 to "
+                                 "1e3, or many random queries at once. The lecture bundle holds all three.")
+    first = mechanisms[0]
+    if view == VIEWS[0]:
+        if m != 3:
+            st.info(f"The landscape is drawn for exactly 3 keys (the 2-simplex); there are {m} now. Use the "
+                    "2-D points table with three rows or type three scores.")
+        else:
+            which = st.selectbox("Mechanism", mechanisms, key="land_mech", bind="query-params",
+                                 help="Whose objective -<s, p> + tau Omega(p) to draw.")
+            drawn = ui.guarded("attention/land", lambda: landscape_figure(which))
+            if drawn is not None:
+                land, fig = drawn
+                ui.show_figure(fig, key="land")
+                st.markdown(
+                    f"Closed form objective **{land.closed_value:.6f}**, generic solver (interior-point Newton, no "
+                    f"closed form) **{land.numerical_value:.6f}**; the two points differ by "
+                    f"{float((land.closed_form - land.numerical).abs().max()):.1e}.")
+    elif m == 3:
+        ui.bundle_figure("land", lambda: landscape_figure(first)[1])
+
+    if view == VIEWS[1]:
+        which = st.selectbox("Mechanism", mechanisms, key="sweep_mech", bind="query-params",
+                             help="Whose weights to follow from tau = 1e-3 to 1e3.")
+        fig = ui.guarded("attention/sweep", lambda: sweep_figure(which))
+        if fig is not None:
+            ui.show_figure(fig, key="sweep")
+            st.caption("Small tau: all mass on the largest score (argmax, the unregularised transport plan). "
+                       "Large tau: the regulariser wins and the weights go to uniform (or to the prior).")
+    else:
+        ui.bundle_figure("sweep", lambda: sweep_figure(first))
+
+    SIZES = [16, 64, 256, 1024, 2048, 4096]
+    if view == VIEWS[2]:
+        st.markdown("n random queries against m random keys: each row of the heatmap is one query's weights.")
+        c = st.columns(4)
+        n_q = c[0].select_slider("n (queries)", SIZES, 256, key="many_n", bind="query-params",
+                                 help="Number of queries (rows).")
+        m_k = c[1].select_slider("m (keys)", SIZES, 256, key="many_m", bind="query-params",
+                                 help="Number of keys (columns).")
+        d_k = c[2].slider("d", 1, 128, 16, key="many_d", bind="query-params", help="Dimension of q and k.")
+        mech = c[3].selectbox("Mechanism", list(av.MECHANISMS), key="many_mech", bind="query-params",
+                              help="prior-softmax uses a uniform prior here.")
+        with st.spinner(f"Computing {n_q} x {m_k} weights on {device}..."):
+            res = ui.guarded("attention/many", lambda: many_figure(mech, n_q, m_k, d_k))
+        if res is not None:
+            fig, seconds, mean_support = res
+            ui.show_figure(fig, key="many")
+            st.caption(f"Computed in {seconds * 1e3:.1f} ms on {device}; mean support size "
+                       f"{mean_support:.1f} of {m_k} keys.")
+    else:
+        ui.bundle_figure("many", lambda: many_figure("softmax", 256, 256, 16)[0])
+
+    # ---- the numbers behind the bars, in their place below the bars but sent last: the browser draws the
+    # bars before it typesets these (measured: bench/bench_latency.py) -------------------------------------------
+    with numbers:
+        summary = pd.DataFrame({
+            "mechanism": list(weights),
+            "support size": [int(support_size(p)) for p in weights.values()],
+            "entropy (nats)": [float(entropy(p)) for p in weights.values()],
+            "objective": [float(av.objective(n, p, s, one["tau"], one["alpha"], prior)) for n, p in weights.items()],
+        })
+        st.dataframe(summary, hide_index=True)
+
+        fmt = lambda v: ", ".join(f"{x:.3g}" for x in to_numpy(v))  # noqa: E731
+        ui.equation(rf"s = ({fmt(s)}),\quad \tau = {one['tau']:.3g}")
+        for name, p in weights.items():
+            ui.equation(rf"\text{{{name}}}:\ \Omega(p) = {OMEGA_TEX[name]},\quad p^\star = ({fmt(p)})")
+
+
+results()

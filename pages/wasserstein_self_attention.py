@@ -40,7 +40,7 @@ k = sb.number_input("k (points per cloud)", 1, 32, 2, key="k", bind="query-param
                     disabled=representation != "cloud", help="The vector is reshaped to k points of d/k coordinates.")
 weight_map = sb.radio("Weight map f", ["softmax", "sigmoid"], key="weight_map", bind="query-params",
                       horizontal=True, help="softmax(-W / tau), or the note's sigmoid((b - W) / s).")
-tau = ui.log_slider("tau", 1e-2, 1e2, 1.0, key="tau", help="Temperature of softmax(-W / tau).")
+tau_slot = sb.container()  # tau is drawn here by the fragment below, which a tau move reruns alone
 b = sb.slider("b (sigmoid offset)", 0.0, 10.0, 1.0, 0.1, key="b", bind="query-params",
               disabled=weight_map != "sigmoid", help="Distances below b get weights above 1/2.")
 s = sb.slider("s (sigmoid scale)", 0.01, 5.0, 0.5, 0.01, key="s", bind="query-params",
@@ -49,7 +49,7 @@ normalize = sb.toggle("normalise rows", True, key="normalize", bind="query-param
                       help="Divide each row of sigmoid weights by its sum, so each output is an average.")
 
 
-def compute():
+def compute(tau):
     if preset == "uploaded CSV":
         if upload is None:
             raise ValueError("upload a CSV sequence (n rows of d numbers), or choose a preset")
@@ -62,15 +62,32 @@ def compute():
     return dict(X=X, ours=ours, dot=wsa.dot_product_attention(X, W_Q, W_K, W_V))
 
 
-res = ui.guarded("wsa/run", compute)
-if res is None:
-    st.stop()
-ours, dot = res["ours"], res["dot"]
+@ui.fragment
+def results():
+    """tau and everything it drives: moving tau reruns this alone, not the page."""
+    tau = ui.log_slider("tau", 1e-2, 1e2, 1.0, key="tau", where=tau_slot, help="Temperature of softmax(-W / tau).")
+    res = ui.guarded("wsa/run", lambda: compute(tau))
+    if res is None:
+        return
+    ours, dot = res["ours"], res["dot"]
 
-ui.show_figure(figs.flow_diagram(representation, weight_map), key="flow")
-ui.show_figure(figs.matrices({"distances W": ours.W, "Wasserstein attention A": ours.A,
-                              "softmax(QK^T / sqrt(d))": dot.A}, "Distances and weights (rows: queries)"),
-               key="matrices")
-ui.show_figure(figs.sequences(res["X"], {"Y (Wasserstein)": ours.Y, "Y (dot product)": dot.Y}), key="sequences")
-st.caption("With identity projections every token is compared with itself at distance 0, so the diagonal of A is "
-           "its largest entry in each row; the dot product instead favours the keys with the largest norm.")
+    ui.show_figure(figs.matrices({"distances W": ours.W, "Wasserstein attention A": ours.A,
+                                  "softmax(QK^T / sqrt(d))": dot.A}, "Distances and weights (rows: queries)"),
+                   key="matrices")
+    st.caption("With identity projections every token is compared with itself at distance 0, so the diagonal of A is "
+               "its largest entry in each row; the dot product instead favours the keys with the largest norm.")
+
+    VIEWS = {"Outputs along the sequence": ("sequences", lambda: figs.sequences(
+                 res["X"], {"Y (Wasserstein)": ours.Y, "Y (dot product)": dot.Y})),
+             "The pipeline": ("flow", lambda: figs.flow_diagram(representation, weight_map))}
+    view = ui.view_selector("View", list(VIEWS), key="view",
+                            help="Outputs: the first channels of X and of Y = AV for both attentions. Pipeline: the "
+                                 "note's diagram from X to Y. The lecture bundle holds both.")
+    for name, (key, build) in VIEWS.items():
+        if name == view:
+            ui.show_figure(build(), key=key)
+        else:
+            ui.bundle_figure(key, build)
+
+
+results()

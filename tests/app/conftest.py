@@ -54,3 +54,25 @@ def open_page(monkeypatch):
         return at
 
     return _open
+
+
+def bundle_figures(at: AppTest) -> dict:
+    """The figures the page's lecture bundle would hold (views not drawn built now), by key, as JSON dicts."""
+    from wviz.ui import built
+
+    return {k: _decode(json.loads(f.to_json())) for k, f in built(at.session_state["_wviz_lecture"]).figures.items()}
+
+
+def check_views(at: AppTest, key: str, figure_keys: dict) -> None:
+    """Each choice of the view selector ``key`` draws its figures (view -> figure keys) and only those, and the
+    lecture bundle holds every view's figures whichever is drawn. (The browser writes the choice to the URL: that
+    is tested in tests/e2e.)"""
+    everything = {k for keys in figure_keys.values() for k in keys}
+    for view, keys in figure_keys.items():
+        at.segmented_control(key=key).set_value(view).run()
+        no_exception(at)
+        drawn = [el.proto.id for el in at.get("plotly_chart")]
+        for k in everything:
+            assert any(k in d for d in drawn) == (k in keys), (view, k, drawn)
+        bundle = bundle_figures(at)
+        assert everything <= set(bundle), (view, set(bundle))

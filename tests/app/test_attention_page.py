@@ -7,7 +7,7 @@ import pytest
 import torch
 from entmax import entmax15, entmax_bisect
 
-from tests.app.conftest import figure_titled, figures, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, no_exception
 
 PAGE = "attention_transport.py"
 # The page's default: q = (1, 0.3), keys (1, 0.2), (0.2, 1), (-0.8, -0.4), so s_j = <q, k_j>:
@@ -112,7 +112,7 @@ def test_prior_softmax_with_a_uniform_prior_is_softmax(open_page):
 
 
 def test_many_queries_heatmap_rows_are_distributions(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view="Many queries")
     at.select_slider(key="many_n").set_value(64)
     at.select_slider(key="many_m").set_value(16).run()
     no_exception(at)
@@ -158,3 +158,10 @@ def test_a_bad_prior_entered_later_keeps_the_last_good_weights(open_page):
     assert set(kept) == set(good)
     for name in good:
         np.testing.assert_array_equal(kept[name], good[name])
+
+
+def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
+    at = open_page(PAGE, view="tau sweep")
+    assert len(figures(at)) == 2 and figure_titled(at, "softmax: weights against tau")
+    check_views(at, "view", {"Objective on the simplex (m = 3)": ["bars", "land"], "tau sweep": ["bars", "sweep"],
+                             "Many queries": ["bars", "many"]})

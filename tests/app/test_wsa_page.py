@@ -1,7 +1,7 @@
 """The "Wasserstein self-attention" page, driven through AppTest; its matrices checked by hand."""
 import numpy as np
 
-from tests.app.conftest import figures, no_exception
+from tests.app.conftest import check_views, figures, no_exception
 from wviz import samples
 
 PAGE = "wasserstein_self_attention.py"
@@ -96,3 +96,10 @@ def test_random_projections_and_random_preset_outputs_by_hand(open_page):
     np.testing.assert_allclose(np.stack(traces["input X"], 1), X[:, :3], atol=1e-12)
     np.testing.assert_allclose(np.stack(traces["Y (Wasserstein)"], 1), (A_ref @ V)[:, :3], atol=1e-9)
     np.testing.assert_allclose(np.stack(traces["Y (dot product)"], 1), (A_dot @ V)[:, :3], atol=1e-9)
+
+
+def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
+    at = open_page(PAGE, view="The pipeline")
+    assert [f["layout"]["title"]["text"][:9] for f in figures(at)] == ["Distances", "Wasserstei"[:9]]
+    check_views(at, "view", {"Outputs along the sequence": ["matrices", "sequences"],
+                             "The pipeline": ["matrices", "flow"]})

@@ -128,3 +128,26 @@ def test_the_lecture_bundle_has_every_figure_of_the_page(server, page):
         check("svg", bundle.read(f"{name}.svg"))
         check("png", bundle.read(f"{name}.png"))
         check("csv", bundle.read(f"{name}.csv"))
+
+
+def test_a_view_chosen_in_the_browser_travels_in_the_link(server, browser):
+    """A secondary view (ui.view_selector) is chosen by a click, written to the URL, and a copied link opens it."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    open_page(page, f"{server}/wasserstein_self_attention")
+    titles = ("() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
+              ".map(gd => gd.layout.title.text.replace(/<\\/?b>/g, ''))")  # Streamlit bolds titles
+    assert "Input and outputs along the sequence" in page.evaluate(titles)
+    page.locator(".st-key-view").get_by_text("The pipeline", exact=True).click()
+    wait_until_idle(page)
+    shown = page.evaluate(titles)
+    assert any(t.startswith("Wasserstein self-attention") for t in shown), shown
+    assert "Input and outputs along the sequence" not in shown
+    assert parse_qs(urlsplit(page.url).query)["view"] == ["The pipeline"], page.url
+    link = shown_link(page)
+    assert link.split("?")[1] == page.url.split("?")[1], (link, page.url)
+    fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    open_page(fresh, link)
+    assert fresh.evaluate(titles) == shown
+    fresh.context.close()
+    context.close()

@@ -1,6 +1,7 @@
 """The only streamlit helpers outside pages/: page set-up, shared widgets, guarded computation, figure output."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any, Callable
@@ -66,8 +67,9 @@ def _lecture_tools(lecture: export.Lecture) -> None:
         st.session_state["_wviz_link"] = (st.empty(), None)
         _show_link()
         no_browser = export.browser_path() is None
-        # Built on click, after this run has drawn every figure into ``lecture`` (the callable closes over it).
-        st.download_button("Download lecture bundle", data=lambda: export.lecture_bundle(lecture),
+        # Built on click, after this run has drawn every figure into ``lecture`` (the callable closes over it) and
+        # left a builder there for each view it did not draw (bundle_figure).
+        st.download_button("Download lecture bundle", data=lambda: export.lecture_bundle(built(lecture)),
                            file_name=f"wviz_{_slug(lecture.title)}.zip", mime=export.MIME["zip"], on_click="ignore",
                            icon=":material/folder_zip:", key="_wviz_bundle", disabled=no_browser,
                            help="A zip with every figure of this page as SVG, PNG and CSV, the parameters as JSON and "
@@ -76,7 +78,26 @@ def _lecture_tools(lecture: export.Lecture) -> None:
             st.caption(export.NO_BROWSER)
 
 
-def _show_link() -> None:
+def fragment(func: Callable[[], None]) -> Callable[[], None]:
+    """st.fragment for a page's results: a widget drawn inside ``func`` (even into a sidebar container made
+    outside it) reruns ``func`` alone, not the page, so a slider move redraws only the figures it drives.
+
+    The share link changes with that widget, and a fragment may redraw a container made outside it only if it
+    wrote there during the last full run: so it draws the link at its start on every run.
+    """
+    recorded = {}  # equations the lecture held before this fragment first ran (in the full run)
+
+    @st.fragment
+    def run() -> None:
+        equations = _lecture().equations
+        del equations[recorded.setdefault("equations", len(equations)):]  # a rerun replaces, not repeats, them
+        _show_link(force=True)
+        func()
+
+    return run
+
+
+def _show_link(force: bool = False) -> None:
     """Draw the share link from the URL as it stands now, into the placeholder page_setup made.
 
     The URL changes after page_setup within the same run (table_editor writes its table, Streamlit corrects a
@@ -89,7 +110,7 @@ def _show_link() -> None:
         return
     query = urlencode(st.query_params.to_dict())
     link = f"{st.context.url or ''}{'?' + query if query else ''}"
-    if link != shown:  # redraw only on a change: one message per new URL, not one per figure
+    if force or link != shown:  # redraw only on a change: one message per new URL, not one per figure
         placeholder.code(link, language=None, wrap_lines=True)
         st.session_state["_wviz_link"] = (placeholder, link)
 
@@ -152,6 +173,38 @@ def show_figure(fig, key: str) -> None:
     lecture.params = _params()
     _export_menu(fig, key)
     _show_link()  # the widgets above this figure have settled their URL values by now
+
+
+def view_selector(label: str, views: list[str], key: str, help: str) -> str:
+    """Which one of a page's secondary views to draw, bound to the URL.
+
+    Every chart on a page is redrawn by the browser after each slider move, and each one delays the first
+    (bench/bench_latency.py measured 3.6-6.6x Streamlit's floor with every view drawn at once): a page draws its
+    main figure and one chosen view; the views not drawn stay in the lecture bundle (bundle_figure).
+    """
+    return st.segmented_control(label, views, default=views[0], required=True, key=key, bind="query-params",
+                                help=help)
+
+
+def bundle_figure(key: str, build: Callable[[], Any]) -> None:
+    """Record a figure this run does not draw (a view not chosen): the lecture bundle builds it on click.
+
+    ``build`` makes the Plotly figure from values fixed in this run; a ValueError leaves the figure out.
+    """
+    presentation = bool(st.session_state.get("presentation"))
+    _lecture().figures[key] = (lambda: export.presentation_style(build())) if presentation else build
+
+
+def built(lecture: export.Lecture) -> export.Lecture:
+    """The lecture with every figure left as a builder (bundle_figure) built now; one whose input is invalid
+    (ValueError) is left out."""
+    figures = {}
+    for key, fig in lecture.figures.items():
+        try:
+            figures[key] = fig() if callable(fig) else fig
+        except ValueError:
+            continue
+    return dataclasses.replace(lecture, figures=figures)
 
 
 def _export_menu(fig, key: str) -> None:
