@@ -32,8 +32,7 @@ sb = st.sidebar
 diagonal = sb.radio("Covariance", ["full", "diagonal"], key="cov_kind", bind="query-params", horizontal=True,
                     help="Diagonal drops the correlation rho: W2^2 becomes ||m1 - m2||^2 + ||s1 - s2||^2.") \
     == "diagonal"
-tau = ui.log_slider("tau (temperature)", 1e-2, 1e2, 1.0, key="tau",
-                    help="softmax(-W2^2 / tau): small tau attends to the nearest Gaussian only.")
+tau_slot = sb.container()  # tau is drawn here by the fragment below, which a tau move reruns alone
 
 st.subheader("Tokens")
 st.caption("One Gaussian per row: mean (x, y), standard deviations sigma_x, sigma_y and correlation rho. The "
@@ -94,12 +93,11 @@ def read_tokens():
 
 
 def compute():
+    """Everything that does not depend on tau (the fragment below computes the attention)."""
     q, means, covs = read_tokens()
     full_covs = torch.diag_embed(covs) if diagonal else covs
     return named(lambda: dict(
         names=names, q=q, means=means, covs=covs,
-        w2=gaussian.w2_attention(means, covs, means, covs, tau),
-        dot=gv.dot_attention(means, tau),
         split=gv.w2_split(means, covs, q),
         ellipses={k: torch.stack([gaussian.ellipse(m, S, k, 100) for m, S in zip(means, full_covs)])
                   for k in (1, 2)},
@@ -107,29 +105,62 @@ def compute():
 
 
 res = ui.guarded("gaussian/tokens", compute)
-if res is None:
-    st.stop()
-names, q = res["names"], res["q"]  # the last good result's, when the table above is being fixed
+if res is not None:
+    names, q = res["names"], res["q"]  # the last good result's, when the table above is being fixed
+    ui.show_figure(figs.token_ellipses(res["means"], res["ellipses"], names, q), key="ellipses")
+SCALES = torch.logspace(-2, 2, 81, dtype=torch.float64)
 
-ui.show_figure(figs.token_ellipses(res["means"], res["ellipses"], names, q), key="ellipses")
-ui.show_figure(figs.attention_pair(res["w2"], res["dot"], names,
-                                   ("W2 attention softmax(-W2^2 / tau)", "dot-product softmax(<m_i, m_j> / tau)")),
-               key="pair")
-c1, c2 = st.columns(2)
-with c1:
-    ui.show_figure(figs.query_weights({"W2": res["w2"][q], "dot product": res["dot"][q]}, names, names[q]),
-                   key="query_bars")
-with c2:
-    ui.show_figure(figs.w2_parts(*res["split"], names, names[q]), key="parts")
-st.caption("The dot product of the means ignores the covariances entirely and favours long vectors; W2 attention "
-           "favours the key whose mean is closest and whose shape matches the query's.")
 
-st.subheader("Sweep: one token grows uncertain")
-token = st.selectbox("Token to widen", range(len(names)), format_func=lambda i: names[i],
-                     index=min(1, len(names) - 1), key="sweep_token", bind="query-params",
-                     help="Its covariance is multiplied by a factor from 0.01 to 100.")
-scales = torch.logspace(-2, 2, 81, dtype=torch.float64)
-sweep = ui.guarded("gaussian/sweep",
-                   lambda: named(gv.covariance_sweep, res["means"], res["covs"], q, token, scales, tau))
-if sweep is not None:
-    ui.show_figure(figs.covariance_sweep(scales, sweep, names, names[token]), key="sweep")
+@ui.fragment
+def results():
+    """tau and everything it drives: moving tau reruns this alone, not the page."""
+    tau = ui.log_slider("tau (temperature)", 1e-2, 1e2, 1.0, key="tau", where=tau_slot,
+                        help="softmax(-W2^2 / tau): small tau attends to the nearest Gaussian only.")
+    if res is None:  # tau is drawn all the same: it keeps its value (and its place in the link) meanwhile
+        return
+    means, covs = res["means"], res["covs"]
+    att = ui.guarded("gaussian/attention", lambda: named(lambda: dict(
+        w2=gaussian.w2_attention(means, covs, means, covs, tau), dot=gv.dot_attention(means, tau))))
+    if att is None:
+        return
+    ui.show_figure(figs.attention_pair(att["w2"], att["dot"], names, ("W2 attention softmax(-W2^2 / tau)",
+                                                                      "dot-product softmax(<m_i, m_j> / tau)")),
+                   key="pair")
+
+    def query_bars():
+        return figs.query_weights({"W2": att["w2"][q], "dot product": att["dot"][q]}, names, names[q])
+
+    def sweep_figure(token):
+        sweep = named(gv.covariance_sweep, means, covs, q, token, SCALES, tau)
+        return figs.covariance_sweep(SCALES, sweep, names, names[token])
+
+    views = ["The query's weights", "Sweep: one token grows uncertain"]
+    view = ui.view_selector("View", views, key="view",
+                            help="The query's weights with its W2^2 split into mean and shape parts, or its "
+                                 "weights as one token's covariance is scaled from 0.01 to 100. The lecture "
+                                 "bundle holds both.")
+    parts = lambda: figs.w2_parts(*res["split"], names, names[q])  # noqa: E731
+    if view == views[0]:
+        c1, c2 = st.columns(2)
+        with c1:
+            ui.show_figure(query_bars(), key="query_bars")
+        with c2:
+            ui.show_figure(parts(), key="parts")
+        st.caption("The dot product of the means ignores the covariances entirely and favours long vectors; W2 "
+                   "attention favours the key whose mean is closest and whose shape matches the query's.")
+    else:
+        ui.bundle_figure("query_bars", query_bars)
+        ui.bundle_figure("parts", parts)
+    default_token = min(1, len(names) - 1)
+    if view == views[1]:
+        token = st.selectbox("Token to widen", range(len(names)), format_func=lambda i: names[i],
+                             index=default_token, key="sweep_token", bind="query-params",
+                             help="Its covariance is multiplied by a factor from 0.01 to 100.")
+        fig = ui.guarded("gaussian/sweep", lambda: sweep_figure(token))
+        if fig is not None:
+            ui.show_figure(fig, key="sweep")
+    else:
+        ui.bundle_figure("sweep", lambda: sweep_figure(default_token))
+
+
+results()

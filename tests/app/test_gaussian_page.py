@@ -4,7 +4,7 @@ import json
 import numpy as np
 from scipy.linalg import sqrtm
 
-from tests.app.conftest import figures, no_exception
+from tests.app.conftest import check_views, figures, no_exception
 
 PAGE = "gaussian_w2.py"
 # the page's default tokens: mean, (sigma_x, sigma_y, rho)
@@ -75,8 +75,11 @@ def test_query_sliders_move_the_query(open_page):
         assert abs(mean_part[j] + cov_part[j] - w2_squared(means[0], covs[0], means[j], covs[j])) < 1e-9
 
 
+SWEEP = "Sweep: one token grows uncertain"
+
+
 def test_sweep_has_a_row_per_scale_summing_to_one(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view=SWEEP)
     sweep = [f for f in figures(at) if f["layout"].get("title", {}).get("text", "").startswith("How the query")][0]
     W = np.array([np.asarray(t["y"], dtype=float) for t in sweep["data"]])  # keys x scales
     np.testing.assert_allclose(W.sum(axis=0), 1.0, atol=1e-12)
@@ -85,7 +88,7 @@ def test_sweep_has_a_row_per_scale_summing_to_one(open_page):
 def test_sweep_point_matches_scipy(open_page):
     """The sweep widens token t2's covariance (the default sweep token) by factors 10^-2 .. 10^2; the point at
     factor 10 is the query t1's W2 attention with S_2 -> 10 S_2, recomputed with scipy's sqrtm."""
-    at = open_page(PAGE)
+    at = open_page(PAGE, view=SWEEP)
     sweep = [f for f in figures(at) if f["layout"].get("title", {}).get("text", "").startswith("How the query")][0]
     scales = np.asarray(sweep["data"][0]["x"], dtype=float)
     W = np.array([np.asarray(t["y"], dtype=float) for t in sweep["data"]])  # keys x scales
@@ -151,3 +154,10 @@ def test_query_values_outside_the_slider_range_are_kept(open_page):
     means[0, 0], sig[0, 0] = 4.2, 2.7
     np.testing.assert_allclose(heatmaps(at)[0], reference_attention(means, covariances(sig), 1.0), atol=1e-9)
 
+
+
+def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
+    at = open_page(PAGE, view=SWEEP)
+    assert len(figures(at)) == 3
+    check_views(at, "view", {"The query's weights": ["ellipses", "pair", "query_bars", "parts"],
+                             SWEEP: ["ellipses", "pair", "sweep"]})
