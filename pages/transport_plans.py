@@ -78,25 +78,19 @@ def read_cost():
 cost_kind = sb.selectbox("Ground cost", ["sqeuclidean", "euclidean", "l1", "cosine", "dot"], key="cost_kind",
                          bind="query-params", disabled=kind != "point clouds",
                          help="C_ij between x_i and y_j (point clouds only).")
-gamma_rel = ui.log_slider("gamma / max C", 1e-4, 1e1, 0.01, key="gamma",
-                          help="Entropic (or quadratic) regularisation, relative to the largest cost. Small: "
-                               "close to exact OT, more Sinkhorn iterations. Large: a blurred, dense plan.")
+gamma_slot = sb.container()  # gamma is drawn here by the fragment below, which a gamma move reruns alone
 solver = sb.radio("Solver", tv.SOLVERS, key="solver", bind="query-params", horizontal=True,
                   help="sinkhorn: entropic OT (eq. (23)); exact: linear programme (POT's emd); quadratic: "
                        "squared-L2 regularised OT (sparse).")
 
 
-def compute():
+def read_problem():
+    """x, y (None for a cost matrix), a, b and C from the controls above; raises ValueError on bad input."""
     if kind == "point clouds":
         x, a, y, b = read_clouds()
-        C = ot.cost_matrix(x, y, cost_kind)
-    else:
-        x = y = None
-        C, a, b = read_cost()
-    scale = float(C.abs().max())
-    gamma = gamma_rel * (scale if scale > 0 else 1.0)
-    result = solve_cached(solver, to_numpy(a), to_numpy(b), to_numpy(C), gamma)
-    return dict(x=x, y=y, a=a, b=b, C=C, gamma=gamma, result=result)
+        return dict(x=x, y=y, a=a, b=b, C=ot.cost_matrix(x, y, cost_kind))
+    C, a, b = read_cost()
+    return dict(x=None, y=None, a=a, b=b, C=C)
 
 
 def _on_device(*arrays):
@@ -120,42 +114,91 @@ def sweep_cached(a, b, C, gammas):
     return tv.gamma_sweep(a, b, C, torch.as_tensor(gammas)), float(ot.emd(a, b, C).cost)
 
 
-with st.spinner("Solving..."):
-    state = ui.guarded("transport/problem", compute)
-if state is None:
-    st.stop()
-res, C, a, b, gamma = state["result"], state["C"], state["a"], state["b"], state["gamma"]
+problem = ui.guarded("transport/problem", read_problem)
 
-# ---- numbers and the equation -----------------------------------------------------------------------------
-P = res.plan.cpu()
-H = tv.entropy(P)
-cols = st.columns(5)
-cols[0].metric("transport cost <C, P>", f"{float(res.cost):.5g}")
-cols[1].metric("iterations", f"{int(res.n_iter)}")
-cols[2].metric("marginal error (L1)", f"{float(res.marginal_error):.1e}")
-cols[3].metric("converged", "yes" if bool(res.converged) else "NO")
-cols[4].metric("zero entries", f"{100 * tv.sparsity(P):.1f} %")
-if not bool(res.converged):
-    st.warning("The solver stopped before the marginals met the tolerance: the plan shown is approximate. "
-               "Raise gamma or accept a looser tolerance.")
-if solver == "sinkhorn":
-    ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle - \gamma H(P):\quad "
-             rf"{float(res.cost):.4g} - {gamma:.3g} \times {H:.4g} = {float(res.reg_cost):.4g}")
-elif solver == "quadratic":
-    ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle + \tfrac{{\gamma}}{{2}}\lVert P\rVert^2:\quad "
-             rf"{float(res.cost):.4g} + \tfrac{{{gamma:.3g}}}{{2}} \times {float((P ** 2).sum()):.4g}"
-             rf" = {float(res.reg_cost):.4g}")
-else:
-    ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle = {float(res.cost):.4g}")
 
-# ---- views ----------------------------------------------------------------------------------------------------
-ui.show_figure(figs.plan_with_marginals(P, a, b, f"{solver} plan P"), key="plan")
-if state["x"] is not None:
-    ui.show_figure(figs.plan_lines(state["x"], state["y"], P, a, b, "Mass moved from x_i to y_j"), key="lines")
+@ui.fragment
+def results():
+    """gamma and everything it drives: moving gamma reruns this alone, not the page."""
+    gamma_rel = ui.log_slider("gamma / max C", 1e-4, 1e1, 0.01, key="gamma", where=gamma_slot,
+                              help="Entropic (or quadratic) regularisation, relative to the largest cost. Small: "
+                                   "close to exact OT, more Sinkhorn iterations. Large: a blurred, dense plan.")
+    if problem is None:
+        return
 
-arrays = to_numpy(a), to_numpy(b), to_numpy(C)
-if solver == "sinkhorn":
-    st.subheader("Watch Sinkhorn converge")
+    def solve():
+        scale = float(problem["C"].abs().max())
+        gamma = gamma_rel * (scale if scale > 0 else 1.0)
+        return dict(problem, gamma=gamma, result=solve_cached(solver, *map(to_numpy, (problem["a"], problem["b"],
+                                                                                          problem["C"])), gamma))
+
+    with st.spinner("Solving..."):
+        state = ui.guarded("transport/solve", solve)
+    if state is None:
+        return
+    res, C, a, b, gamma = state["result"], state["C"], state["a"], state["b"], state["gamma"]
+
+    # The numbers and the equation sit above the plan but are sent after it: the browser draws the plan first.
+    numbers = st.container()
+    P = res.plan.cpu()
+    ui.show_figure(figs.plan_with_marginals(P, a, b, f"{solver} plan P"), key="plan")
+    arrays = to_numpy(a), to_numpy(b), to_numpy(C)
+
+    def lines_figure():
+        return figs.plan_lines(state["x"], state["y"], P, a, b, "Mass moved from x_i to y_j")
+
+    def sweep_figure():
+        gammas = torch.logspace(-3, 1, 13, dtype=torch.float64) * float(C.abs().max() or 1.0)
+        costs, exact = sweep_cached(*arrays, to_numpy(gammas))
+        return figs.cost_against_gamma(gammas, costs, exact, gamma,
+                                       "Entropic cost converges to the exact cost as gamma -> 0")
+
+    views = {"Mass moved": state["x"] is not None, "Watch Sinkhorn converge": solver == "sinkhorn",
+             "Cost against gamma": True}
+    view = ui.view_selector("View", [v for v, shown in views.items() if shown], key="view",
+                            help="The plan drawn between the two clouds, plain Sinkhorn's iterations one by one, "
+                                 "or the entropic cost as gamma shrinks. The lecture bundle holds them all.")
+    if view == "Mass moved":
+        ui.show_figure(lines_figure(), key="lines")
+    elif views["Mass moved"]:
+        ui.bundle_figure("lines", lines_figure)
+    if view == "Watch Sinkhorn converge":
+        scrubber(res, arrays, gamma)
+    elif views["Watch Sinkhorn converge"]:  # the bundle gets the last iteration shown
+        for i, key in enumerate(("scrub_plan", "errors")):
+            ui.bundle_figure(key, lambda i=i: scrub_figures(snapshots_cached(*arrays, gamma, int(res.n_iter)),
+                                                            int(res.n_iter))[i])
+    if view == "Cost against gamma":
+        fig = ui.guarded("transport/sweep", sweep_figure)
+        if fig is not None:
+            ui.show_figure(fig, key="sweep")
+    else:
+        ui.bundle_figure("sweep", sweep_figure)
+
+    with numbers:
+        H = tv.entropy(P)
+        cols = st.columns(5)
+        cols[0].metric("transport cost <C, P>", f"{float(res.cost):.5g}")
+        cols[1].metric("iterations", f"{int(res.n_iter)}")
+        cols[2].metric("marginal error (L1)", f"{float(res.marginal_error):.1e}")
+        cols[3].metric("converged", "yes" if bool(res.converged) else "NO")
+        cols[4].metric("zero entries", f"{100 * tv.sparsity(P):.1f} %")
+        if not bool(res.converged):
+            st.warning("The solver stopped before the marginals met the tolerance: the plan shown is approximate. "
+                       "Raise gamma or accept a looser tolerance.")
+        if solver == "sinkhorn":
+            ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle - \gamma H(P):\quad "
+                        rf"{float(res.cost):.4g} - {gamma:.3g} \times {H:.4g} = {float(res.reg_cost):.4g}")
+        elif solver == "quadratic":
+            ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle + \tfrac{{\gamma}}{{2}}\lVert P\rVert^2:\quad "
+                        rf"{float(res.cost):.4g} + \tfrac{{{gamma:.3g}}}{{2}} \times {float((P ** 2).sum()):.4g}"
+                        rf" = {float(res.reg_cost):.4g}")
+        else:
+            ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle = {float(res.cost):.4g}")
+
+
+def scrubber(res, arrays, gamma):
+    """Plain Sinkhorn's iterations at this gamma, one plan at a time, and its marginal error."""
     snap = snapshots_cached(*arrays, gamma, int(res.n_iter))
     every, _ = tv.scrub_schedule(int(res.n_iter))
     iters = [it for it, _ in snap.plans]
@@ -168,27 +211,29 @@ if solver == "sinkhorn":
     st.caption(f"Both panels show **plain Sinkhorn** (no epsilon scaling, no over-relaxation) at this gamma from "
                f"the uniform start, not the solver above: each iteration rescales the rows to match a and the "
                f"columns to match b. The marginal error is read every {every} iterations, the plans every "
-               f"{min((j - i for i, j in zip(iters, iters[1:])), default=every)}. The solver above, with epsilon scaling and "
-               f"over-relaxation, {solver_says}.{truncated}")
+               f"{min((j - i for i, j in zip(iters, iters[1:])), default=every)}. The solver above, with epsilon "
+               f"scaling and over-relaxation, {solver_says}.{truncated}")
     step = st.select_slider("Iteration", iters, value=iters[-1], key="scrub", bind="query-params",
                             help="Scrub through plain Sinkhorn's iterations: the plan after each row/column "
                                  "scaling.")
-    plan_k = dict(snap.plans)[step].cpu()
+    plan_fig, errors_fig = scrub_figures(snap, int(res.n_iter), step)
     c1, c2 = st.columns(2)
     with c1:
-        ui.show_figure(figs.plan_with_marginals(plan_k, plan_k.sum(1), plan_k.sum(0),
-                                                f"plan after iteration {step} (bars: its marginals)"), key="scrub_plan")
+        ui.show_figure(plan_fig, key="scrub_plan")
     with c2:
-        hist = snap.history.cpu()
-        ui.show_figure(figs.marginal_error_curve(hist[:, 0], hist[:, 1], 1e-6,
-                                                 f"Plain Sinkhorn: marginal error every {every} iterations",
-                                                 current=step), key="errors")
+        ui.show_figure(errors_fig, key="errors")
 
-st.subheader("Cost against gamma")
-gammas = torch.logspace(-3, 1, 13, dtype=torch.float64) * float(C.abs().max() or 1.0)
-sweep = ui.guarded("transport/sweep", lambda: sweep_cached(*arrays, to_numpy(gammas)))
-if sweep is not None:
-    costs, exact = sweep
-    ui.show_figure(figs.cost_against_gamma(gammas, costs, exact, gamma,
-                                           "Entropic cost converges to the exact cost as gamma -> 0"),
-                   key="sweep")
+
+def scrub_figures(snap, n_iter, step=None):
+    """Plain Sinkhorn's plan after iteration ``step`` (default: the last recorded) and its marginal error curve."""
+    every, _ = tv.scrub_schedule(n_iter)
+    step = snap.plans[-1][0] if step is None else step
+    plan_k = dict(snap.plans)[step].cpu()
+    hist = snap.history.cpu()
+    return (figs.plan_with_marginals(plan_k, plan_k.sum(1), plan_k.sum(0),
+                                     f"plan after iteration {step} (bars: its marginals)"),
+            figs.marginal_error_curve(hist[:, 0], hist[:, 1], 1e-6,
+                                      f"Plain Sinkhorn: marginal error every {every} iterations", current=step))
+
+
+results()

@@ -3,11 +3,12 @@ import numpy as np
 import ot as pot
 import pytest
 
-from tests.app.conftest import figure_titled, figures, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, no_exception
 from wviz import samples
 from wviz import transport_views as tv
 
 PAGE = "transport_plans.py"
+CONVERGE = "Watch Sinkhorn converge"
 
 
 def plan_and_marginals(at):
@@ -48,7 +49,7 @@ def test_exact_solver_gives_the_lp_cost_and_a_sparse_plan(open_page):
 
 
 def test_gamma_slider_and_the_scrubber(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view=CONVERGE)
     dense = (plan_and_marginals(at)[0] > 1e-8).mean()
     at.sidebar.select_slider(key="gamma").set_value(0.001).run()
     no_exception(at)
@@ -64,7 +65,7 @@ def test_gamma_slider_and_the_scrubber(open_page):
 def test_smallest_gamma_scrubber_is_capped_and_its_caption_says_so(open_page):
     """gamma = 1e-4 max C on the default problem: the main solve stops unconverged at 10000 iterations, plain
     Sinkhorn would need more than 10^5. The scrubber shows its first SCRUB_MAX_ITER iterations and says so."""
-    at = open_page(PAGE)
+    at = open_page(PAGE, view=CONVERGE)
     at.sidebar.select_slider(key="gamma").set_value(0.0001).run()
     no_exception(at)
     assert at.warning and "stopped before the marginals met the tolerance" in at.warning[0].value
@@ -79,7 +80,7 @@ def test_smallest_gamma_scrubber_is_capped_and_its_caption_says_so(open_page):
 
 
 def test_default_scrubber_caption_says_what_it_shows(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view=CONVERGE)
     caption = " ".join(c.value for c in at.caption)
     assert "**plain Sinkhorn**" in caption and "Truncated" not in caption
     assert "reached the tolerance in" in caption
@@ -128,3 +129,12 @@ def test_cost_matrix_mode_and_its_bad_inputs(open_page):
     at.sidebar.text_input(key="b_2").set_value("1, 2").run()
     no_exception(at)
     assert at.error  # unequal totals
+
+
+def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
+    at = open_page(PAGE, view="Cost against gamma")
+    assert len(figures(at)) == 2 and figure_titled(at, "Entropic cost converges")
+    check_views(at, "view", {"Mass moved": ["plan", "lines"], CONVERGE: ["plan", "scrub_plan", "errors"],
+                             "Cost against gamma": ["plan", "sweep"]})
+    at.sidebar.radio(key="solver").set_value("exact").run()  # no Sinkhorn iterations to watch
+    assert at.segmented_control(key="view").options == ["Mass moved", "Cost against gamma"]
