@@ -37,8 +37,7 @@ layers = sb.slider("layers", 1, 40, 10, key="layers", bind="query-params", help=
 potential = sb.radio("Interaction potential G", list(measure.POTENTIALS), index=1, key="potential",
                      bind="query-params", horizontal=True,
                      help="dot: exp(<q, k> / tau), the Transformer's; gaussian: exp(-||q - k||^2 / tau) (Sec. 6.3).")
-tau = ui.log_slider("tau (temperature)", 1e-2, 1e2, 0.3, key="tau",
-                    help="Small tau: each particle listens to its nearest neighbours only; large tau: to everyone.")
+tau_slot = sb.container()  # tau is drawn here by the fragment below, which a tau move reruns alone
 identity = sb.toggle("W_Q = W_K = W_V = identity", True, key="identity", bind="query-params",
                      help="Off: random N(0, 1/2) weights from the seed.")
 shared = sb.toggle("shared weights (Universal Transformer)", True, key="shared", bind="query-params",
@@ -67,87 +66,178 @@ def read_particles():
     return x, y
 
 
-def compute_flow():
+def compute_flow(tau):
     x, y = read_particles()
     W = pv.layer_weights(2, layers, identity, shared, seed, value_scale)
     traj, steps = pv.flow(x, layers, potential, tau, W, residual, norm, ground)
     return dict(x=x, y=y, W=W, traj=traj, steps=steps)
 
 
-res = ui.guarded("particles/flow", compute_flow)
-if res is None:
-    st.stop()
-x, W = res["x"], res["W"]
-W1 = pv.first_layer(W)
+def compute_fixed_point(x, W1, tau):
+    """The shared layer T iterated to its fixed point, Thm. 23's bound on tau(T), Prop. 26's envelope."""
+    fp = measure.fixed_point(x, potential, tau, W1, residual, norm, max_iter=60, ground=ground)
+    c = pv.banach(x, potential, tau, W1, residual, norm) if ground == "l1" else None
+    envelope = None
+    if c is not None and c.bound < 1:
+        levels = torch.arange(fp.n_iter + 1, dtype=torch.float64)
+        envelope = c.bound ** levels / (1 - c.bound) * fp.steps[0]
+    return fp, c, envelope
 
-st.subheader("The particle flow")
-ui.equation(r"\delta_{x_i^{h+1}} = \delta_{x_i^h}\,\mathbf A^h_{m(X^h)},\qquad "
-            r"x_i^{h+1} = \sum_j \frac{G(x_i^h, x_j^h)}{\sum_k G(x_i^h, x_k^h)}\, x_j^h W_V")
-ui.show_figure(figs.particles_animation(res["traj"], f"Particles over {layers} layers ({potential} potential, "
-                                                      f"tau = {tau:g})"), key="animation")
-st.caption("Press Play or drag the layer slider; grey lines are the paths so far, colours follow each particle. "
-           "With the Gaussian potential and no residual, every layer is a step of Gaussian mean shift: particles "
-           "within about sqrt(tau) of each other merge into clusters.")
-ui.show_figure(figs.layer_steps(res["steps"], ground), key="layer_steps")
-st.caption("How far the measure moves at each layer. A map that contracts W1 makes these steps shrink "
-           "geometrically; once the particles have merged, nothing moves.")
 
-st.subheader("Contraction: does one layer bring two inputs closer?")
-ui.equation(r"\tau(\mathbf A) = \sup_{\mu\ne\nu}\frac{W_1(\mu\mathbf A_\mu,\ \nu\mathbf A_\nu)}{W_1(\mu,\nu)}"
-            r"\ \text{(Def. 22)},\qquad W_1(\mu,\nu) = \min_{\pi\in\mathcal C(\mu,\nu)}"
-            r"\iint \lVert x-y\rVert_1\,\pi(dx,dy)")
-ui.equation(r"\text{Thm. 23 (corrected): } \tau(\mathbf A) \le d\, K_\ell\,"
-            r"\frac{2(\lVert G\rVert_{Lip,\infty} + \lVert G\rVert_{\infty,Lip})\operatorname{diam}(E)"
-            r" + \lVert G\rVert_\infty}{\epsilon(G)}\qquad"
-            r"\text{Cor. 30: } \frac{W_1(\mu\mathbf A_\mu, \nu\mathbf A_\nu)}{W_1(\mu,\nu)} \le 2 d K_\ell"
-            r"\Big[\sqrt d\sqrt{\ln N + \tfrac1{2e}}\,\lVert G\rVert_{Lip} + \lVert G\rVert_\infty + \sqrt d + 2\Big]")
-c1, c2, c3 = st.columns(3)
-perturbation = c1.radio("Perturbation", list(measure.PERTURBATIONS), key="perturbation", bind="query-params",
-                        horizontal=True,
-                        help="noise: nu = m(X + sigma Z); drop: nu = m(X without one token); swap (Prop. 25's "
-                             "neighbourhoods): the k nearest neighbours of a token against the token and k - 1 "
-                             "random others.")
-sigma = c2.select_slider("sigma (noise)", [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0], 0.1, key="sigma",
-                         bind="query-params", disabled=perturbation != "noise",
-                         help="Standard deviation of the noise added to every coordinate.")
-n_samples = c3.slider("samples", 4, 64, 16, key="samples", bind="query-params", help="Number of sampled pairs.")
+def fixed_point_figure(fp, c, envelope):
+    return figs.fixed_point_history(fp.steps, fp.to_last, envelope)
 
-con = ui.guarded("particles/contraction", lambda: pv.contraction(x, perturbation, n_samples, sigma, potential, tau,
-                                                                 W1, ground, res["y"], seed))
-if con is not None:
-    t23 = con["thm23"]
-    slopes = {"y = x": 1.0, "worst infinitesimal move ||J||": con["local"],
-              "Thm. 23 (corrected)": t23.bound if t23 else None, "Thm. 23 as printed": t23.printed if t23 else None,
-              "Cor. 30": con["cor30"]}
-    ui.show_figure(figs.contraction_scatter(con["res"].w1_in, con["res"].w1_out, slopes, con["pair"], perturbation),
-                   key="contraction")
-    ratio = con["res"].ratio
-    m1, m2, m3 = st.columns(3)
-    m1.metric("largest sampled ratio", f"{ratio.max().item():.3g}")
-    m2.metric("Thm. 23 bound (corrected)", f"{t23.bound:.3g}" if t23 else "n/a")
-    m3.metric("Cor. 30 bound", f"{con['cor30']:.3g}" if con["cor30"] else "n/a")
-    notes = ["One attention layer (the first layer's weights, without residual or normalisation, as in the "
-             "paper). Points below a line respect that bound."]
-    if perturbation == "swap":
-        notes.append("Swap uses Prop. 25's two neighbourhoods of a token, but plots the whole-measure ratio "
-                     "W1(mu A_mu, nu A_nu) / W1(mu, nu) over all k tokens, not Prop. 25's single-query distance "
-                     "||Attention(x_t, X_N(t)) - Attention(x_t, X_N^(t))||.")
-    if ground != "l1":
-        notes.append("The bounds are stated for the l1 ground metric: switch to l1 to see them.")
+
+def max_entropy_figure(chk):
+    return figs.max_entropy(chk.t, chk.entropies, chk.entropy)
+
+
+@ui.fragment
+def results():
+    """tau and everything it drives: moving tau reruns this alone, not the page."""
+    tau = ui.log_slider("tau (temperature)", 1e-2, 1e2, 0.3, key="tau", where=tau_slot,
+                        help="Small tau: each particle listens to its nearest neighbours only; large tau: to "
+                             "everyone.")
+    res = ui.guarded("particles/flow", lambda: compute_flow(tau))
+    if res is None:
+        return
+    x, W = res["x"], res["W"]
+    W1 = pv.first_layer(W)
+
+    st.subheader("The particle flow")
+    ui.equation(r"\delta_{x_i^{h+1}} = \delta_{x_i^h}\,\mathbf A^h_{m(X^h)},\qquad "
+                r"x_i^{h+1} = \sum_j \frac{G(x_i^h, x_j^h)}{\sum_k G(x_i^h, x_k^h)}\, x_j^h W_V")
+    ui.show_figure(figs.particles_animation(res["traj"], f"Particles over {layers} layers ({potential} potential, "
+                                                          f"tau = {tau:g})"), key="animation")
+    st.caption("Press Play or drag the layer slider; grey lines are the paths so far, colours follow each particle. "
+               "With the Gaussian potential and no residual, every layer is a step of Gaussian mean shift: particles "
+               "within about sqrt(tau) of each other merge into clusters.")
+    ui.show_figure(figs.layer_steps(res["steps"], ground), key="layer_steps")
+    st.caption("How far the measure moves at each layer. A map that contracts W1 makes these steps shrink "
+               "geometrically; once the particles have merged, nothing moves.")
+
+    VIEWS = ["Contraction", "Infinite depth", "Maximum entropy"]
+    view = ui.view_selector("View", VIEWS, key="view",
+                            help="Does one layer bring two inputs closer (Def. 22, Thm. 23, Cor. 30)? Where does the "
+                                 "shared layer lead at infinite depth (Prop. 26)? Why softmax (Thm. 14)? The lecture "
+                                 "bundle holds all three.")
+
+    def contraction(perturbation, n_samples, sigma):
+        return pv.contraction(x, perturbation, n_samples, sigma, potential, tau, W1, ground, res["y"], seed)
+
+    def contraction_figure(con, perturbation):
+        t23 = con["thm23"]
+        slopes = {"y = x": 1.0, "worst infinitesimal move ||J||": con["local"],
+                  "Thm. 23 (corrected)": t23.bound if t23 else None, "Thm. 23 as printed": t23.printed if t23 else None,
+                  "Cor. 30": con["cor30"]}
+        return figs.contraction_scatter(con["res"].w1_in, con["res"].w1_out, slopes, con["pair"], perturbation)
+
+    def max_entropy(query):
+        W_Q, W_K = (None, None) if W1 is None else W1[:2]
+        return measure.max_entropy_check(measure.empirical(x), x[min(int(query), len(x) - 1)], potential, tau, W_Q,
+                                         W_K, seed=int(seed))
+
+    if view == VIEWS[0]:
+        st.subheader("Contraction: does one layer bring two inputs closer?")
+        ui.equation(r"\tau(\mathbf A) = \sup_{\mu\ne\nu}\frac{W_1(\mu\mathbf A_\mu,\ \nu\mathbf A_\nu)}{W_1(\mu,\nu)}"
+                    r"\ \text{(Def. 22)},\qquad W_1(\mu,\nu) = \min_{\pi\in\mathcal C(\mu,\nu)}"
+                    r"\iint \lVert x-y\rVert_1\,\pi(dx,dy)")
+        ui.equation(r"\text{Thm. 23 (corrected): } \tau(\mathbf A) \le d\, K_\ell\,\frac{2(\lVert "
+                    r"G\rVert_{Lip,\infty} + \lVert G\rVert_{\infty,Lip})\operatorname{diam}(E) + \lVert "
+                    r"G\rVert_\infty}{\epsilon(G)}\qquad\text{Cor. 30: } \frac{W_1(\mu\mathbf A_\mu, \nu\mathbf "
+                    r"A_\nu)}{W_1(\mu,\nu)} \le 2 d K_\ell\Big[\sqrt d\sqrt{\ln N + \tfrac1{2e}}\,\lVert "
+                    r"G\rVert_{Lip} + \lVert G\rVert_\infty + \sqrt d + 2\Big]")
+        c1, c2, c3 = st.columns(3)
+        perturbation = c1.radio("Perturbation", list(measure.PERTURBATIONS), key="perturbation", bind="query-params",
+                                horizontal=True,
+                                help="noise: nu = m(X + sigma Z); drop: nu = m(X without one token); swap (Prop. 25's "
+                                     "neighbourhoods): the k nearest neighbours of a token against the token and k - 1 "
+                                     "random others.")
+        sigma = c2.select_slider("sigma (noise)", [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0], 0.1, key="sigma",
+                                 bind="query-params", disabled=perturbation != "noise",
+                                 help="Standard deviation of the noise added to every coordinate.")
+        n_samples = c3.slider("samples", 4, 64, 16, key="samples", bind="query-params", help="Number of sampled pairs.")
+
+        con = ui.guarded("particles/contraction", lambda: contraction(perturbation, n_samples, sigma))
+        if con is not None:
+            t23 = con["thm23"]
+            ui.show_figure(contraction_figure(con, perturbation), key="contraction")
+            ratio = con["res"].ratio
+            m1, m2, m3 = st.columns(3)
+            m1.metric("largest sampled ratio", f"{ratio.max().item():.3g}")
+            m2.metric("Thm. 23 bound (corrected)", f"{t23.bound:.3g}" if t23 else "n/a")
+            m3.metric("Cor. 30 bound", f"{con['cor30']:.3g}" if con["cor30"] else "n/a")
+            notes = ["One attention layer (the first layer's weights, without residual or normalisation, as in the "
+                     "paper). Points below a line respect that bound."]
+            if perturbation == "swap":
+                notes.append("Swap uses Prop. 25's two neighbourhoods of a token, but plots the whole-measure ratio "
+                             "W1(mu A_mu, nu A_nu) / W1(mu, nu) over all k tokens, not Prop. 25's single-query "
+                             "distance ||Attention(x_t, X_N(t)) - Attention(x_t, X_N^(t))||.")
+            if ground != "l1":
+                notes.append("The bounds are stated for the l1 ground metric: switch to l1 to see them.")
+            else:
+                notes.append("The worst infinitesimal move is the largest column l1 norm of the Jacobian of X -> "
+                             "A(X); its supremum over X is tau(A) restricted to N-point measures.")
+                if t23:
+                    notes.append(f"Thm. 23 on the box E around every input: diam(E) = {t23.diam:.3g}, eps(G) = "
+                                 f"{t23.eps:.3g}, ||G||_inf = {t23.sup:.3g}, ||G||_(Lip,inf) = {t23.lip_first:.3g}, "
+                                 f"||G||_(inf,Lip) = {t23.lip_second:.3g}, K_l = {t23.k_l:.3g}. As printed, Thm. 23 "
+                                 f"misses the ||G||_inf / eps(G) term (Prop. 19's proof pulls ||f||_inf out of an "
+                                 f"integral against the signed measure mu - nu); without it a translated cloud, "
+                                 f"whose output is just translated (ratio 1), can beat the bound.")
+                if con["cor30"] is None:
+                    notes.append("Cor. 30 is drawn for the Gaussian potential with W_Q = W_K = I only (any tau: the "
+                                 "ratio does not change when every point is scaled).")
+            st.caption(" ".join(notes))
     else:
-        notes.append("The worst infinitesimal move is the largest column l1 norm of the Jacobian of X -> A(X); its "
-                     "supremum over X is tau(A) restricted to N-point measures.")
-        if t23:
-            notes.append(f"Thm. 23 on the box E around every input: diam(E) = {t23.diam:.3g}, "
-                         f"eps(G) = {t23.eps:.3g}, ||G||_inf = {t23.sup:.3g}, ||G||_(Lip,inf) = {t23.lip_first:.3g}, "
-                         f"||G||_(inf,Lip) = {t23.lip_second:.3g}, K_l = {t23.k_l:.3g}. As printed, Thm. 23 "
-                         "misses the ||G||_inf / eps(G) term (Prop. 19's proof pulls ||f||_inf out of an integral "
-                         "against the signed measure mu - nu); without it a translated cloud, whose output is just "
-                         "translated (ratio 1), can beat the bound.")
-        if con["cor30"] is None:
-            notes.append("Cor. 30 is drawn for the Gaussian potential with W_Q = W_K = I only (any tau: the "
-                         "ratio does not change when every point is scaled).")
-    st.caption(" ".join(notes))
+        ui.bundle_figure("contraction", lambda: contraction_figure(contraction("noise", 16, 0.1), "noise"))
+
+    if view == VIEWS[1]:
+        st.subheader("Infinite depth: the fixed point of the shared layer")
+        ui.equation(r"X^{\ell+1} = T(X^\ell)\ \text{(Sec. 6.2)},\qquad \tau(T) < 1 \Rightarrow "
+                    r"W_1(\mu^\ell, \mu^*) \le \frac{\tau(T)^\ell}{1-\tau(T)}\, W_1(\mu^1, \mu^0)\ \text{(Prop. 26)}")
+
+        fixed = ui.guarded("particles/fixed_point", lambda: compute_fixed_point(x, W1, tau))
+        if fixed is not None:
+            fp, c, envelope = fixed
+            ui.show_figure(fixed_point_figure(fp, c, envelope), key="fixed_point")
+            status = (f"converged after {fp.n_iter} iterations" if fp.converged else
+                      f"not converged after {fp.n_iter} iterations")
+            if envelope is not None:
+                proof = (f"Thm. 23 (corrected) gives tau(T) <= {c.bound:.3g} < 1 on E = [-r, r]^2, which T maps into "
+                         "itself: Prop. 26 applies, the fixed point is unique and the same for every input in E.")
+            elif c is not None:
+                proof = (f"Thm. 23 (corrected) gives only tau(T) <= {c.bound:.3g}, so Prop. 26 does not apply; "
+                         f"shrink the values (value scale) to make the map provably contract.")
+                if potential == "gaussian" and W1 is None:
+                    proof += (" Here every single point is a fixed point (a lone particle attends only to itself), "
+                              "so the limit depends on the input.")
+            else:
+                proof = ("Prop. 26 is not checked here: residual connections, normalisation, the l2 metric or a W_V "
+                         "that leaves E take the map outside Thm. 23's setting.")
+            st.caption(f"The first layer's map T iterated from X^0: {status}. {proof}")
+    else:
+        ui.bundle_figure("fixed_point", lambda: fixed_point_figure(*compute_fixed_point(x, W1, tau)))
+
+    if view == VIEWS[2]:
+        st.subheader("Why softmax: maximum entropy (Thm. 14)")
+        ui.equation(r"\Psi_{G(x,\cdot)}(\nu) = \arg\max\big\{H_\nu(\mu) = -\mathrm{KL}(\mu\,\Vert\,\nu)\ :\ \mu \ll "
+                    r"\nu,\ \mu(k(x,\cdot)) = f(x)\big\},\qquad G(x,y) = e^{\langle\lambda(x),\, k(x,y)\rangle}")
+        query = st.number_input("query token i", 0, max(len(x) - 1, 0), 0, key="query", bind="query-params",
+                                help="x = x_i^0 queries nu = m(X^0).")
+        chk = ui.guarded("particles/maxent", lambda: max_entropy(query))
+        if chk is not None:
+            ui.show_figure(max_entropy_figure(chk), key="maxent")
+            st.caption("Each curve moves away from the Boltzmann-Gibbs measure (the star) along a random direction "
+                       "that keeps the total mass and the encoded moment k = y W_K (and ||y W_K||^2 for the Gaussian "
+                       "potential), as far as the weights stay non-negative. Every curve peaks at t = 0: among all "
+                       "measures on the tokens that encode the same moment, the attention weights have the largest "
+                       "relative entropy.")
+    else:
+        ui.bundle_figure("maxent", lambda: max_entropy_figure(max_entropy(0)))
+
+
+results()
 
 with st.expander("Where Cor. 30 fails (N up to 10^12, d = 1)"):
     log10_n = np.arange(1, 13)
@@ -159,54 +249,3 @@ with st.expander("Where Cor. 30 fails (N up to 10^12, d = 1)"):
                "curves cross near N = 3 10^4 (a run with 40 001 distinct tokens confirms it). Prop. 28's proof "
                "rescales m(X) to the mass-N measure sum_i delta_(x_i) and then uses the Kantorovich-Rubinstein "
                "bound, which holds for probability measures only.")
-
-st.subheader("Infinite depth: the fixed point of the shared layer")
-ui.equation(r"X^{\ell+1} = T(X^\ell)\ \text{(Sec. 6.2)},\qquad \tau(T) < 1 \Rightarrow "
-            r"W_1(\mu^\ell, \mu^*) \le \frac{\tau(T)^\ell}{1-\tau(T)}\, W_1(\mu^1, \mu^0)\ \text{(Prop. 26)}")
-
-
-def compute_fixed_point():
-    fp = measure.fixed_point(x, potential, tau, W1, residual, norm, max_iter=60, ground=ground)
-    c = pv.banach(x, potential, tau, W1, residual, norm) if ground == "l1" else None
-    envelope = None
-    if c is not None and c.bound < 1:
-        levels = torch.arange(fp.n_iter + 1, dtype=torch.float64)
-        envelope = c.bound ** levels / (1 - c.bound) * fp.steps[0]
-    return fp, c, envelope
-
-
-fixed = ui.guarded("particles/fixed_point", compute_fixed_point)
-if fixed is not None:
-    fp, c, envelope = fixed
-    ui.show_figure(figs.fixed_point_history(fp.steps, fp.to_last, envelope), key="fixed_point")
-    status = (f"converged after {fp.n_iter} iterations" if fp.converged else
-              f"not converged after {fp.n_iter} iterations")
-    if envelope is not None:
-        proof = (f"Thm. 23 (corrected) gives tau(T) <= {c.bound:.3g} < 1 on E = [-r, r]^2, which T maps into "
-                 "itself: Prop. 26 applies, the fixed point is unique and the same for every input in E.")
-    elif c is not None:
-        proof = (f"Thm. 23 (corrected) gives only tau(T) <= {c.bound:.3g}, so Prop. 26 does not apply; shrink the "
-                 "values (value scale) to make the map provably contract.")
-        if potential == "gaussian" and W1 is None:
-            proof += (" Here every single point is a fixed point (a lone particle attends only to itself), so the "
-                      "limit depends on the input.")
-    else:
-        proof = ("Prop. 26 is not checked here: residual connections, normalisation, the l2 metric or a W_V that "
-                 "leaves E take the map outside Thm. 23's setting.")
-    st.caption(f"The first layer's map T iterated from X^0: {status}. {proof}")
-
-st.subheader("Why softmax: maximum entropy (Thm. 14)")
-ui.equation(r"\Psi_{G(x,\cdot)}(\nu) = \arg\max\big\{H_\nu(\mu) = -\mathrm{KL}(\mu\,\Vert\,\nu)\ :\ "
-            r"\mu \ll \nu,\ \mu(k(x,\cdot)) = f(x)\big\},\qquad G(x,y) = e^{\langle\lambda(x),\, k(x,y)\rangle}")
-query = st.number_input("query token i", 0, max(len(x) - 1, 0), 0, key="query", bind="query-params",
-                        help="x = x_i^0 queries nu = m(X^0).")
-W_Q, W_K = (None, None) if W1 is None else W1[:2]
-chk = ui.guarded("particles/maxent", lambda: measure.max_entropy_check(
-    measure.empirical(x), x[min(int(query), len(x) - 1)], potential, tau, W_Q, W_K, seed=int(seed)))
-if chk is not None:
-    ui.show_figure(figs.max_entropy(chk.t, chk.entropies, chk.entropy), key="maxent")
-    st.caption("Each curve moves away from the Boltzmann-Gibbs measure (the star) along a random direction that "
-               "keeps the total mass and the encoded moment k = y W_K (and ||y W_K||^2 for the Gaussian "
-               "potential), as far as the weights stay non-negative. Every curve peaks at t = 0: among all "
-               "measures on the tokens that encode the same moment, the attention weights have the largest "
-               "relative entropy.")

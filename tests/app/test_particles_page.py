@@ -5,7 +5,7 @@ import math
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from tests.app.conftest import figure_titled, figures, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, no_exception
 from wviz import particles_views as pv
 
 PAGE = "particles.py"
@@ -89,7 +89,7 @@ def test_dot_potential_has_no_cor30_line_and_l2_no_bounds(open_page):
 
 
 def test_small_values_make_a_provable_contraction_with_banach_envelope(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view="Infinite depth")
     at.sidebar.slider(key="value_scale").set_value(0.1).run()
     at.sidebar.select_slider(key="tau").set_value(100.0).run()
     no_exception(at)
@@ -103,7 +103,7 @@ def test_small_values_make_a_provable_contraction_with_banach_envelope(open_page
 
 
 def test_max_entropy_curves_peak_at_the_gibbs_measure(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view="Maximum entropy")
     at.number_input(key="query").set_value(7).run()
     no_exception(at)
     fig = figure_titled(at, "Thm. 14")
@@ -148,3 +148,11 @@ def test_uploaded_pair_and_bad_uploads(open_page):
     at.sidebar.file_uploader(key="particles_csv").upload("p.csv", bad.encode(), "text/csv").run()
     no_exception(at)
     assert "uniform measure" in at.error[0].value
+
+
+def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
+    at = open_page(PAGE, view="Maximum entropy")
+    assert figure_titled(at, "Thm. 14") and not [f for f in figures(at) if "Contraction" in str(f["layout"])]
+    flow = ["animation", "layer_steps", "cor30_failure"]
+    check_views(at, "view", {"Contraction": [*flow, "contraction"], "Infinite depth": [*flow, "fixed_point"],
+                             "Maximum entropy": [*flow, "maxent"]})
