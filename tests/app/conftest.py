@@ -73,6 +73,6 @@ def check_views(at: AppTest, key: str, figure_keys: dict) -> None:
         no_exception(at)
         drawn = [el.proto.id for el in at.get("plotly_chart")]
         for k in everything:
-            assert any(k in d for d in drawn) == (k in keys), (view, k, drawn)
+            assert any(d.endswith(f"-{k}") for d in drawn) == (k in keys), (view, k, drawn)
         bundle = bundle_figures(at)
         assert everything <= set(bundle), (view, set(bundle))

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import scipy.optimize
 
-from tests.app.conftest import figure_titled, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, no_exception
 
 PAGE = "fenchel_dual.py"
 # the page's default preset and evidence
@@ -58,12 +58,14 @@ def test_figure3_view_matches_the_dual_solved_by_scipy(open_page):
     lam2 = np.linalg.solve(np.eye(2) + S, Z)
     np.testing.assert_allclose(point(fig, "h at (15), second order"), tilted(T, U, lam2) @ T, atol=1e-12)
     # the Figure 3 grid: five panels alpha = 0.1, 0.5, 1, 2, 5, each with its own exact h
+    at.segmented_control(key="view").set_value("Figure 3 grid").run()
     grid = figure_titled(at, "Figure 3")
     exact = [tr for tr in grid["data"] if tr.get("legendgroup") == "h exact (12)"]
     assert len(exact) == 5
     for tr, a in zip(exact, (0.1, 0.5, 1.0, 2.0, 5.0)):
         np.testing.assert_allclose([tr["x"][0], tr["y"][0]], tilted(T, U, lam_star(T, U, Z, a)) @ T, atol=1e-8)
     # the dual map marks lambda* and alpha z
+    at.segmented_control(key="view").set_value("The dual problem (9)").run()
     dual = figure_titled(at, "The dual objective (9)")
     np.testing.assert_allclose(point(dual, "lambda* (maximiser)"), lam, atol=1e-8)
     np.testing.assert_allclose(point(dual, "alpha z (16)"), Z, atol=1e-12)
@@ -77,6 +79,7 @@ def test_alpha_slider_and_weights(open_page):
     w = bars(figure_titled(at, "Attention weights"))
     np.testing.assert_allclose(w["p~ of (11) at lambda* (exact)"], tilted(T, U, lam_star(T, U, Z, alpha)), atol=1e-8)
     np.testing.assert_allclose(w["attention (18), lambda = alpha z"], tilted(T, U, alpha * Z), atol=1e-12)
+    at.segmented_control(key="view").set_value("The dual problem (9)").run()
     sweep = figure_titled(at, "How good the approximations are")
     dev = trace(sweep, "relative deviation ||lambda* - alpha z|| / ||lambda*||")
     a, d = np.asarray(dev["x"], dtype=float), np.asarray(dev["y"], dtype=float)
@@ -95,7 +98,7 @@ def t5_reference(t, z, mask, j):
 
 
 def test_t5_panel_and_masking_every_word(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view="T5 (19)-(20)")
     fig = figure_titled(at, "T5 preference")
     u, w = t5_reference(T, Z, np.array([True, False, False, False]), 0)
     got = bars(fig)
@@ -117,7 +120,7 @@ def test_t5_panel_and_masking_every_word(open_page):
 
 
 def test_ot_panel_matches_25_and_40_by_loops(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view="OT-based attention")
     gamma = at.select_slider(key="gamma").value
     A = np.concatenate([T, EXTRAS])
     uA = np.concatenate([U, np.zeros(3)])
@@ -152,7 +155,7 @@ def test_bad_input_shows_plain_errors(open_page):
     # an edited cost matrix that is not symmetric
     M = ((np.concatenate([T, EXTRAS])[:, None] - np.concatenate([T, EXTRAS])[None]) ** 2).sum(-1).round(3)
     M[0, 1] += 1.0
-    at = open_page(PAGE, cost_kind="edited", cost_7=json.dumps(M.tolist()))
+    at = open_page(PAGE, cost_kind="edited", cost_7=json.dumps(M.tolist()), view="OT-based attention")
     assert any("must be symmetric" in e.value for e in at.error)
     assert figure_titled(at, "Exact and approximate h")                # the rest of the page still draws
 
@@ -164,3 +167,12 @@ def test_gaussian_expander_agrees_with_the_closed_form(open_page):
     h = mu / 2 + (mu + Z) / 2                             # alpha = 1
     assert f"({h[0]:.6f}, {h[1]:.6f}); the closed form gives ({h[0]:.6f}, {h[1]:.6f})" in text
     assert "started from lambda = 0, takes 1 step " in text      # Newton really ran (the quadratic: one step)
+
+
+def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
+    at = open_page(PAGE, view="Figure 3 grid")
+    assert len(figures(at)) == 2 and figure_titled(at, "Figure 3")
+    check_views(at, "view", {"Attention weights": ["estimates", "weights"],
+                             "The dual problem (9)": ["estimates", "dual", "sweep"],
+                             "Figure 3 grid": ["estimates", "grid"], "T5 (19)-(20)": ["estimates", "t5"],
+                             "OT-based attention": ["estimates", "ot_map", "ot_bars", "ot_sweep"]})
