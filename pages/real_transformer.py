@@ -31,9 +31,7 @@ chosen = sb.multiselect("Normalisers", list(CHOICES), default=["sparsemax", "ent
                         format_func=CHOICES.get, key="normalisers", bind="query-params",
                         help="Each replaces the softmax of every head in every layer; the original model is "
                              "always shown for comparison.")
-tau = ui.log_slider("tau (temperature)", 1e-1, 1e1, 1.0, key="tau",
-                    help="softmax, sparsemax and entmax of S / tau. tau = 1 with softmax is the original model; "
-                         "small tau sharpens every head, large tau flattens it.")
+tau_slot = sb.container()  # tau is drawn here by the fragment below, which a tau move reruns alone
 alpha = sb.slider("alpha (entmax)", 1.0, 2.0, 1.5, 0.05, key="alpha", bind="query-params",
                   disabled="entmax" not in chosen,
                   help="Tsallis index of entmax: 1 is softmax, 2 is sparsemax, in between sparse but smoother.")
@@ -44,8 +42,6 @@ n_iter = sb.slider("Sinkhorn iterations", 1, 100, 5, key="n_iter", bind="query-p
                    disabled="sinkhorn" not in chosen,
                    help="Plain Sinkhorn iterations (normalise columns, then rows). Rows always sum to 1; the "
                         "columns approach 1 as the iterations grow.")
-PARAMS = {"softmax": dict(tau=tau), "sparsemax": dict(tau=tau), "entmax": dict(alpha=alpha, tau=tau),
-          "sinkhorn": dict(gamma=gamma, n_iter=n_iter)}
 
 
 @st.cache_resource(max_entries=2, show_spinner="Loading all-MiniLM-L6-v2 from the package (offline)...")
@@ -69,76 +65,103 @@ sentence = st.text_input("Sentence", DEFAULT_SENTENCE, max_chars=1000, key="sent
                          help=f"Any English text up to {minilm.MAX_TOKENS} word pieces (with [CLS] and [SEP]).")
 
 
-def compute():
+def compute(tau):
     if not chosen:
         raise ValueError("choose at least one normaliser in the sidebar")
     base = run(sentence, "softmax", (("tau", 1.0),), str(device))
+    params = {"softmax": dict(tau=tau), "sparsemax": dict(tau=tau), "entmax": dict(alpha=alpha, tau=tau),
+              "sinkhorn": dict(gamma=gamma, n_iter=n_iter)}
     swapped = {}
     for name in chosen:
-        norm = minilm.make_normaliser(name, **PARAMS[name])
-        swapped[norm.label()] = run(sentence, name, tuple(PARAMS[name].items()), str(device))
+        norm = minilm.make_normaliser(name, **params[name])
+        swapped[norm.label()] = run(sentence, name, tuple(params[name].items()), str(device))
     return dict(base=base, swapped=swapped,
                 changes={label: minilm.compare(base, fwd) for label, fwd in swapped.items()})
 
 
-res = ui.guarded("real/forward", compute)
-if res is None:
-    st.stop()
-base, swapped, changes = res["base"], res["swapped"], res["changes"]
-tokens = base.tokens[0]
-st.caption(f"{len(tokens)} word pieces: " + " · ".join(tokens))
 
-# ---- one head under each normaliser ----------------------------------------------------------------------------
-st.subheader("One head, every normaliser")
-ui.equation(r"S_{ik} = \frac{\langle Q x_i + b_Q,\; K x_k + b_K\rangle}{\sqrt{d'}},\qquad "
-            r"A_{i\cdot} = \operatorname{softmax}(S_{i\cdot})\quad (21)")
-ui.equation(r"\to\quad \operatorname{softmax}(S_{i\cdot}/\tau),\quad \operatorname{sparsemax}(S_{i\cdot}/\tau),"
-            r"\quad \alpha\text{-entmax}(S_{i\cdot}/\tau)")
-ui.equation(r"\to\quad A = nP,\quad P = \arg\min_{P \in U(\frac1n, \frac1n)} \langle -S, P\rangle "
-            r"- \gamma H(P)\quad (23),\ \text{a fixed number of Sinkhorn iterations}")
-original = f"original: {base.normaliser.label()}"
-maps = {original: base.attention[0, layer, head]}
-maps.update({label: fwd.attention[0, layer, head] for label, fwd in swapped.items() if label != original[10:]})
-ui.show_figure(figs.attention_maps(maps, tokens, layer, head), key="maps")
-A0 = base.attention[0, layer, head]
-sink = int(A0.sum(dim=0).argmax())
-notes = [f"In the original head, key {sink} ({tokens[sink]}) receives {float(A0[:, sink].sum()):.1f} of the "
-         f"{len(tokens)} units of attention (one per query)."]
-for label, fwd in swapped.items():
-    if fwd.normaliser.name == "sinkhorn":
-        col_err = float((fwd.attention[0, layer, head].sum(dim=0) - 1).abs().max())
-        notes.append(f"Under Sinkhorn every row sums to 1 and every column to 1 within {col_err:.1e} after "
-                     f"{fwd.normaliser.n_iter} iterations: each key receives about one unit.")
-st.caption("Each row is one query's weights over the keys. Sparsemax and entmax set many weights exactly to "
-           "zero; Sinkhorn makes the matrix doubly stochastic, so no key can collect everyone's attention. "
-           + " ".join(notes))
+@ui.fragment
+def results():
+    """tau and everything it drives: moving tau reruns this alone, not the page."""
+    tau = ui.log_slider("tau (temperature)", 1e-1, 1e1, 1.0, key="tau", where=tau_slot,
+                        help="softmax, sparsemax and entmax of S / tau. tau = 1 with softmax is the original model; "
+                             "small tau sharpens every head, large tau flattens it.")
+    res = ui.guarded("real/forward", lambda: compute(tau))
+    if res is None:
+        return
+    base, swapped, changes = res["base"], res["swapped"], res["changes"]
+    tokens = base.tokens[0]
+    st.caption(f"{len(tokens)} word pieces: " + " · ".join(tokens))
 
-# ---- sparsity per head ----------------------------------------------------------------------------------------
-st.subheader("Sparsity per head")
-ui.equation(r"\text{sparsity}(l, h) = \frac{\#\{(i, k) : A^{(l,h)}_{ik} = 0\}}{n^2}")
-sparsity = {"original": changes[next(iter(changes))].base_sparsity}
-sparsity.update({label: ch.sparsity for label, ch in changes.items()})
-ui.show_figure(figs.sparsity_per_head(sparsity), key="sparsity")
-st.caption("Softmax and Sinkhorn weights are exponentials and never exactly zero; sparsemax and entmax prune. "
-           + " ".join(f"{label}: {float(ch.sparsity.mean()):.0%} zeros on average, {float(ch.sparsity[0].mean()):.0%} "
-                      "in layer 0." for label, ch in changes.items() if ch.sparsity.max() > 0))
+    # ---- one head under each normaliser ----------------------------------------------------------------------------
+    st.subheader("One head, every normaliser")
+    ui.equation(r"S_{ik} = \frac{\langle Q x_i + b_Q,\; K x_k + b_K\rangle}{\sqrt{d'}},\qquad "
+                r"A_{i\cdot} = \operatorname{softmax}(S_{i\cdot})\quad (21)")
+    ui.equation(r"\to\quad \operatorname{softmax}(S_{i\cdot}/\tau),\quad \operatorname{sparsemax}(S_{i\cdot}/\tau),"
+                r"\quad \alpha\text{-entmax}(S_{i\cdot}/\tau)")
+    ui.equation(r"\to\quad A = nP,\quad P = \arg\min_{P \in U(\frac1n, \frac1n)} \langle -S, P\rangle "
+                r"- \gamma H(P)\quad (23),\ \text{a fixed number of Sinkhorn iterations}")
+    original = f"original: {base.normaliser.label()}"
+    maps = {original: base.attention[0, layer, head]}
+    maps.update({label: fwd.attention[0, layer, head] for label, fwd in swapped.items() if label != original[10:]})
+    ui.show_figure(figs.attention_maps(maps, tokens, layer, head), key="maps")
+    A0 = base.attention[0, layer, head]
+    sink = int(A0.sum(dim=0).argmax())
+    notes = [f"In the original head, key {sink} ({tokens[sink]}) receives {float(A0[:, sink].sum()):.1f} of the "
+             f"{len(tokens)} units of attention (one per query)."]
+    for label, fwd in swapped.items():
+        if fwd.normaliser.name == "sinkhorn":
+            col_err = float((fwd.attention[0, layer, head].sum(dim=0) - 1).abs().max())
+            notes.append(f"Under Sinkhorn every row sums to 1 and every column to 1 within {col_err:.1e} after "
+                         f"{fwd.normaliser.n_iter} iterations: each key receives about one unit.")
+    st.caption("Each row is one query's weights over the keys. Sparsemax and entmax set many weights exactly to "
+               "zero; Sinkhorn makes the matrix doubly stochastic, so no key can collect everyone's attention. "
+               + " ".join(notes))
 
-# ---- what changes downstream ----------------------------------------------------------------------------------
-st.subheader("What the swap does to the layers and the sentence embedding")
-ui.equation(r"e = \frac{\bar h}{\lVert \bar h\rVert},\ \bar h = \frac1n\sum_i h^{(6)}_i,\qquad "
-            r"\cos(e, e'),\qquad \frac{\lVert h'_l - h_l\rVert_F}{\lVert h_l\rVert_F}")
-table = pd.DataFrame({
-    "normaliser": list(changes),
-    "cosine to the original embedding": [ch.cosine for ch in changes.values()],
-    "mean sparsity": [float(ch.sparsity.mean()) for ch in changes.values()],
-    **{f"distance, layer {l}": [float(ch.layer_distance[l]) for ch in changes.values()] for l in range(6)},
-})
-st.dataframe(table, hide_index=True, key="change_table",
-             column_config={c: st.column_config.NumberColumn(format="%.4f") for c in table.columns[1:]})
-ui.show_figure(figs.layer_distances({label: ch.layer_distance for label, ch in changes.items()}), key="distances")
-st.caption("The sentence embedding is the L2-normalised mean of the last layer's token states (as "
-           "sentence-transformers computes it for this model). A cosine near 1 means the model barely noticed "
-           "the swap; changes made in early layers are carried and amplified by the later ones.")
+    def sparsity_figure():
+        sparsity = {"original": changes[next(iter(changes))].base_sparsity}
+        sparsity.update({label: ch.sparsity for label, ch in changes.items()})
+        return figs.sparsity_per_head(sparsity)
+
+    def distances_figure():
+        return figs.layer_distances({label: ch.layer_distance for label, ch in changes.items()})
+
+    views = ["Sparsity per head", "The layers and the sentence embedding"]
+    view = ui.view_selector("View", views, key="view",
+                            help="How many weights each head sets to zero under each normaliser, or how far the "
+                                 "swap moves every layer and the sentence embedding. The lecture bundle holds both.")
+    if view == views[0]:
+        st.subheader("Sparsity per head")
+        ui.equation(r"\text{sparsity}(l, h) = \frac{\#\{(i, k) : A^{(l,h)}_{ik} = 0\}}{n^2}")
+        ui.show_figure(sparsity_figure(), key="sparsity")
+        pruned = [f"{label}: {float(ch.sparsity.mean()):.0%} zeros on average, "
+                  f"{float(ch.sparsity[0].mean()):.0%} in layer 0." for label, ch in changes.items()
+                  if ch.sparsity.max() > 0]
+        st.caption("Softmax and Sinkhorn weights are exponentials and never exactly zero; sparsemax and entmax "
+                   "prune. " + " ".join(pruned))
+    else:
+        ui.bundle_figure("sparsity", sparsity_figure)
+    if view == views[1]:
+        st.subheader("What the swap does to the layers and the sentence embedding")
+        ui.equation(r"e = \frac{\bar h}{\lVert \bar h\rVert},\ \bar h = \frac1n\sum_i h^{(6)}_i,\qquad "
+                    r"\cos(e, e'),\qquad \frac{\lVert h'_l - h_l\rVert_F}{\lVert h_l\rVert_F}")
+        table = pd.DataFrame({
+            "normaliser": list(changes),
+            "cosine to the original embedding": [ch.cosine for ch in changes.values()],
+            "mean sparsity": [float(ch.sparsity.mean()) for ch in changes.values()],
+            **{f"distance, layer {l}": [float(ch.layer_distance[l]) for ch in changes.values()] for l in range(6)},
+        })
+        st.dataframe(table, hide_index=True, key="change_table",
+                     column_config={c: st.column_config.NumberColumn(format="%.4f") for c in table.columns[1:]})
+        ui.show_figure(distances_figure(), key="distances")
+        st.caption("The sentence embedding is the L2-normalised mean of the last layer's token states (as "
+                   "sentence-transformers computes it for this model). A cosine near 1 means the model barely "
+                   "noticed the swap; changes made in early layers are carried and amplified by the later ones.")
+    else:
+        ui.bundle_figure("distances", distances_figure)
+
+
+results()
 
 # ---- Figure 4 of 002 ------------------------------------------------------------------------------------------
 st.subheader("Figure 4 of 002: does each head solve the dual problem?")

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.special import softmax
 
-from tests.app.conftest import figure_titled, figures, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, no_exception
 from wviz.models import minilm
 from wviz.models.corpus import CORPUS
 
@@ -67,17 +67,18 @@ def test_default_page_matches_the_reference_model(open_page, reference):
     sk = maps["sinkhorn (gamma = 1, 5 iterations)"]
     np.testing.assert_allclose(sk.sum(axis=1), 1, atol=1e-5)          # rows exactly
     assert np.abs(sk.sum(axis=0) - 1).max() < 0.05                      # columns nearly, after 5 iterations
-    # the table: one row per normaliser, cosine in [-1, 1], softmax-free normalisers change the embedding
+    # sparsity figure (the first view): the original panel has no zeros, sparsemax's layer 0 equals numpy's count
+    sp = figure_titled(at, "Sparsity per head")
+    z = {t["name"]: np.asarray(t["z"], dtype=float) for t in sp["data"]}
+    assert z["original"].max() == 0
+    np.testing.assert_allclose(z["sparsemax (tau = 1)"][0], (sparsemax_np(S0) == 0).mean(axis=(-2, -1)), atol=1e-3)
+    # the table (the second view): one row per normaliser, softmax-free normalisers change the embedding
+    at.segmented_control(key="view").set_value("The layers and the sentence embedding").run()
     table = at.dataframe[0].value
     assert list(table["normaliser"]) == list(maps)[1:]
     emb = minilm.sentence_embedding(SENTENCE, "sparsemax", device="cpu").double().numpy()
     ref = minilm.sentence_embedding(SENTENCE, device="cpu").double().numpy()
     assert abs(table["cosine to the original embedding"][0] - emb @ ref) < 1e-6
-    # sparsity figure: the original panel has no zeros, sparsemax's layer 0 equals numpy's count on S0
-    sp = figure_titled(at, "Sparsity per head")
-    z = {t["name"]: np.asarray(t["z"], dtype=float) for t in sp["data"]}
-    assert z["original"].max() == 0
-    np.testing.assert_allclose(z["sparsemax (tau = 1)"][0], (sparsemax_np(S0) == 0).mean(axis=(-2, -1)), atol=1e-3)
 
 
 def test_layer_head_and_tau(open_page, reference):
@@ -139,3 +140,12 @@ def test_no_normaliser_chosen(open_page):
     at.sidebar.multiselect(key="normalisers").set_value([]).run()
     no_exception(at)
     assert any("at least one normaliser" in e.value for e in at.error)
+
+
+def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
+    at = open_page(PAGE, timeout=300, view="The layers and the sentence embedding")
+    titles = [f["layout"].get("title", {}).get("text", "") for f in figures(at)]
+    assert not [t for t in titles if t.startswith("Sparsity per head")], titles
+    fig4 = ["figure4", "per_head"]
+    check_views(at, "view", {"Sparsity per head": ["maps", "sparsity", *fig4],
+                             "The layers and the sentence embedding": ["maps", "distances", *fig4]})
