@@ -154,53 +154,63 @@ ui.show_figure(figs.entropy_bars({n: float(r.mc.entropy[0]) for n, r in runs.ite
 st.caption("Predictive entropy: 0 for a sure prediction, log C for a uniform one. Compare a clean test digit with "
            "an uploaded scribble.")
 
-st.subheader("Inside the stochastic model")
 grid = cfg.grid
 stochastic = main_model.config.kind == "stochastic"
-c1, c2, c3 = st.columns(3)
-layer = c1.slider("Layer", 0, cfg.depth, min(1, cfg.depth), key="layer", bind="query-params",
-                  help="0: the patch embeddings of eq. (5); l: the tokens after block l.")
-head = c2.selectbox("Head", list(range(cfg.heads)), key="head", bind="query-params",
-                    help="Which attention head's map to show (the rollout averages the heads).")
-query = c3.selectbox("Query token", list(range(1 + cfg.n_patches)), key="query", bind="query-params",
-                     format_func=lambda q: "class token" if q == 0 else
-                     f"patch {q} (row {(q - 1) // grid}, col {(q - 1) % grid})",
-                     help="The token whose attention weights are drawn.")
-mark = None if query == 0 else ((query - 1) // grid, (query - 1) % grid)
-run = runs[main_name]
-if stochastic:
-    trace = views.patch_map(run.out, layer, grid)
-    ui.show_figure(figs.map_over_image(image, trace, f"Per-patch uncertainty tr(Sigma) at layer {layer}",
-                                       "tr(Sigma) per patch", mark), key="vit_trace")
-    st.caption("The trace of each patch token's covariance. The embedding layer (0) depends on the patch alone; "
-               "later layers add the variance carried by attention, (A * A) Sigma_v.")
-    ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top"
-                r"\quad\text{(variance of } \textstyle\sum_j A_{ij} v_j \text{ for independent } v_j)")
-else:
-    st.info("The uploaded model is deterministic: it has no covariances to show.")
-blk = max(layer, 1) - 1
-maps = [views.query_attention(run.out, blk, h, int(query), grid)[0] for h in range(cfg.heads)]
-roll = views.rollout(run.out.attentions, grid)
-ui.show_figure(figs.attention_heads(maps, roll, f"{main_name}: attention of the query in block {blk + 1} per head, "
-                                                "and attention rollout"), key="vit_attention")
-st.caption("Weights of the query on the patches in each head of the block that produced the chosen layer (block 1 "
-           "for layer 0). Rollout: the class token's share of every patch through all blocks, with the residual "
-           "path, prod_l (A_l + I) / 2 averaged over heads (Abnar & Zuidema 2020).")
-one, cls_w = views.query_attention(run.out, blk, int(head), int(query), grid)
-ui.show_figure(figs.map_over_image(image, one, f"Attention of the query (red) in block {blk + 1}, head {head}",
-                                   "weight on each patch", mark), key="vit_attention_head")
-st.caption(f"The same weights over the image; head {head} puts {cls_w:.1%} of the query's attention on the class "
-           "token. W2 attention favours keys whose Gaussians are close in mean *and* in spread.")
-if "deterministic" in runs and main_name != "deterministic" and twin_cfg.grid != grid:
-    st.info(f"The deterministic twin cuts the image into {twin_cfg.grid} x {twin_cfg.grid} patches, this model into "
-            f"{grid} x {grid}: there is no same query to compare, so the twin's attention is not drawn.")
-elif "deterministic" in runs and main_name != "deterministic":
-    twin_maps = [views.query_attention(runs["deterministic"].out, min(blk, twin_cfg.depth - 1), h, int(query),
-                                       twin_cfg.grid)[0] for h in range(twin_cfg.heads)]
-    ui.show_figure(figs.attention_heads(twin_maps, views.rollout(runs["deterministic"].out.attentions, twin_cfg.grid),
-                                        "deterministic twin: dot-product attention of the same query"),
-                   key="vit_attention_twin")
-    st.caption("The same query under softmax(q k^T / sqrt(d_h)): compare where the two models look.")
+
+
+@ui.fragment
+def inside():
+    """The layer, head and query controls and the maps they drive: moving one reruns this alone, not the page
+    (the prediction above and the dataset panel below do not depend on them)."""
+    st.subheader("Inside the stochastic model")
+    c1, c2, c3 = st.columns(3)
+    layer = c1.slider("Layer", 0, cfg.depth, min(1, cfg.depth), key="layer", bind="query-params",
+                      help="0: the patch embeddings of eq. (5); l: the tokens after block l.")
+    head = c2.selectbox("Head", list(range(cfg.heads)), key="head", bind="query-params",
+                        help="Which attention head's map to show (the rollout averages the heads).")
+    query = c3.selectbox("Query token", list(range(1 + cfg.n_patches)), key="query", bind="query-params",
+                         format_func=lambda q: "class token" if q == 0 else
+                         f"patch {q} (row {(q - 1) // grid}, col {(q - 1) % grid})",
+                         help="The token whose attention weights are drawn.")
+    mark = None if query == 0 else ((query - 1) // grid, (query - 1) % grid)
+    run = runs[main_name]
+    if stochastic:
+        trace = views.patch_map(run.out, layer, grid)
+        ui.show_figure(figs.map_over_image(image, trace, f"Per-patch uncertainty tr(Sigma) at layer {layer}",
+                                           "tr(Sigma) per patch", mark), key="vit_trace")
+        st.caption("The trace of each patch token's covariance. The embedding layer (0) depends on the patch alone; "
+                   "later layers add the variance carried by attention, (A * A) Sigma_v.")
+        ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top"
+                    r"\quad\text{(variance of } \textstyle\sum_j A_{ij} v_j \text{ for independent } v_j)")
+    else:
+        st.info("The uploaded model is deterministic: it has no covariances to show.")
+    blk = max(layer, 1) - 1
+    maps = [views.query_attention(run.out, blk, h, int(query), grid)[0] for h in range(cfg.heads)]
+    roll = views.rollout(run.out.attentions, grid)
+    ui.show_figure(figs.attention_heads(maps, roll, f"{main_name}: attention of the query in block {blk + 1} per head, "
+                                                    "and attention rollout"), key="vit_attention")
+    st.caption("Weights of the query on the patches in each head of the block that produced the chosen layer (block 1 "
+               "for layer 0). Rollout: the class token's share of every patch through all blocks, with the residual "
+               "path, prod_l (A_l + I) / 2 averaged over heads (Abnar & Zuidema 2020).")
+    one, cls_w = views.query_attention(run.out, blk, int(head), int(query), grid)
+    ui.show_figure(figs.map_over_image(image, one, f"Attention of the query (red) in block {blk + 1}, head {head}",
+                                       "weight on each patch", mark), key="vit_attention_head")
+    st.caption(f"The same weights over the image; head {head} puts {cls_w:.1%} of the query's attention on the class "
+               "token. W2 attention favours keys whose Gaussians are close in mean *and* in spread.")
+    if "deterministic" in runs and main_name != "deterministic" and twin_cfg.grid != grid:
+        st.info(f"The deterministic twin cuts the image into {twin_cfg.grid} x {twin_cfg.grid} patches, this model "
+                f"into {grid} x {grid}: there is no same query to compare, so the twin's attention is not drawn.")
+    elif "deterministic" in runs and main_name != "deterministic":
+        twin_maps = [views.query_attention(runs["deterministic"].out, min(blk, twin_cfg.depth - 1), h, int(query),
+                                           twin_cfg.grid)[0] for h in range(twin_cfg.heads)]
+        twin_roll = views.rollout(runs["deterministic"].out.attentions, twin_cfg.grid)
+        ui.show_figure(figs.attention_heads(twin_maps, twin_roll,
+                                            "deterministic twin: dot-product attention of the same query"),
+                       key="vit_attention_twin")
+        st.caption("The same query under softmax(q k^T / sqrt(d_h)): compare where the two models look.")
+
+
+inside()
 
 # ---------------------------------------------------------------------------------------------- dataset
 

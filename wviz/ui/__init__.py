@@ -85,14 +85,20 @@ def fragment(func: Callable[[], None]) -> Callable[[], None]:
     The share link changes with that widget, and a fragment may redraw a container made outside it only if it
     wrote there during the last full run: so it draws the link at its start on every run.
     """
-    recorded = {}  # equations the lecture held before this fragment first ran (in the full run)
+    span = []  # where this fragment's equations sit in the lecture's list, from its last run
 
     @st.fragment
     def run() -> None:
         equations = _lecture().equations
-        del equations[recorded.setdefault("equations", len(equations)):]  # a rerun replaces, not repeats, them
-        _show_link(force=True)
-        func()
+        start, end = span or (len(equations), len(equations))
+        after = equations[end:]  # a rerun replaces this fragment's equations, keeping those of the page after it
+        del equations[start:]
+        try:
+            _show_link(force=True)
+            func()
+        finally:
+            span[:] = [start, len(equations)]
+            equations.extend(after)
 
     return run
 
