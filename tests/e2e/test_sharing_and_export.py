@@ -1,6 +1,7 @@
 """In a real browser: a slider redraws the chart, a copied link reproduces the page, every export is a valid file."""
 import io
 import json
+import re
 import zipfile
 from urllib.parse import parse_qs, urlsplit
 
@@ -153,3 +154,18 @@ def test_a_view_chosen_in_the_browser_travels_in_the_link(server, browser):
     assert fresh.evaluate(titles) == shown
     fresh.context.close()
     context.close()
+
+
+def test_after_a_slider_move_the_bundle_has_the_new_values_once(server, page):
+    """A slider move reruns only the page's fragment (ui.fragment): the lecture bundle must then hold that run's
+    equations, each once, and the views not drawn (built on the click)."""
+    open_page(page, f"{server}/attention_transport")
+    move_slider(page, "tau", presses=1)
+    assert parse_qs(urlsplit(page.url).query)["tau"] == ["1.21"], page.url
+    page.get_by_text("Present, share, export").click()
+    bundle = zipfile.ZipFile(io.BytesIO(download(page, page.get_by_role("button", name="Download lecture bundle"))))
+    readme = bundle.read("README.md").decode()
+    assert readme.count("p^\\star = (") == 3 and readme.count("\\tau = 1.21") == 1, readme
+    assert not re.search(r"\\tau = 1(?![.\d])", readme) and readme.count("\\arg\\min") == 1  # old tau gone
+    assert sorted(n[:-4] for n in bundle.namelist() if n.endswith(".svg")) == ["bars", "land", "many", "sweep"]
+    assert json.loads(bundle.read("params.json"))["tau"] == 1.21
