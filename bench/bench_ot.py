@@ -337,13 +337,14 @@ NOTES = """Where the goals are missed, and why:
   Over-relaxation cannot beat a rate of about 0.2 per iteration there, and the rest of a solve (two validating
   passes over C, the convergence checks, writing the plan and <C, P>) costs a few iterations' worth. At n = 256
   each torch operation costs a few microseconds, so an iteration's dozen small vector operations weigh as much
-  as its two products. At n = 2048 the budget holds the products with room to spare, but the kernel (32 MB)
-  does not fit in the caches and every pass over it runs at memory bandwidth: 1.5-2.6x over the runs so far.
+  as its two products. At n = 2048 the kernel (32 MB) does not fit in the caches, every pass over it runs at
+  memory bandwidth, and the budget holds about wviz's own iterations with nothing left for the rest: 1.5-2.6x over
+  the runs so far.
 - Batched: a batch of 16 x 256 is 8 MB of kernel, outside the caches, while each of POT's 256 x 256 problems
-  fits; the batch saves POT's per-call overhead and its extra iterations, not memory traffic: 1.4-2.7x at
-  gamma >= 0.01. Problems that converge leave the batch once the others still need more than ten iterations at
-  their measured rates, so at 16 x 64, gamma = 0.001 the slowest problem (about 15,000 iterations, against a few
-  hundred for most) runs on alone instead of holding all 16: 3.5 s before this, 0.7-0.8 s now.
+  fits; the batch saves POT's per-call overhead and its extra iterations, not memory traffic: 1.4-2.9x at
+  gamma >= 0.01 over the runs so far. Problems that converge leave the batch once the others still need more
+  than ten iterations at their measured rates, so at 16 x 64, gamma = 0.001 the slowest problem (about 15,000 iterations, against a few
+  hundred for most) runs on alone instead of holding all 16: 3.5 s before this, 0.7-0.9 s now.
 - Small problems at small gamma are hard for every Sinkhorn variant: its rate can be as slow as
   1 - exp(-(C_ik + C_jl - C_il - C_jk) / gamma); POT needed up to 171,000 iterations on one of the 64 x 64 problems.
 
