@@ -343,8 +343,9 @@ NOTES = """Where the goals are missed, and why:
 - Batched: a batch of 16 x 256 is 8 MB of kernel, outside the caches, while each of POT's 256 x 256 problems
   fits; the batch saves POT's per-call overhead and its extra iterations, not memory traffic: 1.4-2.9x at
   gamma >= 0.01 over the runs so far. Problems that converge leave the batch once the others still need more
-  than ten iterations at their measured rates, so at 16 x 64, gamma = 0.001 the slowest problem (about 15,000 iterations, against a few
-  hundred for most) runs on alone instead of holding all 16: 3.5 s before this, 0.7-0.9 s now.
+  than ten iterations at their measured rates, so at 16 x 64, gamma = 0.001 the slowest problem (about 15,000
+  iterations, against a few hundred for most) runs on alone instead of holding all 16: 3.5 s before this,
+  0.7-0.9 s now.
 - Small problems at small gamma are hard for every Sinkhorn variant: its rate can be as slow as
   1 - exp(-(C_ik + C_jl - C_il - C_jk) / gamma); POT needed up to 171,000 iterations on one of the 64 x 64 problems.
 
