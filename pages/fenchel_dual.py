@@ -1,4 +1,6 @@
 """Page "Attention solves a dual problem": attention as the Fenchel-dual solution of problem (4) (source: 002)."""
+import functools
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -190,13 +192,14 @@ def results():
     draw = {VIEWS[0]: lambda: weights_view(t, u, names, lams), VIEWS[1]: lambda: dual_view(t, u, est, alpha),
             VIEWS[2]: lambda: grid_view(t, u, names, est), VIEWS[3]: lambda: t5_view(t, names),
             VIEWS[4]: lambda: ot_view(t, u, names, alpha)}
+    # views of several figures are computed once per bundle build, not once per figure
+    dual = functools.cache(lambda: dual_figures(t, u, est, alpha))
+    ot = functools.cache(lambda: ot_figures(t, u, names, alpha, EXTRAS, 1.0, None))
     bundle = {VIEWS[0]: {"weights": lambda: weights_figure(t, u, names, lams)},
-              VIEWS[1]: {"dual": lambda: dual_figures(t, u, est, alpha)[0],
-                         "sweep": lambda: dual_figures(t, u, est, alpha)[1]},
+              VIEWS[1]: {"dual": lambda: dual()[0], "sweep": lambda: dual()[1]},
               VIEWS[2]: {"grid": lambda: grid_figure(t, u, names, est)},
               VIEWS[3]: {"t5": lambda: t5_figure(t, names, 0, [names[0]], T5_BIAS)},
-              VIEWS[4]: {key: (lambda i=i: ot_figures(t, u, names, alpha, EXTRAS, 1.0, None)[i])
-                         for i, key in enumerate(("ot_map", "ot_bars", "ot_sweep"))}}
+              VIEWS[4]: {key: (lambda i=i: ot()[i]) for i, key in enumerate(("ot_map", "ot_bars", "ot_sweep"))}}
     for name in VIEWS:
         if name == view:
             draw[name]()
