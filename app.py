@@ -49,6 +49,9 @@ def home():
             st.page_link(page, label=page.title, icon=page.icon)
 
 
+from wviz import ui  # noqa: E402  (after set_page_config)
+
+ui.freeze_imports()  # before the first page runs: Streamlit's collection after each run skips these objects
 nav = st.navigation({"wviz": [st.Page(home, title="Home", icon=":material/home:", default=True)], **SECTIONS})
 from wviz.device import describe, get_device  # noqa: E402  (after set_page_config)
 

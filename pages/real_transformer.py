@@ -55,11 +55,6 @@ def run(sentence, name, params, device_name):
     return minilm.forward(sentence, name, device=device_name, **dict(params))
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
-def figure4(dual_alpha, device_name):
-    return minilm.fenchel_deviation(alpha=dual_alpha, device=device_name)
-
-
 load_model(str(device))
 sentence = st.text_input("Sentence", DEFAULT_SENTENCE, max_chars=1000, key="sentence", bind="query-params",
                          help=f"Any English text up to {minilm.MAX_TOKENS} word pieces (with [CLS] and [SEP]).")
@@ -181,9 +176,19 @@ ui.equation(r"\text{deviation} = \frac{\lVert \lambda^* - \alpha z\rVert}{\lVert
 dual_alpha = ui.log_slider("alpha of problem (4)", 1e-2, 1e1, 1.0, key="dual_alpha", where=st,
                            help="The reliability alpha of the evidence z; the paper uses 1. Theorem 2: the smaller "
                                 "alpha, the better alpha z approximates lambda*.")
-with st.spinner(f"Solving the dual (9) for every layer, head and token of {len(CORPUS)} sentences "
-                "(a few seconds, once per alpha)..."):
-    dev = ui.guarded("real/figure4", lambda: figure4(dual_alpha, str(device)))
+# Thousands of dual problems, seconds of work: solved in the background, once per alpha for the whole server, so
+# that tau and the other controls above answer meanwhile (ui.background).
+job = ("real/figure4", dual_alpha, str(device))
+try:
+    dev, _ = ui.background(job, lambda progress: minilm.fenchel_deviation(alpha=dual_alpha, device=str(device),
+                                                                             progress=progress))
+except ValueError as err:
+    st.error(str(err))
+    dev = None
+else:
+    if dev is None:
+        ui.wait_for(job, f"Solving the dual (9) for every layer, head and token of {len(CORPUS)} sentences at "
+                         f"alpha = {dual_alpha:g} (once per alpha; the controls above answer meanwhile)")
 if dev is not None:
     ui.show_figure(figs.deviation_histograms(dev.per_layer, dev.alpha), key="figure4")
     ui.show_figure(figs.deviation_per_head(dev.per_head), key="per_head")

@@ -1,6 +1,7 @@
 """Helpers to drive pages with streamlit's AppTest and read the figures they drew."""
 import base64
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,17 @@ def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
+def settle(at: AppTest, timeout: float = 300) -> AppTest:
+    """Rerun the page until no background job's progress bar is left (wviz.ui.wait_for), as the browser's polling
+    fragment would."""
+    deadline = time.time() + timeout
+    while at.get("progress") and time.time() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert not at.get("progress"), "a background job did not finish"
+    return at
+
+
 @pytest.fixture
 def open_page(monkeypatch):
     monkeypatch.setenv("WVIZ_DEVICE", "cpu")
@@ -51,7 +63,7 @@ def open_page(monkeypatch):
             at.query_params[k] = v
         at.run()
         no_exception(at)
-        return at
+        return settle(at)
 
     return _open
 

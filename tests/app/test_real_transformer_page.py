@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.special import softmax
 
-from tests.app.conftest import check_views, figure_titled, figures, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, no_exception, settle
 from wviz.models import minilm
 from wviz.models.corpus import CORPUS
 
@@ -119,6 +119,8 @@ def test_figure4_histograms_count_every_token(open_page, reference):
     # a smaller alpha of problem (4) brings lambda* closer to alpha z (Theorem 2)
     at.select_slider(key="dual_alpha").set_value(0.1).run()
     no_exception(at)
+    assert at.get("progress"), "a new alpha is solved in the background"
+    settle(at)
     small = [ln["x0"] for ln in figure_titled(at, "Figure 4 of 002")["layout"]["shapes"]]
     assert max(small) < means.min()
 

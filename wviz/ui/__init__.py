@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
+import importlib
 import json
+import pkgutil
 import re
-from typing import Any, Callable
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Hashable
 from urllib.parse import urlencode
 
 import numpy as np
@@ -18,6 +24,26 @@ from wviz.device import describe, get_device
 # Streamlit serves several sessions from one process: more torch threads than cores made a 14 ms loop take
 # 3.2 s on a 2-core machine (shared/OT-NOTES.md, item 6).
 TORCH_THREADS = 2
+
+
+def freeze_imports() -> None:
+    """Import every wviz module (and with them torch, plotly, pandas, POT), then hide all those long-lived objects
+    from the garbage collector: once per server process.
+
+    Streamlit runs a full gc.collect() after every script and fragment run (runner.postScriptGC), holding the GIL
+    while it walks every tracked object: about 250,000 once torch is loaded, 130-160 ms on a 2-core machine, during
+    which the server sends nothing. gc.freeze() moves them to a generation the collector skips; what a run
+    allocates is still collected after it (bench/floor_app.py does the same, so that the latency benchmark's
+    floor is not slowed by what this spares the pages).
+    """
+    if gc.get_freeze_count():
+        return
+    import wviz
+
+    for module in pkgutil.walk_packages(wviz.__path__, "wviz."):
+        importlib.import_module(module.name)
+    gc.collect()  # garbage made by the imports goes now, not frozen with them
+    gc.freeze()
 
 
 def _leave_legacy_pages_mode() -> None:
@@ -140,6 +166,61 @@ def log_slider(label: str, lo: float, hi: float, value: float, key: str, help: s
     value = min(options, key=lambda o: abs(np.log(o) - np.log(value)))
     return (where or st.sidebar).select_slider(label, options=options, value=value, key=key, help=help,
                             format_func=lambda v: f"{v:.3g}", bind="query-params")
+
+
+@dataclasses.dataclass
+class _Job:
+    future: Future | None = None
+    done: float = 0.0  # the fraction finished, as compute last reported it
+
+
+_JOBS: OrderedDict[Hashable, _Job] = OrderedDict()
+_JOBS_LOCK = threading.Lock()
+_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wviz-background")
+
+
+def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], Any],
+               max_entries: int = 8) -> tuple[Any, float]:
+    """``compute(progress)`` run once per ``key`` for the whole server, in one worker thread; returns (its result,
+    1.0) once it has finished, (None, the fraction done) before that (compute reports progress(done, total)).
+
+    A session runs its reruns one at a time, fragments included: a computation of many seconds inside the script
+    would hold every slider of the page until it ended (bench_load: the Real transformer page's first move waited
+    more than 30 s behind Figure 4). Here the script only asks, draws a progress bar while the answer is not
+    there, and polls (see wait_for). compute's exception is raised on every call for that key (a ValueError goes
+    to ``guarded`` like any other). The last ``max_entries`` keys asked for are kept; a job evicted before it
+    started is cancelled.
+    """
+    with _JOBS_LOCK:
+        job = _JOBS.get(key)
+        if job is None:
+            job = _JOBS[key] = _Job()
+
+            def progress(done: int, total: int) -> None:
+                job.done = done / total
+
+            job.future = _WORKER.submit(compute, progress)
+            while len(_JOBS) > max_entries:
+                _, old = _JOBS.popitem(last=False)
+                old.future.cancel()  # no effect once running: it finishes and is dropped
+        _JOBS.move_to_end(key)
+    if not job.future.done():
+        return None, job.done
+    return job.future.result(), 1.0
+
+
+def wait_for(key: Hashable, text: str, every: float = 1.0) -> None:
+    """While ``background(key, ...)`` has no result: a progress bar, redrawn every ``every`` seconds by a fragment
+    (the page's other controls answer in between); once the result is there, one full rerun draws it in place."""
+    @st.fragment(run_every=every)
+    def poll() -> None:
+        with _JOBS_LOCK:
+            job = _JOBS.get(key)
+        if job is None or job.future.done():
+            st.rerun()
+        st.progress(job.done, text=text)
+
+    poll()
 
 
 def guarded(key: str, compute: Callable[[], Any]) -> Any:

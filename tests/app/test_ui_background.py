@@ -1,0 +1,58 @@
+"""wviz.ui.background: a long computation run once per key in a worker thread while pages keep answering."""
+import threading
+import time
+
+import pytest
+
+from wviz import ui
+
+
+def poll(key, compute, until, max_entries=8, timeout=10.0):
+    """Ask as a page would, until ``until(answer)`` holds."""
+    deadline = time.time() + timeout
+    while True:
+        answer = ui.background(key, compute, max_entries)
+        if until(answer) or time.time() > deadline:
+            return answer
+        time.sleep(0.01)
+
+
+def test_one_computation_per_key_with_its_progress():
+    calls, gate = [], threading.Event()
+
+    def compute(progress):
+        calls.append(1)
+        progress(1, 4)
+        gate.wait(10)
+        return 42
+
+    key = ("test", object())
+    assert poll(key, compute, lambda a: a[1] == 0.25) == (None, 0.25)  # running: no result, a quarter done
+    gate.set()
+    assert poll(key, compute, lambda a: a[0] is not None) == (42, 1.0)
+    assert ui.background(key, compute) == (42, 1.0)
+    assert calls == [1]                                                 # asked many times, computed once
+
+
+def test_an_error_is_raised_on_every_call_for_its_key():
+    def compute(progress):
+        raise ValueError("alpha must be positive")
+
+    key = ("test", object())
+    with pytest.raises(ValueError, match="alpha must be positive"):
+        poll(key, compute, lambda a: False)
+    with pytest.raises(ValueError, match="alpha must be positive"):
+        ui.background(key, compute)
+
+
+def test_only_the_last_keys_are_kept():
+    calls = []
+
+    def compute(progress):
+        calls.append(1)
+        return len(calls)
+
+    first, second = ("test", object()), ("test", object())
+    assert poll(first, compute, lambda a: a[0] is not None, max_entries=1)[0] == 1
+    assert poll(second, compute, lambda a: a[0] is not None, max_entries=1)[0] == 2
+    assert poll(first, compute, lambda a: a[0] is not None, max_entries=1)[0] == 3   # evicted: computed again
