@@ -187,8 +187,7 @@ def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], An
     A session runs its reruns one at a time, fragments included: a computation of many seconds inside the script
     would hold every slider of the page until it ended (bench_load: the Real transformer page's first move waited
     more than 30 s behind Figure 4). Here the script only asks, draws a progress bar while the answer is not
-    there, and polls (see wait_for). compute's exception is raised on every call for that key (a ValueError goes
-    to ``guarded`` like any other). The last ``max_entries`` keys asked for are kept; a job evicted before it
+    there, and polls (see wait_for). compute's exception is raised on every call for that key. The last ``max_entries`` keys asked for are kept; a job evicted before it
     started is cancelled.
     """
     with _JOBS_LOCK:
