@@ -6,10 +6,11 @@ import gc
 import importlib
 import json
 import pkgutil
+import queue
 import re
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Callable, Hashable
 from urllib.parse import urlencode
 
@@ -122,6 +123,9 @@ def fragment(func: Callable[[], None]) -> Callable[[], None]:
         try:
             _show_link(force=True)
             func()
+            # and once more at its end: moves in quick succession can leave the link one move behind (seen in CI,
+            # three key presses), and the URL has settled by now
+            _show_link(force=True)
         finally:
             span[:] = [start, len(equations)]
             equations.extend(after)
@@ -176,7 +180,22 @@ class _Job:
 
 _JOBS: OrderedDict[Hashable, _Job] = OrderedDict()
 _JOBS_LOCK = threading.Lock()
-_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wviz-background")
+_QUEUE: queue.SimpleQueue = queue.SimpleQueue()  # (future, compute, progress), run in order by one worker
+
+
+def _work() -> None:
+    while True:
+        future, compute, progress = _QUEUE.get()
+        if future.set_running_or_notify_cancel():  # False: cancelled while it waited
+            try:
+                future.set_result(compute(progress))
+            except BaseException as err:  # noqa: BLE001  (handed to whoever asks for the result)
+                future.set_exception(err)
+
+
+# A daemon thread, not a ThreadPoolExecutor: the server must stop when told to, even in the middle of a job
+# (an executor's worker is joined at exit, and the e2e harness gives a stopping server 10 s).
+threading.Thread(target=_work, name="wviz-background", daemon=True).start()
 
 
 def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], Any],
@@ -198,7 +217,8 @@ def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], An
             def progress(done: int, total: int) -> None:
                 job.done = done / total
 
-            job.future = _WORKER.submit(compute, progress)
+            job.future = Future()
+            _QUEUE.put((job.future, compute, progress))
             while len(_JOBS) > max_entries:
                 _, old = _JOBS.popitem(last=False)
                 old.future.cancel()  # no effect once running: it finishes and is dropped
