@@ -110,7 +110,9 @@ def fragment(func: Callable[[], None]) -> Callable[[], None]:
     outside it) reruns ``func`` alone, not the page, so a slider move redraws only the figures it drives.
 
     The share link changes with that widget, and a fragment may redraw a container made outside it only if it
-    wrote there during the last full run: so it draws the link at its start on every run.
+    wrote there during the last full run: so it draws the link at its start on every run, and again at its end
+    (moves in quick succession left it one move behind in CI, after three key presses; the URL has settled by
+    then).
     """
     span = []  # where this fragment's equations sit in the lecture's list, from its last run
 
@@ -123,8 +125,6 @@ def fragment(func: Callable[[], None]) -> Callable[[], None]:
         try:
             _show_link(force=True)
             func()
-            # and once more at its end: moves in quick succession can leave the link one move behind (seen in CI,
-            # three key presses), and the URL has settled by now
             _show_link(force=True)
         finally:
             span[:] = [start, len(equations)]
@@ -174,7 +174,7 @@ def log_slider(label: str, lo: float, hi: float, value: float, key: str, help: s
 
 @dataclasses.dataclass
 class _Job:
-    future: Future | None = None
+    future: Future = dataclasses.field(default_factory=Future)
     done: float = 0.0  # the fraction finished, as compute last reported it
 
 
@@ -206,8 +206,8 @@ def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], An
     A session runs its reruns one at a time, fragments included: a computation of many seconds inside the script
     would hold every slider of the page until it ended (bench_load: the Real transformer page's first move waited
     more than 30 s behind Figure 4). Here the script only asks, draws a progress bar while the answer is not
-    there, and polls (see wait_for). compute's exception is raised on every call for that key. The last ``max_entries`` keys asked for are kept; a job evicted before it
-    started is cancelled.
+    there, and polls (see wait_for). compute's exception is raised on every call for that key. The last
+    ``max_entries`` keys asked for are kept; a job evicted before it started is cancelled.
     """
     with _JOBS_LOCK:
         job = _JOBS.get(key)
@@ -217,7 +217,6 @@ def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], An
             def progress(done: int, total: int) -> None:
                 job.done = done / total
 
-            job.future = Future()
             _QUEUE.put((job.future, compute, progress))
             while len(_JOBS) > max_entries:
                 _, old = _JOBS.popitem(last=False)
