@@ -6,9 +6,10 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test bench chromium clean
 
-$(VENV)/.runtime: requirements.txt
+# wviz itself, editable: its dependencies are requirements.txt (pyproject.toml reads them from there)
+$(VENV)/.runtime: requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q -e .
 	touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime

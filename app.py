@@ -53,11 +53,6 @@ from wviz import ui  # noqa: E402  (after set_page_config)
 
 ui.freeze_imports()  # before the first page runs: Streamlit's collection after each run skips these objects
 nav = st.navigation({"wviz": [st.Page(home, title="Home", icon=":material/home:", default=True)], **SECTIONS})
-from wviz.device import describe, get_device  # noqa: E402  (after set_page_config)
-
-if nav.title == "Home":  # the pages draw this badge themselves (wviz.ui.page_setup)
-    try:
-        st.sidebar.markdown(f"**Computing on:** {describe(get_device())}")
-    except ValueError as err:
-        st.sidebar.error(str(err))
+if nav.title == "Home":  # the pages draw this badge in their own set-up (ui.page_setup)
+    ui.device_badge()
 nav.run()

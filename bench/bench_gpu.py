@@ -49,7 +49,8 @@ def gaussian_rows(device, n: int = 2048, d: int = 64, repeats: int = 21) -> str:
 
 @torch.no_grad()
 def vit_rows(device, repeats: int = 21) -> str:
-    from wviz.vit import data, views
+    from wviz.vit import data
+    from wviz.views import uncertainty_inspector as views
     from wviz.vit.checkpoint import load_checkpoint
     from wviz.vit.evaluate import predict
     from wviz.vit.model import mc_predict

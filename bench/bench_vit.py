@@ -17,7 +17,8 @@ import time
 import torch
 
 from bench.common import bench_threads, cpu_name, median_ms, write_section
-from wviz.vit import data, views
+from wviz.vit import data
+from wviz.views import uncertainty_inspector as views
 from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.evaluate import predict
 from wviz.vit.model import mc_predict

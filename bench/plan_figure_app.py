@@ -1,5 +1,5 @@
 """A second reference for bench_latency: the floor's slider driving the Transport plans page's main figure alone
-(wviz.figures.ot.plan_with_marginals: a 40 x 30 plan as a heatmap with the marginals as bars on its sides, the
+(wviz.figures.transport_plans.plan_with_marginals: a 40 x 30 plan as a heatmap with the marginals as bars on its sides, the
 page's default size), nothing else on the page and nothing computed but a random matrix. Its distance from the
 floor is what the browser's drawing of that one figure costs, before any of the page's own work."""
 import gc
@@ -7,7 +7,7 @@ import gc
 import numpy as np
 import streamlit as st
 
-from wviz.figures.ot import plan_with_marginals
+from wviz.figures.transport_plans import plan_with_marginals
 
 if not gc.get_freeze_count():  # as the floor and the app do (wviz.ui.freeze_imports)
     gc.collect()

@@ -1,16 +1,10 @@
 """Page "Attention as transport": softmax, sparsemax, entmax and prior-softmax as argmins of -<s, p> + tau Omega(p)."""
-import time
-
-import numpy as np
-import pandas as pd
 import streamlit as st
-import torch
 
-from wviz import attention_views as av
 from wviz import ui
-from wviz.attention import entropy, support_size
-from wviz.figures import attention as figs
-from wviz.figures.common import pool_for_display, to_numpy
+from wviz.figures import attention_transport as figs
+from wviz.figures.common import vector_text
+from wviz.views import attention_transport as av
 
 OMEGA_TEX = {
     "softmax": r"\sum_j p_j \log p_j",
@@ -18,6 +12,7 @@ OMEGA_TEX = {
     "entmax": r"\frac{\sum_j p_j^{\alpha} - 1}{\alpha(\alpha - 1)}",
     "prior-softmax": r"\mathrm{KL}(p \,\Vert\, \pi)",
 }
+SIZES = [16, 64, 256, 1024, 2048, 4096]
 
 device = ui.page_setup(
     "Attention as regularised transport",
@@ -28,7 +23,7 @@ device = ui.page_setup(
     "entmax and prior-softmax (eq. (13) and its table).",
 )
 ui.equation(r"p^\star = \arg\min_{p \in \Delta^{m-1}} \; -\langle s, p \rangle + \tau\, \Omega(p),"
-         r"\qquad s_j = \langle q, k_j \rangle")
+            r"\qquad s_j = \langle q, k_j \rangle")
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
@@ -36,13 +31,13 @@ source = sb.radio("Query and keys", ["2-D points", "random", "typed scores"], ke
                   bind="query-params",
                   help="2-D points: edit a query and keys in tables. Random: Gaussian q and k_j in R^d. "
                        "Typed scores: enter s_j directly.")
-tau_slot = sb.container()  # tau is drawn here by the fragment below, which a tau move reruns alone
+tau_slot = sb.container()  # tau is drawn here by ui.live below
 mechanisms = sb.multiselect("Mechanisms", list(av.MECHANISMS), default=["softmax", "sparsemax", "entmax"],
                             key="mechanisms", bind="query-params",
                             help="Each is the argmin of the same objective with a different regulariser Omega.")
-alpha = sb.slider("alpha (entmax)", 1.0, 2.0, 1.5, 0.05, key="alpha", bind="query-params",
+alpha = sb.slider("alpha (entmax index)", 1.0, 2.0, 1.5, 0.05, key="alpha", bind="query-params",
                   disabled="entmax" not in mechanisms,
-                  help="Tsallis entropy index: alpha = 1 is softmax, alpha = 2 is sparsemax.")
+                  help="Tsallis entropy index of entmax: alpha = 1 is softmax, alpha = 2 is sparsemax.")
 
 
 def read_scores():
@@ -53,26 +48,17 @@ def read_scores():
                              help="First coordinate of q.")
         qy = c2.number_input("query y", value=0.3, step=0.1, key="qy", bind="query-params",
                              help="Second coordinate of q.")
-        default = pd.DataFrame({"x": [1.0, 0.2, -0.8], "y": [0.2, 1.0, -0.4]})
         sb.caption("Keys k_j, one per row; add or delete rows to change m.")
-        keys = ui.table_editor(default, "keys_table", where=sb, num_rows="dynamic")
-        if len(keys) == 0:
-            raise ValueError("add at least one key to the table")
-        k = torch.tensor(keys[["x", "y"]].to_numpy(dtype=float, na_value=np.nan), dtype=torch.float64)
-        if torch.isnan(k).any():
-            row = int(torch.isnan(k).any(dim=1).nonzero()[0]) + 1
-            raise ValueError(f"key {row} has an empty or non-numeric coordinate")
-        return av.dot_scores(torch.tensor([qx, qy], dtype=torch.float64), k).squeeze(-1)
+        return av.scores_from_points((qx, qy), ui.table_editor(av.DEFAULT_KEYS, "keys_table", where=sb,
+                                                                num_rows="dynamic"))
     if source == "random":
         m = sb.slider("m (keys)", 2, 64, 6, key="m", bind="query-params", help="Number of keys.")
         d = sb.slider("d (dimension)", 1, 64, 4, key="d", bind="query-params", help="Dimension of q and k_j.")
         seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params",
                                help="Seed of the random query and keys.")
-        q, k = av.random_queries_keys(1, m, d, seed, dtype=torch.float64)
-        return av.dot_scores(q[0], k).squeeze(-1)
-    text = sb.text_input("scores s_j", "2.0, 1.0, 0.5", key="scores", bind="query-params",
-                         help="Comma- or space-separated numbers; -inf masks a key.")
-    return torch.tensor(ui.parse_numbers(text, "score"), dtype=torch.float64)
+        return av.scores_random(m, d, seed)
+    return av.scores_typed(sb.text_input("scores s_j", "2.0, 1.0, 0.5", key="scores", bind="query-params",
+                                         help="Comma- or space-separated numbers; -inf masks a key."))
 
 
 def read_prior(m: int):
@@ -80,149 +66,117 @@ def read_prior(m: int):
     if "prior-softmax" not in mechanisms:
         return None
     sb.caption("Prior pi over the keys for prior-softmax: non-negative, summing to 1; a zero masks a key.")
-    table = ui.table_editor(pd.DataFrame({"key": [f"k{j + 1}" for j in range(m)], "prior": [1.0 / m] * m}),
-                            f"prior_table_{m}", where=sb, disabled=["key"], hide_index=True)
-    return torch.tensor(table["prior"].to_numpy(dtype=float, na_value=np.nan), dtype=torch.float64)
+    return av.prior_from_table(ui.table_editor(av.prior_table(m), f"prior_table_{m}", where=sb, disabled=["key"],
+                                               hide_index=True))
 
 
 def read_inputs():
-    """The scores s, the prior and the mechanisms, from the controls above; raises ValueError on bad input."""
-    if not mechanisms:
-        raise ValueError("choose at least one mechanism")
     s = read_scores()
-    return dict(scores=s, prior=read_prior(s.shape[-1]), mechanisms=mechanisms, alpha=alpha)
+    return av.Inputs(s, read_prior(len(s)), tuple(mechanisms), alpha)
 
 
 inputs = ui.guarded("attention/inputs", read_inputs)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def many_queries(mechanism, n, m, d, seed, tau, alpha, device_name):
-    q, k = av.random_queries_keys(n, m, d, seed, device=device_name)
-    t0 = time.perf_counter()
-    p = av.attend(mechanism, av.dot_scores(q, k), tau, alpha,
-                  torch.full((m,), 1.0 / m, device=device_name) if mechanism == "prior-softmax" else None)
-    if p.is_cuda:
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - t0
-    pooled, bn, bm = pool_for_display(p)
-    return pooled, (bn, bm), seconds, float(support_size(p).float().mean())
+def many_queries(mechanism, n, m, d, tau, alpha, device_name):
+    return av.many_queries(mechanism, n, m, d, 0, tau, alpha, device_name)
 
 
-TAUS = torch.logspace(-3, 3, 121, dtype=torch.float64)
+# ---- what tau drives ------------------------------------------------------------------------------------------
+
+def tau_slider(where):
+    return ui.log_slider("tau (temperature)", 1e-3, 1e2, 1.0, key="tau", where=where,
+                         help="Weight of the regulariser. tau -> 0 gives argmax, tau -> infinity the uniform "
+                              "distribution (or the prior). Transformers use tau = sqrt(d).")
 
 
-@ui.fragment
-def results():
-    """tau and everything it drives: moving tau reruns this alone, not the page."""
-    tau = ui.log_slider("tau (temperature)", 1e-3, 1e2, 1.0, key="tau", where=tau_slot,
-                        help="Weight of the regulariser. tau -> 0 gives argmax, tau -> infinity the uniform "
-                             "distribution (or the prior). Transformers use tau = sqrt(d).")
-    if inputs is None:
-        return
-    mechanisms, alpha = inputs["mechanisms"], inputs["alpha"]
-
-    def compute_one():
-        s, prior = inputs["scores"], inputs["prior"]
-        weights = {name: av.attend(name, s, tau, alpha, prior) for name in mechanisms}
-        return dict(scores=s, prior=prior, weights=weights, tau=tau, alpha=alpha)
-
-    one = ui.guarded("attention/one", compute_one)
-    if one is None:
-        return
-
-    s, prior, weights = one["scores"], one["prior"], one["weights"]
-    m = s.shape[-1]
-    labels = [f"k{j + 1}" for j in range(m)]
-
-    # ---- weights of every mechanism ------------------------------------------------------------------------------
+def draw(w: av.Weights):
     st.subheader("Weights")
-    ui.show_figure(figs.weights_bars(weights, labels), key="bars")
-    numbers = st.container()  # filled at the end
-    # ---- landscape, sweep, many queries: one view at a time ------------------------------------------------------
-    def landscape_figure(which):
-        land = av.landscape(which, s, one["tau"], one["alpha"], prior)
-        return land, figs.simplex_landscape(land, labels, f"{which}: -<s, p> + tau Omega(p)")
+    ui.show_figure(figs.weights_bars(w.p, w.inputs.labels), key="bars")
+    numbers = st.container()  # the numbers sit under the bars but are sent after the views: the bars come first
+    ui.views({"Objective on the simplex (m = 3)": landscape_view(w), "tau sweep": sweep_view(w),
+              "Many queries": many_view(w)},
+             help="The objective over the simplex (three keys), each weight as tau goes from 1e-3 to 1e3, or many "
+                  "random queries at once. The lecture bundle holds all three.")
+    with numbers:
+        st.dataframe(av.summary(w), hide_index=True)
+        ui.equation(rf"s = ({vector_text(w.inputs.scores)}),\quad \tau = {w.tau:.3g}")
+        for name, p in w.p.items():
+            ui.equation(rf"\text{{{name}}}:\ \Omega(p) = {OMEGA_TEX[name]},\quad p^\star = ({vector_text(p)})")
 
-    def sweep_figure(which):
-        sweep = av.tau_sweep(which, s, TAUS, one["alpha"], prior)
-        return figs.tau_sweep_lines(TAUS, sweep, labels, one["tau"], f"{which}: weights against tau")
 
-    def many_figure(mech, n_q, m_k, d_k):
-        pooled, block, seconds, mean_support = many_queries(mech, n_q, m_k, d_k, 0, one["tau"], one["alpha"],
-                                                            str(device))
-        return figs.attention_heatmap(pooled, f"{mech}, tau = {one['tau']:.3g}", block), seconds, mean_support
+def landscape_figure(w: av.Weights, which: str):
+    i = w.inputs
+    land = av.landscape(which, i.scores, w.tau, i.alpha, i.prior)
+    return land, figs.simplex_landscape(land, i.labels, f"{which}: -<s, p> + tau Omega(p)")
 
-    VIEWS = ["Objective on the simplex (m = 3)", "tau sweep", "Many queries"]
-    view = ui.view_selector("View", VIEWS, key="view",
-                            help="The objective over the simplex (three keys), each weight as tau goes from 1e-3 to "
-                                 "1e3, or many random queries at once. The lecture bundle holds all three.")
-    first = mechanisms[0]
-    if view == VIEWS[0]:
+
+def landscape_view(w: av.Weights) -> ui.View:
+    def draw_view():
+        m = len(w.inputs.scores)
         if m != 3:
             st.info(f"The landscape is drawn for exactly 3 keys (the 2-simplex); there are {m} now. Use the "
                     "2-D points table with three rows or type three scores.")
-        else:
-            which = st.selectbox("Mechanism", mechanisms, key="land_mech", bind="query-params",
-                                 help="Whose objective -<s, p> + tau Omega(p) to draw.")
-            drawn = ui.guarded("attention/land", lambda: landscape_figure(which))
-            if drawn is not None:
-                land, fig = drawn
-                ui.show_figure(fig, key="land")
-                st.markdown(
-                    f"Closed form objective **{land.closed_value:.6f}**, generic solver (interior-point Newton, no "
-                    f"closed form) **{land.numerical_value:.6f}**; the two points differ by "
-                    f"{float((land.closed_form - land.numerical).abs().max()):.1e}.")
-    elif m == 3:
-        ui.bundle_figure("land", lambda: landscape_figure(first)[1])
+            return
+        which = st.selectbox("Mechanism", w.inputs.mechanisms, key="land_mech", bind="query-params",
+                             help="Whose objective -<s, p> + tau Omega(p) to draw.")
+        drawn = ui.guarded("attention/land", lambda: landscape_figure(w, which))
+        if drawn is not None:
+            land, fig = drawn
+            ui.show_figure(fig, key="land")
+            st.markdown(
+                f"Closed form objective **{land.closed_value:.6f}**, generic solver (interior-point Newton, no "
+                f"closed form) **{land.numerical_value:.6f}**; the two points differ by {land.gap:.1e}.")
 
-    if view == VIEWS[1]:
-        which = st.selectbox("Mechanism", mechanisms, key="sweep_mech", bind="query-params",
+    return ui.View(draw_view, ("land",), lambda: [landscape_figure(w, w.inputs.mechanisms[0])[1]])
+
+
+def sweep_figure(w: av.Weights, which: str):
+    i = w.inputs
+    sweep = av.tau_sweep(which, i.scores, av.TAUS, i.alpha, i.prior)
+    return figs.tau_sweep_lines(av.TAUS, sweep, i.labels, w.tau, f"{which}: weights against tau")
+
+
+def sweep_view(w: av.Weights) -> ui.View:
+    def draw_view():
+        which = st.selectbox("Mechanism", w.inputs.mechanisms, key="sweep_mech", bind="query-params",
                              help="Whose weights to follow from tau = 1e-3 to 1e3.")
-        fig = ui.guarded("attention/sweep", lambda: sweep_figure(which))
+        fig = ui.guarded("attention/sweep", lambda: sweep_figure(w, which))
         if fig is not None:
             ui.show_figure(fig, key="sweep")
             st.caption("Small tau: all mass on the largest score (argmax, the unregularised transport plan). "
                        "Large tau: the regulariser wins and the weights go to uniform (or to the prior).")
-    else:
-        ui.bundle_figure("sweep", lambda: sweep_figure(first))
 
-    SIZES = [16, 64, 256, 1024, 2048, 4096]
-    if view == VIEWS[2]:
+    return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(w, w.inputs.mechanisms[0])])
+
+
+def many_figure(w: av.Weights, mechanism: str, n: int, m: int, d: int):
+    res = many_queries(mechanism, n, m, d, w.tau, w.inputs.alpha, str(device))
+    return res, figs.attention_heatmap(res.pooled, f"{mechanism}, tau = {w.tau:.3g}", res.block)
+
+
+def many_view(w: av.Weights) -> ui.View:
+    def draw_view():
         st.markdown("n random queries against m random keys: each row of the heatmap is one query's weights.")
         c = st.columns(4)
-        n_q = c[0].select_slider("n (queries)", SIZES, 256, key="many_n", bind="query-params",
-                                 help="Number of queries (rows).")
-        m_k = c[1].select_slider("m (keys)", SIZES, 256, key="many_m", bind="query-params",
-                                 help="Number of keys (columns).")
-        d_k = c[2].slider("d", 1, 128, 16, key="many_d", bind="query-params", help="Dimension of q and k.")
-        mech = c[3].selectbox("Mechanism", list(av.MECHANISMS), key="many_mech", bind="query-params",
-                              help="prior-softmax uses a uniform prior here.")
-        with st.spinner(f"Computing {n_q} x {m_k} weights on {device}..."):
-            res = ui.guarded("attention/many", lambda: many_figure(mech, n_q, m_k, d_k))
-        if res is not None:
-            fig, seconds, mean_support = res
+        n = c[0].select_slider("n (queries)", SIZES, 256, key="many_n", bind="query-params",
+                               help="Number of queries (rows).")
+        m = c[1].select_slider("m (keys)", SIZES, 256, key="many_m", bind="query-params",
+                               help="Number of keys (columns).")
+        d = c[2].slider("d", 1, 128, 16, key="many_d", bind="query-params", help="Dimension of q and k.")
+        mechanism = c[3].selectbox("Mechanism", list(av.MECHANISMS), key="many_mech", bind="query-params",
+                                   help="prior-softmax uses a uniform prior here.")
+        with st.spinner(f"Computing {n} x {m} weights on {device}..."):
+            drawn = ui.guarded("attention/many", lambda: many_figure(w, mechanism, n, m, d))
+        if drawn is not None:
+            res, fig = drawn
             ui.show_figure(fig, key="many")
-            st.caption(f"Computed in {seconds * 1e3:.1f} ms on {device}; mean support size "
-                       f"{mean_support:.1f} of {m_k} keys.")
-    else:
-        ui.bundle_figure("many", lambda: many_figure("softmax", 256, 256, 16)[0])
+            st.caption(f"Computed in {res.seconds * 1e3:.1f} ms on {device}; mean support size "
+                       f"{res.mean_support:.1f} of {m} keys.")
 
-    # ---- the numbers behind the bars, in their place below the bars but sent last: the browser draws the
-    # bars before it typesets these (measured: bench/bench_latency.py) -------------------------------------------
-    with numbers:
-        summary = pd.DataFrame({
-            "mechanism": list(weights),
-            "support size": [int(support_size(p)) for p in weights.values()],
-            "entropy (nats)": [float(entropy(p)) for p in weights.values()],
-            "objective": [float(av.objective(n, p, s, one["tau"], one["alpha"], prior)) for n, p in weights.items()],
-        })
-        st.dataframe(summary, hide_index=True)
-
-        fmt = lambda v: ", ".join(f"{x:.3g}" for x in to_numpy(v))  # noqa: E731
-        ui.equation(rf"s = ({fmt(s)}),\quad \tau = {one['tau']:.3g}")
-        for name, p in weights.items():
-            ui.equation(rf"\text{{{name}}}:\ \Omega(p) = {OMEGA_TEX[name]},\quad p^\star = ({fmt(p)})")
+    return ui.View(draw_view, ("many",), lambda: [many_figure(w, "softmax", 256, 256, 16)[1]])
 
 
-results()
+ui.live("attention/weights", tau_slot, tau_slider, lambda tau: None if inputs is None else av.weights(inputs, tau),
+        draw)

@@ -7,8 +7,8 @@ import streamlit as st
 import torch
 
 from wviz import fenchel, ui
-from wviz import fenchel_views as fv
-from wviz.figures import fenchel as figs
+from wviz.views import fenchel_dual as fv
+from wviz.figures import fenchel_dual as figs
 from wviz.ot import cost_matrix
 
 ui.page_setup(

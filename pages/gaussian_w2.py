@@ -7,8 +7,8 @@ import streamlit as st
 import torch
 
 from wviz import gaussian, ui
-from wviz import gaussian_views as gv
-from wviz.figures import gaussian as figs
+from wviz.views import gaussian_w2 as gv
+from wviz.figures import gaussian_w2 as figs
 
 device = ui.page_setup(
     "Gaussian W2 attention",

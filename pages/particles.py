@@ -4,7 +4,7 @@ import streamlit as st
 import torch
 
 from wviz import io, measure, ui
-from wviz import particles_views as pv
+from wviz.views import particles as pv
 from wviz.figures import particles as figs
 
 device = ui.page_setup(

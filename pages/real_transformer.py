@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from wviz import ui
-from wviz.figures import transformer as figs
+from wviz.figures import real_transformer as figs
 from wviz.models import minilm
 from wviz.models.corpus import CORPUS
 

@@ -4,8 +4,8 @@ import streamlit as st
 import torch
 
 from wviz import io, ot, samples, ui
-from wviz import transport_views as tv
-from wviz.figures import ot as figs
+from wviz.views import transport_plans as tv
+from wviz.figures import transport_plans as figs
 from wviz.figures.common import to_numpy
 
 device = ui.page_setup(

@@ -7,8 +7,9 @@ import streamlit as st
 import torch
 
 from wviz import ui
-from wviz.figures import vit as figs
-from wviz.vit import data, views
+from wviz.figures import uncertainty_inspector as figs
+from wviz.vit import data
+from wviz.views import uncertainty_inspector as views
 from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.evaluate import evaluate
 from wviz.vit.metrics import SCORES

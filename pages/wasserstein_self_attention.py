@@ -2,7 +2,7 @@
 import streamlit as st
 
 from wviz import io, samples, ui, wsa
-from wviz.figures import wsa as figs
+from wviz.figures import wasserstein_self_attention as figs
 
 device = ui.page_setup(
     "Wasserstein self-attention",

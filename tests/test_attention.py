@@ -386,7 +386,7 @@ MAPS = {
 def test_bad_scores_and_tau_raise(fn):
     ok = torch.zeros(2, 3)
     for tau, match in [(0.0, "tau must be a positive"), (-1.0, "tau"), (math.nan, "tau"), (INF, "tau"),
-                       ("x", "tau must be a number")]:
+                       ("x", "tau must be a positive number")]:
         with pytest.raises(ValueError, match=match):
             fn(ok, tau)
     with pytest.raises(ValueError, match="row 1 contain NaN"):

@@ -20,7 +20,7 @@ def test_points_csv_default_masses_are_uniform():
 
 @pytest.mark.parametrize("data, message", [
     (b"cloud,x\nsource,1\n", "missing: y"),
-    (b"cloud,x,y\nsource,1,abc\ntarget,0,0\n", "row 1, column 2"),
+    (b"cloud,x,y\nsource,1,abc\ntarget,0,0\n", "row 1, column y"),
     (b"cloud,x,y\nsource,1,\ntarget,0,0\n", "empty or non-numeric"),
     (b"cloud,x,y\nleft,1,1\n", "'source' or 'target'"),
     (b"cloud,x,y\nsource,1,1\n", "no target points"),
@@ -91,3 +91,12 @@ def test_projections():
     assert torch.equal(W_Q, torch.eye(4, dtype=torch.float64)) and torch.equal(W_V, W_K)
     R = samples.projections(200, seed=0)
     assert abs(float(R[0].var()) * 200 - 1) < 0.05 and not torch.equal(R[0], R[1])
+
+
+def test_typed_numbers_are_read_or_the_bad_piece_is_named():
+    assert io.parse_numbers("1, 2.5 -3;4e-1") == [1.0, 2.5, -3.0, 0.4]
+    assert io.parse_numbers("-inf 2") == [float("-inf"), 2.0]
+    with pytest.raises(ValueError, match=r"score 2 \('x'\) is not a number"):
+        io.parse_numbers("1 x", "score")
+    with pytest.raises(ValueError, match="type at least one mass"):
+        io.parse_numbers(" , ", "mass")

@@ -30,6 +30,8 @@ from typing import Callable
 
 import torch
 
+from wviz._checks import first, index_of, positive
+
 OMEGAS = ("shannon", "l2", "tsallis", "kl")
 
 __all__ = [
@@ -47,16 +49,6 @@ def _check_tensor(x, name: str, keys: bool = True) -> None:
         raise ValueError(f"{name} must be float32 or float64, got {x.dtype}")
     if keys and (x.dim() == 0 or x.shape[-1] == 0):
         raise ValueError(f"{name} needs at least one key along its last dimension, got shape {tuple(x.shape)}")
-
-
-def _check_tau(tau) -> float:
-    try:
-        t = float(tau)
-    except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"tau must be a number, got {tau!r}") from None
-    if not (math.isfinite(t) and t > 0):
-        raise ValueError(f"tau must be a positive finite number, got {t}")
-    return t
 
 
 def _check_alpha(alpha) -> float:
@@ -77,18 +69,8 @@ def _check_omega(omega) -> str:
 
 def _of_row(flat: int, lead: torch.Size) -> str:
     """' of row 3' / ' of row (0, 3)' / '' (1-D input): names the first offending row in messages."""
-    if len(lead) == 0:
-        return ""
-    idx = []
-    for n in reversed(lead):
-        idx.append(flat % n)
-        flat //= n
-    idx = idx[::-1]
-    return f" of row {idx[0]}" if len(idx) == 1 else f" of row {tuple(idx)}"
-
-
-def _first(bad: torch.Tensor) -> int:
-    return int(bad.reshape(-1).nonzero()[0])
+    i = index_of(flat, lead)
+    return "" if i is None else f" of row {i}"
 
 
 def _row_max(scores) -> torch.Tensor:
@@ -99,7 +81,7 @@ def _row_max(scores) -> torch.Tensor:
     # 0 * max is 0 for a finite max and NaN for NaN or +-inf, so one sum checks every row: two kernels on a GPU,
     # where torch.isfinite(...).all() launches five
     if float((smax * 0).sum()) != 0:
-        i = _first(~torch.isfinite(smax))
+        i = first(~torch.isfinite(smax))
         v = float(smax.reshape(-1)[i])
         where = _of_row(i, scores.shape[:-1])
         if math.isnan(v):
@@ -133,7 +115,7 @@ def _log_prior(prior, scores: torch.Tensor) -> torch.Tensor:
     tol = max(1e-6, 16 * math.sqrt(m) * torch.finfo(prior.dtype).eps)  # float32 sums of many keys round
     bad = torch.isnan(low) | (low < 0) | ~((total - 1).abs() <= tol)
     if bool(bad.any()):
-        i = _first(bad)
+        i = first(bad)
         where = _of_row(i, prior.shape[:-1])
         lo, tot = float(low.reshape(-1)[i]), float(total.reshape(-1)[i])
         if math.isnan(lo):
@@ -163,7 +145,7 @@ def softmax(scores: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
     eq. (4)-(5) of the 001 note, with C_j = -s_j; KKT conditions (9)-(10)). Scores are shifted by their row max
     before dividing by tau, so tiny or huge tau cannot overflow; -inf scores get weight exactly 0.
     """
-    tau = _check_tau(tau)
+    tau = positive(tau, "tau")
     _check_tensor(scores, "scores")
     if tau == 1.0:
         p = torch.softmax(scores, dim=-1)  # torch shifts by the row max itself
@@ -186,12 +168,12 @@ def prior_softmax(scores: torch.Tensor, prior: torch.Tensor, tau: float = 1.0) -
     is non-negative and sums to 1 along the last dimension; keys with pi_j = 0 (or s_j = -inf) get weight
     exactly 0. A uniform prior gives softmax.
     """
-    tau = _check_tau(tau)
+    tau = positive(tau, "tau")
     smax = _row_max(scores)
     logits = (scores - smax) / _tau_for(scores.dtype, tau) + _log_prior(prior, scores)
     dead = logits.detach().amax(dim=-1) == -math.inf
     if bool(dead.any()):
-        where = _of_row(_first(dead), scores.shape[:-1])
+        where = _of_row(first(dead), scores.shape[:-1])
         raise ValueError(f"every key{where} is masked: the prior is 0 on every key whose score is finite")
     return torch.softmax(logits, dim=-1)
 
@@ -355,7 +337,7 @@ def sparsemax(scores: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
     every map of this module, and the threshold is called theta. Exact: theta comes from a partial sort (top-k,
     k doubled for rows whose support does not fit). -inf scores get weight exactly 0.
     """
-    tau = _check_tau(tau)
+    tau = positive(tau, "tau")
     smax = _row_max(scores)
     return _SparseMap.apply(scores, smax, tau, 2.0)
 
@@ -374,7 +356,7 @@ def entmax(scores: torch.Tensor, alpha: float = 1.5, tau: float = 1.0) -> torch.
         return softmax(scores, tau)
     if alpha == 2.0:
         return sparsemax(scores, tau)
-    tau = _check_tau(tau)
+    tau = positive(tau, "tau")
     smax = _row_max(scores)
     return _SparseMap.apply(scores, smax, tau, alpha)
 
@@ -391,7 +373,7 @@ def regularized_objective(p: torch.Tensor, scores: torch.Tensor, omega: str, tau
     gives +inf. p must be non-negative; it is not required to sum to 1.
     """
     omega = _check_omega(omega)
-    tau = _check_tau(tau)
+    tau = positive(tau, "tau")
     _check_tensor(p, "p")
     _check_tensor(scores, "scores")
     if p.shape != scores.shape:
@@ -435,7 +417,7 @@ def solve_simplex(scores: torch.Tensor, omega: str, tau: float, prior: torch.Ten
     small m (the page's m = 3, tests): a few hundred rows of m <= 16 take ~10-20 ms on a CPU core.
     """
     omega = _check_omega(omega)
-    tau = _check_tau(tau)
+    tau = positive(tau, "tau")
     smax = _row_max(scores)
     a = 1.0
     if omega == "tsallis":
@@ -449,7 +431,7 @@ def solve_simplex(scores: torch.Tensor, omega: str, tau: float, prior: torch.Ten
         z = z + _log_prior(prior, scores).detach().double()
         dead = z.amax(dim=-1) == -math.inf
         if bool(dead.any()):
-            where = _of_row(_first(dead), scores.shape[:-1])
+            where = _of_row(first(dead), scores.shape[:-1])
             raise ValueError(f"every key{where} is masked: the prior is 0 on every key whose score is finite")
         omega = "shannon"
     free = torch.isfinite(z)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from wviz import attention
+from wviz._checks import first, index_of, positive
 
 __all__ = ["W2Parts", "w2_squared", "w2_squared_parts", "pairwise_w2_squared", "pairwise_w2_parts",
            "w2_attention", "gaussian_from_params", "ellipse"]
@@ -49,14 +50,8 @@ class W2Parts:
 
 def _where(lead: torch.Size, flat: int) -> str:
     """'token 3' / 'token (0, 3)' / '' for the flat index of an element of leading shape ``lead``."""
-    if len(lead) == 0:
-        return ""
-    idx = []
-    for n in reversed(lead):
-        idx.append(flat % n)
-        flat //= n
-    idx = idx[::-1]
-    return f"token {idx[0]}" if len(idx) == 1 else f"token {tuple(idx)}"
+    i = index_of(flat, lead)
+    return "" if i is None else f"token {i}"
 
 
 def _name(what: str, side: str, lead: torch.Size, flat: int) -> str:
@@ -72,10 +67,6 @@ def _name(what: str, side: str, lead: torch.Size, flat: int) -> str:
 def _side(side: str) -> str:
     """How messages name one side's inputs: 'Gaussian 1', 'query', 'key', or nothing."""
     return f"Gaussian {side}" if side in ("1", "2") else side
-
-
-def _first_bad(bad: torch.Tensor) -> int:
-    return int(bad.reshape(-1).nonzero()[0])
 
 
 def _check_float(x, name: str) -> None:
@@ -113,18 +104,18 @@ def _check_gaussian(m, S, side: str):
                          f"give variances of shape {tuple(m.shape)} or matrices of shape {tuple(m.shape) + (d,)}")
     bad = ~torch.isfinite(m.detach()).all(dim=-1)
     if bool(bad.any()):
-        i = _first_bad(bad)
+        i = first(bad)
         raise ValueError(f"{_name('mean', side, lead, i)} contains NaN or inf")
     Sd = S.detach()
     bad = ~torch.isfinite(Sd.reshape(*lead, -1)).all(dim=-1)
     if bool(bad.any()):
-        i = _first_bad(bad)
+        i = first(bad)
         raise ValueError(f"{_name('covariance', side, lead, i)} contains NaN or inf")
     if diagonal:
         low = Sd.amin(dim=-1)
         bad = low < 0
         if bool(bad.any()):
-            i = _first_bad(bad)
+            i = first(bad)
             raise ValueError(f"{_name('variance', side, lead, i)} is negative ({float(low.reshape(-1)[i]):.3g}); "
                              "variances must be >= 0")
         return m, S, True
@@ -132,14 +123,14 @@ def _check_gaussian(m, S, side: str):
     asym = (Sd - Sd.mT).abs().amax(dim=(-2, -1))
     bad = asym > _tol(Sd, scale)
     if bool(bad.any()):
-        i = _first_bad(bad)
+        i = first(bad)
         raise ValueError(f"{_name('covariance', side, lead, i)} is not symmetric (largest |S - S^T| entry "
                          f"{float(asym.reshape(-1)[i]):.3g}); a covariance matrix must equal its transpose")
     S = (S + S.mT) / 2
     low = torch.linalg.eigvalsh(S.detach())[..., 0]
     bad = low < -_tol(Sd, scale)
     if bool(bad.any()):
-        i = _first_bad(bad)
+        i = first(bad)
         raise ValueError(f"{_name('covariance', side, lead, i)} is not positive semi-definite (smallest "
                          f"eigenvalue {float(low.reshape(-1)[i]):.3g})")
     return m, S, False
@@ -348,10 +339,10 @@ def gaussian_from_params(mean_xy, sigma_x, sigma_y, rho) -> torch.Tensor:
         td = t.detach()
         bad = ~torch.isfinite(td)
         if bool(bad.any()):
-            raise ValueError(f"{name} of {_where(lead, _first_bad(bad)) or 'the token'} is NaN or inf")
+            raise ValueError(f"{name} of {_where(lead, first(bad)) or 'the token'} is NaN or inf")
         bad = (td < 0) if name != "rho" else (td.abs() > 1)
         if bool(bad.any()):
-            i = _first_bad(bad)
+            i = first(bad)
             what = "a standard deviation must be >= 0" if name != "rho" else "a correlation must lie in [-1, 1]"
             raise ValueError(f"{name} of {_where(lead, i) or 'the token'} is {float(td.reshape(-1)[i]):.3g}; {what}")
         vals[name] = t
@@ -369,12 +360,7 @@ def ellipse(mean, cov, n_sigma: float = 1.0, n_points: int = 100) -> torch.Tenso
     m, S, diagonal = _check_gaussian(mean, cov, "")
     if m.shape[-1] != 2:
         raise ValueError(f"ellipses are drawn in 2-D; the mean has d = {m.shape[-1]}")
-    try:
-        ns = float(n_sigma)
-    except (TypeError, ValueError):
-        raise ValueError(f"n_sigma must be a number, got {n_sigma!r}") from None
-    if not (math.isfinite(ns) and ns > 0):
-        raise ValueError(f"n_sigma must be a positive number, got {ns}")
+    ns = positive(n_sigma, "n_sigma")
     if not (isinstance(n_points, int) and n_points >= 3):
         raise ValueError(f"n_points must be an integer >= 3, got {n_points!r}")
     root = torch.diag_embed(_sqrt0(S)) if diagonal else _sqrtm_psd(S)

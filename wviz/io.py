@@ -25,9 +25,17 @@ def _numeric(df: pd.DataFrame, what: str) -> np.ndarray:
     bad = ~np.isfinite(values)
     if bad.any():
         r, c = np.argwhere(bad)[0]
-        raise ValueError(f"the {what} has an empty or non-numeric entry in row {r + 1}, column {c + 1} "
+        column = df.columns[c]
+        column = f"column {c + 1}" if isinstance(column, (int, np.integer)) else f"column {column}"
+        raise ValueError(f"the {what} has an empty or non-numeric entry in row {r + 1}, {column} "
                          f"({df.iat[r, c]!r})")
     return values
+
+
+def table_values(table: pd.DataFrame, columns: list[str], what: str) -> np.ndarray:
+    """The numeric ``columns`` of an edited table as a float array (rows, columns); a ValueError names the first
+    empty or non-numeric cell by its row and column."""
+    return _numeric(table[columns], what)
 
 
 def read_points_csv(data: bytes) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -88,3 +96,17 @@ def parse_matrix(text: str, what: str = "cost matrix") -> torch.Tensor:
     except ValueError as err:
         raise ValueError(f"the {what} has an entry that is not a number ({err})") from None
     return torch.tensor(values)
+
+
+def parse_numbers(text: str, what: str = "value") -> list[float]:
+    """'1, 2.5 -3' -> [1.0, 2.5, -3.0]; a clear ValueError naming the piece that is not a number."""
+    pieces = [t for t in text.replace(",", " ").replace(";", " ").split() if t]
+    if not pieces:
+        raise ValueError(f"type at least one {what}, separated by commas or spaces")
+    out = []
+    for i, t in enumerate(pieces, 1):
+        try:
+            out.append(float(t))
+        except ValueError:
+            raise ValueError(f"{what} {i} ({t!r}) is not a number") from None
+    return out

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from wviz import ot
+from wviz._checks import positive
 
 __all__ = ["Measure", "POTENTIALS", "GROUNDS", "PERTURBATIONS", "empirical", "boltzmann_gibbs", "log_potential",
            "softmatch", "moment_projection", "attention_kernel", "attention_step", "self_attention_flow", "w1",
@@ -111,16 +112,6 @@ def _measure(m) -> Measure:
     return m if isinstance(m, Measure) else empirical(m)
 
 
-def _tau(tau) -> float:
-    try:
-        t = float(tau)
-    except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"tau must be a number, got {tau!r}") from None
-    if not (math.isfinite(t) and t > 0):
-        raise ValueError(f"tau must be a positive finite number, got {t:g}")
-    return t
-
-
 def _potential(potential: str) -> str:
     if potential not in POTENTIALS:
         raise ValueError(f"unknown potential {potential!r}; choose from {', '.join(POTENTIALS)}")
@@ -177,7 +168,7 @@ def log_potential(x, y, potential: str = "dot", tau: float = 1.0, W_Q=None, W_K=
     """a(x_i, y_j) = log G(x_i, y_j) (..., M, N) for queries x (..., M, d) and keys y (..., N, d): <q, k> / tau
     ("dot") or -||q - k||^2 / tau ("gaussian") with q = x W_Q, k = y W_K."""
     x, y = _points(x, "the queries"), _points(y, "the keys")
-    potential, tau = _potential(potential), _tau(tau)
+    potential, tau = _potential(potential), positive(tau, "tau")
     return _scores(x if W_Q is None else x @ W_Q, y if W_K is None else y @ W_K, potential, tau)
 
 
@@ -216,7 +207,7 @@ def attention_step(mu, potential: str = "dot", tau: float = 1.0, weights=None) -
     """Self-attention as nonlinear Markov transport mu -> mu A_mu (Sec. 3.1): every atom x_i moves to
     Attention(x_i W_Q, K, V) with K = X W_K, V = X W_V (lookup l(x) = x W_V) and keeps its mass."""
     mu = _measure(mu)
-    potential, tau = _potential(potential), _tau(tau)
+    potential, tau = _potential(potential), positive(tau, "tau")
     W = _weights(weights, mu.d, mu.points.dtype, mu.points.device)
     return Measure(_self_attention(mu.points, mu.weights.log(), potential, tau, *W), mu.weights)
 
@@ -405,7 +396,7 @@ def local_contraction(x, potential: str = "dot", tau: float = 1.0, weights=None)
     if x.ndim != 2:
         raise ValueError(f"local_contraction takes one point cloud (N, d), got shape {tuple(x.shape)}")
     N, d = x.shape
-    potential, tau = _potential(potential), _tau(tau)
+    potential, tau = _potential(potential), positive(tau, "tau")
     W = _weights(weights, d, x.dtype, x.device)
     log_w = torch.full((N,), -math.log(N), dtype=x.dtype, device=x.device)
 
@@ -500,7 +491,7 @@ def thm23_constants(lo, hi, potential: str = "dot", tau: float = 1.0, weights=No
         raise ValueError("the box E needs lo <= hi, two vectors of length d")
     if not bool(torch.isfinite(lo).all() & torch.isfinite(hi).all()):
         raise ValueError("the box E must be bounded (Thm. 23 needs a compact E)")
-    potential, tau = _potential(potential), _tau(tau)
+    potential, tau = _potential(potential), positive(tau, "tau")
     d = lo.shape[0]
     W_Q, W_K, W_V = _weights(weights, d, torch.float64, "cpu")
     if W_V.shape[1] != d:
@@ -652,7 +643,7 @@ def max_entropy_check(nu, x, potential: str = "dot", tau: float = 1.0, W_Q=None,
     if not (isinstance(n_directions, int) and n_directions >= 1 and isinstance(n_steps, int) and n_steps >= 2):
         raise ValueError("use at least one direction and two steps along it")
     x = _points(torch.as_tensor(x).reshape(1, -1).to(nu.points.dtype), "the query")
-    potential, tau = _potential(potential), _tau(tau)
+    potential, tau = _potential(potential), positive(tau, "tau")
     if x.shape[-1] != nu.d:
         raise ValueError(f"the query has {x.shape[-1]} coordinates but nu lives in R^{nu.d}")
     if not bool((nu.weights > 0).all()):

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from wviz._checks import positive
+
 __all__ = ["OTResult", "COST_KINDS", "cost_matrix", "sinkhorn", "emd", "quadratic_ot"]
 
 COST_KINDS = ("sqeuclidean", "euclidean", "l1", "cosine", "dot")
@@ -114,16 +116,6 @@ def cost_matrix(x, y, kind: str = "sqeuclidean") -> torch.Tensor:
 
 
 # ---- input checks -------------------------------------------------------------------------------------------------
-
-def _check_gamma(gamma) -> float:
-    try:
-        value = float(gamma)
-    except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"gamma must be a positive number, got {gamma!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"gamma must be a positive finite number, got {value:g}")
-    return value
-
 
 def _check_iter_args(tol, max_iter):
     if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
@@ -485,7 +477,7 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     directly, so that every recorded plan is an iterate for this gamma; at most about 256 MB of them: when more
     come, every other one is dropped and the interval doubles).
     """
-    gamma = _check_gamma(gamma)
+    gamma = positive(gamma, "gamma")
     _check_iter_args(tol, max_iter)
     if omega is not None and not (1.0 <= float(omega) < 2.0):
         raise ValueError(f"omega must be in [1, 2), got {omega}")
@@ -801,7 +793,7 @@ def quadratic_ot(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 5000, *, ini
     gamma is in units of C times mass^-1: plans spread out when gamma is comparable to max|C| n m.
     init: a previous OTResult of quadratic_ot (or a pair (f, g)) to warm-start from.
     """
-    gamma = _check_gamma(gamma)
+    gamma = positive(gamma, "gamma")
     _check_iter_args(tol, max_iter)
     if omega is not None and not (1.0 <= float(omega) < 2.0):
         raise ValueError(f"omega must be in [1, 2), got {omega}")

@@ -29,6 +29,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from wviz import attention, gaussian
+from wviz._checks import number, positive
 
 __all__ = ["WSAResult", "REPRESENTATIONS", "WEIGHT_MAPS", "wasserstein_distances", "weights",
            "wasserstein_self_attention", "dot_product_attention", "WassersteinSelfAttention", "assignment"]
@@ -49,16 +50,6 @@ class WSAResult:
 
 
 # ----------------------------------------------------------------------------------------------- input checks
-
-def _number(x, name: str, positive: bool = False) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"{name} must be a number, got {x!r}") from None
-    if not math.isfinite(v) or (positive and v <= 0):
-        raise ValueError(f"{name} must be a {'positive ' if positive else ''}finite number, got {v}")
-    return v
-
 
 def _check_inputs(X, W_Q, W_K, W_V):
     for t, name in ((X, "X"), (W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V")):
@@ -91,7 +82,7 @@ def _check_options(representation, weight_map, d_k: int | None, k, p) -> tuple[i
         raise ValueError(f"unknown weight_map {weight_map!r}; choose one of {', '.join(WEIGHT_MAPS)}")
     if not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
         raise ValueError(f"k (points per cloud) must be a positive integer, got {k!r}")
-    p = _number(p, "p")
+    p = number(p, "p")
     if p < 1:
         raise ValueError(f"p must be >= 1 (W_p is a distance for p >= 1), got {p}")
     if d_k is not None:
@@ -243,7 +234,7 @@ def weights(W: torch.Tensor, weight_map: str = "softmax", *, tau: float = 1.0, b
         raise ValueError(f"unknown weight_map {weight_map!r}; choose one of {', '.join(WEIGHT_MAPS)}")
     if weight_map == "softmax":
         return attention.softmax(-W, tau=tau)
-    b, s = _number(b, "b"), _number(s, "s", positive=True)
+    b, s = number(b, "b"), positive(s, "s")
     z = (b - W) / s
     return torch.softmax(F.logsigmoid(z), dim=-1) if normalize else torch.sigmoid(z)
 
@@ -260,9 +251,9 @@ def wasserstein_self_attention(X, W_Q, W_K, W_V, representation: str = "gaussian
     """
     X, W_Q, W_K, W_V = _check_inputs(X, W_Q, W_K, W_V)
     k, p = _check_options(representation, weight_map, W_Q.shape[1], k, p)
-    tau = attention._check_tau(tau)
+    tau = positive(tau, "tau")
     if weight_map == "sigmoid":
-        _number(b, "b"), _number(s, "s", positive=True)
+        number(b, "b"), positive(s, "s")
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     W = wasserstein_distances(Q, K, representation, k=k, p=p)
     A = weights(W, weight_map, tau=tau, b=b, s=s, normalize=normalize)
@@ -295,8 +286,8 @@ class WassersteinSelfAttention(nn.Module):
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         self.k, self.p = _check_options(representation, weight_map, d_k, k, p)
-        self.tau = attention._check_tau(tau)
-        self.b, self.s = _number(b, "b"), _number(s, "s", positive=True)
+        self.tau = positive(tau, "tau")
+        self.b, self.s = number(b, "b"), positive(s, "s")
         self.representation, self.weight_map, self.normalize = representation, weight_map, bool(normalize)
         scale = d_model ** -0.5
         self.W_Q = nn.Parameter(torch.randn(d_model, d_k, dtype=dtype) * scale)

@@ -6,7 +6,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from tests.app.conftest import check_views, figure_titled, figures, no_exception
-from wviz import particles_views as pv
+from wviz.views import particles as pv
 
 PAGE = "particles.py"
 

@@ -5,7 +5,7 @@ import pytest
 
 from tests.app.conftest import check_views, figure_titled, figures, no_exception
 from wviz import samples
-from wviz import transport_views as tv
+from wviz.views import transport_plans as tv
 
 PAGE = "transport_plans.py"
 CONVERGE = "Watch Sinkhorn converge"

@@ -8,7 +8,8 @@ import torch
 from PIL import Image
 
 from tests.app.conftest import figure_titled, figures, no_exception
-from wviz.vit import data, views
+from wviz.vit import data
+from wviz.views import uncertainty_inspector as views
 from wviz.vit import evaluate as vit_evaluate
 from wviz.vit.checkpoint import load_checkpoint, save_checkpoint
 from wviz.vit.model import ViTConfig, build_model, mc_predict

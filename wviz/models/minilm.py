@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import torch
 
 from wviz import attention, ot
+from wviz._checks import positive
 from wviz.device import get_device
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere through this module
@@ -92,16 +93,6 @@ class Normaliser:
         return f"{self.name} ({', '.join(parts)})"
 
 
-def _positive(name: str, value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {v:g}")
-    return v
-
-
 def make_normaliser(normaliser: str | Normaliser = "softmax", **params) -> Normaliser:
     """A validated :class:`Normaliser`: ``normaliser`` is one of NORMALISERS (or a Normaliser, returned as is);
     params are tau (softmax, sparsemax, entmax), alpha in [1, 2] (entmax) and gamma > 0, n_iter in 1..1000
@@ -117,11 +108,11 @@ def make_normaliser(normaliser: str | Normaliser = "softmax", **params) -> Norma
         raise ValueError(f"{normaliser} takes {', '.join(_PARAMS[normaliser])}, not {', '.join(extra)}")
     out = {}
     if "tau" in params:
-        out["tau"] = _positive("tau", params["tau"])
+        out["tau"] = positive(params["tau"], "tau")
     if "gamma" in params:
-        out["gamma"] = _positive("gamma", params["gamma"])
+        out["gamma"] = positive(params["gamma"], "gamma")
     if "alpha" in params:
-        a = _positive("alpha", params["alpha"])
+        a = positive(params["alpha"], "alpha")
         if not 1.0 <= a <= 2.0:
             raise ValueError(f"alpha must lie in [1, 2] (1 = softmax, 2 = sparsemax), got {a:g}")
         out["alpha"] = a
@@ -412,7 +403,7 @@ def fenchel_duals(fwd: Forward, layer: int, alpha: float = 1.0) -> HeadDuals:
     model, _ = load(fwd.attention.device)
     if not 0 <= layer < fwd.queries.shape[1]:
         raise ValueError(f"layer must be 0 to {fwd.queries.shape[1] - 1}, got {layer}")
-    alpha = _positive("alpha", alpha)
+    alpha = positive(alpha, "alpha")
     f64 = torch.float64
     mask = fwd.mask
     H, d_head = fwd.queries.shape[2], fwd.queries.shape[-1]
@@ -460,7 +451,7 @@ def fenchel_deviation(sentences=None, alpha: float = 1.0, *, device=None, batch_
     from wviz.models.corpus import CORPUS
 
     sentences = _check_sentences(CORPUS if sentences is None else sentences)
-    alpha = _positive("alpha", alpha)
+    alpha = positive(alpha, "alpha")
     per_head, grads, sent, pos = [], [], [], []
     # batches of similar lengths pad less (every padded token is another problem per head)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))

@@ -6,7 +6,7 @@ import torch
 from scipy.special import logsumexp
 
 from wviz import samples
-from wviz import transport_views as tv
+from wviz.views import transport_plans as tv
 
 
 @pytest.fixture

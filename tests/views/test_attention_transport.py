@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from wviz import attention_views as av
+from wviz.views import attention_transport as av
 
 
 def test_simplex_grid_covers_the_simplex():

@@ -1,0 +1,79 @@
+"""The rules of the house (docs/ARCHITECTURE.md), checked on the source: one stem per page in every layer, thin
+pages, a library that never imports streamlit, short functions, and wviz importable from anywhere."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted(p.stem for p in (ROOT / "pages").glob("*.py"))
+MAX_LINES = 80
+
+
+def imports(path: Path) -> set[str]:
+    """The top-level packages and the modules a file imports."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def code_lines(lines: list[str], node: ast.FunctionDef) -> int:
+    """Lines of code of a function: not blank, not a comment, not its docstring."""
+    doc = set()
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        doc = set(range(first.lineno, first.end_lineno + 1))
+    return sum(1 for i in range(node.lineno, node.end_lineno + 1)
+               if i not in doc and lines[i - 1].strip() and not lines[i - 1].strip().startswith("#"))
+
+
+def test_every_page_has_one_stem_in_every_layer():
+    assert PAGES
+    for stem in PAGES:
+        for layer in (f"wviz/views/{stem}.py", f"wviz/figures/{stem}.py", f"tests/views/test_{stem}.py"):
+            assert (ROOT / layer).is_file(), f"page {stem} has no {layer}"
+    assert {p.stem for p in (ROOT / "wviz/views").glob("*.py")} - {"__init__"} <= set(PAGES)
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_pages_hold_widgets_and_layout_only(stem):
+    used = imports(ROOT / "pages" / f"{stem}.py")
+    assert not {n for n in used if n.split(".")[0] in ("torch", "numpy", "pandas", "pages")}, used
+    assert not {n for n in used if n.startswith("wviz.") and n.split(".")[1] not in ("ui", "views", "figures")}, \
+        "a page calls the library through its views module"
+
+
+def test_the_library_never_imports_streamlit_outside_ui():
+    for path in (ROOT / "wviz").rglob("*.py"):
+        if "ui" not in path.relative_to(ROOT / "wviz").parts:
+            assert not any(n.split(".")[0] == "streamlit" for n in imports(path)), path
+
+
+def test_figures_draw_and_views_compute():
+    for path in (ROOT / "wviz/figures").glob("*.py"):
+        assert not {n for n in imports(path) if n.startswith(("wviz.views", "torch.nn", "wviz.ot"))}, path
+
+
+def test_no_function_of_the_library_is_longer_than_80_lines():
+    long = []
+    for path in (ROOT / "wviz").rglob("*.py"):
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and code_lines(lines, node) > MAX_LINES:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({code_lines(lines, node)})")
+    assert not long, long
+
+
+def test_wviz_imports_from_another_folder(tmp_path):
+    """`pip install -e .` (the Makefile's set-up) makes wviz importable outside the checkout, as in a notebook."""
+    out = subprocess.run([sys.executable, "-c", "import wviz.ot, wviz.views; print(wviz.__file__)"],
+                         cwd=tmp_path, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert Path(out.stdout.strip()) == ROOT / "wviz" / "__init__.py"

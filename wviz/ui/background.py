@@ -1,0 +1,88 @@
+"""Work of many seconds, run once per key for the whole server in one worker thread while pages keep answering.
+
+A session runs its reruns one at a time, fragments included: a computation of many seconds inside the script
+would hold every slider of the page until it ended. Here the script only asks (background), draws a progress bar
+while the answer is not there, and polls (wait_for).
+"""
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
+from typing import Any, Callable, Hashable
+
+import streamlit as st
+
+
+@dataclasses.dataclass
+class _Job:
+    future: Future = dataclasses.field(default_factory=Future)
+    done: float = 0.0  # the fraction finished, as compute last reported it
+
+
+_JOBS: OrderedDict[Hashable, _Job] = OrderedDict()
+_LOCK = threading.Lock()
+_QUEUE: queue.SimpleQueue = queue.SimpleQueue()  # (future, compute, progress), run in order by one worker
+_worker: threading.Thread | None = None
+
+
+def _work() -> None:
+    while True:
+        future, compute, progress = _QUEUE.get()
+        if future.set_running_or_notify_cancel():  # False: cancelled while it waited
+            try:
+                future.set_result(compute(progress))
+            except BaseException as err:  # noqa: BLE001  (handed to whoever asks for the result)
+                future.set_exception(err)
+
+
+def _start_worker() -> None:
+    """The worker, started by the first job. A daemon thread, not a ThreadPoolExecutor, whose workers are joined
+    at exit: a server must stop when told to, even in the middle of a job."""
+    global _worker
+    if _worker is None:
+        _worker = threading.Thread(target=_work, name="wviz-background", daemon=True)
+        _worker.start()
+
+
+def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], Any],
+               max_entries: int = 8) -> tuple[Any, float]:
+    """``compute(progress)`` run once per ``key`` for the whole server; returns (its result, 1.0) once it has
+    finished, (None, the fraction done) before that (compute reports progress(done, total)).
+
+    compute's exception is raised on every call for that key. The last ``max_entries`` keys asked for are kept;
+    a job evicted before it started is cancelled.
+    """
+    with _LOCK:
+        _start_worker()
+        job = _JOBS.get(key)
+        if job is None:
+            job = _JOBS[key] = _Job()
+
+            def progress(done: int, total: int) -> None:
+                job.done = done / total
+
+            _QUEUE.put((job.future, compute, progress))
+            while len(_JOBS) > max_entries:
+                _, old = _JOBS.popitem(last=False)
+                old.future.cancel()  # no effect once running: it finishes and is dropped
+        _JOBS.move_to_end(key)
+    if not job.future.done():
+        return None, job.done
+    return job.future.result(), 1.0
+
+
+def wait_for(key: Hashable, text: str, every: float = 1.0) -> None:
+    """While ``background(key, ...)`` has no result: a progress bar, redrawn every ``every`` seconds by a fragment
+    (the page's other controls answer in between); once the result is there, one full rerun draws it in place."""
+    @st.fragment(run_every=every)
+    def poll() -> None:
+        with _LOCK:
+            job = _JOBS.get(key)
+        if job is None or job.future.done():
+            st.rerun()
+        st.progress(job.done, text=text)
+
+    poll()

@@ -1,0 +1,75 @@
+"""How a page reruns: its main slider and what it drives in a fragment, and computations that fail with a
+message instead of an exception."""
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+import streamlit as st
+
+from wviz.ui import lecture, state
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def guarded(key: str, compute: Callable[[], R]) -> R | None:
+    """Run ``compute``; on a ValueError show it with st.error and return the last good result (or None).
+
+    Bad input never crashes a page and never turns into NaN: the page keeps showing its last good state.
+    """
+    store = st.session_state.setdefault("_wviz_last_good", {})
+    try:
+        result = compute()
+    except ValueError as err:
+        st.error(f"{err}")
+        if key in store:
+            st.caption("Showing the last valid result while the input above is fixed.")
+        return store.get(key)
+    store[key] = result
+    return result
+
+
+def fragment(func: Callable[[], None]) -> Callable[[], None]:
+    """st.fragment for a page's results: a widget drawn inside ``func`` (even into a sidebar container made
+    outside it) reruns ``func`` alone, not the page, so a slider move redraws only the figures it drives.
+
+    The share link changes with that widget, and a fragment may redraw a container made outside it only if it
+    wrote there during the last full run: so it draws the link at its start on every run, and again at its end,
+    when the URL has settled after quick successive moves. A rerun replaces the equations it recorded in the
+    lecture, keeping those the page recorded after it.
+    """
+    span = []  # where this fragment's equations sit in the lecture's list, from its last run
+
+    @st.fragment
+    def run() -> None:
+        equations = lecture.current().equations
+        start, end = span or (len(equations), len(equations))
+        after = equations[end:]
+        del equations[start:]
+        try:
+            state.show_link(force=True)
+            func()
+            state.show_link(force=True)
+        finally:
+            span[:] = [start, len(equations)]
+            equations.extend(after)
+
+    return run
+
+
+def live(key: str, slot, slider: Callable[[Any], T], compute: Callable[[T], R | None],
+         draw: Callable[[R], None]) -> None:
+    """The page's main slider and everything it drives, run now and rerun alone on every move (fragment).
+
+    ``slider(slot)`` draws the slider into ``slot``, a sidebar container the page reserved where the slider
+    belongs among its controls; ``compute(value)`` is guarded under ``key`` (a ValueError is shown and the last
+    good result kept); ``draw(result)`` lays out what it returns, unless it returned None (nothing to show).
+    """
+    @fragment
+    def run() -> None:
+        value = slider(slot)
+        result = guarded(key, lambda: compute(value))
+        if result is not None:
+            draw(result)
+
+    run()

@@ -1,0 +1,69 @@
+"""Page state in the URL: the share link, tables mirrored in query parameters, the settings of a run."""
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+import pandas as pd
+import streamlit as st
+
+_LINK = "_wviz_link"  # session key: (placeholder of the share link, the link it shows)
+
+
+def link_slot() -> None:
+    """Reserve the place where the share link is drawn (the sidebar's lecture panel) and draw it there."""
+    st.session_state[_LINK] = (st.empty(), None)
+    show_link()
+
+
+def show_link(force: bool = False) -> None:
+    """Draw the share link from the URL as it stands now, into the placeholder of link_slot.
+
+    The URL changes after the link is first drawn within the same run (table_editor writes its table, Streamlit
+    corrects a bound widget's value) and no rerun follows, so the link is redrawn after each table and each
+    figure: the widgets above them have settled by then, and the link shown is the URL at the end of the run.
+    """
+    placeholder, shown = st.session_state.get(_LINK, (None, None))
+    if placeholder is None:
+        return
+    query = urlencode(st.query_params.to_dict())
+    link = f"{st.context.url or ''}{'?' + query if query else ''}"
+    if force or link != shown:  # redraw only on a change: one message per new URL, not one per figure
+        placeholder.code(link, language=None, wrap_lines=True)
+        st.session_state[_LINK] = (placeholder, link)
+
+
+def settings() -> dict:
+    """The page's settings: every widget value under a plain key (keys starting with _ are wviz's own)."""
+    return {k: v for k, v in st.session_state.items()
+            if isinstance(k, str) and not k.startswith("_") and isinstance(v, (bool, int, float, str, list, tuple))}
+
+
+def table_editor(default: pd.DataFrame, key: str, where=None, **kwargs) -> pd.DataFrame:
+    """st.data_editor whose table is mirrored in the URL (query parameter ``key``, JSON rows), so a shared link
+    reproduces edits. The editor's starting table is fixed per session: changing it would reset the edits."""
+    start_key = f"_start_{key}"
+    if start_key not in st.session_state:
+        st.session_state[start_key] = _table_from_url(default, key)
+    table = (where or st).data_editor(st.session_state[start_key], key=key, **kwargs)
+    rows = json.dumps(table.astype(object).where(table.notna(), None).values.tolist(), default=str,
+                      separators=(",", ":"))
+    if table.equals(default):
+        st.query_params.pop(key, None)
+    elif st.query_params.get(key) != rows:
+        st.query_params[key] = rows
+    show_link()
+    return table
+
+
+def _table_from_url(default: pd.DataFrame, key: str) -> pd.DataFrame:
+    """The table in the URL if it has the default's columns (up to 256 rows), else the default."""
+    try:
+        rows = json.loads(st.query_params.get(key, "null"))
+        if not isinstance(rows, list) or not 0 < len(rows) <= 256 or \
+                any(not isinstance(r, list) or len(r) != len(default.columns) for r in rows):
+            return default
+        table = pd.DataFrame(rows, columns=default.columns)
+        return table.astype(default.dtypes.to_dict())
+    except (ValueError, TypeError):
+        return default

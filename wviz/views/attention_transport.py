@@ -1,0 +1,218 @@
+"""What the "Attention as transport" page computes, built on :mod:`wviz.attention`.
+
+Each regularised map returns argmin_{p in simplex} -<s, p> + tau * Omega(p) (eq. (13) of the 001 note), so
+dividing the scores by tau and solving with tau = 1 gives the same point; the tau sweep uses this to solve all
+temperatures in one batched call.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from wviz import attention, io
+from wviz.figures.common import to_numpy
+
+MECHANISMS = attention.MECHANISMS
+TAUS = torch.logspace(-3, 3, 121, dtype=torch.float64)   # the tau sweep's grid
+F64 = torch.float64
+
+
+def attend(mechanism: str, scores: torch.Tensor, tau: float, alpha: float = 1.5,
+           prior: torch.Tensor | None = None) -> torch.Tensor:
+    """The closed-form weights p* of ``mechanism`` for scores s (..., m) at temperature tau."""
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"unknown mechanism {mechanism!r}; choose from {', '.join(MECHANISMS)}")
+    if MECHANISMS[mechanism].needs_prior and prior is None:
+        raise ValueError("prior-softmax needs a prior distribution over the keys")
+    return MECHANISMS[mechanism](scores, tau, prior=prior, alpha=alpha)
+
+
+def objective(mechanism: str, p: torch.Tensor, scores: torch.Tensor, tau: float, alpha: float = 1.5,
+              prior: torch.Tensor | None = None) -> torch.Tensor:
+    """-<s, p> + tau * Omega(p) for the regulariser of ``mechanism`` (eq. (13) of the 001 note)."""
+    return MECHANISMS[mechanism].objective(p, scores, tau, prior=prior, alpha=alpha)
+
+
+def dot_scores(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """s_j = <q, k_j>, i.e. the cost C_j = -<q, k_j> of the one-sided transport problem (eq. (4)-(5), 001)."""
+    return keys @ query.unsqueeze(-1) if query.dim() == 1 else query @ keys.transpose(-1, -2)
+
+
+def random_queries_keys(n: int, m: int, d: int, seed: int, device=None, dtype=torch.float32):
+    """n queries and m keys with i.i.d. N(0, 1) entries in R^d, reproducible from ``seed``."""
+    g = torch.Generator().manual_seed(int(seed))
+    q = torch.randn(n, d, generator=g, dtype=dtype)
+    k = torch.randn(m, d, generator=g, dtype=dtype)
+    return q.to(device), k.to(device)
+
+
+@dataclass(frozen=True)
+class Landscape:
+    """The objective over the 2-simplex for m = 3 keys, with the closed-form and the numerical argmin."""
+    points: torch.Tensor        # (G, 3) barycentric grid
+    values: torch.Tensor        # (G,) objective at each grid point
+    closed_form: torch.Tensor   # (3,) p* from the closed form
+    numerical: torch.Tensor     # (3,) argmin found by wviz.attention.solve_simplex (no closed form used)
+    closed_value: float
+    numerical_value: float
+
+    @property
+    def gap(self) -> float:
+        """The largest difference between the closed-form and the numerical argmin."""
+        return float((self.closed_form - self.numerical).abs().max())
+
+
+def simplex_grid(resolution: int, dtype=torch.float64) -> torch.Tensor:
+    """All points (i, j, k)/resolution of the 2-simplex with i + j + k = resolution, shape (G, 3)."""
+    i, j = torch.meshgrid(torch.arange(resolution + 1), torch.arange(resolution + 1), indexing="ij")
+    keep = i + j <= resolution
+    i, j = i[keep], j[keep]
+    return torch.stack([i, j, resolution - i - j], dim=-1).to(dtype) / resolution
+
+
+def landscape(mechanism: str, scores: torch.Tensor, tau: float, alpha: float = 1.5,
+              prior: torch.Tensor | None = None, resolution: int = 60) -> Landscape:
+    """Objective landscape on the 2-simplex for three scores, closed form vs generic solver."""
+    if scores.shape[-1] != 3:
+        raise ValueError(f"the simplex landscape needs exactly 3 keys, got {scores.shape[-1]}")
+    s = scores.detach().to("cpu", torch.float64)
+    pr = None if prior is None else prior.detach().to("cpu", torch.float64)
+    grid = simplex_grid(resolution)
+    values = objective(mechanism, grid, s.expand_as(grid), tau, alpha, pr)
+    closed = attend(mechanism, s, tau, alpha, pr)
+    numerical = MECHANISMS[mechanism].solve(s, tau, prior=pr, alpha=alpha, tol=1e-13)
+    return Landscape(grid, values, closed, numerical,
+                     float(objective(mechanism, closed, s, tau, alpha, pr)),
+                     float(objective(mechanism, numerical, s, tau, alpha, pr)))
+
+
+def tau_sweep(mechanism: str, scores: torch.Tensor, taus: torch.Tensor, alpha: float = 1.5,
+              prior: torch.Tensor | None = None) -> torch.Tensor:
+    """Weights (T, m) for each tau in ``taus``: from argmax (tau -> 0) to uniform or the prior (tau -> inf)."""
+    s = scores.reshape(1, -1) / taus.to(scores).reshape(-1, 1)
+    return attend(mechanism, s, 1.0, alpha, prior)
+
+
+# ---- the page's inputs -----------------------------------------------------------------------------------------
+
+DEFAULT_KEYS = pd.DataFrame({"x": [1.0, 0.2, -0.8], "y": [0.2, 1.0, -0.4]})
+
+
+def scores_from_points(query: tuple[float, float], keys: pd.DataFrame) -> torch.Tensor:
+    """s_j = <q, k_j> (m,) for a 2-D query and the keys table (columns x, y, one key per row)."""
+    if len(keys) == 0:
+        raise ValueError("add at least one key to the table")
+    k = torch.tensor(io.table_values(keys, ["x", "y"], "keys table"), dtype=F64)
+    return dot_scores(torch.tensor(query, dtype=F64), k).squeeze(-1)
+
+
+def scores_random(m: int, d: int, seed: int) -> torch.Tensor:
+    """s_j = <q, k_j> (m,) for a random query and m random keys in R^d."""
+    q, k = random_queries_keys(1, m, d, seed, dtype=F64)
+    return dot_scores(q[0], k).squeeze(-1)
+
+
+def scores_typed(text: str) -> torch.Tensor:
+    """The scores s_j typed as numbers ('2, 1, 0.5'; -inf masks a key)."""
+    return torch.tensor(io.parse_numbers(text, "score"), dtype=F64)
+
+
+def prior_table(m: int) -> pd.DataFrame:
+    """The prior editor's starting table: uniform over the m keys."""
+    return pd.DataFrame({"key": [f"k{j + 1}" for j in range(m)], "prior": [1.0 / m] * m})
+
+
+def prior_from_table(table: pd.DataFrame) -> torch.Tensor:
+    """The prior pi (m,) from the editor (checked by prior-softmax itself: non-negative, summing to 1)."""
+    return torch.tensor(table["prior"].to_numpy(dtype=float, na_value=np.nan), dtype=F64)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the controls set apart from tau: scores s (m,), the prior pi (m,) (None unless prior-softmax is
+    chosen), the mechanisms and the entmax index alpha."""
+
+    scores: torch.Tensor
+    prior: torch.Tensor | None
+    mechanisms: tuple[str, ...]
+    alpha: float
+
+    def __post_init__(self):
+        if not self.mechanisms:
+            raise ValueError("choose at least one mechanism")
+
+    @property
+    def labels(self) -> list[str]:
+        return [f"k{j + 1}" for j in range(self.scores.shape[-1])]
+
+
+@dataclass(frozen=True)
+class Weights:
+    """p* of every chosen mechanism (name -> (m,)) at temperature tau."""
+
+    inputs: Inputs
+    tau: float
+    p: dict[str, torch.Tensor]
+
+
+def weights(inputs: Inputs, tau: float) -> Weights:
+    return Weights(inputs, tau, {name: attend(name, inputs.scores, tau, inputs.alpha, inputs.prior)
+                                 for name in inputs.mechanisms})
+
+
+def summary(w: Weights) -> pd.DataFrame:
+    """Per mechanism: support size, entropy H(p*) and the objective -<s, p*> + tau Omega(p*) (eq. (13), 001)."""
+    i = w.inputs
+    return pd.DataFrame({
+        "mechanism": list(w.p),
+        "support size": [int(attention.support_size(p)) for p in w.p.values()],
+        "entropy (nats)": [float(attention.entropy(p)) for p in w.p.values()],
+        "objective": [float(objective(n, p, i.scores, w.tau, i.alpha, i.prior)) for n, p in w.p.items()],
+    })
+
+
+# ---- many queries at once ------------------------------------------------------------------------------------
+
+def pool_for_display(matrix: torch.Tensor, max_side: int = 512) -> tuple[np.ndarray, int, int]:
+    """Average-pool a large (n, m) matrix to at most max_side per side for the browser.
+
+    Returns the pooled matrix and the block size along each axis (1 where nothing was pooled); a 4096 x 4096
+    heatmap would send 16 M cells to the browser, a 512 x 512 block mean keeps the picture.
+    """
+    n, m = matrix.shape[-2:]
+    bn, bm = -(-n // max_side), -(-m // max_side)
+    if bn == 1 and bm == 1:
+        return to_numpy(matrix), 1, 1
+    pooled = F.avg_pool2d(matrix.reshape(1, 1, n, m).float(), (bn, bm), ceil_mode=True)
+    return to_numpy(pooled[0, 0]), bn, bm
+
+
+@dataclass(frozen=True)
+class ManyQueries:
+    """n random queries against m random keys: the (pooled) n x m weights, how much they were pooled, the time
+    the weights took and their mean support size."""
+
+    pooled: np.ndarray
+    block: tuple[int, int]
+    seconds: float
+    mean_support: float
+
+
+def many_queries(mechanism: str, n: int, m: int, d: int, seed: int, tau: float, alpha: float,
+                 device: str = "cpu") -> ManyQueries:
+    """Attention of n random queries over m random keys (prior-softmax with a uniform prior), timed on
+    ``device``."""
+    q, k = random_queries_keys(n, m, d, seed, device=device)
+    prior = torch.full((m,), 1.0 / m, device=device) if mechanism == "prior-softmax" else None
+    t0 = time.perf_counter()
+    p = attend(mechanism, dot_scores(q, k), tau, alpha, prior)
+    if p.is_cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    pooled, bn, bm = pool_for_display(p)
+    return ManyQueries(pooled, (bn, bm), seconds, float(attention.support_size(p).float().mean()))
