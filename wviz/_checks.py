@@ -1,7 +1,9 @@
 """Input checks shared by the library's modules, with the plain-words messages the pages show."""
 from __future__ import annotations
 
+import functools
 import math
+import warnings
 
 import torch
 
@@ -44,3 +46,19 @@ def index_of(flat: int, lead: torch.Size) -> int | tuple[int, ...] | None:
 def first(bad: torch.Tensor) -> int:
     """Flat index of the first True entry of ``bad``."""
     return int(bad.reshape(-1).nonzero()[0])
+
+
+def renamed(**old_to_new: str):
+    """Decorator: a keyword argument renamed to give one name one meaning keeps working under its old name, with a
+    DeprecationWarning, so that scripts written before the rename still run."""
+    def wrap(func):
+        @functools.wraps(func)
+        def call(*args, **kwargs):
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    warnings.warn(f"{func.__name__}({old}=...) is now {func.__name__}({new}=...)", DeprecationWarning,
+                                  stacklevel=2)
+                    kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+        return call
+    return wrap
