@@ -1,11 +1,9 @@
 """Page "Particles and contraction": self-attention as interacting particles and W1 contraction (source: 003)."""
-import numpy as np
 import streamlit as st
-import torch
 
-from wviz import io, measure, ui
-from wviz.views import particles as pv
+from wviz import ui
 from wviz.figures import particles as figs
+from wviz.views import particles as pv
 
 device = ui.page_setup(
     "Particles and contraction",
@@ -20,135 +18,130 @@ ui.equation(r"\Psi_g(\nu)(dx) = \frac{g(x)\,\nu(dx)}{\nu(g)}\ \text{(Def. 3)},\q
             r"\delta_q\mathbf A_{m(K)} = \delta_{\sum_j \mathrm{softmax}_j(a(q,K))\, v_j}\ \text{(Prop. 9)}")
 ui.equation(r"G(x,y) = e^{\langle xW_Q,\, yW_K\rangle/\tau}\ \text{(dot)}\quad\text{or}\quad "
             r"e^{-\lVert xW_Q - yW_K\rVert^2/\tau}\ \text{(gaussian)},\qquad L(y, dv) = \delta_{yW_V}(dv)")
+st.caption("On this page tau is the temperature of the potential G, and kappa(A) the contraction coefficient of "
+           "Def. 22, which the 003 paper writes tau(A).")
 
+# ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
-preset = sb.selectbox("Particles", [*pv.PRESETS, "uploaded CSV"], key="preset", bind="query-params",
+source = sb.selectbox("Particles", [*pv.PRESETS, pv.UPLOAD], key="preset", bind="query-params",
                       help="The input tokens X^0 in the plane.")
-if preset == "uploaded CSV":
-    upload = sb.file_uploader("Particles (CSV)", type=["csv"], key="particles_csv",
-                              help="Columns cloud, x, y (as on the Transport plans page): the 'source' rows are X, "
-                                   "the 'target' rows a second input Y compared with X in the contraction view. "
-                                   "Particles are uniform measures: leave out the mass column or keep it constant.")
-else:
-    n = sb.slider("N (particles)", 4, 200, 40, key="n", bind="query-params", help="Number of tokens.")
+source_slot = sb.container()  # N, or the uploader, drawn here by read_inputs below
 seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params",
                        help="Seed of the preset, the random weights and the sampled perturbations.")
 layers = sb.slider("layers", 1, 40, 10, key="layers", bind="query-params", help="Depth L of the particle flow.")
-potential = sb.radio("Interaction potential G", list(measure.POTENTIALS), index=1, key="potential",
+potential = sb.radio("Interaction potential G", list(pv.POTENTIALS), index=1, key="potential",
                      bind="query-params", horizontal=True,
                      help="dot: exp(<q, k> / tau), the Transformer's; gaussian: exp(-||q - k||^2 / tau) (Sec. 6.3).")
-tau_slot = sb.container()  # tau is drawn here by the fragment below, which a tau move reruns alone
+tau_slot = sb.container()  # tau is drawn here by ui.live below
 identity = sb.toggle("W_Q = W_K = W_V = identity", True, key="identity", bind="query-params",
                      help="Off: random N(0, 1/2) weights from the seed.")
 shared = sb.toggle("shared weights (Universal Transformer)", True, key="shared", bind="query-params",
                    disabled=identity,
                    help="One (W_Q, W_K, W_V) for every layer (Sec. 6.2); off: fresh random weights per layer.")
 value_scale = sb.slider("value scale s (W_V -> s W_V)", 0.1, 1.5, 1.0, 0.05, key="value_scale", bind="query-params",
-                        help="Shrinks or stretches the lookup l(y) = y W_V; K_l = ||W_V|| enters Thm. 23 as tau(L).")
+                        help="Shrinks or stretches the lookup l(y) = y W_V; K_l = ||W_V|| enters Thm. 23 as "
+                             "kappa(L).")
 residual = sb.toggle("residual connection", False, key="residual", bind="query-params",
                      help="x^{h+1} = x^h + Attention(x^h) (Remark 10) instead of x^{h+1} = Attention(x^h).")
 norm = sb.toggle("normalise onto the unit circle", False, key="norm", bind="query-params",
                  help="After each layer, x -> x / ||x|| (a LayerNorm without centring or gain).")
-ground = sb.radio("W1 ground metric", list(measure.GROUNDS), key="ground", bind="query-params", horizontal=True,
+ground = sb.radio("W1 ground metric", list(pv.GROUNDS), key="ground", bind="query-params", horizontal=True,
                   help="l1 is the paper's (Sec. 4) and the one its bounds are stated in; l2 for comparison.")
 
 
-def read_particles():
-    if preset != "uploaded CSV":
-        return pv.particles(preset, n, seed), None
-    if upload is None:
-        raise ValueError("upload a CSV with columns cloud, x, y, or choose a preset")
-    x, a, y, b = io.read_points_csv(upload.getvalue())
-    for name, w in (("source", a), ("target", b)):
-        if not torch.allclose(w, torch.full_like(w, 1 / len(w))):
-            raise ValueError(f"the {name} masses differ: particles are the uniform measure m(X), so leave out the "
-                             "mass column or make it constant")
-    return x, y
+def read_inputs():
+    """X^0 from a preset of N particles, or X and Y from an uploaded CSV, with the settings above."""
+    n = data = None
+    if source != pv.UPLOAD:
+        n = source_slot.slider("N (particles)", 4, 200, 40, key="n", bind="query-params", help="Number of tokens.")
+    else:
+        upload = source_slot.file_uploader(
+            "Particles (CSV)", type=["csv"], key="particles_csv",
+            help="Columns cloud, x, y (as on the Transport plans page): the 'source' rows are X, the 'target' rows "
+                 "a second input Y compared with X in the contraction view. Particles are uniform measures: leave "
+                 "out the mass column or keep it constant.")
+        data = None if upload is None else upload.getvalue()
+    return pv.inputs(source, n, data, seed, layers, potential, identity, shared, value_scale, residual, norm, ground)
 
 
-def compute_flow(tau):
-    x, y = read_particles()
-    W = pv.layer_weights(2, layers, identity, shared, seed, value_scale)
-    traj, steps = pv.flow(x, layers, potential, tau, W, residual, norm, ground)
-    return dict(x=x, y=y, W=W, traj=traj, steps=steps)
+inputs = ui.guarded("particles/inputs", read_inputs)
 
 
-def compute_fixed_point(x, W1, tau):
-    """The shared layer T iterated to its fixed point, Thm. 23's bound on tau(T), Prop. 26's envelope."""
-    fp = measure.fixed_point(x, potential, tau, W1, residual, norm, max_iter=60, ground=ground)
-    c = pv.banach(x, potential, tau, W1, residual, norm) if ground == "l1" else None
-    envelope = None
-    if c is not None and c.bound < 1:
-        levels = torch.arange(fp.n_iter + 1, dtype=torch.float64)
-        envelope = c.bound ** levels / (1 - c.bound) * fp.steps[0]
-    return fp, c, envelope
+@st.cache_data(max_entries=1, show_spinner=False)
+def cor30_failure():
+    return pv.cor30_failure()
 
 
-def fixed_point_figure(fp, c, envelope):
-    return figs.fixed_point_history(fp.steps, fp.to_last, envelope)
+# ---- what tau drives ------------------------------------------------------------------------------------------
+
+def tau_slider(where):
+    return ui.log_slider("tau (temperature)", 1e-2, 1e2, 0.3, key="tau", where=where,
+                         help="Small tau: each particle listens to its nearest neighbours only; large tau: to "
+                              "everyone.")
 
 
-def max_entropy_figure(chk):
-    return figs.max_entropy(chk.t, chk.entropies, chk.entropy)
-
-
-@ui.fragment
-def results():
-    """tau and everything it drives: moving tau reruns this alone, not the page."""
-    tau = ui.log_slider("tau (temperature)", 1e-2, 1e2, 0.3, key="tau", where=tau_slot,
-                        help="Small tau: each particle listens to its nearest neighbours only; large tau: to "
-                             "everyone.")
-    res = ui.guarded("particles/flow", lambda: compute_flow(tau))
-    if res is None:
-        return
-    x, W = res["x"], res["W"]
-    W1 = pv.first_layer(W)
-
+def draw(f: pv.Flow):
+    i = f.inputs
     st.subheader("The particle flow")
     ui.equation(r"\delta_{x_i^{h+1}} = \delta_{x_i^h}\,\mathbf A^h_{m(X^h)},\qquad "
                 r"x_i^{h+1} = \sum_j \frac{G(x_i^h, x_j^h)}{\sum_k G(x_i^h, x_k^h)}\, x_j^h W_V")
-    ui.show_figure(figs.particles_animation(res["traj"], f"Particles over {layers} layers ({potential} potential, "
-                                                          f"tau = {tau:g})"), key="animation")
+    ui.show_figure(figs.particles_animation(f.trajectory, f"Particles over {i.layers} layers ({i.potential} "
+                                                          f"potential, tau = {f.tau:g})"), key="animation")
     st.caption("Press Play or drag the layer slider; grey lines are the paths so far, colours follow each particle. "
                "With the Gaussian potential and no residual, every layer is a step of Gaussian mean shift: particles "
                "within about sqrt(tau) of each other merge into clusters.")
-    ui.show_figure(figs.layer_steps(res["steps"], ground), key="layer_steps")
+    ui.show_figure(figs.layer_steps(f.steps, i.ground), key="layer_steps")
     st.caption("How far the measure moves at each layer. A map that contracts W1 makes these steps shrink "
                "geometrically; once the particles have merged, nothing moves.")
+    ui.views({"Contraction": contraction_view(f), "Infinite depth": fixed_point_view(f),
+              "Maximum entropy": max_entropy_view(f)},
+             help="Does one layer bring two inputs closer (Def. 22, Thm. 23, Cor. 30)? Where does the shared layer "
+                  "lead at infinite depth (Prop. 26)? Why softmax (Thm. 14)? The lecture bundle holds all three.")
 
-    VIEWS = ["Contraction", "Infinite depth", "Maximum entropy"]
-    view = ui.view_selector("View", VIEWS, key="view",
-                            help="Does one layer bring two inputs closer (Def. 22, Thm. 23, Cor. 30)? Where does the "
-                                 "shared layer lead at infinite depth (Prop. 26)? Why softmax (Thm. 14)? The lecture "
-                                 "bundle holds all three.")
 
-    def contraction(perturbation, n_samples, sigma):
-        return pv.contraction(x, perturbation, n_samples, sigma, potential, tau, W1, ground, res["y"], seed)
+def contraction_figure(con: pv.ContractionCheck):
+    return figs.contraction_scatter(con.sampled.w1_in, con.sampled.w1_out, con.slopes, con.pair, con.perturbation)
 
-    def contraction_figure(con, perturbation):
-        t23 = con["thm23"]
-        slopes = {"y = x": 1.0, "worst infinitesimal move ||J||": con["local"],
-                  "Thm. 23 (corrected)": t23.bound if t23 else None, "Thm. 23 as printed": t23.printed if t23 else None,
-                  "Cor. 30": con["cor30"]}
-        return figs.contraction_scatter(con["res"].w1_in, con["res"].w1_out, slopes, con["pair"], perturbation)
 
-    def max_entropy(query):
-        W_Q, W_K = (None, None) if W1 is None else W1[:2]
-        return measure.max_entropy_check(measure.empirical(x), x[min(int(query), len(x) - 1)], potential, tau, W_Q,
-                                         W_K, seed=int(seed))
+def contraction_notes(con: pv.ContractionCheck, i: pv.Inputs) -> str:
+    notes = [("One attention layer (the first layer's weights, without residual or normalisation, as in the "
+              "paper). Points below a line respect that bound.")]
+    if con.perturbation == "swap":
+        notes.append("Swap uses Prop. 25's two neighbourhoods of a token, but plots the whole-measure ratio "
+                     "W1(mu A_mu, nu A_nu) / W1(mu, nu) over all k tokens, not Prop. 25's single-query "
+                     "distance ||Attention(x_t, X_N(t)) - Attention(x_t, X_N^(t))||.")
+    if i.ground != "l1":
+        notes.append("The bounds are stated for the l1 ground metric: switch to l1 to see them.")
+        return " ".join(notes)
+    notes.append("The worst infinitesimal move is the largest column l1 norm of the Jacobian of X -> "
+                 "A(X); its supremum over X is kappa(A) restricted to N-point measures.")
+    t23 = con.thm23
+    if t23:
+        notes.append(f"Thm. 23 on the box E around every input: diam(E) = {t23.diam:.3g}, eps(G) = "
+                     f"{t23.eps:.3g}, ||G||_inf = {t23.sup:.3g}, ||G||_(Lip,inf) = {t23.lip_first:.3g}, "
+                     f"||G||_(inf,Lip) = {t23.lip_second:.3g}, K_l = {t23.k_l:.3g}. As printed, Thm. 23 "
+                     f"misses the ||G||_inf / eps(G) term (Prop. 19's proof pulls ||f||_inf out of an "
+                     f"integral against the signed measure mu - nu); without it a translated cloud, "
+                     f"whose output is just translated (ratio 1), can beat the bound.")
+    if con.cor30 is None:
+        notes.append("Cor. 30 is drawn for the Gaussian potential with W_Q = W_K = I only (any tau: the "
+                     "ratio does not change when every point is scaled).")
+    return " ".join(notes)
 
-    if view == VIEWS[0]:
+
+def contraction_view(f: pv.Flow) -> ui.View:
+    def draw_view():
         st.subheader("Contraction: does one layer bring two inputs closer?")
-        ui.equation(r"\tau(\mathbf A) = \sup_{\mu\ne\nu}\frac{W_1(\mu\mathbf A_\mu,\ \nu\mathbf A_\nu)}{W_1(\mu,\nu)}"
-                    r"\ \text{(Def. 22)},\qquad W_1(\mu,\nu) = \min_{\pi\in\mathcal C(\mu,\nu)}"
+        ui.equation(r"\kappa(\mathbf A) = \sup_{\mu\ne\nu}\frac{W_1(\mu\mathbf A_\mu,\ \nu\mathbf A_\nu)}"
+                    r"{W_1(\mu,\nu)}\ \text{(Def. 22)},\qquad W_1(\mu,\nu) = \min_{\pi\in\mathcal C(\mu,\nu)}"
                     r"\iint \lVert x-y\rVert_1\,\pi(dx,dy)")
-        ui.equation(r"\text{Thm. 23 (corrected): } \tau(\mathbf A) \le d\, K_\ell\,\frac{2(\lVert "
+        ui.equation(r"\text{Thm. 23 (corrected): } \kappa(\mathbf A) \le d\, K_\ell\,\frac{2(\lVert "
                     r"G\rVert_{Lip,\infty} + \lVert G\rVert_{\infty,Lip})\operatorname{diam}(E) + \lVert "
                     r"G\rVert_\infty}{\epsilon(G)}\qquad\text{Cor. 30: } \frac{W_1(\mu\mathbf A_\mu, \nu\mathbf "
                     r"A_\nu)}{W_1(\mu,\nu)} \le 2 d K_\ell\Big[\sqrt d\sqrt{\ln N + \tfrac1{2e}}\,\lVert "
                     r"G\rVert_{Lip} + \lVert G\rVert_\infty + \sqrt d + 2\Big]")
         c1, c2, c3 = st.columns(3)
-        perturbation = c1.radio("Perturbation", list(measure.PERTURBATIONS), key="perturbation", bind="query-params",
+        perturbation = c1.radio("Perturbation", list(pv.PERTURBATIONS), key="perturbation", bind="query-params",
                                 horizontal=True,
                                 help="noise: nu = m(X + sigma Z); drop: nu = m(X without one token); swap (Prop. 25's "
                                      "neighbourhoods): the k nearest neighbours of a token against the token and k - 1 "
@@ -157,75 +150,68 @@ def results():
                                  bind="query-params", disabled=perturbation != "noise",
                                  help="Standard deviation of the noise added to every coordinate.")
         n_samples = c3.slider("samples", 4, 64, 16, key="samples", bind="query-params", help="Number of sampled pairs.")
+        con = ui.guarded("particles/contraction", lambda: pv.contraction(f, perturbation, n_samples, sigma))
+        if con is None:
+            return
+        ui.show_figure(contraction_figure(con), key="contraction")
+        m1, m2, m3 = st.columns(3)
+        m1.metric("largest sampled ratio", f"{con.largest_ratio:.3g}")
+        m2.metric("Thm. 23 bound (corrected)", f"{con.thm23.bound:.3g}" if con.thm23 else "n/a")
+        m3.metric("Cor. 30 bound", f"{con.cor30:.3g}" if con.cor30 else "n/a")
+        st.caption(contraction_notes(con, f.inputs))
 
-        con = ui.guarded("particles/contraction", lambda: contraction(perturbation, n_samples, sigma))
-        if con is not None:
-            t23 = con["thm23"]
-            ui.show_figure(contraction_figure(con, perturbation), key="contraction")
-            ratio = con["res"].ratio
-            m1, m2, m3 = st.columns(3)
-            m1.metric("largest sampled ratio", f"{ratio.max().item():.3g}")
-            m2.metric("Thm. 23 bound (corrected)", f"{t23.bound:.3g}" if t23 else "n/a")
-            m3.metric("Cor. 30 bound", f"{con['cor30']:.3g}" if con["cor30"] else "n/a")
-            notes = ["One attention layer (the first layer's weights, without residual or normalisation, as in the "
-                     "paper). Points below a line respect that bound."]
-            if perturbation == "swap":
-                notes.append("Swap uses Prop. 25's two neighbourhoods of a token, but plots the whole-measure ratio "
-                             "W1(mu A_mu, nu A_nu) / W1(mu, nu) over all k tokens, not Prop. 25's single-query "
-                             "distance ||Attention(x_t, X_N(t)) - Attention(x_t, X_N^(t))||.")
-            if ground != "l1":
-                notes.append("The bounds are stated for the l1 ground metric: switch to l1 to see them.")
-            else:
-                notes.append("The worst infinitesimal move is the largest column l1 norm of the Jacobian of X -> "
-                             "A(X); its supremum over X is tau(A) restricted to N-point measures.")
-                if t23:
-                    notes.append(f"Thm. 23 on the box E around every input: diam(E) = {t23.diam:.3g}, eps(G) = "
-                                 f"{t23.eps:.3g}, ||G||_inf = {t23.sup:.3g}, ||G||_(Lip,inf) = {t23.lip_first:.3g}, "
-                                 f"||G||_(inf,Lip) = {t23.lip_second:.3g}, K_l = {t23.k_l:.3g}. As printed, Thm. 23 "
-                                 f"misses the ||G||_inf / eps(G) term (Prop. 19's proof pulls ||f||_inf out of an "
-                                 f"integral against the signed measure mu - nu); without it a translated cloud, "
-                                 f"whose output is just translated (ratio 1), can beat the bound.")
-                if con["cor30"] is None:
-                    notes.append("Cor. 30 is drawn for the Gaussian potential with W_Q = W_K = I only (any tau: the "
-                                 "ratio does not change when every point is scaled).")
-            st.caption(" ".join(notes))
+    return ui.View(draw_view, ("contraction",), lambda: [contraction_figure(pv.contraction(f, "noise", 16, 0.1))])
+
+
+def fixed_point_figure(fix: pv.FixedPointCheck):
+    return figs.fixed_point_history(fix.result.steps, fix.result.to_last, fix.envelope)
+
+
+def fixed_point_caption(fix: pv.FixedPointCheck) -> str:
+    fp, c = fix.result, fix.banach
+    status = (f"converged after {fp.n_iter} iterations" if fp.converged else
+              f"not converged after {fp.n_iter} iterations")
+    if fix.envelope is not None:
+        proof = (f"Thm. 23 (corrected) gives kappa(T) <= {c.bound:.3g} < 1 on E = [-r, r]^2, which T maps into "
+                 "itself: Prop. 26 applies, the fixed point is unique and the same for every input in E.")
+    elif c is not None:
+        proof = (f"Thm. 23 (corrected) gives only kappa(T) <= {c.bound:.3g}, so Prop. 26 does not apply; "
+                 f"shrink the values (value scale) to make the map provably contract.")
+        if fix.lone_points_fixed:
+            proof += (" Here every single point is a fixed point (a lone particle attends only to itself), "
+                      "so the limit depends on the input.")
     else:
-        ui.bundle_figure("contraction", lambda: contraction_figure(contraction("noise", 16, 0.1), "noise"))
+        proof = ("Prop. 26 is not checked here: residual connections, normalisation, the l2 metric or a W_V "
+                 "that leaves E take the map outside Thm. 23's setting.")
+    return f"The first layer's map T iterated from X^0: {status}. {proof}"
 
-    if view == VIEWS[1]:
+
+def fixed_point_view(f: pv.Flow) -> ui.View:
+    def draw_view():
         st.subheader("Infinite depth: the fixed point of the shared layer")
-        ui.equation(r"X^{\ell+1} = T(X^\ell)\ \text{(Sec. 6.2)},\qquad \tau(T) < 1 \Rightarrow "
-                    r"W_1(\mu^\ell, \mu^*) \le \frac{\tau(T)^\ell}{1-\tau(T)}\, W_1(\mu^1, \mu^0)\ \text{(Prop. 26)}")
+        ui.equation(r"X^{\ell+1} = T(X^\ell)\ \text{(Sec. 6.2)},\qquad \kappa(T) < 1 \Rightarrow "
+                    r"W_1(\mu^\ell, \mu^*) \le \frac{\kappa(T)^\ell}{1-\kappa(T)}\, W_1(\mu^1, \mu^0)\ "
+                    r"\text{(Prop. 26)}")
+        fix = ui.guarded("particles/fixed_point", lambda: pv.fixed_point(f))
+        if fix is not None:
+            ui.show_figure(fixed_point_figure(fix), key="fixed_point")
+            st.caption(fixed_point_caption(fix))
 
-        fixed = ui.guarded("particles/fixed_point", lambda: compute_fixed_point(x, W1, tau))
-        if fixed is not None:
-            fp, c, envelope = fixed
-            ui.show_figure(fixed_point_figure(fp, c, envelope), key="fixed_point")
-            status = (f"converged after {fp.n_iter} iterations" if fp.converged else
-                      f"not converged after {fp.n_iter} iterations")
-            if envelope is not None:
-                proof = (f"Thm. 23 (corrected) gives tau(T) <= {c.bound:.3g} < 1 on E = [-r, r]^2, which T maps into "
-                         "itself: Prop. 26 applies, the fixed point is unique and the same for every input in E.")
-            elif c is not None:
-                proof = (f"Thm. 23 (corrected) gives only tau(T) <= {c.bound:.3g}, so Prop. 26 does not apply; "
-                         f"shrink the values (value scale) to make the map provably contract.")
-                if potential == "gaussian" and W1 is None:
-                    proof += (" Here every single point is a fixed point (a lone particle attends only to itself), "
-                              "so the limit depends on the input.")
-            else:
-                proof = ("Prop. 26 is not checked here: residual connections, normalisation, the l2 metric or a W_V "
-                         "that leaves E take the map outside Thm. 23's setting.")
-            st.caption(f"The first layer's map T iterated from X^0: {status}. {proof}")
-    else:
-        ui.bundle_figure("fixed_point", lambda: fixed_point_figure(*compute_fixed_point(x, W1, tau)))
+    return ui.View(draw_view, ("fixed_point",), lambda: [fixed_point_figure(pv.fixed_point(f))])
 
-    if view == VIEWS[2]:
+
+def max_entropy_figure(chk):
+    return figs.max_entropy(chk.t, chk.entropies, chk.entropy)
+
+
+def max_entropy_view(f: pv.Flow) -> ui.View:
+    def draw_view():
         st.subheader("Why softmax: maximum entropy (Thm. 14)")
         ui.equation(r"\Psi_{G(x,\cdot)}(\nu) = \arg\max\big\{H_\nu(\mu) = -\mathrm{KL}(\mu\,\Vert\,\nu)\ :\ \mu \ll "
                     r"\nu,\ \mu(k(x,\cdot)) = f(x)\big\},\qquad G(x,y) = e^{\langle\lambda(x),\, k(x,y)\rangle}")
-        query = st.number_input("query token i", 0, max(len(x) - 1, 0), 0, key="query", bind="query-params",
+        query = st.number_input("query token i", 0, max(f.inputs.n - 1, 0), 0, key="query", bind="query-params",
                                 help="x = x_i^0 queries nu = m(X^0).")
-        chk = ui.guarded("particles/maxent", lambda: max_entropy(query))
+        chk = ui.guarded("particles/maxent", lambda: pv.max_entropy(f, query))
         if chk is not None:
             ui.show_figure(max_entropy_figure(chk), key="maxent")
             st.caption("Each curve moves away from the Boltzmann-Gibbs measure (the star) along a random direction "
@@ -233,16 +219,15 @@ def results():
                        "potential), as far as the weights stay non-negative. Every curve peaks at t = 0: among all "
                        "measures on the tokens that encode the same moment, the attention weights have the largest "
                        "relative entropy.")
-    else:
-        ui.bundle_figure("maxent", lambda: max_entropy_figure(max_entropy(0)))
+
+    return ui.View(draw_view, ("maxent",), lambda: [max_entropy_figure(pv.max_entropy(f, 0))])
 
 
-results()
+ui.live("particles/flow", tau_slot, tau_slider, lambda tau: None if inputs is None else pv.flow(inputs, tau), draw)
 
 with st.expander("Where Cor. 30 fails (N up to 10^12, d = 1)"):
-    log10_n = np.arange(1, 13)
-    ratios, bounds = pv.cor30_failure(log10_n)
-    ui.show_figure(figs.cor30_failure(10.0 ** log10_n, ratios, bounds), key="cor30_failure")
+    failure = cor30_failure()
+    ui.show_figure(figs.cor30_failure(failure.n, failure.ratio, failure.bound), key="cor30_failure")
     st.caption("A token at 0 between two clusters of (N - 1) / 2 tokens at -R and R, with R chosen so that the "
                "clusters hold 85 % of its Boltzmann-Gibbs weight; moving that token alone gives the ratio "
                "(1 - q) + 2 q R^2, which grows like 2 q ln N, while Cor. 30's bound grows like sqrt(ln N). The "

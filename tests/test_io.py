@@ -1,4 +1,5 @@
 """Untrusted uploads: strict parsing with plain messages; and the sample clouds."""
+import pandas as pd
 import pytest
 import torch
 
@@ -100,3 +101,60 @@ def test_typed_numbers_are_read_or_the_bad_piece_is_named():
         io.parse_numbers("1 x", "score")
     with pytest.raises(ValueError, match="type at least one mass"):
         io.parse_numbers(" , ", "mass")
+
+
+def test_points_table_is_read_like_the_csv():
+    table = pd.DataFrame({"cloud": ["source", "source", "target"], "x": [0.0, 1.0, 0.0], "y": [0.0, 0.0, 1.0],
+                          "mass": [1.0, 3.0, 2.0]})
+    x, a, y, b = io.read_points_table(table)
+    for got, want in zip((x, a, y, b), io.read_points_csv(table.to_csv(index=False).encode())):
+        assert torch.equal(got, want)
+    assert torch.allclose(a, torch.tensor([0.25, 0.75], dtype=torch.float64)) and b.item() == 1.0
+    assert list(table.columns) == ["cloud", "x", "y", "mass"] and table["mass"].tolist() == [1.0, 3.0, 2.0]
+    x, a, _, _ = io.read_points_table(table.drop(columns="mass"))   # masses default to uniform
+    assert torch.equal(a, torch.full((2,), 0.5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.assign(x=[0.0, None, 0.0]), r"points table has an empty or non-numeric entry in row 2, column x"),
+    (lambda t: t.assign(y=[0.0, "a", 0.0]), r"row 2, column y \('a'\)"),
+    (lambda t: t.assign(mass=[1.0, -2.0, 1.0]), r"source masses must be non-negative, but row 2 .* mass -2"),
+    (lambda t: t.assign(mass=[1.0, 1.0, 0.0]), "target masses must have a positive total"),
+    (lambda t: t.assign(cloud=["source", "source", "left"]), r"not 'left'"),
+    (lambda t: t.assign(cloud=["source"] * 3), "points table has no target points"),
+    (lambda t: t.drop(columns="y"), "points table needs columns cloud, x, y .* missing: y"),
+])
+def test_points_table_bad_input_names_the_row_and_column(change, message):
+    table = pd.DataFrame({"cloud": ["source", "source", "target"], "x": [0.0, 1.0, 0.0], "y": [0.0, 0.0, 1.0],
+                          "mass": [1.0, 1.0, 1.0]})
+    with pytest.raises(ValueError, match=message):
+        io.read_points_table(change(table))
+
+
+def test_typed_matrix_errors_name_the_row_and_column():
+    with pytest.raises(ValueError, match="row 1 has 2, row 3 has 3"):
+        io.parse_matrix("0 1\n2 3\n4 5 6")
+    with pytest.raises(ValueError, match=r"entry in row 2, column 1 \('x'\) is not a number"):
+        io.parse_matrix("0 1\nx 3")
+    with pytest.raises(ValueError, match=r"entry in row 1, column 2 \('inf'\) is not finite"):
+        io.parse_matrix("0 inf\n1 3")
+    with pytest.raises(ValueError, match=r"row 1, column 1 \('nan'\) is not finite"):
+        io.parse_matrix("nan, 1")
+    with pytest.raises(ValueError, match="type the cost matrix"):
+        io.parse_matrix(" \n ")
+    with pytest.raises(ValueError, match=f"the limit is {io.MAX_POINTS} per side"):
+        io.parse_matrix(" ".join(["1"] * (io.MAX_POINTS + 1)))
+
+
+def test_typed_masses_are_counted_and_checked_piece_by_piece():
+    assert torch.equal(io.parse_masses("1, 2.5 0", 3, "a"), torch.tensor([1.0, 2.5, 0.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"a needs 3 masses \(one per row\), got 2"):
+        io.parse_masses("1 1", 3, "a", per="row")
+    with pytest.raises(ValueError, match=r"mass of b 2 \('y'\) is not a number"):
+        io.parse_masses("1 y", 2, "b")
+    with pytest.raises(ValueError, match=r"mass of b 2 \(-1\) must be a non-negative finite number"):
+        io.parse_masses("1 -1", 2, "b")
+    with pytest.raises(ValueError, match=r"mass of a 1 \(inf\) must be a non-negative finite number"):
+        io.parse_masses("inf 1", 2, "a")
+    with pytest.raises(ValueError, match="type at least one mass of a"):
+        io.parse_masses("", 2, "a")

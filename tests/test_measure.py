@@ -84,7 +84,7 @@ def test_flow_layers_are_self_attention_with_residual_and_norm():
     np.testing.assert_allclose(plain[1].numpy(), np_attention(x0, x0, x0, "gaussian", 1.0), atol=1e-12)
 
 
-def test_unshared_weights_use_one_triple_per_layer():
+def test_unshared_projections_use_one_triple_per_layer():
     x0 = randn(6, 2, seed=15)
     Ws = [tuple(randn(2, 2, seed=10 * h + s) for s in range(3)) for h in range(3)]
     traj = M.self_attention_flow(x0, 3, "gaussian", 2.0, Ws, shared=False)
@@ -118,7 +118,7 @@ def test_w1_unequal_weighted_in_one_dimension_matches_scipy():
 
 def _instances():
     """Random instances where Thm. 23's assumptions hold: tokens in a bounded box, both potentials, identity or
-    random weights, several temperatures."""
+    random projections, several temperatures."""
     out = []
     for seed, potential, tau, random_w in itertools.product(range(2), M.POTENTIALS, (0.5, 2.0), (False, True)):
         x = torch.rand(8, 2, generator=rng(seed), dtype=torch.float64) - 0.5
@@ -216,7 +216,7 @@ def three_clusters(m, q=0.85, jitter=None):
 
 def test_cor30_fails_for_a_token_between_two_large_clusters():
     """Prop. 28's proof applies Kantorovich-Rubinstein to sum_i delta_{x_i} (mass N) as if it were a probability
-    measure; the ratio then grows like 2 q ln N, the bound like sqrt(ln N). d = 1, tau = 1, identity weights."""
+    measure; the ratio then grows like 2 q ln N, the bound like sqrt(ln N). d = 1, tau = 1, identity projections."""
     q, delta = 0.85, 1e-6
     mu, R = three_clusters(10 ** 6, q)
     nu = M.empirical(mu.points + torch.tensor([[delta], [0.0], [0.0]], dtype=torch.float64), mu.weights)
@@ -236,9 +236,32 @@ def test_cor30_fails_for_a_token_between_two_large_clusters():
     assert M.contraction(jittered, moved, "gaussian", 1.0).ratio.item() == pytest.approx(atoms.ratio.item(), rel=1e-2)
 
 
+def test_cor30_failure_is_the_closed_form_and_crosses_the_bound():
+    """cor30_failure against the closed form (1 - q) + 2 q R^2 of the ratio (the clusters follow the token by
+    O(N^-1/2), so from N = 10^5 on) and Cor. 30's formula; the ratio starts below the bound and ends above it,
+    crossing between N = 10^4 and 10^5 (near 3 10^4)."""
+    q = 0.85
+    res = M.cor30_failure(range(1, 13), q)
+    n = np.asarray(res.n)
+    np.testing.assert_array_equal(n, 10.0 ** np.arange(1, 13))
+    R2 = np.log(n - 1) - np.log(q / (1 - q))
+    big = n >= 1e5
+    np.testing.assert_allclose(np.asarray(res.ratio)[big], ((1 - q) + 2 * q * R2)[big], rtol=1e-3)
+    cor30 = 2 * (np.sqrt(np.log(n) + 1 / (2 * np.e)) * np.sqrt(2 / np.e) + 1 + 1 + 2)   # d = 1, K_l = 1
+    np.testing.assert_allclose(np.asarray(res.bound), cor30, rtol=1e-12)
+    below = np.asarray(res.ratio) < np.asarray(res.bound)
+    np.testing.assert_array_equal(below, n < 3e4)
+    # one entry: the same as moving the token among the weighted atoms by hand (three_clusters)
+    mu, _ = three_clusters((10 ** 3 - 1) / 2, q)
+    nu = M.empirical(mu.points + torch.tensor([[1e-6], [0.0], [0.0]], dtype=torch.float64), mu.weights)
+    assert res.ratio[2].item() == pytest.approx(M.contraction(mu, nu, "gaussian", 1.0).ratio.item(), rel=1e-12)
+    with pytest.raises(ValueError, match="too few"):
+        M.cor30_failure([0])
+
+
 def test_cor30_is_within_a_factor_2_of_a_real_instance():
     """The three-cluster configuration before Cor. 30 breaks: N = 1001 distinct tokens in d = 1 (clusters of 500
-    spread over 1e-3), tau = 1, identity weights. The token at 0 moved by 1e-6 gives the ratio ~8.9 (about
+    spread over 1e-3), tau = 1, identity projections. The token at 0 moved by 1e-6 gives the ratio ~8.9 (about
     (1 - q) + 2 q R^2), under the bound ~12.6 but above half of it: the bound is not vacuous here."""
     q = 0.85
     mu, R = three_clusters(500, q, jitter=1e-3)
@@ -315,6 +338,19 @@ def test_thm14_gibbs_measure_maximises_relative_entropy(potential):
     assert abs(-res.fun - chk.entropy.item()) < 1e-8
 
 
+# ---------------------------------------------------------------------------------------------- old keyword
+
+def test_the_old_weights_keyword_still_works_with_a_deprecation_warning():
+    """``weights=`` was the keyword of the triple (W_Q, W_K, W_V) before it became ``projections=`` (the masses of
+    a measure keep ``weights``): old scripts still run, warned, with the same numbers."""
+    x = randn(6, 2, seed=70)
+    W = tuple(randn(2, 2, seed=71 + s) / 2 for s in range(3))
+    with pytest.warns(DeprecationWarning, match=r"self_attention_flow\(weights=...\) is now .*projections"):
+        old = M.self_attention_flow(x, 2, "gaussian", 0.5, weights=W)
+    torch.testing.assert_close(old, M.self_attention_flow(x, 2, "gaussian", 0.5, projections=W), rtol=0, atol=0)
+    torch.testing.assert_close(old, M.self_attention_flow(x, 2, "gaussian", 0.5, W), rtol=0, atol=0)   # positional
+
+
 # ---------------------------------------------------------------------------------------------- bad input
 
 def test_bad_input_is_refused_with_a_plain_message():
@@ -341,9 +377,9 @@ def test_bad_input_is_refused_with_a_plain_message():
     with pytest.raises(ValueError, match="different dimensions"):
         M.w1(x, randn(5, 3))
     with pytest.raises(ValueError, match="one \\(W_Q, W_K, W_V\\) per layer"):
-        M.self_attention_flow(x, 3, weights=[M._weights(None, 2, torch.float64, "cpu")] * 2, shared=False)
+        M.self_attention_flow(x, 3, projections=[M._projections(None, 2, torch.float64, "cpu")] * 2, shared=False)
     with pytest.raises(ValueError, match="W_V must be d x d"):
-        M.self_attention_flow(x, 1, weights=(torch.eye(2), torch.eye(2), torch.ones(2, 3)))
+        M.self_attention_flow(x, 1, projections=(torch.eye(2), torch.eye(2), torch.ones(2, 3)))
     with pytest.raises(ValueError, match="floating-point range"):
         M.self_attention_flow(x * 100, 1200, residual=True)
     with pytest.raises(ValueError, match="eps\\(G\\) must be positive"):

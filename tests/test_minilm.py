@@ -1,5 +1,6 @@
 """wviz.models.minilm: captured attention vs the model's own, swapped normalisers vs independent references
-(numpy sparsemax and Sinkhorn loops, POT), padding, the Sec. 8 dual of 002 vs its optimality condition and scipy."""
+(numpy sparsemax and Sinkhorn loops, POT), padding; wviz.models.figure4: the Sec. 8 dual of 002 vs its optimality
+condition and scipy."""
 import math
 
 import numpy as np
@@ -9,7 +10,7 @@ import torch
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
-from wviz.models import minilm
+from wviz.models import figure4, minilm
 from wviz.models.corpus import CORPUS
 
 SENTENCE = "The cat sat on the mat and watched the rain."
@@ -207,7 +208,7 @@ def test_sparsity_and_compare():
     (lambda: minilm.forward(SENTENCE, "sinkhorn", n_iter=0, device=CPU), "n_iter"),
     (lambda: minilm.forward(SENTENCE, "sinkhorn", gamma=float("nan"), device=CPU), "gamma"),
     (lambda: minilm.forward(SENTENCE, "sparsemax", gamma=1.0, device=CPU), "takes tau, not gamma"),
-    (lambda: minilm.fenchel_deviation([SENTENCE], alpha=-1, device=CPU), "alpha"),
+    (lambda: figure4.fenchel_deviation([SENTENCE], alpha=-1, device=CPU), "alpha"),
 ])
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
@@ -220,7 +221,7 @@ def test_generalised_attention_18_is_the_head():
     """With alpha = 1, t_i = x_i / sqrt(d'), z = K^T q_k, (18) gives the captured weights of every head."""
     fwd = minilm.forward([SENTENCE, SHORT], device=CPU)
     for layer in (0, 3, 5):
-        d = minilm.fenchel_duals(fwd, layer)
+        d = figure4.fenchel_duals(fwd, layer)
         logits = torch.einsum("btd,bhkd->bhkt", d.t, d.z) + d.u.log()[:, None, None]
         m = fwd.mask
         for b in range(2):
@@ -240,9 +241,9 @@ def dual_np(lam, t, u, z, alpha):
 
 def test_lambda_star_is_optimal_in_the_full_space():
     fwd = minilm.forward(SENTENCE, device=CPU)
-    d = minilm.fenchel_duals(fwd, 2, alpha=1.0)
+    d = figure4.fenchel_duals(fwd, 2, alpha=1.0)
     t, u = d.t[0].numpy(), d.u[0].numpy()
-    out = minilm.fenchel_deviation([SENTENCE], device=CPU)
+    out = figure4.fenchel_deviation([SENTENCE], device=CPU)
     for h, k in ((0, 0), (5, 4), (11, 12)):
         z, lam = d.z[0, h, k].numpy(), d.lam[0, h, k].numpy()
         _, g = dual_np(lam, t, u, z, 1.0)
@@ -258,7 +259,7 @@ def test_lambda_star_is_optimal_in_the_full_space():
 
 def test_fenchel_deviation_over_sentences():
     sentences = list(CORPUS[:3]) + [SHORT]
-    out = minilm.fenchel_deviation(sentences, device=CPU, batch_size=2)
+    out = figure4.fenchel_deviation(sentences, device=CPU, batch_size=2)
     n_tokens = [len(t) for t in minilm.forward(sentences, device=CPU).tokens]
     N = sum(n_tokens)
     assert out.per_head.shape == (6, 12, N) and out.per_layer.shape == (6, N)
@@ -267,7 +268,19 @@ def test_fenchel_deviation_over_sentences():
     assert float(out.grad_norm.max()) < 1e-8
     assert bool(torch.isfinite(out.per_head).all()) and float(out.per_head.min()) >= 0
     # the same sample computed alone (no padding, another batch) agrees
-    alone = minilm.fenchel_deviation([SHORT], device=CPU)
+    alone = figure4.fenchel_deviation([SHORT], device=CPU)
     sel = out.sentence == 3
     np.testing.assert_allclose(out.per_head[:, :, sel].numpy(), alone.per_head.numpy(), atol=1e-6)
     np.testing.assert_array_equal(out.position[sel].numpy(), np.arange(n_tokens[3]))
+
+
+def test_figure4_names_still_importable_from_minilm_with_a_warning():
+    """Scripts written before the move to wviz.models.figure4 keep working (PEP 562 module __getattr__)."""
+    with pytest.warns(DeprecationWarning, match="moved to wviz.models.figure4.fenchel_deviation"):
+        moved = minilm.fenchel_deviation
+    assert moved is figure4.fenchel_deviation
+    with pytest.warns(DeprecationWarning):
+        from wviz.models.minilm import HeadDuals
+    assert HeadDuals is figure4.HeadDuals
+    with pytest.raises(AttributeError):
+        minilm.no_such_name

@@ -14,6 +14,7 @@ from scipy.optimize import linprog
 from scipy.spatial.distance import cdist
 
 from wviz import ot
+from wviz.ot import entropic, scaling
 
 F64 = torch.float64
 
@@ -112,7 +113,7 @@ def test_epsilon_scaling_matches_pot_sinkhorn_log(rel):
     Sinkhorn (on torch tensors, one thread: 10^4 iterations take about two seconds) is the reference."""
     a, b, C = random_problem(100, 90, seed=1)
     gamma = rel * float(C.max())
-    assert 10 * gamma < ot._EPS_START * float(C.max() - C.min())   # at least two stages
+    assert 10 * gamma < entropic._EPS_START * float(C.max() - C.min())   # at least two stages
     res = ot.sinkhorn(a, b, C, gamma, tol=1e-12, max_iter=50000)
     assert bool(res.converged)
     threads = torch.get_num_threads()
@@ -219,8 +220,8 @@ def test_converged_problems_leave_the_batch(monkeypatch):
     the batch early (their plans are written out by a separate _plan_parts call) and every result still equals
     the problem solved alone, at the problem's original index."""
     calls = []
-    real = ot._plan_parts
-    monkeypatch.setattr(ot, "_plan_parts", lambda *args: calls.append(args[0].shape[0]) or real(*args))
+    real = scaling._plan_parts
+    monkeypatch.setattr(scaling, "_plan_parts", lambda *args: calls.append(args[0].shape[0]) or real(*args))
     probs = [random_problem(12, 9, seed=s) for s in range(6)]
     scale = [1, 1, 40, 1, 1, 1]
     a, b = torch.stack([p[0] for p in probs]), torch.stack([p[1] for p in probs])

@@ -246,7 +246,7 @@ def _sorted_threshold(scores: torch.Tensor, smax: torch.Tensor, scale: float, al
     top-k): on the CPU it is guessed from the support sizes of 32 sample rows, solved the same way from k = 64
     (one cheap round for most inputs). On a GPU the time goes to kernel launches and host synchronisations, not
     arithmetic, so there is no sample: rows of up to _GPU_FULL_SORT keys are sorted whole (no redo, hence no
-    synchronisation), longer rows start from k = 64 (a full sort of 4096 keys took twice as long on an H100).
+    synchronisation), longer rows start from k = 64 (a full sort of a long row costs more than a second round).
     """
     m = scores.shape[-1]
     s2 = scores.detach().reshape(-1, m)
@@ -414,7 +414,7 @@ def solve_simplex(scores: torch.Tensor, omega: str, tau: float, prior: torch.Ten
     Each centring function is self-concordant, so the damped step 1 / (1 + lambda) keeps p > 0 and converges.
     The result is within about tol of the argmin per key (about sqrt(tol) for a key exactly at the edge of the
     support, where s_j / tau equals the threshold); masked keys (s_j = -inf, prior 0) get exactly 0. Meant for
-    small m (the page's m = 3, tests): a few hundred rows of m <= 16 take ~10-20 ms on a CPU core.
+    small m (the page's m = 3, tests): an independent check of the closed forms, not a fast path.
     """
     omega = _check_omega(omega)
     tau = positive(tau, "tau")

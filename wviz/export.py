@@ -2,8 +2,7 @@
 (CSV, JSON), a per-page zip bundle, and the presentation style.
 
 Images go through kaleido, which drives the installed Chromium (Debian's ``chromium``). One kaleido server per
-process keeps that browser open: the first image costs about 2 s (starting the browser), the next ones about
-0.15 s each, where a fresh browser per image costs 2-6 s.
+process keeps that browser open, so only the first image pays for starting it.
 """
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ class ExportError(RuntimeError):
 @functools.lru_cache(maxsize=1)
 def browser_path() -> str | None:
     """The Chromium kaleido would use (BROWSER_PATH first, then the usual names), or None if there is none.
-    Looked up once per process (it takes about 1 ms, and pages ask once per figure)."""
+    Looked up once per process (pages ask once per figure)."""
     from choreographer.browsers.chromium import Chromium
 
     path = Chromium.find_browser(skip_local=False)

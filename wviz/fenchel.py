@@ -76,27 +76,27 @@ class Moments:
 
 def _tensor(x, name: str, device=None) -> torch.Tensor:
     try:
-        t = torch.as_tensor(x, device=device)
+        out = torch.as_tensor(x, device=device)
     except (TypeError, ValueError, RuntimeError):
         raise ValueError(f"{name} must be an array of numbers, got {type(x).__name__}") from None
-    if not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64, torch.bool)):
-        raise ValueError(f"{name} must hold real numbers, got {t.dtype}")
-    t = t.to(F64)
-    if not bool(torch.isfinite(t).all()):
+    if not (out.is_floating_point() or out.dtype in (torch.int32, torch.int64, torch.bool)):
+        raise ValueError(f"{name} must hold real numbers, got {out.dtype}")
+    out = out.to(F64)
+    if not bool(torch.isfinite(out).all()):
         raise ValueError(f"{name} contains NaN or inf")
-    return t
+    return out
 
 
 def _positive(x, name: str, device) -> torch.Tensor:
     """alpha or gamma: a positive finite float or a tensor of them (broadcast over the batch)."""
     try:
-        t = torch.as_tensor(x, dtype=F64, device=device)
+        value = torch.as_tensor(x, dtype=F64, device=device)
     except (TypeError, ValueError, RuntimeError):
         raise ValueError(f"{name} must be a positive number, got {x!r}") from None
-    if not bool((torch.isfinite(t) & (t > 0)).all()):
-        bad = t[~(torch.isfinite(t) & (t > 0))].reshape(-1)[0].item()
+    if not bool((torch.isfinite(value) & (value > 0)).all()):
+        bad = value[~(torch.isfinite(value) & (value > 0))].reshape(-1)[0].item()
         raise ValueError(f"{name} must be a positive finite number, got {bad:g}")
-    return t
+    return value
 
 
 def _templates(templates, name: str = "templates", device=None) -> torch.Tensor:
@@ -425,22 +425,22 @@ def _newton(pref, c, alpha, lam, tol, max_iter):
 
 
 def _line_search(grad, lam, s, d_lo, d_hi, short):
-    """The step t in (0, 1) where the directional derivative d(t) = grad(lam + t s) . s changes sign (d(0) > 0 >
-    d(1) on the ``short`` rows; d decreases, by concavity): regula falsi with the Illinois modification (the end
-    kept twice has its value halved), which converges superlinearly where plain bisection needed 60 batched
-    gradient evaluations. Returns the end of the bracket with the smaller |d|."""
+    """The step in (0, 1) where the directional derivative d(step) = grad(lam + step s) . s changes sign (d(0) > 0
+    > d(1) on the ``short`` rows; d decreases, by concavity): regula falsi with the Illinois modification (the end
+    kept twice has its value halved), which converges superlinearly where bisection gains one bit per batched
+    gradient evaluation. Returns the end of the bracket with the smaller |d|."""
     lo, hi = torch.zeros_like(d_lo), torch.ones_like(d_lo)
-    enough = 1e-10 * d_lo.abs()                    # |d(t)| this small: t is the maximiser to ~1e-10 relative
+    enough = 1e-10 * d_lo.abs()                    # |d(step)| this small: step is the maximiser to ~1e-10 relative
     d_lo = torch.where(short, d_lo, 1.0)
     d_hi = torch.where(short, d_hi, -1.0)
     kept = torch.zeros_like(d_lo)                  # +1: lo kept last time, -1: hi kept last time
     for _ in range(60):
-        t = (lo * d_hi - hi * d_lo) / (d_hi - d_lo)
-        t = torch.where((t > lo) & (t < hi), t, (lo + hi) / 2)
-        d = (grad(lam + t[..., None] * s) * s).sum(-1)
+        step = (lo * d_hi - hi * d_lo) / (d_hi - d_lo)
+        step = torch.where((step > lo) & (step < hi), step, (lo + hi) / 2)
+        d = (grad(lam + step[..., None] * s) * s).sum(-1)
         rising = d >= 0
-        lo, d_lo = torch.where(rising, t, lo), torch.where(rising, d, d_lo)
-        hi, d_hi = torch.where(rising, hi, t), torch.where(rising, d_hi, d)
+        lo, d_lo = torch.where(rising, step, lo), torch.where(rising, d, d_lo)
+        hi, d_hi = torch.where(rising, hi, step), torch.where(rising, d_hi, d)
         d_hi = torch.where(rising & (kept == -1), d_hi / 2, d_hi)      # hi kept twice in a row
         d_lo = torch.where(~rising & (kept == 1), d_lo / 2, d_lo)      # lo kept twice in a row
         kept = torch.where(rising, -1.0, 1.0)
@@ -604,10 +604,10 @@ def t5_attention(scores, relative_bias, mask, j) -> torch.Tensor:
     """The weights of (20) as T5 computes them: softmax_i(<t_i, z> + b_{j-i} + 1_masked(i)), with
     1_masked = -inf on masked words. scores (..., n) are <t_i, z>. Equal to (18) with alpha = 1 and u of (19)."""
     bias, mask = _relative_bias(relative_bias, mask, j)
-    s = _tensor(scores, "scores", bias.device)
-    if s.shape[-1] != mask.shape[-1]:
-        raise ValueError(f"scores must have one entry per word ({mask.shape[-1]}), got shape {tuple(s.shape)}")
-    logits = (s + bias).masked_fill(mask, -math.inf)
+    scores_ = _tensor(scores, "scores", bias.device)
+    if scores_.shape[-1] != mask.shape[-1]:
+        raise ValueError(f"scores must have one entry per word ({mask.shape[-1]}), got shape {tuple(scores_.shape)}")
+    logits = (scores_ + bias).masked_fill(mask, -math.inf)
     if bool((logits == -math.inf).all(-1).any()):
         raise ValueError("every word is masked: at least one word must be visible")
     return torch.softmax(logits, dim=-1).to(_out_dtype(scores))
@@ -646,11 +646,13 @@ def _ot_inputs(templates_all, u, gamma, M, device=None):
     return A, u_, gamma_, M_
 
 
-def _kernel(A, u, lam, gamma, M):
-    """Q[t', t] = softmax_t((<t, lam> - M(t, t')) / gamma): the conditional of the plan given the column t'."""
-    s = _scores(A, lam)
+def _plan_conditionals(A, lam, gamma, M):
+    """The summand of (38) per source template t': Q[t', t] = softmax_t((<t, lam> - M(t, t')) / gamma), (..., N, N);
+    row t' is the distribution q_t' over A to which the plan sends the mass u(t'), so p(t) = sum_t' u(t') Q[t', t]
+    (the transport plan of W_gamma divided by its marginal u)."""
+    scores = _scores(A, lam)
     g = gamma[..., None, None]
-    return torch.softmax((s[..., None, :] - M) / g, dim=-1)
+    return torch.softmax((scores[..., None, :] - M) / g, dim=-1)
 
 
 def true_preference(u, M, gamma) -> torch.Tensor:
@@ -675,7 +677,7 @@ def ot_weights(templates_all, u, lam, gamma, M) -> torch.Tensor:
     device = _device(lam, templates_all, u)
     A, u_, gamma_, M_ = _ot_inputs(templates_all, u, gamma, M, device)
     lam_ = _vector(lam, A.shape[-1], "lambda", A.device)
-    return (u_[..., None, :] @ _kernel(A, u_, lam_, gamma_, M_))[..., 0, :].to(_out_dtype(lam))
+    return (u_[..., None, :] @ _plan_conditionals(A, lam_, gamma_, M_))[..., 0, :].to(_out_dtype(lam))
 
 
 def ot_attention(templates_all, u, z, alpha, gamma, M) -> torch.Tensor:
@@ -692,7 +694,8 @@ def ot_attention(templates_all, u, z, alpha, gamma, M) -> torch.Tensor:
 
 class _OTDual:
     """Phi(lam) = gamma sum_t u(t) logsumexp_t'((<t', lam> - M(t, t')) / gamma), the W_gamma* term of (39); its
-    gradient is the mean of p of (38), its Hessian (1/gamma) sum_t u(t) Cov_{q_t}."""
+    gradient is the mean of p of (38), its Hessian (1/gamma) sum_t u(t) Cov_{q_t}. Phi takes the place of log M
+    of (9) in the Newton solver, so it answers to the same method names (log_mgf, grad, solve)."""
 
     def __init__(self, A, u, gamma, M):
         self.A, self.u, self.gamma, self.M = A, u, gamma, M
@@ -704,16 +707,16 @@ class _OTDual:
         return ((self.u[..., None, :] @ Q) @ self.A)[..., 0, :]
 
     def log_mgf(self, lam):
-        s = _scores(self.A, lam)
-        lse = torch.logsumexp((s[..., None, :] - self.M) / self.gamma[..., None, None], dim=-1)
+        scores = _scores(self.A, lam)
+        lse = torch.logsumexp((scores[..., None, :] - self.M) / self.gamma[..., None, None], dim=-1)
         return self.gamma * (self.u * lse).sum(-1)
 
     def grad(self, lam):
-        Q = _kernel(self.A, self.u, lam, self.gamma, self.M)
+        Q = _plan_conditionals(self.A, lam, self.gamma, self.M)
         return ((self.u[..., None, :] @ Q) @ self.A)[..., 0, :]
 
     def solve(self, lam, g, alpha):
-        Q = _kernel(self.A, self.u, lam, self.gamma, self.M)                 # (..., N, N)
+        Q = _plan_conditionals(self.A, lam, self.gamma, self.M)              # (..., N, N)
         m = Q @ self.A                                                       # means of q_t
         D = self.A[..., None, :, :] - m[..., :, None, :]                     # t' - m_t
         w = (self.u[..., :, None] * Q)[..., None]

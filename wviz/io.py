@@ -27,8 +27,9 @@ def _numeric(df: pd.DataFrame, what: str) -> np.ndarray:
         r, c = np.argwhere(bad)[0]
         column = df.columns[c]
         column = f"column {c + 1}" if isinstance(column, (int, np.integer)) else f"column {column}"
-        raise ValueError(f"the {what} has an empty or non-numeric entry in row {r + 1}, {column} "
-                         f"({df.iat[r, c]!r})")
+        value = df.iat[r, c]
+        shown = "empty" if pd.isna(value) else repr(value) if isinstance(value, str) else str(value)
+        raise ValueError(f"the {what} has an empty or non-numeric entry in row {r + 1}, {column} ({shown})")
     return values
 
 
@@ -44,30 +45,45 @@ def read_points_csv(data: bytes) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     Returns x (n, 2), a (n,), y (m, 2), b (m,) as float64 tensors; masses default to uniform and are normalised
     to total 1 (each cloud is a probability measure).
     """
-    df = _read_csv(data, "points", header=0)
+    return _points(_read_csv(data, "points", header=0), "points file")
+
+
+def read_points_table(table: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The same two clouds from an edited table (columns cloud, x, y[, mass], one point per row), with the same
+    checks as :func:`read_points_csv`; an error names the table's row and column."""
+    return _points(table.copy(), "points table")
+
+
+def _points(df: pd.DataFrame, what: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x (n, 2), a (n,), y (m, 2), b (m,) from the rows of ``df`` (modified in place), masses normalised per cloud."""
     df.columns = [str(c).strip().lower() for c in df.columns]
     missing = {"cloud", "x", "y"} - set(df.columns)
     if missing:
-        raise ValueError(f"the points file needs columns cloud, x, y (and optionally mass); missing: "
+        raise ValueError(f"the {what} needs columns cloud, x, y (and optionally mass); missing: "
                          f"{', '.join(sorted(missing))}")
-    cloud = df["cloud"].astype(str).str.strip().str.lower()
+    cloud = df["cloud"].astype(str).str.strip().str.lower().to_numpy()
     unknown = sorted(set(cloud) - {"source", "target"})
     if unknown:
         raise ValueError(f"the cloud column may only say 'source' or 'target', not {unknown[0]!r}")
     if "mass" not in df.columns:
         df["mass"] = 1.0
-    values = _numeric(df[["x", "y", "mass"]], "points file")
+    values = _numeric(df[["x", "y", "mass"]], what)
     out = []
     for name in ("source", "target"):
-        rows = values[(cloud == name).to_numpy()]
+        rows = np.flatnonzero(cloud == name)
         if len(rows) == 0:
-            raise ValueError(f"the points file has no {name} points")
+            raise ValueError(f"the {what} has no {name} points")
         if len(rows) > MAX_POINTS:
             raise ValueError(f"the {name} cloud has {len(rows)} points; the limit is {MAX_POINTS}")
-        mass = rows[:, 2]
-        if (mass < 0).any() or mass.sum() <= 0:
-            raise ValueError(f"the {name} masses must be non-negative with a positive total")
-        out += [torch.tensor(rows[:, :2]), torch.tensor(mass / mass.sum())]
+        mass = values[rows, 2]
+        if (mass < 0).any():
+            r = rows[np.argmax(mass < 0)]
+            raise ValueError(f"the {name} masses must be non-negative, but row {r + 1} of the {what} has mass "
+                             f"{values[r, 2]:g}")
+        if mass.sum() <= 0:
+            raise ValueError(f"the {name} masses must have a positive total; give at least one {name} point a "
+                             "positive mass")
+        out += [torch.tensor(values[rows, :2]), torch.tensor(mass / mass.sum())]
     x, a, y, b = out
     return x, a, y, b
 
@@ -84,17 +100,25 @@ def read_matrix_csv(data: bytes, what: str = "cost matrix") -> torch.Tensor:
 
 
 def parse_matrix(text: str, what: str = "cost matrix") -> torch.Tensor:
-    """A matrix typed as lines of numbers (one row per line, commas or spaces between entries)."""
+    """A matrix typed as lines of numbers (one row per line, commas or spaces between entries); an error names
+    the row and column of the first entry that is not a finite number."""
     rows = [line.replace(",", " ").split() for line in text.strip().splitlines() if line.strip()]
     if not rows:
         raise ValueError(f"type the {what}: one row per line")
-    widths = {len(r) for r in rows}
-    if len(widths) > 1:
-        raise ValueError(f"every row of the {what} needs the same number of entries (found {sorted(widths)})")
-    try:
-        values = np.array([[float(v) for v in r] for r in rows])
-    except ValueError as err:
-        raise ValueError(f"the {what} has an entry that is not a number ({err})") from None
+    for r, row in enumerate(rows[1:], 2):
+        if len(row) != len(rows[0]):
+            raise ValueError(f"every row of the {what} needs the same number of entries: row 1 has "
+                             f"{len(rows[0])}, row {r} has {len(row)}")
+    if len(rows) > MAX_POINTS or len(rows[0]) > MAX_POINTS:
+        raise ValueError(f"the {what} is {len(rows)} x {len(rows[0])}; the limit is {MAX_POINTS} per side")
+    values = np.empty((len(rows), len(rows[0])))
+    for (r, c), t in np.ndenumerate(np.array(rows, dtype=object)):
+        try:
+            values[r, c] = float(t)
+        except ValueError:
+            raise ValueError(f"the {what} entry in row {r + 1}, column {c + 1} ({t!r}) is not a number") from None
+        if not np.isfinite(values[r, c]):
+            raise ValueError(f"the {what} entry in row {r + 1}, column {c + 1} ({t!r}) is not finite")
     return torch.tensor(values)
 
 
@@ -110,3 +134,16 @@ def parse_numbers(text: str, what: str = "value") -> list[float]:
         except ValueError:
             raise ValueError(f"{what} {i} ({t!r}) is not a number") from None
     return out
+
+
+def parse_masses(text: str, size: int, name: str, per: str = "point") -> torch.Tensor:
+    """``size`` non-negative masses typed as numbers ('1, 1, 2'), as a float64 tensor (size,); an error names
+    the piece that is not a non-negative number, or says how many masses were expected (one ``per`` row,
+    column, point...)."""
+    values = parse_numbers(text, f"mass of {name}")
+    for i, v in enumerate(values, 1):
+        if not np.isfinite(v) or v < 0:
+            raise ValueError(f"mass of {name} {i} ({v:g}) must be a non-negative finite number")
+    if len(values) != size:
+        raise ValueError(f"{name} needs {size} masses (one per {per}), got {len(values)}")
+    return torch.tensor(values, dtype=torch.float64)

@@ -2,7 +2,7 @@
 shared/seeds/003_*.txt, "the paper" below). Tokens are particles, a set of tokens is the empirical measure
 m(X) = (1/N) sum_t delta_{x_t}, and self-attention is the nonlinear Markov transport mu -> mu A_mu.
 
-The pieces, in the paper's notation (E a subset of R^d, G an interaction potential, tau a temperature):
+The pieces, in the paper's notation (E a subset of R^d, G an interaction potential, tau its temperature):
 
     Def. 3   Boltzmann-Gibbs transformation   Psi_g(nu)(dx) = g(x) nu(dx) / nu(g)
     Def. 4   softmatch kernel                  x -> Psi_{G(x, .)}(mu)
@@ -12,11 +12,15 @@ The pieces, in the paper's notation (E a subset of R^d, G an interaction potenti
     Prop. 9  delta_q A_{m(K)} = delta_{Attention(q, K, V)}: the usual softmax(a(q, K)) V
 
 Interaction potentials G(x, y) = exp(a(x, y)) (row vectors, q = x W_Q, k = y W_K; identities when not given):
+the keyword ``projections`` is the triple (W_Q, W_K, W_V), while ``weights`` are always the masses of a measure.
 
     "dot"       G(x, y) = exp(<x W_Q, y W_K> / tau)          (scaled dot product: tau = sqrt(d) in a Transformer)
     "gaussian"  G(x, y) = exp(-||x W_Q - y W_K||^2 / tau)    (the potential of Sec. 6.3, there with tau = 1)
 
-W1 is the 1-Wasserstein distance with the paper's l1 ground metric ||x - y||_1 (Sec. 4), by exact OT (POT). The
+W1 is the 1-Wasserstein distance with the paper's l1 ground metric ||x - y||_1 (Sec. 4), by exact OT (POT).
+
+kappa(A) below is the contraction coefficient of Def. 22, sup W1(mu A_mu, nu A_nu) / W1(mu, nu), which the paper
+writes tau(A) (likewise kappa(Pi), kappa(Psi_G), kappa(L), kappa(T)); here tau is only the temperature of G. The
 contraction estimates: Thm. 23 (compact E), Cor. 30 / Thm. 29 (Gaussian potential on R^d), the fixed point of the
 weight-shared recurrence (Prop. 26, Sec. 6.2) and the maximum-entropy property of Psi_G (Thm. 14).
 
@@ -27,7 +31,7 @@ What checking the constants against the text found (tests/test_measure.py shows 
 - Cor. 30 (with Prop. 28 and Thm. 29) is false for large N: Prop. 28's proof rescales m(X) to sum_i delta_{x_i}
   (mass N) and then applies the Kantorovich-Rubinstein bound |mu(h) - nu(h)| <= Lip(h) W1(mu, nu), which holds
   for probability measures only. A token between two clusters of (N - 1) / 2 tokens has a ratio ~ 2 ln N, above
-  the bound's O(sqrt(ln N)) from N ~ 3 10^4 on in d = 1 (see :func:`cor30_bound`).
+  the bound's O(sqrt(ln N)) from N ~ 3 10^4 on in d = 1 (see :func:`cor30_bound` and :func:`cor30_failure`).
 - Misprints: KL(mu || nu) is int log(dmu/dnu) dmu (Sec. 4 writes dnu, under which Thm. 14 would have no
   maximiser); the bracket in Thm. 29's proof reads sqrt(ln N + 1/(2e)) as in Prop. 28 and Cor. 30.
 """
@@ -39,13 +43,13 @@ from dataclasses import dataclass
 import torch
 
 from wviz import ot
-from wviz._checks import positive
+from wviz._checks import positive, renamed
 
 __all__ = ["Measure", "POTENTIALS", "GROUNDS", "PERTURBATIONS", "empirical", "boltzmann_gibbs", "log_potential",
            "softmatch", "moment_projection", "attention_kernel", "attention_step", "self_attention_flow", "w1",
            "PairContraction", "Contraction", "contraction", "contraction_ratio", "local_contraction",
-           "Thm23Constants", "thm23_constants", "thm23_bound", "cor30_bound", "FixedPoint", "fixed_point",
-           "relative_entropy", "MaxEntropyCheck", "max_entropy_check"]
+           "Thm23Constants", "thm23_constants", "thm23_bound", "cor30_bound", "Cor30Failure", "cor30_failure",
+           "FixedPoint", "fixed_point", "relative_entropy", "MaxEntropyCheck", "max_entropy_check"]
 
 POTENTIALS = ("dot", "gaussian")
 GROUNDS = ("l1", "l2")
@@ -130,15 +134,15 @@ def boltzmann_gibbs(nu: Measure, g) -> Measure:
     return Measure(nu.points.expand(*gw.shape, nu.d), gw / gw.sum(-1, keepdim=True))
 
 
-def _weights(weights, d: int, dtype, device):
+def _projections(projections, d: int, dtype, device):
     """(W_Q, W_K, W_V) as tensors; None means identities."""
-    if weights is None:
+    if projections is None:
         eye = torch.eye(d, dtype=dtype, device=device)
         return eye, eye, eye
     try:
-        W_Q, W_K, W_V = weights
+        W_Q, W_K, W_V = projections
     except (TypeError, ValueError):
-        raise ValueError("weights must be a triple (W_Q, W_K, W_V) of matrices, or None for identities") from None
+        raise ValueError("projections must be a triple (W_Q, W_K, W_V) of matrices, or None for identities") from None
     out = []
     for name, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V)):
         W = torch.as_tensor(W, dtype=dtype, device=device)
@@ -203,17 +207,18 @@ def _self_attention(x, log_w, potential, tau, W_Q, W_K, W_V):
     return moment_projection(P, x @ W_V)
 
 
-def attention_step(mu, potential: str = "dot", tau: float = 1.0, weights=None) -> Measure:
+@renamed(weights="projections")
+def attention_step(mu, potential: str = "dot", tau: float = 1.0, projections=None) -> Measure:
     """Self-attention as nonlinear Markov transport mu -> mu A_mu (Sec. 3.1): every atom x_i moves to
     Attention(x_i W_Q, K, V) with K = X W_K, V = X W_V (lookup l(x) = x W_V) and keeps its mass."""
     mu = _measure(mu)
     potential, tau = _potential(potential), positive(tau, "tau")
-    W = _weights(weights, mu.d, mu.points.dtype, mu.points.device)
+    W = _projections(projections, mu.d, mu.points.dtype, mu.points.device)
     return Measure(_self_attention(mu.points, mu.weights.log(), potential, tau, *W), mu.weights)
 
 
-def _layer(x, potential, tau, weights, residual, norm, layer):
-    y = attention_step(empirical(x), potential, tau, weights).points
+def _layer(x, potential, tau, projections, residual, norm, layer):
+    y = attention_step(empirical(x), potential, tau, projections).points
     if residual:
         y = x + y
     if norm:
@@ -228,12 +233,13 @@ def _layer(x, potential, tau, weights, residual, norm, layer):
     return y
 
 
-def self_attention_flow(x0, layers: int, potential: str = "dot", tau: float = 1.0, weights=None,
+@renamed(weights="projections")
+def self_attention_flow(x0, layers: int, potential: str = "dot", tau: float = 1.0, projections=None,
                         shared: bool = True, residual: bool = False, norm: bool = False) -> torch.Tensor:
     """The particle system delta_{x_i^{h+1}} = delta_{x_i^h} A^h_{m(X^h)} over ``layers`` layers (Sec. 3.1,
     "Attention as a System of Interacting Particles"); returns the trajectory (L + 1, ..., N, d), x0 first.
 
-    weights: None (W_Q = W_K = W_V = I); with shared=True one triple (W_Q, W_K, W_V) used by every layer (the
+    projections: None (W_Q = W_K = W_V = I); with shared=True one triple (W_Q, W_K, W_V) used by every layer (the
     Universal Transformer of Sec. 6.2); with shared=False a sequence of L triples, one per layer. W_V must be
     d x d so that layers compose. residual: x^{h+1} = x^h + Attention(x^h) (Remark 10); norm: then each token is
     projected onto the unit sphere, x / ||x||_2 (a LayerNorm without centring or gain).
@@ -241,14 +247,14 @@ def self_attention_flow(x0, layers: int, potential: str = "dot", tau: float = 1.
     x = _points(x0, "the initial particles")
     if not (isinstance(layers, int) and layers >= 0):
         raise ValueError(f"layers must be a non-negative integer, got {layers!r}")
-    if weights is None:
+    if projections is None:
         per_layer = [None] * layers
     elif shared:
-        if len(weights) != 3 or any(torch.as_tensor(W).ndim != 2 for W in weights):
+        if len(projections) != 3 or any(torch.as_tensor(W).ndim != 2 for W in projections):
             raise ValueError("shared=True takes one triple (W_Q, W_K, W_V) of matrices for every layer")
-        per_layer = [weights] * layers
+        per_layer = [projections] * layers
     else:
-        per_layer = list(weights)
+        per_layer = list(projections)
         if len(per_layer) != layers:
             raise ValueError(f"shared=False needs one (W_Q, W_K, W_V) per layer: {layers} layers but "
                              f"{len(per_layer)} triples")
@@ -295,7 +301,7 @@ class PairContraction:
 
     @property
     def ratio(self) -> torch.Tensor:
-        """w1_out / w1_in, the quantity whose supremum is tau(A) (Def. 22)."""
+        """w1_out / w1_in, the quantity whose supremum is kappa(A) (Def. 22)."""
         return self.w1_out / self.w1_in
 
 
@@ -311,12 +317,13 @@ class Contraction:
     hi: torch.Tensor
 
 
-def contraction(mu, nu, potential: str = "dot", tau: float = 1.0, weights=None,
+@renamed(weights="projections")
+def contraction(mu, nu, potential: str = "dot", tau: float = 1.0, projections=None,
                 ground: str = "l1") -> PairContraction:
     """W1(mu, nu) and W1(mu A_mu, nu A_nu) for one attention layer (Def. 22 without the supremum)."""
     mu, nu = _measure(mu), _measure(nu)
-    out_mu = attention_step(mu, potential, tau, weights)
-    out_nu = attention_step(nu, potential, tau, weights)
+    out_mu = attention_step(mu, potential, tau, projections)
+    out_nu = attention_step(nu, potential, tau, projections)
     return PairContraction(w1(mu, nu, ground), w1(out_mu, out_nu, ground))
 
 
@@ -341,8 +348,9 @@ def _perturbed_pairs(x, perturbation, n_samples, sigma, k, g):
     return pairs
 
 
+@renamed(weights="projections")
 def contraction_ratio(x, perturbation: str = "noise", n_samples: int = 16, potential: str = "dot",
-                      tau: float = 1.0, weights=None, ground: str = "l1", sigma: float = 0.1,
+                      tau: float = 1.0, projections=None, ground: str = "l1", sigma: float = 0.1,
                       k: int | None = None, seed: int = 0) -> Contraction:
     """The empirical ratio W1(mu A_mu, nu A_nu) / W1(mu, nu) of Def. 22 over sampled pairs around mu = m(X):
 
@@ -375,7 +383,7 @@ def contraction_ratio(x, perturbation: str = "noise", n_samples: int = 16, poten
     rows = []
     pts = [x]
     for X, Y in _perturbed_pairs(x, perturbation, n_samples, sigma, k, g):
-        pair = contraction(X, Y, potential, tau, weights, ground)
+        pair = contraction(X, Y, potential, tau, projections, ground)
         if float(pair.w1_in) > 0:
             rows.append((pair.w1_in, pair.w1_out))
             pts.append(Y)
@@ -386,18 +394,19 @@ def contraction_ratio(x, perturbation: str = "noise", n_samples: int = 16, poten
     return Contraction(w_in, w_out, w_out / w_in, allpts.amin(0), allpts.amax(0))
 
 
-def local_contraction(x, potential: str = "dot", tau: float = 1.0, weights=None) -> float:
+@renamed(weights="projections")
+def local_contraction(x, potential: str = "dot", tau: float = 1.0, projections=None) -> float:
     """The ratio W1(mu A_mu, nu A_nu) / W1(mu, nu) (l1 ground) for the worst infinitesimal move of the atoms of
     mu = m(X): ||J||_{1 -> 1}, the largest l1 norm of a column of the Jacobian J of X -> (Attention(x_i))_i
     (N d x N d). For small moves both optimal couplings keep the token order, so W1 is (1/N) times the l1 norm
-    of the moves; the supremum of this number over X is the contraction coefficient tau(A) of Def. 22 restricted
+    of the moves; the supremum of this number over X is the contraction coefficient kappa(A) of Def. 22 restricted
     to N-point empirical measures, which Thm. 23 and Cor. 30 bound from above."""
     x = _points(x, "the particles")
     if x.ndim != 2:
         raise ValueError(f"local_contraction takes one point cloud (N, d), got shape {tuple(x.shape)}")
     N, d = x.shape
     potential, tau = _potential(potential), positive(tau, "tau")
-    W = _weights(weights, d, x.dtype, x.device)
+    W = _projections(projections, d, x.dtype, x.device)
     log_w = torch.full((N,), -math.log(N), dtype=x.dtype, device=x.device)
 
     def f(flat):
@@ -411,10 +420,11 @@ def local_contraction(x, potential: str = "dot", tau: float = 1.0, weights=None)
 
 def thm23_bound(diam: float, lip_first: float, lip_second: float, eps: float, d: int, k_l: float = 1.0,
                 sup: float | None = None, *, printed: bool = False) -> float:
-    """Thm. 23: tau(A) <= tau(Pi) tau(Psi_G) tau(L) with tau(Pi) = d (Prop. 20), tau(L) = K_l (Prop. 21) and
+    """Thm. 23: kappa(A) <= kappa(Pi) kappa(Psi_G) kappa(L) with kappa(Pi) = d (Prop. 20), kappa(L) = K_l (Prop. 21)
+    and
 
-        tau(Psi_G) = (2 (||G||_{Lip,inf} + ||G||_{inf,Lip}) diam(E) + ||G||_inf) / eps(G)     (corrected, default)
-        tau(Psi_G) =  2 (||G||_{Lip,inf} + ||G||_{inf,Lip}) diam(E) / eps(G)                   (printed=True)
+        kappa(Psi_G) = (2 (||G||_{Lip,inf} + ||G||_{inf,Lip}) diam(E) + ||G||_inf) / eps(G)   (corrected, default)
+        kappa(Psi_G) =  2 (||G||_{Lip,inf} + ||G||_{inf,Lip}) diam(E) / eps(G)                 (printed=True)
 
     The printed constant comes from the second inequality of Prop. 19, whose proof bounds
     |int G f d(mu - nu)| by ||f||_inf |int G d(mu - nu)|; a signed measure does not allow that. Bounding it by
@@ -450,7 +460,7 @@ def thm23_bound(diam: float, lip_first: float, lip_second: float, eps: float, d:
 @dataclass(frozen=True)
 class Thm23Constants:
     """The inputs of Thm. 23 for a potential on the box E = [lo, hi] (see :func:`thm23_bound`): bound is the
-    corrected bound on tau(A), printed the constant as the paper prints it."""
+    corrected bound on kappa(A), printed the constant as the paper prints it."""
 
     d: int
     diam: float
@@ -475,7 +485,8 @@ def _linear_range(lo, hi, W):
     return torch.minimum(a, b).sum(0), torch.maximum(a, b).sum(0)
 
 
-def thm23_constants(lo, hi, potential: str = "dot", tau: float = 1.0, weights=None) -> Thm23Constants:
+@renamed(weights="projections")
+def thm23_constants(lo, hi, potential: str = "dot", tau: float = 1.0, projections=None) -> Thm23Constants:
     """Upper bounds of ||G||_{Lip,inf}, ||G||_{inf,Lip}, ||G||_inf, 1 / eps(G) and K_l on the box E = [lo, hi] in
     the l1 metric (Lipschitz constants in l1 are sups of the l-infinity norm of the gradient), and Thm. 23.
 
@@ -493,7 +504,7 @@ def thm23_constants(lo, hi, potential: str = "dot", tau: float = 1.0, weights=No
         raise ValueError("the box E must be bounded (Thm. 23 needs a compact E)")
     potential, tau = _potential(potential), positive(tau, "tau")
     d = lo.shape[0]
-    W_Q, W_K, W_V = _weights(weights, d, torch.float64, "cpu")
+    W_Q, W_K, W_V = _projections(projections, d, torch.float64, "cpu")
     if W_V.shape[1] != d:
         raise ValueError("Thm. 23 needs a lookup l: E -> E (W_V square)")
     q_lo, q_hi = _linear_range(lo, hi, W_Q)
@@ -536,14 +547,14 @@ def cor30_bound(n: int, d: int, lip: float = GAUSSIAN_LIP, sup: float = GAUSSIAN
                 m: int | None = None) -> float:
     """Cor. 30 (Thm. 29 when m is given): for G(x, y) = exp(-||x - y||_2^2) on E = R^d, mu = m(X), nu = m(Y),
 
-        W1(mu A_mu, nu A_nu) <= 2 tau(Pi) tau(L) [sqrt(d) sqrt(ln N + 1/(2e)) ||G||_Lip + ||G||_inf + sqrt(d) + 2]
+        W1(mu A_mu, nu A_nu) <= 2 kappa(Pi) kappa(L) [sqrt(d) sqrt(ln N + 1/(2e)) ||G||_Lip + ||G||_inf + sqrt(d) + 2]
                                 * W1(mu, nu),    N = min(n, m)
 
     n, m      the numbers of tokens of mu and nu (N = n when m is None)
-    d         the dimension; tau(Pi) = d (Prop. 20)
+    d         the dimension; kappa(Pi) = d (Prop. 20)
     lip       ||G||_Lip, the l1 Lipschitz constant of G on R^d x R^d: sqrt(2/e) for this G
     sup       ||G||_inf = 1 for this G
-    k_l       tau(L) = K_l, the l1 Lipschitz constant of the lookup (||W_V||)
+    k_l       kappa(L) = K_l, the l1 Lipschitz constant of the lookup (||W_V||)
 
     The sqrt(d) + 2 is the paper's loose bound on sup 2 (2 + ||t||_1) ||t||_inf e^{-||t||^2} (Prop. 28's proof).
     The bound fails for large N (module docstring): with x_0 = 0 between two clusters of m tokens at -R and R,
@@ -563,11 +574,48 @@ def cor30_bound(n: int, d: int, lip: float = GAUSSIAN_LIP, sup: float = GAUSSIAN
     return 2 * d * k_l * bracket
 
 
+@dataclass(frozen=True, eq=False)
+class Cor30Failure:
+    """The counterexample to Cor. 30 for N = 10^k tokens (each (K,)): n the numbers of tokens N, ratio the
+    W1 ratio of moving the middle token, bound the Cor. 30 bound for that N."""
+
+    n: torch.Tensor
+    ratio: torch.Tensor
+    bound: torch.Tensor
+
+
+def cor30_failure(log10_n=range(1, 13), q: float = 0.85, d: int = 1, delta: float = 1e-6) -> Cor30Failure:
+    """The paper's Cor. 30 against a counterexample (module docstring): a token at 0 between two clusters of
+    m = (N - 1) / 2 tokens at -R and R along the first axis of R^d, R^2 = ln(2m) - ln(q / (1 - q)), so that the
+    clusters hold the share q of the token's Boltzmann-Gibbs measure (Gaussian potential, tau = 1, identity
+    projections). Moving that token alone by ``delta`` gives the ratio W1(mu A_mu, nu A_nu) / W1(mu, nu)
+    ~ (1 - q) + 2 q R^2 ~ 2 q ln N, while the bound grows like sqrt(ln N), for N = 10^k, k in ``log10_n``.
+    The clusters are weighted atoms: exactly the uniform measure of the repeated tokens."""
+    if not (0 < q < 1 and isinstance(d, int) and d >= 1 and delta > 0):
+        raise ValueError("cor30_failure needs 0 < q < 1, a positive integer d and a positive move delta")
+    n, ratios, bounds = [], [], []
+    for k in log10_n:
+        N = int(round(10 ** k))
+        m = (N - 1) / 2
+        if 2 * m <= q / (1 - q):   # R^2 > 0
+            raise ValueError(f"N = {N} tokens are too few for the share q = {q} of the clusters")
+        R = math.sqrt(math.log(2 * m) - math.log(q / (1 - q)))
+        pts = torch.zeros(3, d, dtype=torch.float64)
+        pts[1, 0], pts[2, 0] = -R, R
+        w = torch.tensor([1.0, m, m], dtype=torch.float64)
+        moved = pts.clone()
+        moved[0, 0] += delta
+        n.append(N)
+        ratios.append(contraction(empirical(pts, w), empirical(moved, w), "gaussian", 1.0).ratio.item())
+        bounds.append(cor30_bound(N, d))
+    return Cor30Failure(*(torch.tensor(v, dtype=torch.float64) for v in (n, ratios, bounds)))
+
+
 # ----------------------------------------------------------------------------------------------- fixed point
 
 @dataclass(frozen=True, eq=False)
 class FixedPoint:
-    """The recurrence X^{l+1} = T(X^l) with one set of weights (Sec. 6.2). points (N, d) the last iterate;
+    """The recurrence X^{l+1} = T(X^l) with one triple of projections (Sec. 6.2). points (N, d) the last iterate;
     steps (n_iter,) W1(m(X^{l+1}), m(X^l)); to_last (n_iter + 1,) W1(m(X^l), m(X^last)); converged: a step fell
     below tol times the l1 diameter of X^0."""
 
@@ -578,11 +626,12 @@ class FixedPoint:
     converged: bool
 
 
-def fixed_point(x0, potential: str = "dot", tau: float = 1.0, weights=None, residual: bool = False,
+@renamed(weights="projections")
+def fixed_point(x0, potential: str = "dot", tau: float = 1.0, projections=None, residual: bool = False,
                 norm: bool = False, max_iter: int = 100, tol: float = 1e-9, ground: str = "l1") -> FixedPoint:
     """Iterate the weight-shared layer T (the Universal Transformer of Sec. 6.2) until W1 between successive
-    measures falls below tol * diam(X^0). Prop. 26: if tau(T) < 1 (Banach) the iterates converge to a unique
-    fixed point, geometrically: W1(mu^l, mu*) <= tau(T)^l / (1 - tau(T)) W1(mu^1, mu^0)."""
+    measures falls below tol * diam(X^0). Prop. 26: if kappa(T) < 1 (Banach) the iterates converge to a
+    unique fixed point, geometrically: W1(mu^l, mu*) <= kappa(T)^l / (1 - kappa(T)) W1(mu^1, mu^0)."""
     x = _points(x0, "the initial particles")
     if x.ndim != 2:
         raise ValueError(f"fixed_point takes one point cloud (N, d), got shape {tuple(x.shape)}")
@@ -591,7 +640,7 @@ def fixed_point(x0, potential: str = "dot", tau: float = 1.0, weights=None, resi
     scale = max(float(torch.cdist(x, x, p=1.0).max()), 1e-300)
     iterates, steps, converged = [x], [], False
     for it in range(1, max_iter + 1):
-        iterates.append(_layer(iterates[-1], potential, tau, weights, residual, norm, it))
+        iterates.append(_layer(iterates[-1], potential, tau, projections, residual, norm, it))
         steps.append(w1(iterates[-2], iterates[-1], ground))
         if float(steps[-1]) <= tol * scale:
             converged = True

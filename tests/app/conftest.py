@@ -77,9 +77,11 @@ def bundle_figures(at: AppTest) -> dict:
 
 def check_views(at: AppTest, key: str, figure_keys: dict) -> None:
     """Each choice of the view selector ``key`` draws its figures (view -> figure keys) and only those, and the
-    lecture bundle holds every view's figures whichever is drawn. (The browser writes the choice to the URL: that
-    is tested in tests/e2e.)"""
+    lecture bundle holds every view's figures whichever is drawn, each built by its own view: at the views'
+    default settings a deferred figure has the title of the drawn one. (The browser writes the choice to the URL:
+    that is tested in tests/e2e.)"""
     everything = {k for keys in figure_keys.values() for k in keys}
+    titles, bundles = {}, []
     for view, keys in figure_keys.items():
         at.segmented_control(key=key).set_value(view).run()
         no_exception(at)
@@ -88,3 +90,12 @@ def check_views(at: AppTest, key: str, figure_keys: dict) -> None:
             assert any(d.endswith(f"-{k}") for d in drawn) == (k in keys), (view, k, drawn)
         bundle = bundle_figures(at)
         assert everything <= set(bundle), (view, set(bundle))
+        titles.update({k: _title(bundle[k]) for k in keys})
+        bundles.append((view, keys, bundle))
+    for view, keys, bundle in bundles:
+        for k in everything - set(keys):
+            assert _title(bundle[k]) == titles[k], (view, k, _title(bundle[k]), titles[k])
+
+
+def _title(fig: dict) -> str:
+    return fig["layout"].get("title", {}).get("text", "")

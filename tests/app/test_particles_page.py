@@ -95,7 +95,7 @@ def test_small_values_make_a_provable_contraction_with_banach_envelope(open_page
     no_exception(at)
     fig = figure_titled(at, "Fixed point")
     traces = {t["name"]: np.asarray(t["y"], float) for t in fig["data"]}
-    envelope = traces["Banach: tau^l / (1 - tau) W1(mu^1, mu^0)"]
+    envelope = traces["Banach: kappa^l / (1 - kappa) W1(mu^1, mu^0)"]
     to_last = traces["W1(mu^l, last iterate)"]
     assert len(envelope) == len(to_last) and (to_last <= envelope + 1e-12).all()
     _, xs = frames(at)

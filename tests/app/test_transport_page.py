@@ -3,7 +3,7 @@ import numpy as np
 import ot as pot
 import pytest
 
-from tests.app.conftest import check_views, figure_titled, figures, no_exception
+from tests.app.conftest import bundle_figures, check_views, figure_titled, figures, no_exception
 from wviz import samples
 from wviz.views import transport_plans as tv
 
@@ -138,3 +138,12 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
                              "Cost against gamma": ["plan", "sweep"]})
     at.sidebar.radio(key="solver").set_value("exact").run()  # no Sinkhorn iterations to watch
     assert at.segmented_control(key="view").options == ["Mass moved", "Cost against gamma"]
+
+
+def test_the_bundle_holds_each_views_own_figures(open_page):
+    """The views not drawn go into the lecture bundle, each figure built by its own view."""
+    at = open_page(PAGE, view="Cost against gamma")
+    titles = {k: f["layout"]["title"]["text"] for k, f in bundle_figures(at).items()}
+    assert titles["lines"].startswith("Mass moved from x_i to y_j")
+    assert titles["scrub_plan"].startswith("plan after iteration") and titles["errors"].startswith("Plain Sinkhorn")
+    assert titles["sweep"].startswith("Entropic cost converges")

@@ -6,6 +6,7 @@ import torch
 from scipy.special import logsumexp
 
 from wviz import samples
+from wviz.io import parse_numbers as io_numbers
 from wviz.views import transport_plans as tv
 
 
@@ -99,7 +100,148 @@ def test_scrub_schedule_for_fast_solves():
     assert every == 6 and budget == 2760
 
 
-def test_entropy_and_sparsity_closed_forms():
+def test_plan_numbers_closed_forms():
+    """H(P) = -sum P log P (0 log 0 = 0), ||P||^2 and the zero fraction of a small plan, by hand."""
     P = torch.tensor([[0.5, 0.0], [0.25, 0.25]], dtype=torch.float64)
-    assert abs(tv.entropy(P) - (0.5 * np.log(2) + 0.5 * np.log(4))) < 1e-12
-    assert tv.sparsity(P) == 0.25
+    problem = tv.Problem(np.array([0.5, 0.5]), np.array([0.75, 0.25]), np.zeros((2, 2)))
+    t = tv.Transport(problem, "exact", 0.0, P, 0.0, 0.0, 0, 0.0, True)
+    assert abs(t.entropy - (0.5 * np.log(2) + 0.5 * np.log(4))) < 1e-12
+    assert t.sq_norm == pytest.approx(0.25 + 2 * 0.0625, abs=1e-15)
+    assert tv.sparsity(P) == t.sparsity == 0.25
+    assert problem.scale == 1.0   # all costs 0: gamma is then in the units of C itself
+
+
+# ---- the problem as the page reads it -----------------------------------------------------------------------------
+
+def test_points_table_holds_the_preset_and_becomes_the_problem():
+    x, y = samples.point_clouds("moons", 25, 20, seed=2)
+    table = tv.points_table("moons", 25, 20, 2)
+    assert list(table.columns) == ["cloud", "x", "y", "mass"] and len(table) == 45
+    assert (table["cloud"] == ["source"] * 25 + ["target"] * 20).all() and (table["mass"] == 1.0).all()
+    np.testing.assert_array_equal(table[["x", "y"]].to_numpy(), np.vstack([x.numpy(), y.numpy()]))
+    p = tv.clouds_from_table(table, "sqeuclidean")
+    assert p.clouds
+    np.testing.assert_array_equal(p.x, x.numpy())
+    np.testing.assert_array_equal(p.y, y.numpy())
+    np.testing.assert_allclose(p.a, np.full(25, 1 / 25), rtol=1e-15)
+    np.testing.assert_allclose(p.b, np.full(20, 1 / 20), rtol=1e-15)
+    np.testing.assert_allclose(p.C, pot.dist(x.numpy(), y.numpy()), atol=1e-12)   # squared Euclidean
+    euclid = tv.clouds_from_table(table, "euclidean")
+    np.testing.assert_allclose(euclid.C, pot.dist(x.numpy(), y.numpy(), metric="euclidean"), atol=1e-12)
+    assert p.scale == pytest.approx(float(pot.dist(x.numpy(), y.numpy()).max()), rel=1e-12)
+
+
+def test_edited_masses_are_normalised_per_cloud_and_match_the_csv_reading():
+    table = tv.points_table("gaussians", 3, 2, 0)
+    table.loc[[0, 1, 2, 3, 4], "mass"] = [1.0, 0.0, 3.0, 2.0, 6.0]
+    p = tv.clouds_from_table(table, "l1")
+    np.testing.assert_allclose(p.a, [0.25, 0.0, 0.75], rtol=1e-15)
+    np.testing.assert_allclose(p.b, [0.25, 0.75], rtol=1e-15)
+    xy = table[["x", "y"]].to_numpy()
+    np.testing.assert_allclose(p.C, np.abs(xy[:3, None, :] - xy[None, 3:, :]).sum(-1), atol=1e-12)
+    q = tv.clouds_from_csv(table.to_csv(index=False).encode(), "l1")
+    for name in ("a", "b", "C", "x", "y"):
+        np.testing.assert_array_equal(getattr(p, name), getattr(q, name))
+
+
+def test_cost_problem_uniform_and_typed_masses():
+    C = tv.cost_from_text("0 2 4\n2 0 2\n4 2 0\n1 1 3")
+    p = tv.cost_problem(C)
+    assert not p.clouds and p.C.shape == (4, 3) and p.scale == 4.0
+    np.testing.assert_array_equal(p.a, np.full(4, 0.25))
+    np.testing.assert_array_equal(p.b, np.full(3, 1 / 3))
+    a_text, b_text = tv.default_masses(4, 3)
+    q = tv.cost_problem(C, a_text, b_text)
+    np.testing.assert_array_equal(q.a, np.full(4, 3.0))   # 4 / 3 has no short decimal: whole masses 3 and 4
+    np.testing.assert_array_equal(q.b, np.full(3, 4.0))
+    assert tv.default_masses(2, 2) == ("1, 1", "1, 1") and tv.default_masses(2, 4) == ("1, 1", "0.5, 0.5, 0.5, 0.5")
+    for n, m in [(4, 3), (7, 5), (6, 4), (5, 7), (512, 3)]:
+        a, b = (np.array(io_numbers(t)) for t in tv.default_masses(n, m))
+        assert len(a) == n and len(b) == m and abs(a.sum() - b.sum()) <= 1e-12 * a.sum()
+    with pytest.raises(ValueError, match=r"b needs 3 masses \(one per column\), got 2"):
+        tv.cost_problem(C, a_text, "1, 1")
+    with pytest.raises(ValueError, match=r"mass of a 2 \('x'\) is not a number"):
+        tv.cost_problem(C, "1 x 1 1", b_text)
+    np.testing.assert_array_equal(tv.cost_from_csv(b"0,1\n1,0\n").numpy(), [[0.0, 1.0], [1.0, 0.0]])
+
+
+# ---- the plan at the slider's gamma, against POT ----------------------------------------------------------------
+
+@pytest.fixture
+def clouds():
+    return tv.clouds_from_table(tv.points_table("moons", 25, 20, 2), "sqeuclidean")
+
+
+@pytest.mark.parametrize("gamma_rel", [0.1, 0.01])
+def test_sinkhorn_transport_is_pots_entropic_plan_with_its_objective(clouds, gamma_rel):
+    p = clouds
+    t = tv.transport(p, "sinkhorn", gamma_rel)
+    assert t.gamma == pytest.approx(gamma_rel * np.abs(p.C).max(), rel=1e-15)
+    ref = pot.bregman.sinkhorn_log(p.a, p.b, p.C, t.gamma, stopThr=1e-13, numItermax=200000)
+    np.testing.assert_allclose(t.plan.numpy(), ref, atol=1e-7)
+    assert t.converged and t.n_iter > 0 and t.marginal_error <= tv.TOL
+    P = t.plan.numpy()
+    assert max(np.abs(P.sum(1) - p.a).sum(), np.abs(P.sum(0) - p.b).sum()) == pytest.approx(t.marginal_error,
+                                                                                          abs=1e-12)
+    assert t.cost == pytest.approx((P * p.C).sum(), rel=1e-12)
+    H = -np.sum(P[P > 0] * np.log(P[P > 0]))
+    assert t.entropy == pytest.approx(H, rel=1e-10)
+    assert t.reg_cost == pytest.approx(t.cost - t.gamma * H, rel=1e-10)   # eq. (23) of 002 at P
+    assert t.sparsity == pytest.approx((P <= 1e-8 * P.max()).mean())   # positive, but tiny far away
+
+
+def test_exact_transport_is_pots_linear_programme(clouds):
+    p = clouds
+    t = tv.transport(p, "exact", 0.01)
+    assert t.cost == pytest.approx(pot.emd2(p.a, p.b, p.C), abs=1e-12) and t.reg_cost == t.cost
+    P = t.plan.numpy()
+    np.testing.assert_allclose(P.sum(1), p.a, atol=1e-12)
+    np.testing.assert_allclose(P.sum(0), p.b, atol=1e-12)
+    assert (P > 0).sum() <= 25 + 20 - 1   # a vertex of the transport polytope
+    assert t.sparsity == pytest.approx(1 - (P > 1e-8 * P.max()).mean())
+
+
+def test_quadratic_transport_is_pots_smooth_ot(clouds):
+    """Squared-L2 OT, <C, P> + gamma/2 ||P||^2: POT's smooth_ot_dual (L-BFGS on the dual, Blondel et al. 2018)."""
+    p = clouds
+    t = tv.transport(p, "quadratic", 0.05)
+    ref = pot.smooth.smooth_ot_dual(p.a, p.b, p.C, t.gamma, reg_type="l2", stopThr=1e-12, numItermax=10000)
+    np.testing.assert_allclose(t.plan.numpy(), ref, atol=1e-5)
+    P = t.plan.numpy()
+    assert t.sq_norm == pytest.approx((P ** 2).sum(), rel=1e-12)
+    assert t.reg_cost == pytest.approx(t.cost + t.gamma / 2 * t.sq_norm, rel=1e-10)
+    ref_obj = (ref * p.C).sum() + t.gamma / 2 * (ref ** 2).sum()
+    assert t.reg_cost == pytest.approx(ref_obj, rel=1e-5)   # POT's plan meets the marginals to ~1e-6 only
+    assert 0.5 < t.sparsity < 1 and t.sparsity == pytest.approx((P <= 1e-8 * P.max()).mean())
+
+
+def test_scrub_frames_are_plain_sinkhorn_iterates_with_their_marginals(clouds):
+    p = clouds
+    t = tv.transport(p, "sinkhorn", 0.05)
+    s = tv.scrub(p, t.gamma, t.n_iter)
+    every, budget = tv.scrub_schedule(t.n_iter)
+    assert s.every == every and s.converged and s.n_iter <= budget and s.tol == tv.TOL
+    its = s.iterations
+    assert its == sorted(its) and its[0] == 0 and s.plan_every == min(np.diff(its))
+    last = s.frame()
+    assert last.step == its[-1]
+    np.testing.assert_allclose(last.plan.numpy(), t.plan.numpy(), atol=1e-6)   # the same optimum
+    first = s.frame(its[1])
+    np.testing.assert_allclose(first.rows.numpy(), first.plan.numpy().sum(1), rtol=1e-14)
+    np.testing.assert_allclose(first.columns.numpy(), first.plan.numpy().sum(0), rtol=1e-14)
+    # each iteration of plain Sinkhorn ends with the column scaling v = b / K^T u: the columns then sum to b
+    np.testing.assert_allclose(first.columns.numpy(), p.b, atol=1e-12)
+    assert np.abs(first.rows.numpy() - p.a).sum() > 1e-6   # ...while the rows are still off
+    assert s.errors[-1] <= tv.TOL < s.errors[0] and (s.checked.diff() > 0).all()
+    assert s.marginal_error == pytest.approx(float(s.errors[-1]))
+
+
+def test_sweep_costs_are_pots_entropic_costs_tending_to_the_exact_one(clouds):
+    p = clouds
+    sw = tv.sweep(p)
+    np.testing.assert_allclose(sw.gammas.numpy(), tv.SWEEP.numpy() * np.abs(p.C).max(), rtol=1e-15)
+    assert sw.exact == pytest.approx(pot.emd2(p.a, p.b, p.C), abs=1e-12)
+    for g, c in zip(sw.gammas.tolist()[::4], sw.costs.tolist()[::4]):
+        P = pot.bregman.sinkhorn_log(p.a, p.b, p.C, g, stopThr=1e-13, numItermax=200000)
+        assert c == pytest.approx((P * p.C).sum(), abs=1e-5)
+    assert (sw.costs.diff() >= -1e-9).all() and 0 <= float(sw.costs[0]) - sw.exact < 0.01 * p.scale

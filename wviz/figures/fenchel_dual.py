@@ -32,27 +32,30 @@ def _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2, row=None, col=N
                         line=dict(width=3, color=color)), name=name, showlegend=legend, legendgroup=name, **where)
 
 
-def estimates(templates, u, names, mu, z, h, h1, h2, alpha: float) -> go.Figure:
+def estimates(s) -> go.Figure:
     """Figure 3 of 002 for one alpha: templates sized by u, the evidence arrow mu -> mu + z, exact h (12), the
-    first-order (18) and second-order (15) approximations."""
+    first-order (18) and second-order (15) approximations. ``s`` is a views.fenchel_dual.Solution."""
     fig = go.Figure()
-    _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2)
-    fig.update_layout(title=f"Exact and approximate h at alpha = {alpha:.3g}", height=480, yaxis_scaleanchor="x",
+    e = s.est
+    _estimate_traces(fig, s.templates.t, s.templates.u, s.templates.names, e.mu, s.z, e.h[0], e.h1[0], e.h2[0])
+    fig.update_layout(title=f"Exact and approximate h at alpha = {s.alpha:.3g}", height=480, yaxis_scaleanchor="x",
                       margin=dict(t=50, b=40), legend=dict(orientation="h", y=-0.12))
     return fig
 
 
-def estimates_grid(templates, u, names, mu, z, est: dict) -> go.Figure:
-    """Figure 3 of 002: one panel per alpha of est["alphas"] (same axes), rows of est["h"], est["h1"], est["h2"]."""
-    alphas = to_numpy(est["alphas"])
+def estimates_grid(s, est) -> go.Figure:
+    """Figure 3 of 002: one panel per alpha of ``est`` (views.fenchel_dual.Estimates, same axes) for the templates
+    and z of the Solution ``s``."""
+    alphas = to_numpy(est.alphas)
+    t, u, names = s.templates.t, s.templates.u, s.templates.names
     fig = make_subplots(rows=1, cols=len(alphas), subplot_titles=[f"alpha = {a:g}" for a in alphas],
                         shared_yaxes=True, horizontal_spacing=0.02)
     for k in range(len(alphas)):
-        _estimate_traces(fig, templates, u, names, mu, z, est["h"][k], est["h1"][k], est["h2"][k], row=1, col=k + 1,
+        _estimate_traces(fig, t, u, names, est.mu, s.z, est.h[k], est.h1[k], est.h2[k], row=1, col=k + 1,
                          legend=k == 0, big=16)
     # one square-ish window around everything drawn, the same in every panel
-    pts = np.concatenate([to_numpy(templates), to_numpy(mu)[None], (to_numpy(mu) + to_numpy(z))[None],
-                          to_numpy(est["h"])])
+    mu = to_numpy(est.mu)
+    pts = np.concatenate([to_numpy(t), mu[None], (mu + to_numpy(s.z))[None], to_numpy(est.h)])
     lo, hi = pts.min(0), pts.max(0)
     centre, half = (lo + hi) / 2, 0.6 * (hi - lo).max() + 0.3
     fig.update_xaxes(range=[centre[0] - half, centre[0] + half])
@@ -64,37 +67,47 @@ def estimates_grid(templates, u, names, mu, z, est: dict) -> go.Figure:
     return fig
 
 
-def dual_contour(xs, ys, values, lam_star, lam1, lam2, alpha: float) -> go.Figure:
-    """The dual objective (9) over the lambda plane, with lambda*, alpha z (16) and the (15) point."""
-    fig = go.Figure(go.Contour(x=to_numpy(xs), y=to_numpy(ys), z=to_numpy(values), colorscale="Viridis", ncontours=30,
+def dual_contour(dual, s) -> go.Figure:
+    """The dual objective (9) over the lambda plane (views.fenchel_dual.DualMap), with lambda*, alpha z (16) and
+    the (15) point of the Solution ``s``."""
+    fig = go.Figure(go.Contour(x=to_numpy(dual.xs), y=to_numpy(dual.ys), z=to_numpy(dual.values),
+                               colorscale="Viridis", ncontours=30,
                                colorbar=dict(title="dual (9)"),
                                hovertemplate="lambda = (%{x:.3f}, %{y:.3f}): %{z:.4f}<extra></extra>"))
-    for point, name, color, symbol in ((lam_star, "lambda* (maximiser)", EXACT, "star"),
-                                       (lam1, "alpha z (16)", FIRST, "x"),
-                                       (lam2, "alpha (I + alpha Sigma)^-1 z (15)", SECOND, "diamond")):
+    for point, name, color, symbol in ((s.lam, "lambda* (maximiser)", EXACT, "star"),
+                                       (s.alpha_z, "alpha z (16)", FIRST, "x"),
+                                       (s.est.lam2[0], "alpha (I + alpha Sigma)^-1 z (15)", SECOND, "diamond")):
         p = to_numpy(point)
         fig.add_scatter(x=[p[0]], y=[p[1]], mode="markers", name=name,
                         marker=dict(color=color, symbol=symbol, size=15, line=dict(width=1.5, color="white")))
-    fig.update_layout(title=f"The dual objective (9) at alpha = {alpha:.3g}", xaxis_title="lambda_1",
+    fig.update_layout(title=f"The dual objective (9) at alpha = {s.alpha:.3g}", xaxis_title="lambda_1",
                       yaxis_title="lambda_2", yaxis_scaleanchor="x", height=480, margin=dict(t=50, b=40),
                       legend=dict(orientation="h", y=-0.15))
     return fig
 
 
-def alpha_sweep(sweep: dict, now: float) -> go.Figure:
-    """Relative deviation ||lambda* - alpha z|| / ||lambda*|| (Sec. 8) and the errors of (18) and (15) in h,
-    against alpha on log axes."""
-    a = to_numpy(sweep["alphas"])
+def _sweep_lines(x, lines, now: float, param: str, title: str, ytitle: str, height: int) -> go.Figure:
+    """Lines (y, name, colour) against ``param`` (alpha or gamma) on log-log axes, zeros left out, with the value
+    as set dashed."""
     fig = go.Figure()
-    for key, name, color in (("deviation", "relative deviation ||lambda* - alpha z|| / ||lambda*||", EVIDENCE),
-                             ("err1", "||h(12) - h(18)||", FIRST), ("err2", "||h(12) - h at (15)||", SECOND)):
-        y = to_numpy(sweep[key])
-        fig.add_scatter(x=a, y=np.where(y > 0, y, np.nan), mode="lines", name=name, line=dict(color=color, width=2.5))
-    fig.add_vline(x=now, line_dash="dash", annotation_text="alpha as set")
-    fig.update_layout(title="How good the approximations are, against alpha", xaxis_type="log", yaxis_type="log",
-                      xaxis_title="alpha", yaxis_title="error", height=400, margin=dict(t=50, b=40),
-                      legend=dict(orientation="h", y=-0.2))
+    for y, name, color in lines:
+        y = to_numpy(y)
+        fig.add_scatter(x=to_numpy(x), y=np.where(y > 0, y, np.nan), mode="lines", name=name,
+                        line=dict(color=color, width=2.5))
+    fig.add_vline(x=now, line_dash="dash", annotation_text=f"{param} as set")
+    fig.update_layout(title=title, xaxis_type="log", yaxis_type="log", xaxis_title=param, yaxis_title=ytitle,
+                      height=height, margin=dict(t=50, b=40), legend=dict(orientation="h", y=-0.2))
     return fig
+
+
+def alpha_sweep(sweep, now: float) -> go.Figure:
+    """Relative deviation ||lambda* - alpha z|| / ||lambda*|| (Sec. 8) and the errors of (18) and (15) in h,
+    against alpha on log axes (views.fenchel_dual.AlphaSweep)."""
+    return _sweep_lines(sweep.alphas, [(sweep.deviation, "relative deviation ||lambda* - alpha z|| / ||lambda*||",
+                                        EVIDENCE),
+                                       (sweep.err1, "||h(12) - h(18)||", FIRST),
+                                       (sweep.err2, "||h(12) - h at (15)||", SECOND)],
+                        now, "alpha", "How good the approximations are, against alpha", "error", 400)
 
 
 def weight_bars(weights: dict, names: list[str], title: str, ytitle: str = "weight") -> go.Figure:
@@ -106,6 +119,35 @@ def weight_bars(weights: dict, names: list[str], title: str, ytitle: str = "weig
     fig.update_layout(title=title, barmode="group", xaxis_title="template", yaxis_title=ytitle, height=380,
                       margin=dict(t=50, b=40), legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def attention_weights(w, names: list[str]) -> go.Figure:
+    """The weights of (11) at lambda*, of (18) and of (11) at (15), with u (views.fenchel_dual.Weights)."""
+    return weight_bars({"p~ of (11) at lambda* (exact)": w.exact, "attention (18), lambda = alpha z": w.attention,
+                        "p~ at lambda of (15)": w.second, "preference u": w.u},
+                       names, "Attention weights: exact (11) vs attention (18)")
+
+
+def t5_weights(w, names: list[str], target: str) -> go.Figure:
+    """T5's preference (19) and weights (20) beside (18) and plain softmax (views.fenchel_dual.T5Weights)."""
+    return weight_bars({"u of (19)": w.u, "weights of (20), T5's masked biased softmax": w.w20,
+                        "(18) with alpha = 1 and u of (19)": w.w18, "plain softmax <t_i, z>": w.dot},
+                       names, f"T5 preference and attention for target {target}")
+
+
+def ot_weights(ot) -> go.Figure:
+    """u, the true preference (40), OT attention (25) and the exact (38) over A (views.fenchel_dual.OTAttention)."""
+    p = ot.panel
+    return weight_bars({"preference u": p.u, "true preference u~ (40)": p.true,
+                        "OT attention p* (25), lambda = alpha z": p.approx,
+                        "exact p* (38), lambda* of (39)": p.exact}, ot.world.names,
+                       "OT attention weights over the universe A")
+
+
+def ot_map(ot, z) -> go.Figure:
+    """The universe A in the plane sized by the OT attention (25), with z / 2."""
+    return universe(ot.world.A, ot.world.names, to_numpy(ot.world.in_T), ot.panel.approx, z,
+                    f"OT attention (25) over A at alpha = {ot.alpha:.3g}, gamma = {ot.gamma:.3g}")
 
 
 def universe(templates_all, names: list[str], in_T, weights, z, title: str) -> go.Figure:
@@ -127,15 +169,9 @@ def universe(templates_all, names: list[str], in_T, weights, z, title: str) -> g
     return fig
 
 
-def gamma_sweep(sweep: dict, now: float) -> go.Figure:
-    """||u~ - u||_1 (Prop. 1: -> 0 as gamma -> 0) and ||p*(38) - p*(25)||_1 against gamma, log axes."""
-    g = to_numpy(sweep["gammas"])
-    fig = go.Figure()
-    for key, name, color in (("gap_u", "||u~ (40) - u||_1", TEMPLATE), ("gap_p", "||p* (38) - p* (25)||_1", FIRST)):
-        y = to_numpy(sweep[key])
-        fig.add_scatter(x=g, y=np.where(y > 0, y, np.nan), mode="lines", name=name, line=dict(color=color, width=2.5))
-    fig.add_vline(x=now, line_dash="dash", annotation_text="gamma as set")
-    fig.update_layout(title="True preference and OT attention against gamma", xaxis_type="log", yaxis_type="log",
-                      xaxis_title="gamma", yaxis_title="L1 distance", height=380, margin=dict(t=50, b=40),
-                      legend=dict(orientation="h", y=-0.2))
-    return fig
+def gamma_sweep(sweep, now: float) -> go.Figure:
+    """||u~ - u||_1 (Prop. 1: -> 0 as gamma -> 0) and ||p*(38) - p*(25)||_1 against gamma, log axes
+    (views.fenchel_dual.GammaSweep)."""
+    return _sweep_lines(sweep.gammas, [(sweep.gap_u, "||u~ (40) - u||_1", TEMPLATE),
+                                       (sweep.gap_p, "||p* (38) - p* (25)||_1", FIRST)],
+                        now, "gamma", "True preference and OT attention against gamma", "L1 distance", 380)

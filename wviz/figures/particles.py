@@ -107,7 +107,7 @@ def fixed_point_history(steps, to_last, envelope=None) -> go.Figure:
                     line=dict(color=PALETTE[1], dash="dash"))
     if envelope is not None:
         e = to_numpy(envelope)
-        fig.add_scatter(x=np.arange(len(e)), y=e, mode="lines", name="Banach: tau^l / (1 - tau) W1(mu^1, mu^0)",
+        fig.add_scatter(x=np.arange(len(e)), y=e, mode="lines", name="Banach: kappa^l / (1 - kappa) W1(mu^1, mu^0)",
                         line=dict(color=PALETTE[2], dash="dot"))
     fig.update_layout(title="Fixed point of the weight-shared layer (Prop. 26)", yaxis_type="log",
                       xaxis_title="iteration l", yaxis_title="W1", height=380, margin=dict(t=50, b=40),

@@ -31,16 +31,21 @@ Normalisers (each row of the scores S of one head; a -inf score, i.e. a padding 
                exactly 1 (each output is a weighted average of values, as in the model); the columns of A sum to
                1 up to n times the marginal error, which shrinks as n_iter grows. Rows of padding tokens are 0.
 
-Sources: the Fenchel-dual paper 002 (eq. (21): BERT attention; eq. (23): entropic OT; Sec. 8: the relative
-deviation of the dual maximiser lambda* of (9) from alpha z) and the 001 note (softmax, sparsemax, entmax as
-regularised argmins, eq. (13)).
+In this module alpha is only the entmax index (Normaliser.alpha, make_normaliser(alpha=...)). The Sec. 8 / Figure 4
+experiment of 002, where alpha is the reliability of the evidence z in problem (4), lives in
+:mod:`wviz.models.figure4`; its names stay importable from here, with a DeprecationWarning.
+
+Sources: the Fenchel-dual paper 002 (eq. (21): BERT attention; eq. (23): entropic OT) and the 001 note (softmax,
+sparsemax, entmax as regularised argmins, eq. (13)).
 """
 from __future__ import annotations
 
 import contextvars
 import functools
+import importlib
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -54,7 +59,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported 
 __all__ = [
     "NORMALISERS", "MAX_TOKENS", "Normaliser", "make_normaliser", "load", "Forward", "forward", "attention_maps",
     "sentence_embedding", "sparsity", "Change", "compare", "normaliser_change", "sinkhorn_attention", "model_dir",
-    "HeadDuals", "fenchel_duals", "FenchelDeviation", "fenchel_deviation",
+    "check_sentences",
 ]
 
 NORMALISERS = ("softmax", "sparsemax", "entmax", "sinkhorn")
@@ -68,7 +73,8 @@ _PARAMS = {"softmax": ("tau",), "sparsemax": ("tau",), "entmax": ("alpha", "tau"
 
 @dataclass(frozen=True)
 class Normaliser:
-    """A row normaliser for attention scores; call it on scores (..., n, n) with -inf on padding keys."""
+    """A row normaliser for attention scores; call it on scores (..., n, n) with -inf on padding keys. tau is the
+    temperature, alpha the entmax index (1 = softmax, 2 = sparsemax), gamma and n_iter Sinkhorn's."""
 
     name: str = "softmax"
     tau: float = 1.0
@@ -249,7 +255,8 @@ class Forward:
     normaliser: Normaliser
 
 
-def _check_sentences(sentences) -> list[str]:
+def check_sentences(sentences) -> list[str]:
+    """One sentence or a list of them as a list of stripped, non-empty strings; ValueError otherwise."""
     if isinstance(sentences, str):
         sentences = [sentences]
     sentences = list(sentences)
@@ -272,7 +279,7 @@ def forward(sentences, normaliser: str | Normaliser = "softmax", *, device=None,
     for every normaliser, so a sentence gives the same result alone or in a batch. Raises ValueError for an empty
     sentence or one longer than MAX_TOKENS word pieces."""
     norm = make_normaliser(normaliser, **params)
-    sentences = _check_sentences(sentences)
+    sentences = check_sentences(sentences)
     model, tokenizer = load(device)
     dev = next(model.parameters()).device
     enc = tokenizer(sentences, padding=True, return_tensors="pt")
@@ -359,115 +366,16 @@ def normaliser_change(sentence: str, normaliser: str | Normaliser = "sparsemax",
     return compare(forward(sentence, device=device), forward(sentence, normaliser, device=device, **params))
 
 
-# ------------------------------------------------------------------------------ Sec. 8 / Figure 4 of 002
+# ------------------------------------------------------------------------------------ moved to wviz.models.figure4
 
-@dataclass(frozen=True)
-class HeadDuals:
-    """The dual (9) of 002 set up for every head and query of one layer, and its maximiser (B sentences, T tokens,
-    H heads, d = 384).
-
-    t         (B, T, d) templates t_i = x_i / sqrt(d'), x_i the layer's input hidden states (0 on padding)
-    u         (B, T) the preference, uniform over the real tokens (u_i propto 1)
-    z         (B, H, T, d) the evidence z = K_h^T q_k for query k of head h, q_k = Q_h x_k + b_Q (see fenchel_duals)
-    lam       (B, H, T, d) lambda*, the maximiser of (9) with alpha
-    grad_norm (B, H, T) norm of the gradient of (9) at lambda* (optimality: about 1e-10)
-    alpha     the reliability alpha of (4)
-    """
-
-    t: torch.Tensor
-    u: torch.Tensor
-    z: torch.Tensor
-    lam: torch.Tensor
-    grad_norm: torch.Tensor
-    alpha: float
+_MOVED = {name: "wviz.models.figure4" for name in ("HeadDuals", "fenchel_duals", "FenchelDeviation",
+                                                     "fenchel_deviation")}
 
 
-def fenchel_duals(fwd: Forward, layer: int, alpha: float = 1.0) -> HeadDuals:
-    """Sec. 8 of 002 for one layer of MiniLM: with alpha, t_i = x_i / sqrt(d'), z = K^T Q x_k and u_i propto 1,
-    the generalised attention (18) sum_i t_i softmax_i(alpha <t_i, z>) is the head's attention (21) (V' = V sqrt(d')
-    maps it to the head's output); lambda* maximises the dual (9) of problem (4), solved by wviz.fenchel.solve_dual.
-
-    BERT's projections have biases: the head's score is <K x_i + b_K, q_k> / sqrt(d') with q_k = Q x_k + b_Q.
-    With z = K^T q_k, <t_i, z> is that score minus <b_K, q_k> / sqrt(d'), a constant over the keys i that softmax
-    ignores, so (18) at alpha = 1 reproduces the head's weights exactly (the paper's z = K^T Q x_k leaves b_Q out,
-    which would not).
-
-    The dual is solved in the span of the templates, exactly: with B an orthonormal basis containing span{t_i},
-    log M(lambda) depends on B^T lambda only and mu lies in the span, so (9) splits into the n-dimensional dual of
-    templates B^T t_i and evidence B^T z (solved by solve_dual) and <lambda_perp, z_perp> - ||lambda_perp||^2 /
-    (2 alpha), maximised by lambda_perp = alpha z_perp. Hence lambda* = B lambda~* + alpha (z - B B^T z), and the
-    Newton systems are n x n (n <= 128 tokens) rather than d x d (d = 384) for each of B H T problems.
-    """
-    from wviz import fenchel
-
-    model, _ = load(fwd.attention.device)
-    if not 0 <= layer < fwd.queries.shape[1]:
-        raise ValueError(f"layer must be 0 to {fwd.queries.shape[1] - 1}, got {layer}")
-    alpha = positive(alpha, "alpha")
-    f64 = torch.float64
-    mask = fwd.mask
-    H, d_head = fwd.queries.shape[2], fwd.queries.shape[-1]
-    t = fwd.hidden[:, layer].to(f64) * mask[..., None] / math.sqrt(d_head)          # (B, T, d)
-    u = mask.to(f64) / mask.sum(dim=-1, keepdim=True)                               # (B, T)
-    W_K = model.encoder.layer[layer].attention.self.key.weight.detach().to(f64)     # (H d', d)
-    W_K = W_K.reshape(H, d_head, -1)
-    z = torch.einsum("hcd,bhkc->bhkd", W_K, fwd.queries[:, layer].to(f64))          # (B, H, T, d)
-    basis = torch.linalg.qr(t.mT).Q                                                 # (B, d, T) orthonormal columns
-    t_red = t @ basis                                                               # (B, T, T)
-    z_red = z @ basis[:, None]                                                      # (B, H, T, T)
-    sol = fenchel.solve_dual(t_red[:, None, None], u[:, None, None], z_red, alpha)
-    lam = sol.lam.to(f64) @ basis.mT[:, None] + alpha * (z - z_red @ basis.mT[:, None])
-    return HeadDuals(t=t, u=u, z=z, lam=lam, grad_norm=sol.grad_norm, alpha=alpha)
-
-
-@dataclass(frozen=True)
-class FenchelDeviation:
-    """Relative deviations ||lambda* - alpha z|| / ||lambda*|| (Sec. 8, Figure 4 of 002) over N samples, a sample
-    being one real query token k of one sentence.
-
-    per_layer  (L, N) the deviation averaged over the heads: the distribution Figure 4 histograms per layer
-    per_head   (L, H, N) each head's deviation (Appendix C, Figure 5 of 002)
-    sentence   (N,) index of each sample's sentence;  position (N,) its token position ([CLS] = 0)
-    grad_norm  (L, H, N) the dual's gradient norm at each lambda* (optimality check)
-    alpha      the alpha used
-    """
-
-    per_layer: torch.Tensor
-    per_head: torch.Tensor
-    sentence: torch.Tensor
-    position: torch.Tensor
-    grad_norm: torch.Tensor
-    alpha: float
-
-
-def fenchel_deviation(sentences=None, alpha: float = 1.0, *, device=None, batch_size: int = 4,
-                      progress=None) -> FenchelDeviation:
-    """The Sec. 8 / Figure 4 experiment of 002 on MiniLM: for every layer, head and real query token of every
-    sentence (default: the bundled corpus, wviz.models.corpus.CORPUS), lambda* maximising the dual (9) with
-    alpha (1 in the paper), t_i = x_i / sqrt(d'), z = K^T Q x_k, u uniform (see fenchel_duals), and the relative
-    deviation of its approximation (16), ||lambda* - alpha z|| / ||lambda*||. Sentences run in padded batches of
-    ``batch_size``; ``progress(done, total)`` is called after each batch."""
-    from wviz import fenchel
-    from wviz.models.corpus import CORPUS
-
-    sentences = _check_sentences(CORPUS if sentences is None else sentences)
-    alpha = positive(alpha, "alpha")
-    per_head, grads, sent, pos = [], [], [], []
-    # batches of similar lengths pad less (every padded token is another problem per head)
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    for start in range(0, len(sentences), batch_size):
-        chunk = order[start:start + batch_size]
-        fwd = forward([sentences[i] for i in chunk], device=device)
-        duals = [fenchel_duals(fwd, layer, alpha) for layer in range(fwd.queries.shape[1])]
-        dev = torch.stack([fenchel.relative_deviation(dl.lam, dl.z, alpha) for dl in duals])  # (L, B, H, T)
-        gn = torch.stack([dl.grad_norm for dl in duals])
-        b, k = fwd.mask.nonzero(as_tuple=True)                     # the real query tokens
-        per_head.append(dev.permute(1, 3, 0, 2)[b, k].permute(1, 2, 0).cpu())   # (L, H, n_real)
-        grads.append(gn.permute(1, 3, 0, 2)[b, k].permute(1, 2, 0).cpu())
-        sent.append(torch.tensor(chunk)[b.cpu()])
-        pos.append(k.cpu())
-        if progress is not None:
-            progress(min(start + batch_size, len(sentences)), len(sentences))
-    per_head = torch.cat(per_head, dim=-1)
-    return FenchelDeviation(per_layer=per_head.mean(dim=1), per_head=per_head, sentence=torch.cat(sent),
-                            position=torch.cat(pos), grad_norm=torch.cat(grads, dim=-1), alpha=alpha)
+def __getattr__(name: str):
+    """The Sec. 8 / Figure 4 names, moved to wviz.models.figure4 (where alpha means only the reliability of z),
+    still found here for scripts written before the move (PEP 562), with a DeprecationWarning."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"wviz.models.minilm.{name} moved to {_MOVED[name]}.{name}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(_MOVED[name]), name)

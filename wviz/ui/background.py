@@ -6,6 +6,7 @@ while the answer is not there, and polls (wait_for).
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import queue
 import threading
@@ -26,11 +27,16 @@ _JOBS: OrderedDict[Hashable, _Job] = OrderedDict()
 _LOCK = threading.Lock()
 _QUEUE: queue.SimpleQueue = queue.SimpleQueue()  # (future, compute, progress), run in order by one worker
 _worker: threading.Thread | None = None
+_STOP = threading.Event()
+
+
+class _Stopped(Exception):
+    """Raised in a job's progress report once the process is exiting."""
 
 
 def _work() -> None:
-    while True:
-        future, compute, progress = _QUEUE.get()
+    while (job := _QUEUE.get()) is not None:
+        future, compute, progress = job
         if future.set_running_or_notify_cancel():  # False: cancelled while it waited
             try:
                 future.set_result(compute(progress))
@@ -45,6 +51,16 @@ def _start_worker() -> None:
     if _worker is None:
         _worker = threading.Thread(target=_work, name="wviz-background", daemon=True)
         _worker.start()
+
+
+@atexit.register
+def _stop_worker(timeout: float = 5.0) -> None:
+    """At exit, end a running job at its next progress report: a thread still inside torch when the interpreter
+    goes down can abort the process ("terminate called without an active exception")."""
+    _STOP.set()
+    if _worker is not None:
+        _QUEUE.put(None)
+        _worker.join(timeout)
 
 
 def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], Any],
@@ -62,6 +78,8 @@ def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], An
             job = _JOBS[key] = _Job()
 
             def progress(done: int, total: int) -> None:
+                if _STOP.is_set():
+                    raise _Stopped
                 job.done = done / total
 
             _QUEUE.put((job.future, compute, progress))

@@ -56,6 +56,11 @@ class View:
     build: Callable[[], Sequence[go.Figure]]
 
 
+def figure_view(key: str, build: Callable[[], go.Figure]) -> View:
+    """A view that is one figure, drawn under ``key``."""
+    return View(lambda: show_figure(build(), key), (key,), lambda: [build()])
+
+
 def views(choices: dict[str, View], help: str, key: str = "view", label: str = "View") -> str:
     """A page's secondary views, one drawn at a time: every chart on a page is redrawn by the browser after each
     slider move, and each one delays the first, so a page draws its main figures and the one view chosen here
@@ -67,5 +72,5 @@ def views(choices: dict[str, View], help: str, key: str = "view", label: str = "
             continue
         build = functools.cache(view.build)
         for i, fig_key in enumerate(view.figures):
-            lecture.defer(fig_key, lambda i=i: build()[i])
+            lecture.defer(fig_key, lambda i=i, build=build: build()[i])
     return chosen

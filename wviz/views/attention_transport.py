@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 
 from wviz import attention, io
-from wviz.figures.common import to_numpy
 
 MECHANISMS = attention.MECHANISMS
 TAUS = torch.logspace(-3, 3, 121, dtype=torch.float64)   # the tau sweep's grid
@@ -178,7 +177,7 @@ def summary(w: Weights) -> pd.DataFrame:
 
 # ---- many queries at once ------------------------------------------------------------------------------------
 
-def pool_for_display(matrix: torch.Tensor, max_side: int = 512) -> tuple[np.ndarray, int, int]:
+def pool_for_display(matrix: torch.Tensor, max_side: int = 512) -> tuple[torch.Tensor, int, int]:
     """Average-pool a large (n, m) matrix to at most max_side per side for the browser.
 
     Returns the pooled matrix and the block size along each axis (1 where nothing was pooled); a 4096 x 4096
@@ -187,9 +186,9 @@ def pool_for_display(matrix: torch.Tensor, max_side: int = 512) -> tuple[np.ndar
     n, m = matrix.shape[-2:]
     bn, bm = -(-n // max_side), -(-m // max_side)
     if bn == 1 and bm == 1:
-        return to_numpy(matrix), 1, 1
+        return matrix.detach().cpu(), 1, 1
     pooled = F.avg_pool2d(matrix.reshape(1, 1, n, m).float(), (bn, bm), ceil_mode=True)
-    return to_numpy(pooled[0, 0]), bn, bm
+    return pooled[0, 0].cpu(), bn, bm
 
 
 @dataclass(frozen=True)
@@ -197,7 +196,7 @@ class ManyQueries:
     """n random queries against m random keys: the (pooled) n x m weights, how much they were pooled, the time
     the weights took and their mean support size."""
 
-    pooled: np.ndarray
+    pooled: torch.Tensor
     block: tuple[int, int]
     seconds: float
     mean_support: float

@@ -1,13 +1,32 @@
 """What the "Gaussian W2 attention" page computes, built on :mod:`wviz.gaussian`.
 
 Tokens are 2-D Gaussians N(m_i, S_i); every token is a query and a key (self-attention), and the attention of
-004 is softmax(-W2^2(q_i, k_j) / tau) (see shared/seeds/INDEX.md for the closed form of W2^2).
+004 is softmax(-W2^2(q_i, k_j) / tau) (see shared/seeds/INDEX.md for the closed form of W2^2). The library counts
+tokens from 0 like a tensor index ("token 2"); the page's messages name them as its table does (t1, t2, ... or the
+names typed there).
 """
 from __future__ import annotations
 
+import contextlib
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
 import torch
 
 from wviz import attention, gaussian
+
+F64 = torch.float64
+COLUMNS = ["x", "y", "sigma_x", "sigma_y", "rho"]           # a token's numbers in the table, in this order
+SCALES = torch.logspace(-2, 2, 81, dtype=F64)              # the factors of the covariance sweep
+DEFAULT = pd.DataFrame({
+    "token": ["t1", "t2", "t3", "t4", "t5"],
+    "x": [0.0, 1.0, -0.8, 0.2, 1.5], "y": [0.0, 0.2, 0.9, -1.0, 1.2],
+    "sigma_x": [0.5, 0.3, 0.6, 0.2, 1.0], "sigma_y": [0.5, 0.8, 0.2, 0.2, 0.4],
+    "rho": [0.0, 0.5, -0.3, 0.0, 0.7],
+})
 
 
 def dot_attention(means: torch.Tensor, tau: float) -> torch.Tensor:
@@ -23,9 +42,133 @@ def w2_split(means: torch.Tensor, covs: torch.Tensor, query: int) -> tuple[torch
 
 def covariance_sweep(means: torch.Tensor, covs: torch.Tensor, query: int, token: int, scales: torch.Tensor,
                      tau: float) -> torch.Tensor:
-    """The W2 weights of ``query`` (S, n) as the covariance of ``token`` is multiplied by each scale."""
+    """The W2 weights of ``query`` (S, n) as the covariance of ``token`` is multiplied by each scale: one batched
+    w2_attention call over the S scaled copies of the tokens."""
     factor = torch.ones(len(scales), len(means), dtype=covs.dtype)
     factor[:, token] = scales.to(covs.dtype)
     swept = covs.unsqueeze(0) * factor.reshape(len(scales), len(means), *([1] * (covs.dim() - 1)))
     m = means.unsqueeze(0).expand(len(scales), -1, -1)
     return gaussian.w2_attention(m[:, query:query + 1], swept[:, query:query + 1], m, swept, tau)[:, 0]
+
+
+# ---- the token table -----------------------------------------------------------------------------------------
+
+def token_names(table: pd.DataFrame) -> list[str]:
+    """The tokens' names as the table shows them; an empty name is t1, t2, ... by row."""
+    return [f"t{i + 1}" if pd.isna(t) or not str(t).strip() else str(t) for i, t in enumerate(table["token"])]
+
+
+@contextlib.contextmanager
+def named(names: list[str]):
+    """Re-raise a library ValueError with its tokens named as in the table: the library's "token 2" is the
+    table's third row (t3, or the name typed there)."""
+    try:
+        yield
+    except ValueError as err:
+        raise ValueError(re.sub(r"\btoken (\d+)\b",
+                                lambda m: f"token {names[int(m[1])]}" if int(m[1]) < len(names) else m[0],
+                                str(err))) from None
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The tokens: names, the table's numbers (n, 5) in COLUMNS order, means (n, 2) and covariances, (n, 2, 2)
+    full or (n, 2) variances when ``diagonal`` (rho dropped)."""
+
+    names: list[str]
+    params: torch.Tensor
+    means: torch.Tensor
+    covs: torch.Tensor
+    diagonal: bool
+
+    @property
+    def full_covs(self) -> torch.Tensor:
+        """(n, 2, 2) covariance matrices, diagonal ones too."""
+        return torch.diag_embed(self.covs) if self.diagonal else self.covs
+
+
+def tokens(names: list[str], params: torch.Tensor, diagonal: bool) -> Tokens:
+    """Means and covariances from the numbers (n, 5); the library rejects a negative sigma or |rho| > 1 (also in
+    diagonal mode, where rho is then dropped)."""
+    means = params[:, :2]
+    with named(names):
+        covs = gaussian.gaussian_from_params(means, params[:, 2], params[:, 3], params[:, 4])
+    if diagonal:
+        covs = torch.diagonal(covs, dim1=-2, dim2=-1)   # the variances (sigma_x^2, sigma_y^2), rho dropped
+    return Tokens(names, params, means, covs, diagonal)
+
+
+def tokens_from_table(table: pd.DataFrame, diagonal: bool) -> Tokens:
+    """Every token of the table (columns token, x, y, sigma_x, sigma_y, rho), each row checked."""
+    if len(table) < 2:
+        raise ValueError("add at least two tokens to the table")
+    names = token_names(table)
+    values = table[COLUMNS].to_numpy(dtype=float, na_value=np.nan)
+    empty = np.isnan(values).any(axis=1)
+    if empty.any():
+        raise ValueError(f"token {names[int(empty.argmax())]} has an empty entry")
+    return tokens(names, torch.tensor(values, dtype=F64), diagonal)
+
+
+def query_row(t: Tokens, query: int) -> list[float]:
+    """The numbers of token ``query`` (x, y, sigma_x, sigma_y, rho), which start its sliders."""
+    return t.params[query].tolist()
+
+
+def with_query(t: Tokens, query: int, row) -> Tokens:
+    """The tokens with row ``query`` replaced by ``row`` (x, y, sigma_x, sigma_y, rho), checked."""
+    params = t.params.clone()
+    params[query] = torch.tensor([float(v) for v in row], dtype=F64)
+    return tokens(t.names, params, t.diagonal)
+
+
+def slider_range(lo: float, hi: float, value: float) -> tuple[float, float]:
+    """A slider's range [lo, hi] widened to whole numbers around ``value`` when it lies outside, so that a value
+    from the table is shown as it is, never clipped."""
+    return float(min(lo, math.floor(value))), float(max(hi, math.ceil(value)))
+
+
+# ---- what the page shows ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scene:
+    """What does not depend on tau: the tokens, the query, the query's W2^2 to every token split into the mean
+    part and the covariance (Bures) part (n,), and each token's 1- and 2-sigma ellipses {1: (n, 100, 2), 2: ...}."""
+
+    tokens: Tokens
+    query: int
+    mean_part: torch.Tensor
+    cov_part: torch.Tensor
+    ellipses: dict
+
+
+def scene(t: Tokens, query: int) -> Scene:
+    with named(t.names):
+        mean_part, cov_part = w2_split(t.means, t.covs, query)
+        ellipses = {k: gaussian.ellipse(t.means, t.full_covs, k, 100) for k in (1, 2)}
+    return Scene(t, query, mean_part, cov_part, ellipses)
+
+
+@dataclass(frozen=True)
+class Attention:
+    """At temperature tau: W2 attention softmax(-W2^2 / tau) and dot-product attention of the means, (n, n)."""
+
+    scene: Scene
+    tau: float
+    w2: torch.Tensor
+    dot: torch.Tensor
+
+
+def attend(s: Scene, tau: float) -> Attention:
+    t = s.tokens
+    with named(t.names):
+        return Attention(s, tau, gaussian.w2_attention(t.means, t.covs, t.means, t.covs, tau),
+                         dot_attention(t.means, tau))
+
+
+def sweep(a: Attention, token: int) -> torch.Tensor:
+    """The query's W2 weights (len(SCALES), n) as the covariance of ``token`` is scaled by SCALES."""
+    t = a.scene.tokens
+    with named(t.names):
+        return covariance_sweep(t.means, t.covs, a.scene.query, token, SCALES, a.tau)
+

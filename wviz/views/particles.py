@@ -1,19 +1,27 @@
 """What the "Particles and contraction" page computes, built on :mod:`wviz.measure` (source: 003, INDEX.md).
 
 Tokens are 2-D particles, X^0 a preset cloud or an upload; every layer moves each particle to its attention
-output (the measure flow mu -> mu A_mu). The bounds are those of Thm. 23 (compact E, with the corrected
-constant of wviz.measure) and Cor. 30 (Gaussian potential on R^d, as printed).
+output (the measure flow mu -> mu A_mu, Sec. 3.1). kappa(A) is the contraction coefficient of Def. 22 (named as in
+wviz.measure); tau is the temperature of G. The bounds are those of Thm. 23 (compact E, with the corrected constant
+of wviz.measure), Cor. 30 (Gaussian potential on R^d, as printed) and Prop. 26 (the fixed point of the
+weight-shared layer).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
-from wviz import measure, samples
+from wviz import io, measure, samples
 
 PRESETS = ("clusters", "ring", "random")
+UPLOAD = "uploaded CSV"
+POTENTIALS, GROUNDS, PERTURBATIONS = measure.POTENTIALS, measure.GROUNDS, measure.PERTURBATIONS
+COR30_LOG10_N = range(1, 13)   # the counterexample to Cor. 30 for N = 10, 100, ..., 10^12 tokens
 
+
+# ---- the page's inputs -----------------------------------------------------------------------------------------
 
 def particles(preset: str, n: int, seed: int = 0) -> torch.Tensor:
     """n particles (n, 2): two Gaussian clusters, a noisy ring of radius 1, or uniform in [-1, 1]^2."""
@@ -29,9 +37,22 @@ def particles(preset: str, n: int, seed: int = 0) -> torch.Tensor:
     return 2 * samples.point_clouds("random", n, 1, seed)[0] - 1
 
 
-def layer_weights(d: int, layers: int, identity: bool, shared: bool, seed: int, value_scale: float = 1.0):
-    """The weights argument of measure.self_attention_flow: None (identities), one triple (W_Q, W_K, s W_V) from
-    ``seed`` (shared), or one triple per layer from seeds seed, seed + 1, ... (s = value_scale)."""
+def uploaded_particles(data: bytes | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """X and a second input Y from a CSV with columns cloud, x, y (the 'source' and the 'target' rows). Particles
+    are the uniform measure m(X) (Sec. 3.1), so a mass column, if there is one, must be constant."""
+    if data is None:
+        raise ValueError("upload a CSV with columns cloud, x, y, or choose a preset")
+    x, a, y, b = io.read_points_csv(data)
+    for name, w in (("source", a), ("target", b)):
+        if not torch.allclose(w, torch.full_like(w, 1 / len(w))):
+            raise ValueError(f"the {name} masses differ: particles are the uniform measure m(X), so leave out the "
+                             "mass column or make it constant")
+    return x, y
+
+
+def layer_projections(d: int, layers: int, identity: bool, shared: bool, seed: int, value_scale: float = 1.0):
+    """The projections argument of measure.self_attention_flow: None (identities), one triple (W_Q, W_K, s W_V)
+    from ``seed`` (shared), or one triple per layer from seeds seed, seed + 1, ... (s = value_scale)."""
     if identity and value_scale == 1.0:
         return None
 
@@ -42,18 +63,99 @@ def layer_weights(d: int, layers: int, identity: bool, shared: bool, seed: int, 
     return triple(0) if shared or identity else [triple(h) for h in range(layers)]
 
 
-def first_layer(weights):
+def first_layer(projections):
     """The (W_Q, W_K, W_V) of layer 1 (None: identities)."""
-    return weights if weights is None or isinstance(weights, tuple) else weights[0]
+    return projections if projections is None or isinstance(projections, tuple) else projections[0]
 
 
-def flow(x, layers, potential, tau, weights, residual, norm, ground):
-    """The trajectory (L + 1, N, 2) and W1 between consecutive layers (L,); a list of weights is one per layer."""
-    traj = measure.self_attention_flow(x, layers, potential, tau, weights, not isinstance(weights, list),
-                                       residual, norm)
-    steps = torch.stack([measure.w1(traj[h], traj[h + 1], ground) for h in range(layers)]) if layers else \
+@dataclass(frozen=True)
+class Inputs:
+    """What the controls set apart from tau: X^0 (N, 2) and the uploaded second input Y (or None); the depth L;
+    the potential G; the projections (None: identities; one triple (W_Q, W_K, W_V) shared by every layer, or a
+    list of one per layer); residual connections and normalisation; the W1 ground metric; the seed of the
+    sampled perturbations."""
+
+    x: torch.Tensor
+    y: torch.Tensor | None
+    layers: int
+    potential: str
+    projections: object
+    residual: bool
+    norm: bool
+    ground: str
+    seed: int
+
+    @property
+    def n(self) -> int:
+        """N, the number of particles of X^0."""
+        return self.x.shape[0]
+
+    @property
+    def first(self):
+        """The first layer's projections, those of the one-layer checks (None: identities)."""
+        return first_layer(self.projections)
+
+
+def inputs(source: str, n: int | None, upload: bytes | None, seed: int, layers: int, potential: str,
+           identity: bool, shared: bool, value_scale: float, residual: bool, norm: bool, ground: str) -> Inputs:
+    """The page's Inputs from its controls: ``source`` a preset (n particles) or UPLOAD (the CSV's bytes)."""
+    x, y = uploaded_particles(upload) if source == UPLOAD else (particles(source, n, seed), None)
+    projections = layer_projections(x.shape[-1], layers, identity, shared, seed, value_scale)
+    return Inputs(x, y, layers, potential, projections, residual, norm, ground, int(seed))
+
+
+# ---- the particle flow -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Flow:
+    """The particles through L layers at temperature tau: trajectory (L + 1, N, 2), X^0 first, and steps (L,)
+    W1(m(X^{h-1}), m(X^h)) between consecutive layers."""
+
+    inputs: Inputs
+    tau: float
+    trajectory: torch.Tensor
+    steps: torch.Tensor
+
+
+def flow(i: Inputs, tau: float) -> Flow:
+    """delta_{x^{h+1}} = delta_{x^h} A^h_{m(X^h)} (Sec. 3.1) for L layers, and how far each layer moved the
+    measure."""
+    shared = not isinstance(i.projections, list)
+    traj = measure.self_attention_flow(i.x, i.layers, i.potential, tau, i.projections, shared, i.residual, i.norm)
+    steps = torch.stack([measure.w1(traj[h], traj[h + 1], i.ground) for h in range(i.layers)]) if i.layers else \
         torch.zeros(0, dtype=traj.dtype)
-    return traj, steps
+    return Flow(i, tau, traj, steps)
+
+
+# ---- contraction (Def. 22, Thm. 23, Cor. 30) -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ContractionCheck:
+    """Pairs through one attention layer (the first layer's projections, no residual, no normalisation):
+    sampled the pairs around m(X^0) (measure.contraction_ratio); pair (W1 in, W1 out) of the uploaded X and Y;
+    local the worst infinitesimal move ||J||_{1->1}; thm23 Thm. 23's constants on a box around every input;
+    cor30 Cor. 30's bound (Gaussian potential, W_Q = W_K = I). The last three only for the l1 ground metric, and
+    None where they do not apply."""
+
+    perturbation: str
+    sampled: measure.Contraction
+    pair: tuple[float, float] | None
+    local: float | None
+    thm23: measure.Thm23Constants | None
+    cor30: float | None
+
+    @property
+    def largest_ratio(self) -> float:
+        """The largest sampled W1(mu A_mu, nu A_nu) / W1(mu, nu), a lower bound of kappa(A)."""
+        return float(self.sampled.ratio.max())
+
+    @property
+    def slopes(self) -> dict[str, float | None]:
+        """The lines y = slope x of the chart: no change, the worst infinitesimal move and the bounds on kappa(A)."""
+        t23 = self.thm23
+        return {"y = x": 1.0, "worst infinitesimal move ||J||": self.local,
+                "Thm. 23 (corrected)": t23.bound if t23 else None, "Thm. 23 as printed": t23.printed if t23 else None,
+                "Cor. 30": self.cor30}
 
 
 def _identity_qk(W) -> bool:
@@ -63,38 +165,44 @@ def _identity_qk(W) -> bool:
     return bool(torch.equal(W[0], eye) and torch.equal(W[1], eye))
 
 
-def contraction(x, perturbation, n_samples, sigma, potential, tau, W, ground, y=None, seed=0):
-    """Sampled pairs through one attention layer (measure.contraction_ratio), (W1 in, W1 out) of the uploaded pair
-    (x, y) if y is given,
-    the worst infinitesimal move, and the slopes of the bounds that apply (l1 ground metric only):
-    Thm. 23 (corrected and as printed) on a box containing every input, Cor. 30 / Thm. 29 for the Gaussian
-    potential with W_Q = W_K = I."""
-    res = measure.contraction_ratio(x, perturbation, n_samples, potential, tau, W, ground, sigma=sigma, seed=seed)
-    lo, hi = res.lo, res.hi
-    pair = None
-    if y is not None:
-        both = measure.contraction(x, y, potential, tau, W, ground)
-        pair = (both.w1_in, both.w1_out)
-        lo, hi = torch.minimum(lo, y.amin(0)), torch.maximum(hi, y.amax(0))
-    out = dict(res=res, pair=pair, local=None, thm23=None, cor30=None)
-    if ground != "l1":
-        return out
-    out["local"] = measure.local_contraction(x, potential, tau, W)
+def _cor30(i: Inputs, perturbation: str) -> float | None:
+    """Cor. 30's bound for the pairs of ``perturbation`` (N = the smaller number of tokens of the two measures),
+    for the Gaussian potential with W_Q = W_K = I only; K_l = ||W_V||, the l1 operator norm of x -> x W_V."""
+    W = i.first
+    if i.potential != "gaussian" or not _identity_qk(W):
+        return None
+    N, d = i.x.shape
+    m = {"noise": N, "drop": N - 1, "swap": math.ceil(N / 2)}[perturbation]
+    if i.y is not None:
+        m = min(m, i.y.shape[0])
+    k_l = 1.0 if W is None else W[2].abs().sum(1).max().item()
+    return measure.cor30_bound(min(N, m), d, k_l=k_l)
+
+
+def contraction(f: Flow, perturbation: str, n_samples: int, sigma: float) -> ContractionCheck:
+    """Sampled pairs (and the uploaded pair) through one layer, with the bounds on kappa(A) that apply: Thm. 23
+    (corrected and as printed) on a box containing every input, Cor. 30 / Thm. 29 (l1 ground metric only)."""
+    i, W = f.inputs, f.inputs.first
+    res = measure.contraction_ratio(i.x, perturbation, n_samples, i.potential, f.tau, W, i.ground, sigma=sigma,
+                                    seed=i.seed)
+    lo, hi, pair = res.lo, res.hi, None
+    if i.y is not None:
+        both = measure.contraction(i.x, i.y, i.potential, f.tau, W, i.ground)
+        pair = (float(both.w1_in), float(both.w1_out))
+        lo, hi = torch.minimum(lo, i.y.amin(0)), torch.maximum(hi, i.y.amax(0))
+    if i.ground != "l1":
+        return ContractionCheck(perturbation, res, pair, None, None, None)
     try:
-        out["thm23"] = measure.thm23_constants(lo, hi, potential, tau, W)
+        thm23 = measure.thm23_constants(lo, hi, i.potential, f.tau, W)
     except ValueError:   # eps(G) underflows: Thm. 23 says nothing on this E
-        pass
-    if potential == "gaussian" and _identity_qk(W):
-        N, d = x.shape
-        m = {"noise": N, "drop": N - 1, "swap": math.ceil(N / 2)}[perturbation]
-        if y is not None:
-            m = min(m, y.shape[0])
-        k_l = 1.0 if W is None else W[2].abs().sum(1).max().item()
-        out["cor30"] = measure.cor30_bound(min(N, m), d, k_l=k_l)
-    return out
+        thm23 = None
+    return ContractionCheck(perturbation, res, pair, measure.local_contraction(i.x, i.potential, f.tau, W), thm23,
+                            _cor30(i, perturbation))
 
 
-def banach(x, potential, tau, W, residual, norm):
+# ---- infinite depth (Prop. 26) ---------------------------------------------------------------------------------
+
+def banach(x: torch.Tensor, potential: str, tau: float, W, residual: bool, norm: bool):
     """The corrected Thm. 23 bound on E = [-r, r]^d, r = max |x|, when Prop. 26 applies: no residual or norm and
     x -> x W_V maps E into itself (largest column l1 norm of W_V <= 1, so the outputs, averages of the x_j W_V,
     stay in E). None otherwise."""
@@ -111,21 +219,42 @@ def banach(x, potential, tau, W, residual, norm):
         return None
 
 
-def cor30_failure(log10_n, q: float = 0.85, d: int = 1, delta: float = 1e-6):
-    """The ratio for moving a token at 0 that sits between two clusters of m = (N - 1) / 2 tokens at -R and R,
-    R^2 = ln(2m) - ln(q / (1 - q)) (Gaussian potential, tau = 1, identity weights, in R^d along the first axis),
-    and the Cor. 30 bound, for N = 10^k. Clusters are weighted atoms: the uniform measure of the repeated
-    tokens, exactly."""
-    ratios, bounds = [], []
-    for k in log10_n:
-        m = (10 ** k - 1) / 2
-        R = math.sqrt(math.log(2 * m) - math.log(q / (1 - q)))
-        pts = torch.zeros(3, d, dtype=torch.float64)
-        pts[1, 0], pts[2, 0] = -R, R
-        w = torch.tensor([1.0, m, m], dtype=torch.float64)
-        moved = pts.clone()
-        moved[0, 0] += delta
-        ratios.append(measure.contraction(measure.empirical(pts, w), measure.empirical(moved, w), "gaussian",
-                                          1.0).ratio.item())
-        bounds.append(measure.cor30_bound(int(round(10 ** k)), d))
-    return torch.tensor(ratios, dtype=torch.float64), torch.tensor(bounds, dtype=torch.float64)
+@dataclass(frozen=True)
+class FixedPointCheck:
+    """The shared first layer T iterated from X^0 (measure.FixedPoint); banach the corrected Thm. 23 constants on
+    E = [-r, r]^d when T maps E into itself (else None); envelope (n_iter + 1,) Prop. 26's bound
+    kappa(T)^l / (1 - kappa(T)) W1(mu^1, mu^0) when kappa(T) <= banach.bound < 1 (else None); lone_points_fixed:
+    Gaussian potential with identity projections, where every single point is a fixed point."""
+
+    result: measure.FixedPoint
+    banach: measure.Thm23Constants | None
+    envelope: torch.Tensor | None
+    lone_points_fixed: bool
+
+
+def fixed_point(f: Flow, max_iter: int = 60) -> FixedPointCheck:
+    """X^{l+1} = T(X^l) to its fixed point (Sec. 6.2) and, when Thm. 23 proves kappa(T) < 1, the geometric envelope
+    W1(mu^l, mu*) <= kappa(T)^l / (1 - kappa(T)) W1(mu^1, mu^0) of Prop. 26 (l1 ground metric only)."""
+    i, W = f.inputs, f.inputs.first
+    fp = measure.fixed_point(i.x, i.potential, f.tau, W, i.residual, i.norm, max_iter=max_iter, ground=i.ground)
+    c = banach(i.x, i.potential, f.tau, W, i.residual, i.norm) if i.ground == "l1" else None
+    envelope = None
+    if c is not None and c.bound < 1:
+        levels = torch.arange(fp.n_iter + 1, dtype=torch.float64)
+        envelope = c.bound ** levels / (1 - c.bound) * fp.steps[0]
+    return FixedPointCheck(fp, c, envelope, i.potential == "gaussian" and W is None)
+
+
+# ---- maximum entropy (Thm. 14) and the counterexample to Cor. 30 ----------------------------------------------
+
+def max_entropy(f: Flow, query: int) -> measure.MaxEntropyCheck:
+    """Thm. 14 at the query x = x_i^0 against nu = m(X^0), with the first layer's W_Q, W_K."""
+    i, W = f.inputs, f.inputs.first
+    W_Q, W_K = (None, None) if W is None else W[:2]
+    return measure.max_entropy_check(measure.empirical(i.x), i.x[min(int(query), len(i.x) - 1)], i.potential, f.tau,
+                                     W_Q, W_K, seed=i.seed)
+
+
+def cor30_failure() -> measure.Cor30Failure:
+    """The paper's Cor. 30 against its counterexample (measure.cor30_failure) for N = 10 to 10^12 tokens, d = 1."""
+    return measure.cor30_failure(COR30_LOG10_N)

@@ -1,15 +1,118 @@
-"""What the "Transport plans" page computes, built on :mod:`wviz.ot`."""
+"""What the "Transport plans" page computes, built on :mod:`wviz.ot`.
+
+The problem is eq. (23) of the 002 paper, min_{P in U(a, b)} <C, P> - gamma H(P), its exact limit gamma -> 0 (a
+linear programme), and its squared-L2 variant <C, P> + gamma/2 ||P||^2 (Blondel et al. 2018). gamma is set
+relative to the largest cost, gamma = gamma_rel * max|C_ij|, so that one slider position means the same blur
+whatever the units of C.
+"""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
 import torch
 
-from wviz import ot
+from wviz import attention, io, ot, samples
+from wviz.figures.common import to_numpy
 
 SOLVERS = ("sinkhorn", "exact", "quadratic")
+PRESETS = samples.PRESETS
+COST_KINDS = ot.COST_KINDS
+MAX_POINTS = io.MAX_POINTS                        # per cloud, or per side of a cost matrix
+MAX_UPLOAD_MB = io.MAX_UPLOAD_BYTES // 2**20
+TOL = 1e-6                                        # L1 marginal error at which the solvers stop
+SWEEP = torch.logspace(-3, 1, 13, dtype=torch.float64)   # the "cost against gamma" grid, in units of max|C|
 
+
+# ---- the problem -----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """Masses a (n,) on the sources and b (m,) on the targets, costs C (n, m), and for two point clouds the points
+    x (n, 2) and y (m, 2) (None for a typed cost matrix). Held as float64 numpy arrays, so that st.cache_data
+    hashes a problem by its values."""
+
+    a: np.ndarray
+    b: np.ndarray
+    C: np.ndarray
+    x: np.ndarray | None = None
+    y: np.ndarray | None = None
+
+    @property
+    def clouds(self) -> bool:
+        return self.x is not None
+
+    @property
+    def scale(self) -> float:
+        """max|C_ij|, the unit of gamma (1 when every cost is 0)."""
+        top = float(np.abs(self.C).max())
+        return top if top > 0 else 1.0
+
+    def tensors(self, device="cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """a, b, C as float64 tensors on ``device``."""
+        return tuple(torch.as_tensor(v, device=device) for v in (self.a, self.b, self.C))
+
+
+def points_table(preset: str, n: int, m: int, seed: int) -> pd.DataFrame:
+    """A preset's two clouds as the page's editable table: one row per point (cloud, x, y, mass), unit masses."""
+    x, y = samples.point_clouds(preset, n, m, seed)
+    xy = torch.cat([x, y]).numpy()
+    return pd.DataFrame({"cloud": ["source"] * n + ["target"] * m, "x": xy[:, 0], "y": xy[:, 1],
+                         "mass": [1.0] * (n + m)})
+
+
+def clouds(x: torch.Tensor, a: torch.Tensor, y: torch.Tensor, b: torch.Tensor, cost_kind: str) -> Problem:
+    """The problem between two weighted clouds with the ground cost C_ij = c(x_i, y_j) of ``cost_kind``."""
+    C = ot.cost_matrix(x, y, cost_kind)
+    return Problem(*map(to_numpy, (a, b, C, x, y)))
+
+
+def clouds_from_table(table: pd.DataFrame, cost_kind: str) -> Problem:
+    """The problem from the edited points table (columns cloud, x, y, mass); masses normalised per cloud."""
+    return clouds(*io.read_points_table(table), cost_kind)
+
+
+def clouds_from_csv(data: bytes, cost_kind: str) -> Problem:
+    """The problem from an uploaded points CSV (columns cloud, x, y[, mass])."""
+    return clouds(*io.read_points_csv(data), cost_kind)
+
+
+def cost_from_csv(data: bytes) -> torch.Tensor:
+    """C (n, m) from an uploaded CSV of n rows of m numbers."""
+    return io.read_matrix_csv(data)
+
+
+def cost_from_text(text: str) -> torch.Tensor:
+    """C (n, m) typed as n lines of m numbers."""
+    return io.parse_matrix(text)
+
+
+def default_masses(n: int, m: int) -> tuple[str, str]:
+    """The typed masses' starting text, of equal totals: a_i = 1 and b_j = n / m. When n / m has no short decimal
+    (4 / 3 = 1.33333 would miss the total by more than the solvers accept, 1e-6), a_i = m / d and b_j = n / d with
+    d = gcd(n, m): whole numbers, both totalling n m / d."""
+    ratio = f"{n / m:.6g}"
+    if abs(float(ratio) * m - n) <= 1e-12 * n:
+        return ", ".join(["1"] * n), ", ".join([ratio] * m)
+    d = math.gcd(n, m)
+    return ", ".join([str(m // d)] * n), ", ".join([str(n // d)] * m)
+
+
+def cost_problem(C: torch.Tensor, a_text: str | None = None, b_text: str | None = None) -> Problem:
+    """The problem for a cost matrix C (n, m): uniform masses a_i = 1/n, b_j = 1/m, or the typed ones (whose
+    totals must agree; the solvers check it)."""
+    n, m = C.shape
+    a = np.full(n, 1.0 / n) if a_text is None else to_numpy(io.parse_masses(a_text, n, "a", per="row"))
+    b = np.full(m, 1.0 / m) if b_text is None else to_numpy(io.parse_masses(b_text, m, "b", per="column"))
+    return Problem(a, b, to_numpy(C))
+
+
+# ---- the plan at the slider's gamma ----------------------------------------------------------------------------
 
 def solve(solver: str, a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gamma: float,
-          tol: float = 1e-6) -> ot.OTResult:
+          tol: float = TOL) -> ot.OTResult:
     """One transport problem with the chosen solver: entropic (eq. (23) of 002), exact, or squared-L2."""
     if solver == "sinkhorn":
         return ot.sinkhorn(a, b, C, gamma, tol=tol)
@@ -19,6 +122,59 @@ def solve(solver: str, a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gamma:
         return ot.quadratic_ot(a, b, C, gamma)
     raise ValueError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}")
 
+
+def sparsity(plan: torch.Tensor, rel: float = 1e-8) -> float:
+    """Fraction of the plan's entries that carry (relatively) no mass: exact and quadratic plans are sparse."""
+    return float((plan <= rel * plan.max()).float().mean())
+
+
+@dataclass(frozen=True)
+class Transport:
+    """A problem solved at gamma = gamma_rel max|C|: the plan P (n, m) on the CPU and what the solver reports.
+
+    cost            <C, P>
+    reg_cost        the solver's objective at P: <C, P> - gamma H(P) (sinkhorn), <C, P> + gamma/2 ||P||^2
+                    (quadratic), <C, P> (exact)
+    n_iter          iterations run (0 for the exact solver)
+    marginal_error  max(||P 1 - a||_1, ||P^T 1 - b||_1)
+    converged       the marginal error met the tolerance (exact: an optimal basis was found)
+    """
+
+    problem: Problem
+    solver: str
+    gamma: float
+    plan: torch.Tensor
+    cost: float
+    reg_cost: float
+    n_iter: int
+    marginal_error: float
+    converged: bool
+
+    @property
+    def entropy(self) -> float:
+        """H(P) = -sum_ij P_ij log P_ij with 0 log 0 = 0, the H of eq. (23) of 002."""
+        return float(attention.entropy(self.plan.flatten()))
+
+    @property
+    def sq_norm(self) -> float:
+        """||P||^2 = sum_ij P_ij^2, the quadratic regulariser without its gamma / 2."""
+        return float((self.plan ** 2).sum())
+
+    @property
+    def sparsity(self) -> float:
+        """Fraction of the plan's zero entries (see :func:`sparsity`)."""
+        return sparsity(self.plan)
+
+
+def transport(problem: Problem, solver: str, gamma_rel: float, device="cpu") -> Transport:
+    """Solve ``problem`` with ``solver`` at gamma = gamma_rel * max|C| on ``device``."""
+    gamma = gamma_rel * problem.scale
+    res = solve(solver, *problem.tensors(device), gamma)
+    return Transport(problem, solver, gamma, res.plan.cpu(), float(res.cost), float(res.reg_cost),
+                     int(res.n_iter), float(res.marginal_error), bool(res.converged))
+
+
+# ---- watch Sinkhorn converge -----------------------------------------------------------------------------------
 
 # Plain Sinkhorn needs about 1 / (1 - r) iterations, which grows like 1 / gamma: at gamma = 1e-4 max C it has not
 # converged after 10^5 iterations (seconds of waiting). The scrubber records at most this many; the page says so.
@@ -36,7 +192,7 @@ def scrub_schedule(n_iter: int, snapshots: int = 40, max_iter: int = SCRUB_MAX_I
 
 
 def sinkhorn_snapshots(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gamma: float, n_iter: int,
-                       snapshots: int = 40, tol: float = 1e-6, max_iter: int = SCRUB_MAX_ITER) -> ot.OTResult:
+                       snapshots: int = 40, tol: float = TOL, max_iter: int = SCRUB_MAX_ITER) -> ot.OTResult:
     """Plain Sinkhorn at gamma (no epsilon scaling, no over-relaxation) from the uniform start, keeping about
     ``snapshots`` iterates of the plan to scrub through (see :func:`scrub_schedule`). ``converged=False`` means
     the run stopped at its budget: it shows only the first iterations."""
@@ -45,8 +201,64 @@ def sinkhorn_snapshots(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gamma:
                        max_iter=budget)
 
 
+@dataclass(frozen=True)
+class Frame:
+    """Plain Sinkhorn's plan after iteration ``step`` and its marginals P 1 (n,) and P^T 1 (m,)."""
+
+    step: int
+    plan: torch.Tensor
+    rows: torch.Tensor
+    columns: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Scrub:
+    """Plain Sinkhorn's run behind the scrubber, on the CPU: the plans it recorded (iteration -> plan), and its
+    L1 marginal error ``errors`` read at the iterations ``checked``, every ``every`` iterations.
+
+    n_iter, converged, marginal_error  where the run stopped: converged=False means it hit its budget
+    tol                                the tolerance it ran to
+    """
+
+    plans: dict[int, torch.Tensor]
+    every: int
+    checked: torch.Tensor
+    errors: torch.Tensor
+    n_iter: int
+    converged: bool
+    marginal_error: float
+    tol: float = TOL
+
+    @property
+    def iterations(self) -> list[int]:
+        return list(self.plans)
+
+    @property
+    def plan_every(self) -> int:
+        """The smallest gap between two recorded plans (the interval doubles when too many come)."""
+        its = self.iterations
+        return min((j - i for i, j in zip(its, its[1:])), default=self.every)
+
+    def frame(self, step: int | None = None) -> Frame:
+        """The plan recorded at iteration ``step`` (default: the last one) with its marginals."""
+        step = self.iterations[-1] if step is None else step
+        P = self.plans[step]
+        return Frame(step, P, P.sum(1), P.sum(0))
+
+
+def scrub(problem: Problem, gamma: float, n_iter: int, device="cpu") -> Scrub:
+    """The scrubber's plain-Sinkhorn run at gamma, its schedule set by ``n_iter`` (the solver's iterations)."""
+    every, _ = scrub_schedule(n_iter)
+    snap = sinkhorn_snapshots(*problem.tensors(device), gamma, n_iter)
+    history = snap.history.cpu()
+    return Scrub({int(it): P.cpu() for it, P in snap.plans}, every, history[:, 0], history[:, 1], int(snap.n_iter),
+                 bool(snap.converged), float(snap.marginal_error))
+
+
+# ---- cost against gamma ----------------------------------------------------------------------------------------
+
 def gamma_sweep(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gammas: torch.Tensor,
-                tol: float = 1e-6) -> torch.Tensor:
+                tol: float = TOL) -> torch.Tensor:
     """Transport cost <C, P_gamma> of the entropic plan for each gamma, largest gamma first.
 
     Each solve starts from the previous one's dual potentials (a warm start), so the sweep costs little more
@@ -61,12 +273,17 @@ def gamma_sweep(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gammas: torch
     return costs
 
 
-def sparsity(plan: torch.Tensor, rel: float = 1e-8) -> float:
-    """Fraction of the plan's entries that carry (relatively) no mass: exact and quadratic plans are sparse."""
-    return float((plan <= rel * plan.max()).float().mean())
+@dataclass(frozen=True)
+class Sweep:
+    """<C, P_gamma> (costs) for gammas = SWEEP max|C|, and the exact (unregularised) cost they tend to."""
+
+    gammas: torch.Tensor
+    costs: torch.Tensor
+    exact: float
 
 
-def entropy(plan: torch.Tensor) -> float:
-    """H(P) = -sum P log P with 0 log 0 = 0."""
-    P = plan[plan > 0]
-    return float(-(P * P.log()).sum())
+def sweep(problem: Problem, device="cpu") -> Sweep:
+    """The entropic cost over the grid SWEEP (in units of max|C|) and the exact cost, on ``device``."""
+    a, b, C = problem.tensors(device)
+    gammas = SWEEP * problem.scale
+    return Sweep(gammas, gamma_sweep(a, b, C, gammas), float(ot.emd(a, b, C).cost))

@@ -1,24 +1,149 @@
-"""What the "Uncertainty inspector" page computes from a model and an image (no streamlit here).
+"""What the "Uncertainty inspector" page computes from its models and an image (no streamlit here).
 
-One image goes through the model once on its means (for the per-layer covariances and attention maps, 004
+One image goes through each model once on its means (for the per-layer covariances and attention maps, 004
 Sec. 4.1-4.2) and S times with sampled embeddings (the Monte-Carlo predictive, :func:`wviz.vit.model.mc_predict`).
+The dataset panel evaluates each model on the digits test split, the OOD sets and the corruptions (004's protocol
+at demo scale, :func:`wviz.vit.evaluate.evaluate`).
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from wviz.vit import data
+from wviz.vit import evaluate as vit_evaluate  # looked up at call time: tests spy on evaluate
+from wviz.vit.checkpoint import load_checkpoint
+from wviz.vit.metrics import SCORES
 from wviz.vit.model import MCPrediction, ViTOutput, mc_predict
 
-__all__ = ["ASSETS", "BUNDLED", "Preprocessed", "preprocess", "Inspection", "inspect_image", "patch_map",
-           "query_attention", "rollout"]
+__all__ = ["ASSETS", "BUNDLED", "OOD_SETS", "SEVERITIES", "MAX_PANEL_SAMPLES", "Loaded", "load_bundled",
+           "load_upload", "Models", "model_set", "record_summary", "test_split", "Picked", "test_image",
+           "uploaded_image", "Preprocessed", "preprocess", "Inspection", "inspect_image", "inspect_all", "predictions",
+           "entropies", "patch_map", "query_attention", "rollout", "token_label", "patch_of", "block_of",
+           "HeadMaps", "head_maps", "Inside", "inside", "score_choices", "PanelJob", "panel_jobs", "evaluate_panel",
+           "ood_scores", "corruption_curves"]
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 BUNDLED = {"stochastic": ASSETS / "vit_digits_stochastic.safetensors",
            "deterministic": ASSETS / "vit_digits_deterministic.safetensors"}
+OOD_SETS = data.OOD_SETS
+SEVERITIES = data.SEVERITIES
+MAX_PANEL_SAMPLES = 64  # S x 360 test digits x 18 sets of images per model: the dataset panel's budget
+RECORD_SHOWN = ("data", "epochs", "seed", "lambda", "train_seconds", "metrics")
+
+
+# ---- models ----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Loaded:
+    """One model on the page: its name on the page, the model, its training record (entries checked for type
+    and bounds when loaded, wviz.vit.checkpoint.check_record) and a key naming its weights ('bundled:<kind>' or
+    'upload:<sha256 of the file>')."""
+
+    name: str
+    model: torch.nn.Module
+    record: dict
+    key: str
+
+    @property
+    def bundled(self) -> bool:
+        return self.key.startswith("bundled:")
+
+
+def load_bundled(kind: str, device: str) -> Loaded:
+    """The bundled demo model of ``kind`` ('stochastic' or 'deterministic') on ``device``."""
+    model, record = load_checkpoint(BUNDLED[kind], device=device)
+    return Loaded(kind, model, record, f"bundled:{kind}")
+
+
+def load_upload(raw: bytes | None, file_name: str, device: str) -> Loaded:
+    """An uploaded checkpoint (checked before use, see wviz.vit.checkpoint), named 'uploaded (<kind>)'."""
+    if raw is None:
+        raise ValueError("upload a checkpoint in the sidebar (or choose the bundled demo)")
+    model, record = load_checkpoint(raw, name=file_name, device=device)
+    return Loaded(f"uploaded ({model.config.kind})", model, record, "upload:" + hashlib.sha256(raw).hexdigest())
+
+
+@dataclass(frozen=True)
+class Models:
+    """The models the page shows, by name: the main one first, then the deterministic twin when it reads the same
+    images (channels, size and classes). ``twin`` is the bundled twin, shown or not."""
+
+    by_name: dict[str, Loaded]
+    twin: Loaded
+
+    @property
+    def main(self) -> Loaded:
+        return next(iter(self.by_name.values()))
+
+    @property
+    def config(self):
+        return self.main.model.config
+
+    @property
+    def stochastic(self) -> bool:
+        return self.config.kind == "stochastic"
+
+    @property
+    def class_names(self) -> list[str]:
+        """The main model's class names (checked: one per class), or 0, 1, ..."""
+        return self.main.record.get("class_names") or [str(i) for i in range(self.config.n_classes)]
+
+    @property
+    def reads_digits(self) -> bool:
+        """Whether the dataset panel (the digits test split, 1 x 16 x 16) applies to every model shown."""
+        return self.twin.name in self.by_name and (self.config.channels, self.config.image_size) == (1, data.DIGIT_SIZE)
+
+
+def model_set(main: Loaded, twin: Loaded) -> Models:
+    """The main model and the deterministic twin, the twin left out when it cannot read the main model's images."""
+    a, b = main.model.config, twin.model.config
+    same = (a.channels, a.image_size, a.n_classes) == (b.channels, b.image_size, b.n_classes)
+    return Models({main.name: main, **({twin.name: twin} if same else {})}, twin)
+
+
+def record_summary(record: dict) -> dict:
+    """The entries of a training record the page lists (data, epochs, seed, lambda, seconds, metrics)."""
+    return {k: record[k] for k in RECORD_SHOWN if k in record}
+
+
+# ---- the image -------------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def test_split() -> tuple[torch.Tensor, torch.Tensor]:
+    """The 360 digits of the test split (never seen in training): images (360, 1, 16, 16), labels (360,)."""
+    return data.load_dataset("digits", "test")
+
+
+@dataclass(frozen=True)
+class Picked:
+    """The image the page inspects: (C, H, W) in [0, 1], its true label (test set) or None, and for an upload its
+    preprocessing steps."""
+
+    image: torch.Tensor
+    label: int | None
+    pre: Preprocessed | None
+
+
+def test_image(config, index: int) -> Picked:
+    """Digit ``index`` of the test split, for a model that takes 1 x 16 x 16 images."""
+    if (config.channels, config.image_size) != (1, data.DIGIT_SIZE):
+        raise ValueError(f"this model takes {config.channels} x {config.image_size} x {config.image_size} images; "
+                         "the test set browser holds 1 x 16 x 16 digits: upload an image instead")
+    x, y = test_split()
+    return Picked(x[int(index)], int(y[int(index)]), None)
+
+
+def uploaded_image(raw: bytes | None, config, invert: str = "auto") -> Picked:
+    """An uploaded PNG/JPG as the model's input (see :func:`preprocess`)."""
+    if raw is None:
+        raise ValueError("upload a PNG or JPG in the sidebar (or pick a test image)")
+    pre = preprocess(raw, config.channels, config.image_size, invert)
+    return Picked(pre.image, None, pre)
 
 
 @dataclass(frozen=True)
@@ -52,6 +177,8 @@ def preprocess(raw: bytes, channels: int, size: int, invert: str = "auto") -> Pr
     return Preprocessed(steps, x, inverted)
 
 
+# ---- one image through the models ------------------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class Inspection:
     """One image through one model: ``out`` the forward pass on the means (batch of 1), ``mc`` the Monte-Carlo
@@ -73,6 +200,21 @@ def inspect_image(model, image: torch.Tensor, samples: int = 32, seed: int = 0) 
         raise ValueError("the model's output on this image is not a finite number (inf or NaN): its weights push "
                          "the computation beyond float range")
     return Inspection(out, mc, samples)
+
+
+def inspect_all(models: Models, image: torch.Tensor, samples: int, seed: int) -> dict[str, Inspection]:
+    """The image through every model shown, with the same S draws' seed."""
+    return {name: inspect_image(m.model, image, int(samples), int(seed)) for name, m in models.by_name.items()}
+
+
+def predictions(runs: dict[str, Inspection]) -> dict[str, tuple[int, float]]:
+    """Per model, the class with the largest predictive probability p(y | x), and that probability."""
+    return {name: (int(r.mc.mean[0].argmax()), float(r.mc.mean[0].max())) for name, r in runs.items()}
+
+
+def entropies(runs: dict[str, Inspection]) -> dict[str, float]:
+    """Predictive entropy H(p) of each model's mean prediction."""
+    return {name: float(r.mc.entropy[0]) for name, r in runs.items()}
 
 
 def _grid(values: torch.Tensor, grid: int) -> torch.Tensor:
@@ -106,3 +248,133 @@ def rollout(attentions: tuple[torch.Tensor, ...], grid: int) -> torch.Tensor:
     for A in attentions:
         R = ((A[0].mean(0) + eye) / 2) @ R
     return _grid(R[0, 1:], grid)
+
+
+# ---- inside the model: layer, head and query ---------------------------------------------------------------
+
+def patch_of(query: int, grid: int) -> tuple[int, int] | None:
+    """(row, col) of the patch of token ``query`` (1.. row by row), None for the class token (0)."""
+    return None if query == 0 else ((query - 1) // grid, (query - 1) % grid)
+
+
+def token_label(query: int, grid: int) -> str:
+    """'class token' or 'patch q (row r, col c)'."""
+    rc = patch_of(query, grid)
+    return "class token" if rc is None else f"patch {query} (row {rc[0]}, col {rc[1]})"
+
+
+def block_of(layer: int) -> int:
+    """The block (0-based) whose attention produced the tokens of ``layer`` (block 0 for the embeddings, 0)."""
+    return max(layer, 1) - 1
+
+
+@dataclass(frozen=True)
+class HeadMaps:
+    """A query's weights on the patches in one block, a (grid, grid) map per head, and the class token's rollout."""
+
+    block: int
+    per_head: tuple[torch.Tensor, ...]
+    rollout: torch.Tensor
+
+
+def head_maps(out: ViTOutput, block: int, query: int, grid: int) -> HeadMaps:
+    heads = out.attentions[block].shape[1]
+    return HeadMaps(block, tuple(query_attention(out, block, h, query, grid)[0] for h in range(heads)),
+                    rollout(out.attentions, grid))
+
+
+@dataclass(frozen=True)
+class Inside:
+    """What the layer, head and query controls show of the main model: tr(Sigma) per patch at ``layer`` (None for
+    a deterministic model), the query's maps in ``block``, the chosen head's map and its weight on the class token,
+    and the twin's maps of the same query (None when the twin is not shown or cuts the image into another grid,
+    ``twin_grid``)."""
+
+    layer: int
+    head: int
+    query: int
+    mark: tuple[int, int] | None
+    trace: torch.Tensor | None
+    heads: HeadMaps
+    one: torch.Tensor
+    class_weight: float
+    twin: HeadMaps | None
+    twin_grid: int | None
+
+
+def inside(models: Models, runs: dict[str, Inspection], layer: int, head: int, query: int) -> Inside:
+    grid, out = models.config.grid, runs[models.main.name].out
+    block = block_of(layer)
+    one, class_weight = query_attention(out, block, head, query, grid)
+    twin, twin_grid = None, None
+    tw = models.twin
+    if tw.name in models.by_name and tw.name != models.main.name:
+        t_cfg = tw.model.config
+        if t_cfg.grid != grid:
+            twin_grid = t_cfg.grid
+        else:
+            twin = head_maps(runs[tw.name].out, min(block, t_cfg.depth - 1), query, grid)
+    return Inside(layer, head, query, patch_of(query, grid), patch_map(out, layer, grid) if models.stochastic else None,
+                  head_maps(out, block, query, grid), one, class_weight, twin, twin_grid)
+
+
+# ---- the dataset panel -----------------------------------------------------------------------------------------
+
+def score_choices(stochastic: bool) -> list[str]:
+    """The OOD scores a model has: the covariance trace only for the stochastic model."""
+    return [s for s in SCORES if stochastic or s != "covariance trace"]
+
+
+@dataclass(frozen=True)
+class PanelJob:
+    """One model's evaluation for the panel: S Monte-Carlo samples per image (``asked`` by its record, capped at
+    MAX_PANEL_SAMPLES), and whether its corruption curves are measured here or read from its record (a bundled
+    checkpoint's record holds this same evaluation, run at the end of training; an upload's is only a claim)."""
+
+    loaded: Loaded
+    samples: int
+    asked: int
+    from_record: bool
+
+    @property
+    def name(self) -> str:
+        return self.loaded.name
+
+    @property
+    def capped(self) -> bool:
+        return self.asked > self.samples
+
+    @property
+    def key(self) -> tuple:
+        """What the evaluation depends on: the weights, S and whether the corruptions are run."""
+        return self.loaded.key, self.samples, not self.from_record
+
+
+def panel_jobs(models: Models) -> tuple[PanelJob, ...]:
+    jobs = []
+    for m in models.by_name.values():
+        asked = m.record.get("eval_samples", 16)
+        from_record = m.bundled and "corruption_error" in m.record.get("metrics", {})
+        jobs.append(PanelJob(m, min(asked, MAX_PANEL_SAMPLES), asked, from_record))
+    return tuple(jobs)
+
+
+def evaluate_panel(job: PanelJob, progress=None) -> vit_evaluate.Report:
+    """The model's report on the test split and the OOD sets (and the corruptions unless read from its record);
+    ``progress(done, total)`` as the passes over the sets of images start."""
+    x, y = test_split()
+    step = None if progress is None else (lambda fraction, text: progress(fraction, 1.0))
+    return vit_evaluate.evaluate(job.loaded.model, x, y, samples=job.samples, corruptions=not job.from_record,
+                                 progress=step)
+
+
+def ood_scores(reports: dict[str, vit_evaluate.Report], ood_name: str, score: str) -> dict:
+    """model name -> (test-digit scores, OOD scores, AUROC) of one score on one OOD set, for the models that have
+    that score."""
+    return {n: r.ood[ood_name][score] for n, r in reports.items() if score in r.ood[ood_name]}
+
+
+def corruption_curves(jobs: tuple[PanelJob, ...], reports: dict[str, vit_evaluate.Report]) -> dict:
+    """model name -> {corruption: (5,) test error at severities 1..5}: from the record or measured here."""
+    return {j.name: ({k: torch.tensor(v) for k, v in j.loaded.record["metrics"]["corruption_error"].items()}
+                     if j.from_record else reports[j.name].corruption) for j in jobs}

@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -117,9 +118,18 @@ def train_steps(model, images, labels, steps: int, lr: float = 2e-3, lam: float 
     return losses
 
 
-def main(argv=None) -> dict:
-    """Train, evaluate on the test split, write the checkpoint; returns the record (on rank 0)."""
-    args = parse_args(argv)
+@dataclass(frozen=True)
+class _Place:
+    """Where this process trains: its device, its rank among ``world`` processes and its local rank (GPU)."""
+
+    device: torch.device
+    rank: int
+    world: int
+    local: int
+
+
+def _place(args) -> _Place:
+    """Torch threads, the device and, under torchrun, the process group (one GPU per process)."""
     if args.threads:
         torch.set_num_threads(args.threads)
     device = get_device(args.device)
@@ -127,88 +137,156 @@ def main(argv=None) -> dict:
     if device.type == "cuda":
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
-    out, state_path = Path(args.out), Path(args.out + ".state.pt")
+    return _Place(device, rank, world, local)
 
+
+def _training_data(args) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """(images, labels, class names) of the training split, the first --limit images only when given."""
     x, y = vdata.load_dataset(args.data, "train", args.data_root, size=args.image_size)
     if args.limit:
         x, y = x[:args.limit], y[:args.limit]
-    names = vdata.class_names(args.data, args.data_root)
+    return x, y, vdata.class_names(args.data, args.data_root)
+
+
+@dataclass
+class _Training:
+    """The model and what steps it: optimiser, schedule, mixed precision; ``net`` is the model, or its DDP wrapper
+    under torchrun. ``start`` (epoch) and ``seconds`` (of training so far) move on as the epochs run."""
+
+    cfg: ViTConfig
+    model: torch.nn.Module
+    net: torch.nn.Module
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LambdaLR
+    autocast: object
+    scaler: torch.amp.GradScaler
+    dataset: TensorDataset
+    per_rank: int
+    steps_per_epoch: int
+    start: int = 0
+    seconds: float = 0.0
+
+
+def _model(args, x, y, n_classes: int, place: _Place) -> _Training:
+    """The model (seeded with --seed), AdamW, the warm-up + cosine schedule over all steps, mixed precision."""
     cfg = ViTConfig(kind=args.kind, image_size=x.shape[-1], patch_size=args.patch, channels=x.shape[1],
-                    n_classes=len(names), dim=args.dim, depth=args.depth, heads=args.heads,
-                    mlp_ratio=args.mlp_ratio)
+                    n_classes=n_classes, dim=args.dim, depth=args.depth, heads=args.heads, mlp_ratio=args.mlp_ratio)
     torch.manual_seed(args.seed)
-    model = build_model(cfg).to(device)
+    model = build_model(cfg).to(place.device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     dataset = TensorDataset(x, y)
-    per_rank = max(1, args.batch // world)
-    steps_per_epoch = math.ceil(len(dataset) / world / per_rank)
+    per_rank = max(1, args.batch // place.world)
+    steps_per_epoch = math.ceil(len(dataset) / place.world / per_rank)
     sched = _schedule(opt, args.epochs * steps_per_epoch)
-    autocast, scaler = _amp(device, not args.no_amp)
-    start, seconds = 0, 0.0
-    if args.resume:
-        if not state_path.is_file():
-            raise SystemExit(f"--resume: no training state at {state_path}")
-        state = torch.load(state_path, map_location=device, weights_only=True)
-        if state["config"] != cfg.to_dict():
-            raise SystemExit(f"--resume: {state_path} was made with another model config: {state['config']}")
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optim"])
-        sched.load_state_dict(state["sched"])
-        scaler.load_state_dict(state["scaler"])
-        start, seconds = state["epoch"], state["seconds"]
-    net = model
-    if world > 1:
-        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local] if device.type == "cuda" else None)
+    autocast, scaler = _amp(place.device, not args.no_amp)
+    return _Training(cfg, model, model, opt, sched, autocast, scaler, dataset, per_rank, steps_per_epoch)
 
+
+def _resume(t: _Training, state_path: Path, device: torch.device) -> None:
+    """Continue from the training state of an interrupted run (--resume)."""
+    if not state_path.is_file():
+        raise SystemExit(f"--resume: no training state at {state_path}")
+    state = torch.load(state_path, map_location=device, weights_only=True)
+    if state["config"] != t.cfg.to_dict():
+        raise SystemExit(f"--resume: {state_path} was made with another model config: {state['config']}")
+    t.model.load_state_dict(state["model"])
+    t.opt.load_state_dict(state["optim"])
+    t.sched.load_state_dict(state["sched"])
+    t.scaler.load_state_dict(state["scaler"])
+    t.start, t.seconds = state["epoch"], state["seconds"]
+
+
+def _save_state(t: _Training, epoch: int, state_path: Path) -> None:
+    """The state after ``epoch`` (0-based), for --resume."""
+    torch.save({"model": t.model.state_dict(), "optim": t.opt.state_dict(), "sched": t.sched.state_dict(),
+                "scaler": t.scaler.state_dict(), "epoch": epoch + 1, "seconds": t.seconds,
+                "config": t.cfg.to_dict()}, state_path)
+
+
+def _epoch(t: _Training, args, epoch: int, place: _Place, bar) -> None:
+    """One pass over the training images: cross-entropy + lambda x the W2 regulariser of 004 (loss_fn) on augmented
+    views. The batch order depends on (seed, epoch) only, so a resumed run sees the same batches."""
+    g = torch.Generator().manual_seed(args.seed * 1000 + epoch)
+    torch.manual_seed(args.seed * 1000 + epoch * 7 + place.rank)  # embedding samples
+    sampler = (DistributedSampler(t.dataset, place.world, place.rank, seed=args.seed) if place.world > 1
+               else RandomSampler(t.dataset, generator=g))
+    if place.world > 1:
+        sampler.set_epoch(epoch)
+    t.net.train()
+    for xb, yb in DataLoader(t.dataset, batch_size=t.per_rank, sampler=sampler):
+        xb, yb = xb.to(place.device, non_blocking=True), yb.to(place.device, non_blocking=True)
+        views = vdata.augment(xb) if args.lam > 0 and args.kind == "stochastic" else None
+        with t.autocast:
+            loss, parts = loss_fn(t.net, xb, yb, views, args.lam)
+        t.opt.zero_grad(set_to_none=True)
+        t.scaler.scale(loss).backward()
+        t.scaler.step(t.opt)
+        t.scaler.update()
+        t.sched.step()
+        bar.update()
+        bar.set_postfix(epoch=epoch + 1, **{k: f"{v:.3f}" for k, v in parts.items()})
+
+
+def _loop(t: _Training, args, place: _Place, state_path: Path) -> None:
+    """The epochs from t.start to --epochs, the state saved after each (rank 0)."""
     from tqdm import tqdm
 
-    bar = tqdm(total=args.epochs * steps_per_epoch, initial=start * steps_per_epoch, unit="step",
-               disable=rank != 0 or args.no_progress, desc=f"{args.kind} ViT on {args.data}")
-    for epoch in range(start, args.epochs):
+    bar = tqdm(total=args.epochs * t.steps_per_epoch, initial=t.start * t.steps_per_epoch, unit="step",
+               disable=place.rank != 0 or args.no_progress, desc=f"{args.kind} ViT on {args.data}")
+    for epoch in range(t.start, args.epochs):
         t0 = time.perf_counter()
-        g = torch.Generator().manual_seed(args.seed * 1000 + epoch)  # same batches after a resume
-        torch.manual_seed(args.seed * 1000 + epoch * 7 + rank)  # embedding samples
-        sampler = (DistributedSampler(dataset, world, rank, seed=args.seed) if world > 1
-                   else RandomSampler(dataset, generator=g))
-        if world > 1:
-            sampler.set_epoch(epoch)
-        net.train()
-        for xb, yb in DataLoader(dataset, batch_size=per_rank, sampler=sampler):
-            xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
-            views = vdata.augment(xb) if args.lam > 0 and args.kind == "stochastic" else None
-            with autocast:
-                loss, parts = loss_fn(net, xb, yb, views, args.lam)
-            opt.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            sched.step()
-            bar.update()
-            bar.set_postfix(epoch=epoch + 1, **{k: f"{v:.3f}" for k, v in parts.items()})
-        seconds += time.perf_counter() - t0
-        if rank == 0:
-            torch.save({"model": model.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict(),
-                        "scaler": scaler.state_dict(), "epoch": epoch + 1, "seconds": seconds,
-                        "config": cfg.to_dict()}, state_path)
+        _epoch(t, args, epoch, place, bar)
+        t.seconds += time.perf_counter() - t0
+        if place.rank == 0:
+            _save_state(t, epoch, state_path)
     bar.close()
 
+
+def _record(args, argv, t: _Training, n_images: int, names: list[str], place: _Place) -> dict:
+    """What the checkpoint records of its training (the Uncertainty inspector lists it)."""
+    return {"data": args.data, "epochs": args.epochs, "seed": args.seed,
+            "lambda": args.lam if args.kind == "stochastic" else 0.0, "batch": args.batch, "lr": args.lr,
+            "train_images": n_images, "class_names": names, "train_seconds": round(t.seconds, 1),
+            "device": str(place.device), "processes": place.world, "torch": torch.__version__,
+            "eval_samples": args.eval_samples,
+            "command": "python -m wviz.vit.train " + " ".join(sys.argv[1:] if argv is None else argv)}
+
+
+def _evaluate(args, model, device: torch.device) -> dict:
+    """The report's numbers on the test split (004's protocol; OOD sets for the digits only)."""
+    xt, yt = vdata.load_dataset(args.data, "test", args.data_root, size=args.image_size)
+    report = evaluate(model, xt.to(device), yt, ood_sets=None if args.data == "digits" else {},
+                      samples=args.eval_samples)
+    return summary(report)
+
+
+def _save(model, out: Path, record: dict, state_path: Path) -> None:
+    save_checkpoint(model, out, record)
+    state_path.unlink(missing_ok=True)
+    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} kB); metrics: {record.get('metrics')}", flush=True)
+
+
+def main(argv=None) -> dict:
+    """Train, evaluate on the test split, write the checkpoint; returns the record (on rank 0)."""
+    args = parse_args(argv)
+    place = _place(args)
+    out, state_path = Path(args.out), Path(args.out + ".state.pt")
+    x, y, names = _training_data(args)
+    t = _model(args, x, y, len(names), place)
+    if args.resume:
+        _resume(t, state_path, place.device)
+    if place.world > 1:
+        t.net = torch.nn.parallel.DistributedDataParallel(
+            t.model, device_ids=[place.local] if place.device.type == "cuda" else None)
+    _loop(t, args, place, state_path)
     record = {}
-    if rank == 0:
-        model.eval()
-        record = {"data": args.data, "epochs": args.epochs, "seed": args.seed, "lambda": args.lam if args.kind == "stochastic" else 0.0,
-                  "batch": args.batch, "lr": args.lr, "train_images": len(x), "class_names": names,
-                  "train_seconds": round(seconds, 1), "device": str(device), "processes": world,
-                  "torch": torch.__version__, "eval_samples": args.eval_samples,
-                  "command": "python -m wviz.vit.train " + " ".join(sys.argv[1:] if argv is None else argv)}
+    if place.rank == 0:
+        t.model.eval()
+        record = _record(args, argv, t, len(x), names, place)
         if not args.no_eval:
-            xt, yt = vdata.load_dataset(args.data, "test", args.data_root, size=args.image_size)
-            report = evaluate(model, xt.to(device), yt, ood_sets=None if args.data == "digits" else {},
-                              samples=args.eval_samples)
-            record["metrics"] = summary(report)
-        save_checkpoint(model, out, record)
-        state_path.unlink(missing_ok=True)
-        print(f"wrote {out} ({out.stat().st_size / 1024:.0f} kB); metrics: {record.get('metrics')}", flush=True)
-    if world > 1:
+            record["metrics"] = _evaluate(args, t.model, place.device)
+        _save(t.model, out, record, state_path)
+    if place.world > 1:
         dist.destroy_process_group()
     return record
 

@@ -1,0 +1,217 @@
+"""The "Attention solves a dual problem" page's computations (002) against independent references: the optimality
+condition of the dual (9), numpy transcriptions of (15), (18), (19)-(20), (25), (40), the closed form of Sec. 5,
+and scipy maximising the dual (39)."""
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.optimize
+import torch
+from scipy.special import logsumexp, softmax
+
+from wviz.views import fenchel_dual as fv
+
+F64 = torch.float64
+T = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 1.5], [-1.0, 1.0]])    # the page's default preset
+U = np.array([0.1, 0.4, 0.3, 0.2])
+Z = np.array([1.5, -1.0])
+
+
+@pytest.fixture
+def templates():
+    return fv.templates_from_table(fv.PRESETS["Figure 3 (four templates)"], normalise=True)
+
+
+def tilted(lam):
+    """p~ of (11): softmax_i(log u_i + <t_i, lam>)."""
+    return softmax(np.log(U) + T @ lam)
+
+
+def dual_gradient(lam, alpha):
+    """The gradient of (9): mu + z - lam / alpha - sum_i p~_i t_i; zero at lambda*."""
+    return U @ T + Z - lam / alpha - tilted(lam) @ T
+
+
+def dual_value(lam, alpha):
+    """(9) by numpy: <lam, mu + z> - ||lam||^2 / (2 alpha) - log sum_i u_i exp<t_i, lam>."""
+    return lam @ (U @ T + Z) - lam @ lam / (2 * alpha) - logsumexp(np.log(U) + T @ lam)
+
+
+def test_templates_from_table_normalises_and_names_the_bad_cell():
+    table = fv.PRESETS["Figure 3 (four templates)"].assign(u=[1.0, 4.0, 3.0, 2.0])
+    got = fv.templates_from_table(table, normalise=True)
+    np.testing.assert_allclose(got.u.numpy(), U, atol=1e-15)
+    np.testing.assert_array_equal(got.t.numpy(), T)
+    assert got.names == ["t1", "t2", "t3", "t4"]
+    np.testing.assert_array_equal(fv.templates_from_table(table, normalise=False).u.numpy(), [1, 4, 3, 2])
+    negative = table.assign(u=[0.5, -0.5, 1.0, 0.0])            # left as typed: the library refuses it
+    np.testing.assert_array_equal(fv.templates_from_table(negative, normalise=True).u.numpy(), [0.5, -0.5, 1, 0])
+    with pytest.raises(ValueError, match="row 3, column y"):
+        fv.templates_from_table(table.assign(y=[0.0, 0.0, None, 1.0]), normalise=True)
+    with pytest.raises(ValueError, match="at least one template"):
+        fv.templates_from_table(table.iloc[:0], normalise=True)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 1.0, 7.0])
+def test_estimates_satisfy_the_optimality_of_the_dual_and_match_numpy(alpha):
+    est = fv.estimates(torch.tensor(T), torch.tensor(U), torch.tensor(Z), [alpha])
+    lam = est.lam[0].numpy()
+    assert np.linalg.norm(dual_gradient(lam, alpha)) < 1e-9                     # grad (9) = 0 at lambda*
+    np.testing.assert_allclose(est.h[0].numpy(), tilted(lam) @ T, atol=1e-12)   # (12)
+    np.testing.assert_allclose(est.lam1[0].numpy(), alpha * Z, atol=1e-15)      # (16)
+    np.testing.assert_allclose(est.h1[0].numpy(), softmax(np.log(U) + alpha * T @ Z) @ T, atol=1e-12)   # (18)
+    C = T - U @ T
+    lam2 = np.linalg.solve(np.eye(2) + alpha * C.T @ np.diag(U) @ C, alpha * Z)  # (15)
+    np.testing.assert_allclose(est.lam2[0].numpy(), lam2, atol=1e-12)
+    np.testing.assert_allclose(est.h2[0].numpy(), tilted(lam2) @ T, atol=1e-12)
+    np.testing.assert_allclose(est.mu.numpy(), U @ T, atol=1e-15)
+    assert abs(float(est.deviation[0]) - np.linalg.norm(lam - alpha * Z) / np.linalg.norm(lam)) < 1e-12
+
+
+def test_solution_weights_are_11_and_18(templates):
+    s = fv.solve(templates, (1.5, -1.0), 2.0)
+    w = fv.weights(s)
+    assert np.linalg.norm(dual_gradient(s.lam.numpy(), 2.0)) < 1e-9
+    np.testing.assert_allclose(w.exact.numpy(), tilted(s.lam.numpy()), atol=1e-12)
+    np.testing.assert_allclose(w.attention.numpy(), softmax(np.log(U) + 2.0 * T @ Z), atol=1e-12)   # (18)
+    np.testing.assert_allclose(w.second.numpy(), tilted(s.est.lam2[0].numpy()), atol=1e-12)
+    np.testing.assert_allclose(w.u.numpy(), U, atol=1e-15)
+    np.testing.assert_allclose(s.alpha_z.numpy(), 2.0 * Z)
+    assert s.deviation == pytest.approx(float(s.est.deviation[0]))
+
+
+def test_figure3_and_the_alpha_sweep_equal_one_solve_per_alpha(templates):
+    s = fv.solve(templates, Z, 1.0)
+    grid = fv.figure3(s)
+    np.testing.assert_array_equal(grid.alphas.numpy(), fv.FIGURE3_ALPHAS)
+    sweep = fv.sweep(s)
+    assert len(sweep.alphas) == len(fv.ALPHAS)
+    for k in (0, 30, 60):
+        a = float(fv.ALPHAS[k])
+        one = fv.estimates(templates.t, templates.u, s.z, [a])
+        assert np.linalg.norm(dual_gradient(one.lam[0].numpy(), a)) < 1e-9
+        assert abs(float(sweep.deviation[k]) - float(one.deviation[0])) < 1e-10
+        assert abs(float(sweep.err1[k]) - float((one.h - one.h1).norm())) < 1e-10
+        assert abs(float(sweep.err2[k]) - float((one.h - one.h2).norm())) < 1e-10
+    # small alpha: the error of (18) grows like alpha^2, that of (15) like alpha^3 (alpha x sqrt(10) from 0 to 10)
+    assert 8 < float(sweep.err1[10] / sweep.err1[0]) < 11
+    assert 25 < float(sweep.err2[10] / sweep.err2[0]) < 35
+
+
+def test_dual_map_is_9_and_peaks_at_lambda_star(templates):
+    s = fv.solve(templates, Z, 1.0)
+    dual = fv.dual_map(s)
+    assert dual.values.shape == (81, 81)
+    for i, j in ((0, 0), (40, 13), (80, 55)):
+        lam = np.array([float(dual.xs[j]), float(dual.ys[i])])
+        assert abs(float(dual.values[i, j]) - dual_value(lam, 1.0)) < 1e-12
+    assert float(dual.values.max()) <= dual_value(s.lam.numpy(), 1.0) + 1e-12
+    centre = (s.lam + s.alpha_z) / 2
+    assert abs(float(dual.xs[40]) - float(centre[0])) < 1e-12 and abs(float(dual.ys[40]) - float(centre[1])) < 1e-12
+
+
+def test_gaussian_preference_matches_the_closed_form_of_sec5():
+    mu, z, alpha = torch.tensor([0.7, -0.2], dtype=F64), torch.tensor([1.5, -1.0], dtype=F64), 2.5
+    g = fv.gaussian_check(mu, z, alpha)
+    closed = mu.numpy() / (1 + alpha) + alpha * (mu.numpy() + z.numpy()) / (1 + alpha)
+    np.testing.assert_allclose(g.closed.numpy(), closed, atol=1e-15)
+    np.testing.assert_allclose(g.h.numpy(), closed, atol=1e-12)
+    # u = N(mu, I): (9) is <lam, mu + z> - |lam|^2 / (2 alpha) - <mu, lam> - |lam|^2 / 2, so lambda* = alpha z / (1 + alpha)
+    np.testing.assert_allclose(g.h.numpy(), mu.numpy() + alpha * z.numpy() / (1 + alpha), atol=1e-12)
+    assert g.n_iter == 1 and g.grad_norm < 1e-12
+
+
+def t5_reference(j, mask, b):
+    """(19) and (20) by numpy: offsets j - i clipped to the table's -3..3."""
+    bias = np.array([b[min(max(j - i, -3), 3) + 3] for i in range(len(T))])
+    u = np.where(mask, 0.0, np.exp(bias))
+    logits = np.where(mask, -np.inf, T @ Z + bias)
+    return u / u.sum(), softmax(logits)
+
+
+@pytest.mark.parametrize("j, masked", [(0, ["t1"]), (2, ["t3", "t4"]), (3, [])])
+def test_t5_is_20_and_equals_18_with_the_preference_19(templates, j, masked):
+    b = fv.T5_BIAS["b"].to_numpy()
+    w = fv.t5(templates, Z, j, masked, fv.T5_BIAS)
+    u, w20 = t5_reference(j, np.array([n in masked for n in templates.names]), b)
+    np.testing.assert_allclose(w.u.numpy(), u, atol=1e-15)
+    np.testing.assert_allclose(w.w20.numpy(), w20, atol=1e-15)
+    np.testing.assert_allclose(w.w18.numpy(), w20, atol=1e-14)    # T5 attention is (18) with alpha = 1, u of (19)
+    np.testing.assert_allclose(w.dot.numpy(), softmax(T @ Z), atol=1e-15)
+
+
+def test_t5_errors_in_plain_words(templates):
+    with pytest.raises(ValueError, match="every word is masked"):
+        fv.t5(templates, Z, 0, templates.names, fv.T5_BIAS)
+    with pytest.raises(ValueError, match="row 2, column b"):
+        fv.t5(templates, Z, 0, [], fv.T5_BIAS.assign(b=[0.0, None, 0, 0, 0, 0, 0]))
+
+
+def test_universe_and_costs(templates):
+    world = fv.universe(templates, fv.EXTRAS)
+    A = np.concatenate([T, fv.EXTRAS[["x", "y"]].to_numpy()])
+    np.testing.assert_array_equal(world.A.numpy(), A)
+    assert world.names == ["t1", "t2", "t3", "t4", "t2'", "t3'", "far"]
+    np.testing.assert_array_equal(world.in_T.numpy(), [True] * 4 + [False] * 3)
+    sq = ((A[:, None] - A[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(fv.cost(world, "squared Euclidean").numpy(), sq, atol=1e-12)
+    np.testing.assert_allclose(fv.cost(world, "Euclidean").numpy(), np.sqrt(sq), atol=1e-7)
+    start = fv.cost_table(world)
+    np.testing.assert_allclose(start.to_numpy(), sq, atol=5e-4 + 1e-12)        # to 3 decimals
+    assert list(start.columns) == world.names
+    np.testing.assert_array_equal(fv.cost(world, "edited", start).numpy(), start.to_numpy())
+    twins = pd.DataFrame([[0.0, 1.0], [1.0, 0.0]], columns=["a", "a"])    # names may repeat
+    np.testing.assert_array_equal(fv.cost(world, "edited", twins).numpy(), [[0, 1], [1, 0]])
+    with pytest.raises(ValueError, match="row 1, column 1"):
+        fv.cost(world, "edited", twins.where(twins > 0.5))
+    with pytest.raises(ValueError, match="row 2, column x"):
+        fv.universe(templates, fv.EXTRAS.assign(x=[1.0, None, 2.0]))
+
+
+def ot_dual_maximiser(A, u, z, alpha, gamma, M):
+    """lambda* of (39) by scipy on a numpy transcription."""
+    mu = (u @ softmax(-M / gamma, axis=1)) @ A                      # the mean of u~ (40), (41)
+
+    def neg(lam):
+        L = (A @ lam - M) / gamma                                   # L[t, t'] = (<t', lam> - M(t, t')) / gamma
+        value = lam @ (mu + z) - lam @ lam / (2 * alpha) - gamma * u @ logsumexp(L, axis=1)
+        grad = mu + z - lam / alpha - (u @ softmax(L, axis=1)) @ A
+        return -value, -grad
+    return scipy.optimize.minimize(neg, alpha * z, jac=True, method="BFGS", options=dict(gtol=1e-13)).x
+
+
+def ot_weights(A, u, lam, gamma, M):
+    """p of (38) by a loop over the templates t' that send mass."""
+    p = np.zeros(len(A))
+    for i in range(len(A)):
+        e = np.exp((A @ lam - M[:, i]) / gamma)
+        p += u[i] * e / e.sum()
+    return p
+
+
+def test_ot_attention_is_25_40_and_38(templates):
+    s = fv.solve(templates, Z, 0.8)
+    world = fv.universe(templates, fv.EXTRAS)
+    A, uA = world.A.numpy(), world.u.numpy()
+    M = ((A[:, None] - A[None]) ** 2).sum(-1)
+    gamma = 0.7
+    ot = fv.ot_attention(s, world, gamma, torch.tensor(M))
+    true = sum(uA[i] * np.exp(-M[:, i] / gamma) / np.exp(-M[:, i] / gamma).sum() for i in range(len(A)))   # (40)
+    np.testing.assert_allclose(ot.panel.true.numpy(), true, atol=1e-14)
+    np.testing.assert_allclose(ot.panel.approx.numpy(), ot_weights(A, uA, 0.8 * Z, gamma, M), atol=1e-14)   # (25)
+    lam = ot_dual_maximiser(A, uA, Z, 0.8, gamma, M)
+    np.testing.assert_allclose(ot.panel.exact.numpy(), ot_weights(A, uA, lam, gamma, M), atol=1e-7)   # (38)
+    np.testing.assert_allclose(ot.panel.u.numpy(), uA)
+    assert ot.alpha == 0.8 and ot.gamma == gamma
+
+
+def test_ot_gamma_sweep_equals_one_panel_per_gamma(templates):
+    s = fv.solve(templates, Z, 0.5)
+    world = fv.universe(templates, fv.EXTRAS)
+    M = fv.cost(world, "squared Euclidean")
+    ot = fv.ot_attention(s, world, 1.0, M)
+    for k in (0, 15, 30):
+        g = float(fv.GAMMAS[k])
+        panel = fv.ot_panel(world.A, world.u, s.z, 0.5, g, M)
+        assert abs(float(ot.sweep.gap_u[k]) - float((panel.true - panel.u).abs().sum())) < 1e-12
+        assert abs(float(ot.sweep.gap_p[k]) - float((panel.exact - panel.approx).abs().sum())) < 1e-9
+    assert float(ot.sweep.gap_u[0]) < 1e-3 < float(ot.sweep.gap_u[-1])    # Prop. 1: u~ -> u as gamma -> 0

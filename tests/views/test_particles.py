@@ -1,0 +1,231 @@
+"""The "Particles and contraction" page's computations against independent references: the flow layer by layer
+with numpy's softmax, W1 by POT's exact solver (ot.emd2) on the l1 (or l2) cost, the Jacobian by finite
+differences, the bounds of Thm. 23 / Cor. 30 and the envelope of Prop. 26 by their formulas."""
+import math
+
+import numpy as np
+import ot
+import pytest
+import torch
+
+from wviz import measure, samples
+from wviz.views import particles as pv
+
+torch.set_num_threads(1)
+
+
+def np_attention(x, projections, potential, tau):
+    """x_i -> sum_j softmax_j(a(x_i W_Q, x_j W_K)) x_j W_V with numpy (Prop. 9)."""
+    W_Q, W_K, W_V = (np.eye(x.shape[1]),) * 3 if projections is None else (np.asarray(W) for W in projections)
+    q, k, v = x @ W_Q, x @ W_K, x @ W_V
+    a = q @ k.T / tau if potential == "dot" else -((q[:, None] - k[None]) ** 2).sum(-1) / tau
+    e = np.exp(a - a.max(1, keepdims=True))
+    return (e / e.sum(1, keepdims=True)) @ v
+
+
+def pot_w1(x, y, ground="l1"):
+    """W1 between the uniform measures on the rows of x and y, by POT's network simplex."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    C = ot.dist(x, y, metric="cityblock" if ground == "l1" else "euclidean")
+    return ot.emd2(np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y)), C)
+
+
+def make(potential="gaussian", identity=True, shared=True, value_scale=1.0, residual=False, norm=False,
+         ground="l1", n=12, layers=4, seed=0, source="clusters", upload=None):
+    return pv.inputs(source, n, upload, seed, layers, potential, identity, shared, value_scale, residual, norm, ground)
+
+
+# ---- inputs ----------------------------------------------------------------------------------------------------
+
+def test_presets_are_the_sample_clouds_in_the_plane():
+    x = pv.particles("clusters", 9, 3)
+    a, b = samples.point_clouds("gaussians", 4, 5, 3)
+    np.testing.assert_array_equal(x.numpy(), np.concatenate([a.numpy(), b.numpy()]))
+    ring = pv.particles("ring", 200, 1).numpy()
+    assert abs(np.linalg.norm(ring, axis=1).mean() - 1) < 0.05            # a noisy circle of radius 1
+    square = pv.particles("random", 300, 2).numpy()
+    assert square.shape == (300, 2) and square.min() >= -1 and square.max() <= 1 and square.min() < -0.95
+    with pytest.raises(ValueError, match="unknown preset"):
+        pv.particles("spiral", 10)
+    with pytest.raises(ValueError, match="at least two"):
+        pv.particles("ring", 1)
+
+
+def test_an_upload_gives_x_and_y_as_uniform_measures():
+    src, tgt = [[0.0, 0.0], [1.0, 0.2], [0.3, 1.1]], [[0.1, -0.2], [1.2, 0.4]]
+    csv = "cloud,x,y\n" + "".join(f"source,{a},{b}\n" for a, b in src) + "".join(f"target,{a},{b}\n" for a, b in tgt)
+    i = make(source=pv.UPLOAD, n=None, upload=csv.encode())
+    np.testing.assert_array_equal(i.x.numpy(), src)
+    np.testing.assert_array_equal(i.y.numpy(), tgt)
+    assert i.n == 3
+    constant = csv.replace("cloud,x,y", "cloud,x,y,mass").replace("\n", ",2\n").replace("mass,2", "mass")
+    np.testing.assert_array_equal(pv.uploaded_particles(constant.encode())[0].numpy(), src)
+    uneven = "cloud,x,y,mass\nsource,0,0,1\nsource,1,0,3\ntarget,0,1,1\n"
+    with pytest.raises(ValueError, match="source masses differ: particles are the uniform measure"):
+        pv.uploaded_particles(uneven.encode())
+    with pytest.raises(ValueError, match="upload a CSV"):
+        make(source=pv.UPLOAD, n=None, upload=None)
+
+
+def test_layer_projections_shared_per_layer_and_scaled():
+    assert pv.layer_projections(2, 5, True, True, 7) is None
+    eye = np.eye(2)
+    W = pv.layer_projections(2, 5, True, False, 7, 0.5)            # identities: one triple even when not shared
+    assert isinstance(W, tuple)
+    np.testing.assert_array_equal(np.stack([w.numpy() for w in W]), [eye, eye, 0.5 * eye])
+    W = pv.layer_projections(2, 3, False, True, 7, 0.5)
+    ref = samples.projections(2, 7)
+    for w, r, s in zip(W, ref, (1, 1, 0.5)):
+        np.testing.assert_array_equal(w.numpy(), s * r.numpy())
+    per = pv.layer_projections(2, 3, False, False, 7)
+    assert len(per) == 3 and pv.first_layer(per) is per[0]
+    for h, triple in enumerate(per):
+        for w, r in zip(triple, samples.projections(2, 7 + h)):
+            np.testing.assert_array_equal(w.numpy(), r.numpy())
+
+
+# ---- the flow --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("potential,identity,shared,residual,norm,ground", [
+    ("gaussian", True, True, False, False, "l1"),
+    ("dot", False, True, False, False, "l1"),
+    ("gaussian", False, False, True, True, "l2"),
+    ("dot", True, True, True, False, "l2"),
+])
+def test_flow_is_softmax_attention_layer_by_layer_with_w1_steps(potential, identity, shared, residual, norm, ground):
+    i = make(potential, identity, shared, 0.8, residual, norm, ground, layers=3)
+    f = pv.flow(i, 0.7)
+    x = i.x.numpy()
+    per = i.projections if isinstance(i.projections, list) else [i.projections] * 3
+    assert f.trajectory.shape == (4, 12, 2) and f.steps.shape == (3,)
+    for h in range(3):
+        y = np_attention(x, per[h], potential, 0.7)
+        y = x + y if residual else y
+        y = y / np.linalg.norm(y, axis=1, keepdims=True) if norm else y
+        np.testing.assert_allclose(f.trajectory[h + 1].numpy(), y, atol=1e-10)
+        assert f.steps[h].item() == pytest.approx(pot_w1(x, y, ground), abs=1e-10)
+        x = y
+
+
+# ---- contraction -----------------------------------------------------------------------------------------------
+
+def test_dropped_token_pairs_and_the_uploaded_pair_are_pot_w1():
+    x = pv.particles("clusters", 10, 1)
+    y = x[:7] + 0.05
+    i = pv.Inputs(x, y, 2, "gaussian", None, False, False, "l1", 3)
+    f = pv.flow(i, 0.5)
+    con = pv.contraction(f, "drop", 6, 0.1)
+    X, out = x.numpy(), np_attention(x.numpy(), None, "gaussian", 0.5)
+    # each sampled pair is m(X) against m(X without token t) for some t
+    candidates = []
+    for t in range(10):
+        Xt = np.delete(X, t, axis=0)
+        candidates.append((pot_w1(X, Xt), pot_w1(out, np_attention(Xt, None, "gaussian", 0.5))))
+    for w_in, w_out in zip(con.sampled.w1_in.tolist(), con.sampled.w1_out.tolist()):
+        assert min(abs(w_in - a) + abs(w_out - b) for a, b in candidates) < 1e-10
+    assert con.largest_ratio == pytest.approx(max(b / a for a, b in zip(con.sampled.w1_in.tolist(),
+                                                                        con.sampled.w1_out.tolist())))
+    Y = y.numpy()
+    assert con.pair[0] == pytest.approx(pot_w1(X, Y), abs=1e-12)
+    assert con.pair[1] == pytest.approx(pot_w1(out, np_attention(Y, None, "gaussian", 0.5)), abs=1e-12)
+    # Cor. 30, N = min(N - 1, 7), d = 2, K_l = 1: 2 d [sqrt(d) sqrt(ln N + 1/(2e)) sqrt(2/e) + 1 + sqrt(d) + 2]
+    d, N = 2, 7
+    cor30 = 2 * d * (math.sqrt(d) * math.sqrt(math.log(N) + 1 / (2 * math.e)) * math.sqrt(2 / math.e) + 1
+                     + math.sqrt(d) + 2)
+    assert con.cor30 == pytest.approx(cor30, rel=1e-12) and con.slopes["Cor. 30"] == con.cor30
+
+
+def test_bounds_are_thm23_cor30_and_the_worst_move_is_the_jacobian_norm():
+    i = make("gaussian", n=8)
+    f = pv.flow(i, 0.6)
+    con = pv.contraction(f, "noise", 8, 0.1)
+    t = con.thm23
+    assert con.slopes["Thm. 23 (corrected)"] == t.bound
+    assert t.bound == pytest.approx(2 * (2 * (t.lip_first + t.lip_second) * t.diam + t.sup) / t.eps * t.k_l)
+    assert t.printed == pytest.approx(2 * 2 * (t.lip_first + t.lip_second) * t.diam / t.eps * t.k_l)
+    lo, hi = con.sampled.lo.numpy(), con.sampled.hi.numpy()
+    assert t.diam == pytest.approx((hi - lo).sum()) and (lo <= i.x.numpy().min(0)).all()
+    # the worst infinitesimal move: the largest column l1 norm of the Jacobian, by central differences
+    x, n = i.x.numpy().ravel(), 16
+    J = np.zeros((n, n))
+    for c in range(n):
+        e = np.zeros(n)
+        e[c] = 1e-6
+        J[:, c] = (np_attention((x + e).reshape(8, 2), None, "gaussian", 0.6)
+                   - np_attention((x - e).reshape(8, 2), None, "gaussian", 0.6)).ravel() / 2e-6
+    assert con.local == pytest.approx(np.abs(J).sum(0).max(), abs=1e-6)
+    ratios = con.sampled.ratio.numpy()
+    assert (ratios <= t.bound).all() and (ratios <= con.cor30).all()
+    assert {k for k, v in con.slopes.items() if v is not None} == {
+        "y = x", "worst infinitesimal move ||J||", "Thm. 23 (corrected)", "Thm. 23 as printed", "Cor. 30"}
+
+
+def test_no_bounds_for_l2_and_no_cor30_for_dot_or_random_projections():
+    con = pv.contraction(pv.flow(make(ground="l2"), 0.5), "noise", 4, 0.1)
+    assert (con.local, con.thm23, con.cor30) == (None, None, None)
+    assert {k for k, v in con.slopes.items() if v is not None} == {"y = x"}
+    assert pv.contraction(pv.flow(make("dot"), 0.5), "noise", 4, 0.1).cor30 is None
+    assert pv.contraction(pv.flow(make(identity=False), 0.5), "noise", 4, 0.1).cor30 is None
+    # W_Q = W_K = I with a scaled W_V: Cor. 30 applies with K_l = ||s I||_1 = s
+    scaled = pv.contraction(pv.flow(make(value_scale=0.5), 0.5), "noise", 4, 0.1)
+    assert scaled.cor30 == pytest.approx(0.5 * measure.cor30_bound(12, 2))
+
+
+# ---- infinite depth --------------------------------------------------------------------------------------------
+
+def test_fixed_point_envelope_is_prop26():
+    """Small values (s = 0.1) at a large temperature: Thm. 23 proves kappa(T) < 1 on E = [-r, r]^2 and the
+    distance to the last iterate stays under kappa^l / (1 - kappa) W1(mu^1, mu^0)."""
+    i = make("gaussian", value_scale=0.1, n=10)
+    fix = pv.fixed_point(pv.flow(i, 100.0))
+    c, fp = fix.banach, fix.result
+    assert c is not None and c.bound < 1 and fp.converged
+    r = np.abs(i.x.numpy()).max()
+    assert c.diam == pytest.approx(4 * r)
+    step0 = pot_w1(i.x.numpy(), np_attention(i.x.numpy(), i.projections, "gaussian", 100.0))
+    assert fp.steps[0].item() == pytest.approx(step0, abs=1e-12)
+    levels = np.arange(fp.n_iter + 1)
+    np.testing.assert_allclose(fix.envelope.numpy(), c.bound ** levels / (1 - c.bound) * step0, rtol=1e-12)
+    assert (fp.to_last.numpy() <= fix.envelope.numpy() + 1e-12).all()
+    assert not fix.lone_points_fixed
+
+
+def test_fixed_point_without_banach():
+    plain = pv.fixed_point(pv.flow(make("gaussian", n=8), 0.3), max_iter=5)
+    assert plain.banach is not None and plain.banach.bound >= 1 and plain.envelope is None
+    assert plain.lone_points_fixed                                    # Gaussian potential, identity projections
+    for setting in (dict(residual=True), dict(norm=True), dict(ground="l2"), dict(value_scale=1.5)):
+        fix = pv.fixed_point(pv.flow(make("gaussian", n=8, **setting), 0.3), max_iter=3)
+        assert fix.banach is None and fix.envelope is None, setting
+
+
+# ---- maximum entropy and Cor. 30 -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("potential", pv.POTENTIALS)
+def test_max_entropy_star_is_the_softmax_row_of_the_query(potential):
+    i = make(potential, identity=False, n=9)
+    chk = pv.max_entropy(pv.flow(i, 0.8), 4)
+    x = i.x.numpy()
+    W_Q, W_K, _ = (w.numpy() for w in i.projections)
+    q, k = x[4] @ W_Q, x @ W_K
+    a = q @ k.T / 0.8 if potential == "dot" else -((q - k) ** 2).sum(-1) / 0.8
+    p = np.exp(a - a.max()) / np.exp(a - a.max()).sum()
+    np.testing.assert_allclose(chk.gibbs.numpy(), p, atol=1e-13)
+    assert chk.entropy.item() == pytest.approx(-(p * np.log(p * 9)).sum(), abs=1e-12)   # -KL(p || uniform)
+    assert (chk.entropies <= chk.entropy + 1e-12).all()
+    last = pv.max_entropy(pv.flow(i, 0.8), 99)                          # past the end: the last token
+    q = x[-1] @ W_Q
+    a = q @ k.T / 0.8 if potential == "dot" else -((q - k) ** 2).sum(-1) / 0.8
+    np.testing.assert_allclose(last.gibbs.numpy(), np.exp(a - a.max()) / np.exp(a - a.max()).sum(), atol=1e-13)
+
+
+def test_cor30_failure_for_n_up_to_10_to_the_12():
+    res = pv.cor30_failure()
+    n = res.n.numpy()
+    np.testing.assert_array_equal(n, 10.0 ** np.arange(1, 13))
+    bound = 2 * (np.sqrt(np.log(n) + 1 / (2 * np.e)) * np.sqrt(2 / np.e) + 1 + 1 + 2)
+    np.testing.assert_allclose(res.bound.numpy(), bound, rtol=1e-12)
+    q, big = 0.85, n >= 1e5
+    R2 = np.log(n - 1) - np.log(q / (1 - q))
+    np.testing.assert_allclose(res.ratio.numpy()[big], ((1 - q) + 2 * q * R2)[big], rtol=1e-3)
+    assert res.ratio[0] < res.bound[0] and res.ratio[-1] > res.bound[-1]

@@ -1,0 +1,119 @@
+"""The "Real transformer" computations against independent references, on MiniLM and a 5-word sentence: the
+sink key and Sinkhorn's column sums by numpy, sparsity counted by numpy, the change table by its formulas, and the
+Figure 4 numbers (the relative deviation ||lambda* - alpha z|| / ||lambda*|| by its formula, its means by numpy)."""
+import numpy as np
+import pytest
+import torch
+
+from wviz.models import figure4, minilm
+from wviz.views import real_transformer as rv
+
+SENTENCE = "Bees make honey in summer."
+CPU = "cpu"
+
+
+def run(name, params):
+    return rv.forward(SENTENCE, name, params, CPU)
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    settings = rv.Settings(("softmax", "sparsemax", "entmax", "sinkhorn"), alpha=1.5, gamma=1.0, n_iter=5)
+    return rv.comparison(settings, 0.5, run)
+
+
+def test_params_per_normaliser():
+    s = rv.Settings(("entmax",), alpha=1.25, gamma=2.0, n_iter=7)
+    assert rv.params(s, "softmax", 0.5) == (("tau", 0.5),)
+    assert rv.params(s, "sparsemax", 0.5) == (("tau", 0.5),)
+    assert rv.params(s, "entmax", 0.5) == (("alpha", 1.25), ("tau", 0.5))
+    assert rv.params(s, "sinkhorn", 0.5) == (("gamma", 2.0), ("n_iter", 7))
+    with pytest.raises(ValueError, match="unknown normaliser"):
+        rv.params(s, "hardmax", 1.0)
+    with pytest.raises(ValueError, match="at least one normaliser"):
+        rv.comparison(rv.Settings((), 1.5, 1.0, 5), 1.0, run)
+
+
+def test_comparison_runs_every_normaliser_against_the_original(comparison):
+    assert list(comparison.swapped) == ["softmax (tau = 0.5)", "sparsemax (tau = 0.5)",
+                                        "entmax (alpha = 1.5, tau = 0.5)", "sinkhorn (gamma = 1, 5 iterations)"]
+    assert comparison.tokens == ("[CLS]", "bees", "make", "honey", "in", "summer", ".", "[SEP]")
+    own = minilm.forward(SENTENCE, device=CPU)
+    torch.testing.assert_close(comparison.base.attention, own.attention)
+    sharp = comparison.swapped["softmax (tau = 0.5)"].attention[0, 0].double().numpy()
+    S = own.scores[0, 0].double().numpy() / 0.5                     # layer 0 sees the same embeddings
+    want = np.exp(S - S.max(-1, keepdims=True))
+    np.testing.assert_allclose(sharp, want / want.sum(-1, keepdims=True), atol=2e-6)
+
+
+def test_one_head_sink_and_sinkhorn_columns(comparison):
+    one = rv.one_head(comparison, 2, 5)
+    assert list(one.maps) == ["original: softmax (tau = 1)", *comparison.swapped]
+    A = comparison.base.attention[0, 2, 5].double().numpy()
+    received = A.sum(axis=0)
+    assert one.sink == int(np.argmax(received)) and abs(one.sink_mass - received.max()) < 1e-5
+    (col,) = one.sinkhorn.values()
+    K = comparison.swapped["sinkhorn (gamma = 1, 5 iterations)"].attention[0, 2, 5].double().numpy()
+    np.testing.assert_allclose(K.sum(axis=1), 1, atol=1e-5)         # rows exactly
+    assert col.n_iter == 5 and abs(col.error - np.abs(K.sum(axis=0) - 1).max()) < 1e-6
+    with pytest.raises(ValueError, match="layer must be"):
+        rv.one_head(comparison, 6, 0)
+
+
+def test_the_original_softmax_is_not_drawn_twice():
+    c = rv.comparison(rv.Settings(("softmax", "sparsemax"), 1.5, 1.0, 5), 1.0, run)
+    assert list(rv.one_head(c, 0, 0).maps) == ["original: softmax (tau = 1)", "sparsemax (tau = 1)"]
+
+
+def test_sparsity_counted_by_numpy(comparison):
+    maps = rv.sparsity_maps(comparison)
+    assert list(maps) == ["original", *comparison.swapped]
+    for label, fwd in comparison.swapped.items():
+        A = fwd.attention[0].numpy()
+        np.testing.assert_allclose(maps[label].numpy(), (A == 0).mean(axis=(-2, -1)))
+    assert float(maps["original"].max()) == 0.0
+    pruned = {p.label: p for p in rv.pruning(comparison)}
+    assert set(pruned) == {"sparsemax (tau = 0.5)", "entmax (alpha = 1.5, tau = 0.5)"}
+    zeros = (comparison.swapped["sparsemax (tau = 0.5)"].attention[0].numpy() == 0).mean(axis=(-2, -1))
+    p = pruned["sparsemax (tau = 0.5)"]
+    assert abs(p.mean - zeros.mean()) < 1e-12 and abs(p.layer0 - zeros[0].mean()) < 1e-12
+
+
+def test_change_table_and_layer_distances(comparison):
+    table = rv.change_table(comparison)
+    assert list(table["normaliser"]) == list(comparison.swapped)
+    assert list(table.columns[3:]) == [f"distance, layer {l}" for l in range(6)]
+    e0 = comparison.base.embedding[0].double().numpy()
+    h0 = comparison.base.hidden[0, 1:].double().numpy()
+    for i, fwd in enumerate(comparison.swapped.values()):
+        e1 = fwd.embedding[0].double().numpy()
+        assert abs(table["cosine to the original embedding"][i] - e0 @ e1 / np.linalg.norm(e0) / np.linalg.norm(e1)) \
+            < 1e-6
+        h1 = fwd.hidden[0, 1:].double().numpy()
+        want = np.linalg.norm((h1 - h0).reshape(6, -1), axis=1) / np.linalg.norm(h0.reshape(6, -1), axis=1)
+        np.testing.assert_allclose(table.iloc[i, 3:].to_numpy(dtype=float), want, rtol=1e-4)
+        label = table["normaliser"][i]
+        np.testing.assert_allclose(rv.layer_distances(comparison)[label].numpy(), want, rtol=1e-4)
+        assert abs(table["mean sparsity"][i] - (fwd.attention[0].numpy() == 0).mean()) < 1e-12
+
+
+def test_figure4_deviation_by_its_formula_and_summary(monkeypatch):
+    """On a one-sentence corpus at alpha = 0.5: the deviation of every head and token equals
+    ||lambda* - alpha z|| / ||lambda*|| computed by numpy from the dual's solution; the summary's means by numpy."""
+    monkeypatch.setattr("wviz.models.corpus.CORPUS", (SENTENCE,))
+    seen = []
+    dev = rv.deviation(0.5, CPU, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 1)] and dev.alpha == 0.5
+    fwd = minilm.forward(SENTENCE, device=CPU)
+    for layer in (0, 4):
+        d = figure4.fenchel_duals(fwd, layer, alpha=0.5)
+        lam, z = d.lam[0].numpy(), d.z[0].numpy()                    # (H, T, d)
+        want = np.linalg.norm(lam - 0.5 * z, axis=-1) / np.linalg.norm(lam, axis=-1)
+        np.testing.assert_allclose(dev.per_head[layer].numpy(), want, rtol=1e-9)
+    s = rv.figure4_summary(dev)
+    per_layer = dev.per_head.numpy().mean(axis=1)                    # (L, N): the heads averaged
+    assert s.n_tokens == 8 and s.n_problems == 6 * 12 * 8
+    assert abs(s.mean - per_layer.mean()) < 1e-12 and abs(s.largest - dev.per_head.numpy().max()) < 1e-12
+    assert abs(s.cls_mean - per_layer[:, 0].mean()) < 1e-12
+    assert abs(s.others_mean - per_layer[:, 1:].mean()) < 1e-12
+    assert s.max_grad_norm < 1e-8 and s.close == (s.mean < 0.1)

@@ -1,0 +1,117 @@
+"""The "Wasserstein self-attention" page's computations against independent references: the Gaussian reading by the
+closed form of W2 between Gaussians (Bures, with scipy's matrix square root), the empirical reading by POT's 1-D
+W_p, the cloud reading by POT's exact OT, and A = f(W), Y = A V and dot-product attention by numpy."""
+import numpy as np
+import ot
+import pytest
+import torch
+from scipy.linalg import sqrtm
+
+from wviz import samples
+from wviz.views import wasserstein_self_attention as wv
+
+torch.set_num_threads(1)
+
+
+def make(X, seed=None, representation="gaussian", weight_map="softmax", b=1.0, s=0.5, normalize=True, k=2, p=2):
+    return wv.Inputs(X, seed, representation, weight_map, b, s, normalize, k, p)
+
+
+def softmax_rows(S):
+    E = np.exp(S - S.max(axis=1, keepdims=True))
+    return E / E.sum(axis=1, keepdims=True)
+
+
+def bures_w2_squared(m1, S1, m2, S2):
+    """W2^2 between N(m1, S1) and N(m2, S2): ||m1 - m2||^2 + tr(S1 + S2 - 2 (S1^1/2 S2 S1^1/2)^1/2)."""
+    r1 = sqrtm(S1)
+    return float(((m1 - m2) ** 2).sum() + np.trace(S1 + S2 - 2 * np.real(sqrtm(r1 @ S2 @ r1))))
+
+
+def qkv(i: wv.Inputs):
+    X = i.X.numpy()
+    W_Q, W_K, W_V = (w.numpy() for w in i.projections)
+    return X @ W_Q, X @ W_K, X @ W_V
+
+
+# ---- inputs ----------------------------------------------------------------------------------------------------
+
+def test_the_sequence_is_a_preset_or_the_upload():
+    np.testing.assert_array_equal(wv.sequence("random", 5, 4, 3, None).numpy(),
+                                  samples.sequence("random", 5, 4, 3).numpy())
+    np.testing.assert_array_equal(wv.sequence("noisy sinusoids", 6, 2, 1, b"ignored").numpy(),
+                                  samples.sequence("noisy sinusoids", 6, 2, 1).numpy())
+    up = wv.sequence(wv.UPLOAD, None, None, 0, b"a,b,c,d\n1,2,3,4\n0,1,0,1\n")
+    np.testing.assert_array_equal(up.numpy(), [[1, 2, 3, 4], [0, 1, 0, 1]])
+    with pytest.raises(ValueError, match="upload a CSV sequence"):
+        wv.sequence(wv.UPLOAD, None, None, 0, None)
+    with pytest.raises(ValueError, match="row 2, column 2"):
+        wv.sequence(wv.UPLOAD, None, None, 0, b"1,2\n3,oops\n")
+    assert wv.MAX_ROWS == 4096 and wv.MAX_MB == 2
+
+
+def test_projections_are_identities_or_drawn_from_the_seed():
+    X = samples.sequence("random", 4, 6, 0)
+    for W in make(X).projections:
+        np.testing.assert_array_equal(W.numpy(), np.eye(6))
+    for W, ref in zip(make(X, seed=5).projections, samples.projections(6, 5)):
+        np.testing.assert_array_equal(W.numpy(), ref.numpy())
+
+
+# ---- the readings ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [None, 2])
+def test_gaussian_reading_is_bures_w2_and_outputs_are_av(seed):
+    """q = (mean, log-variance): W_ij = W2^2(N(mu_i, diag sigma_i^2), N(mu_j, diag sigma_j^2)) by the general
+    Gaussian closed form; A = softmax(-W / tau), Y = A V; dot: softmax(Q K^T / sqrt(d)), Y = A V."""
+    X = samples.sequence("noisy sinusoids", 7, 4, 1)
+    i = make(X, seed)
+    a = wv.attend(i, 0.6)
+    Q, K, V = qkv(i)
+    W = np.array([[bures_w2_squared(q[:2], np.diag(np.exp(q[2:])), k[:2], np.diag(np.exp(k[2:]))) for k in K]
+                  for q in Q])
+    np.testing.assert_allclose(a.ours.W.numpy(), W, atol=1e-9)
+    A = softmax_rows(-W / 0.6)
+    np.testing.assert_allclose(a.ours.A.numpy(), A, atol=1e-9)
+    np.testing.assert_allclose(a.ours.Y.numpy(), A @ V, atol=1e-9)
+    D = softmax_rows(Q @ K.T / np.sqrt(4))
+    np.testing.assert_allclose(a.dot.A.numpy(), D, atol=1e-12)
+    np.testing.assert_allclose(a.dot.Y.numpy(), D @ V, atol=1e-12)
+    assert a.tau == 0.6 and a.inputs is i
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_empirical_reading_is_pot_1d_wp_with_the_sigmoid(p):
+    X = samples.sequence("random", 6, 5, 4)
+    for normalize in (True, False):
+        i = make(X, 1, "empirical", "sigmoid", b=0.8, s=0.3, normalize=normalize, p=p)
+        a = wv.attend(i, 1.0)
+        Q, K, V = qkv(i)
+        W = np.array([[ot.wasserstein_1d(q, k, p=p) for k in K] for q in Q])      # W_p^p, the OT cost
+        np.testing.assert_allclose(a.ours.W.numpy(), W, atol=1e-10)
+        A = 1 / (1 + np.exp(-(0.8 - W) / 0.3))
+        A = A / A.sum(1, keepdims=True) if normalize else A
+        np.testing.assert_allclose(a.ours.A.numpy(), A, atol=1e-10)
+        np.testing.assert_allclose(a.ours.Y.numpy(), A @ V, atol=1e-10)
+
+
+def test_cloud_reading_is_exact_ot_between_point_clouds():
+    X = samples.sequence("random", 5, 6, 7)
+    i = make(X, 3, "cloud", k=3)
+    a = wv.attend(i, 0.4)
+    Q, K, V = qkv(i)
+    u = np.full(3, 1 / 3)
+    W = np.array([[ot.emd2(u, u, ot.dist(q.reshape(3, 2), k.reshape(3, 2))) for k in K] for q in Q])
+    np.testing.assert_allclose(a.ours.W.numpy(), W, atol=1e-10)
+    A = softmax_rows(-W / 0.4)
+    np.testing.assert_allclose(a.ours.Y.numpy(), A @ V, atol=1e-10)
+
+
+def test_settings_the_reading_cannot_take_are_refused():
+    X = samples.sequence("random", 4, 6, 0)
+    with pytest.raises(ValueError, match="not divisible by 4"):
+        wv.attend(make(X, representation="cloud", k=4), 1.0)
+    with pytest.raises(ValueError, match="width must be even"):
+        wv.attend(make(samples.sequence("random", 4, 5, 0)), 1.0)
+    with pytest.raises(ValueError, match="tau must be a positive"):
+        wv.attend(make(X), 0.0)

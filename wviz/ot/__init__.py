@@ -1,0 +1,38 @@
+"""Optimal transport on torch tensors: cost matrices, entropic OT (Sinkhorn), exact OT, squared-L2-regularised OT.
+
+The notation follows eq. (23) of the Fenchel-dual paper (shared/seeds/002, Sec. 9),
+
+    W_gamma(p, u; M) = min_{X in U(p, u)} <M, X> - gamma H(X),   H(X) = -sum_ij X_ij log X_ij,
+
+written here as min_{P in U(a, b)} <C, P> - gamma H(P) with U(a, b) = {P >= 0 : P 1 = a, P^T 1 = b}: a (..., n) and
+b (..., m) are the masses, C (..., n, m) the cost, P the plan. Every solver is batched over the leading dimensions
+(a, b and C broadcast against each other), runs on CPU and CUDA in float32 or float64, takes no gradients, and
+returns an :class:`OTResult`.
+
+Marginal error (all solvers): max(||P 1 - a||_1, ||P^T 1 - b||_1), the L1 error of the worse of the two marginals;
+a solver has converged when it is <= tol for every problem of the batch.
+
+One module per family, as in POT:
+
+    problem.py      OTResult, input checks, a problem flattened to a batch and its result restored
+    costs.py        cost_matrix
+    entropic.py     sinkhorn: the stages of epsilon scaling, convergence checks, warm starts, the one-sided form
+    scaling.py      the stabilised scaling form P = diag(u) K diag(v): kernel, iterations, absorption, the plan
+    relaxation.py   adaptive over-relaxation (Young's SOR theory)
+    batch.py        converged problems leaving a batch early
+    exact.py        emd (POT's network simplex)
+    quadratic.py    quadratic_ot
+
+References: Cuturi 2013 (Sinkhorn distances); Schmitzer 2019 (stabilised sparse scaling algorithms for entropy
+regularised transport problems: absorption of the scalings into log-domain potentials, epsilon scaling);
+Thibault, Chizat, Dossal & Papadakis 2021 and Lehmann, von Renesse, Sambale & Uschmajew 2022 (over-relaxed Sinkhorn
+and its optimal omega, from Young's SOR theory); Blondel, Seguy & Rolet 2018 (smooth and sparse OT); the 001 note
+(shared/seeds/001, eqs. (4)-(5): attention as one-sided entropic OT).
+"""
+from .costs import COST_KINDS, cost_matrix
+from .entropic import sinkhorn
+from .exact import emd
+from .problem import OTResult
+from .quadratic import quadratic_ot
+
+__all__ = ["OTResult", "COST_KINDS", "cost_matrix", "sinkhorn", "emd", "quadratic_ot"]

@@ -1,0 +1,56 @@
+"""Batch compaction for Sinkhorn: converged problems leave a batch early, so that one slow problem (a small gamma
+for its costs, whose rate can be as slow as 1 - exp(-(C_ik + C_jl - C_il - C_jk) / gamma)) does not hold the whole
+batch's matrix-vector products. Each problem's result is the same as if it were solved alone.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class Finished:
+    """The results of a batch whose converged problems leave it early: the plans go into the batch's first
+    kernel buffer (B, n, m), the rest into per-problem tensors, at the problems' original indices."""
+
+    def __init__(self, K, f, g):
+        B = K.shape[0]
+        self.P = K
+        self.parts = [f.new_empty(B), f.new_empty(f.shape), g.new_empty(g.shape), f.new_empty(B), f.new_empty(B),
+                      torch.empty(B, dtype=torch.bool, device=K.device)]
+
+    def store(self, idx: torch.Tensor, P, parts):
+        """Write the plans P and parts (marginal error, f, g, cost, reg_cost, converged) of problems idx."""
+        if P is not self.P:   # a compacted buffer
+            self.P.index_copy_(0, idx, P)
+        for mine, part in zip(self.parts, parts):
+            mine.index_copy_(0, idx, part)
+
+
+def iterations_left(err: np.ndarray, lam: np.ndarray | None, rest: np.ndarray, tol: float) -> float:
+    """Iterations the slowest problem of ``rest`` still needs to reach tol at its last measured rate lam per
+    iteration: 0 while no rate is measured, inf for a problem that is not converging."""
+    if lam is None:
+        return 0.0
+    lam, err = lam[rest], err[rest]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        left = np.where(lam < 1, np.log(tol / err) / np.log(lam), np.inf)
+    return float(np.nan_to_num(left, nan=0.0).max())
+
+
+def worth_leaving(conv: np.ndarray, err: np.ndarray, lam: np.ndarray | None, tol: float) -> bool:
+    """Whether the converged problems conv should leave the batch: half of it has converged and the rest, at their
+    measured rates, need more than ten more iterations. Leaving costs about two iterations' work (copying the
+    rest's C and kernel), so a batch that converges together never moves."""
+    return bool(2 * conv.sum() >= len(conv)) and iterations_left(err, lam, ~conv, tol) > 10
+
+
+def leave(batch, conv: np.ndarray, gamma: float):
+    """The converged problems conv of a :class:`wviz.ot.scaling.Scalings` batch leave it: their plans and parts
+    are written out now (into ``batch.finished``), and the rest go on in buffers of their own."""
+    device = batch.C.device
+    done, rest = (torch.as_tensor(np.flatnonzero(x), device=device) for x in (conv, ~conv))
+    if batch.finished is None:
+        batch.finished = Finished(batch.K, batch.f, batch.g)
+    P, *parts = batch.plan_parts(gamma, done)
+    batch.finished.store(batch.orig[done], P, parts + [torch.ones(len(done), dtype=torch.bool, device=device)])
+    batch.keep(rest)

@@ -1,0 +1,171 @@
+"""The stabilised scaling form of entropic OT (Schmitzer 2019) on a batch: the plan of eq. (23) of 002 written as
+P = diag(u) K diag(v) with the kernel K_ij = exp((f_i + g_j - C_ij) / gamma) built from log-domain potentials f, g
+and the scalings u, v kept near 1 by absorbing them into f, g (f += gamma log u). Sinkhorn's iterations (Cuturi 2013)
+are then cheap matrix-vector products on u, v, and nothing overflows for any gamma.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .problem import dot
+from .relaxation import relaxed
+
+# Kernel exponents (f_i + g_j - C_ij) / gamma are clamped to [-CLAMP, CLAMP / 2]: below about -708 (float64) or
+# -87 (float32) exp returns subnormal numbers or 0 through a slow path, and matrix-vector products with subnormal
+# entries are much slower on the CPU. Clamped entries carry at most exp(-CLAMP + 2 ABSORB) of mass while the
+# scalings stay within exp(+-ABSORB); a row or column that leans on clamped entries needs a scaling beyond that
+# bound, which triggers an absorption that recomputes the kernel exactly.
+CLAMP = {torch.float64: 600.0, torch.float32: 60.0}
+ABSORB = {torch.float64: 50.0, torch.float32: 12.0}
+
+
+def mv(K, v):
+    """K v for a batch K (B, n, m), v (B, m, 1). For B > 1 as the row product (v^T K^T)^T, the same numbers as
+    torch's batched matrix-vector bmm(K, v) but faster on the CPU (BENCHMARKS.md); for B = 1 the plain product
+    saves the views' overhead."""
+    return torch.bmm(K, v) if K.shape[0] == 1 else torch.bmm(v.mT, K.mT).mT
+
+
+def kernel(C, f, g, gamma, out, clamp, normalize=False):
+    """K_ij = exp((f_i + g_j - C_ij) / gamma), exponent clamped to [-clamp, clamp / 2], written into out.
+
+    f=None stands for f = 0 and clamp=None skips the clamp (the caller knows the exponents are in range), each
+    saving a pass over the n x m buffer. normalize=True shifts the exponent so that every row and column has
+    maximum 0 (no row or column of the kernel is lost to the clamp after a change of gamma, a warm start or a
+    large absorption) and returns the shifts (r, c) with f_i + g_j = (f_i - gamma r_i) + (g_j - gamma c_j) + ...:
+    the caller keeps the plan exact by starting from the scalings u = exp(r), v = exp(c).
+    """
+    torch.add(g[:, None, :] / gamma, C, alpha=-1.0 / gamma, out=out)
+    if f is not None:
+        out.add_(f[:, :, None] / gamma)
+    shifts = None
+    if normalize:
+        r = out.amax(-1, keepdim=True)
+        r = torch.where(torch.isfinite(r), r, 0)            # rows of zero mass stay at -inf
+        out.sub_(r)
+        c = out.amax(-2, keepdim=True)
+        c = torch.where(torch.isfinite(c), c, 0)
+        out.sub_(c)
+        shifts = r, c.mT
+    if clamp is not None:
+        out.clamp_(-clamp, clamp / 2)
+    out.exp_()
+    return shifts
+
+
+def _plan_parts(K, u, v, Kv, KTu, f, g, C, a3, b3, pos_a, pos_b, gamma):
+    """The plan of the scalings, P = diag(u) K diag(v) written over K, and (marginal error, f, g, <C, P>,
+    <C, P> - gamma H(P)) with the scalings absorbed into the potentials f, g."""
+    row, col = u * Kv, v * KTu
+    err = torch.maximum((row - a3).abs().sum((1, 2)), (col - b3).abs().sum((1, 2)))
+    P = K.mul_(u).mul_(v.mT)
+    f = f + gamma * u.log()[:, :, 0]
+    g = g + gamma * v.log()[:, :, 0]
+    cost = dot(C, P)
+    # <C, P> - gamma H(P) = sum_ij P_ij (C_ij + gamma log P_ij) = sum_ij P_ij (f_i + g_j) = <f, P 1> + <g, P^T 1>
+    reg = (torch.where(pos_a, f, 0) * row[:, :, 0]).sum(-1) + (torch.where(pos_b, g, 0) * col[:, :, 0]).sum(-1)
+    return P, err, f, g, cost, reg
+
+
+class Scalings:
+    """A batch of problems in scaling form and its iterates: P = diag(u) K diag(v), K = exp((f + g - C) / gamma).
+
+    C (B, n, m) cost; K its kernel, the only n x m buffer (finally the plan), KT = K^T a view; f (B, n), g (B, m)
+    potentials; u (B, n, 1), v (B, m, 1) scalings, Kv = K v and KTu = K^T u; a3, b3 the masses as columns, na3, nb3
+    their negatives, pa3, pb3 (pos_a, pos_b) where they are positive, ma, mb the same as 0/1; omega_minus_1
+    (B, 1, 1) the over-relaxation exponent (plain: omega = 1 everywhere); orig the problems' indices in the
+    caller's batch and finished their stored results once some have left the batch (wviz.ot.batch).
+    """
+
+    __slots__ = ("C", "K", "KT", "f", "g", "u", "v", "Kv", "KTu", "a3", "b3", "na3", "nb3", "pa3", "pb3", "ma", "mb",
+                 "pos_a", "pos_b", "zero_a", "zero_b", "omega_minus_1", "plain", "orig", "finished", "clamp")
+    # every tensor with one row per problem: what a compaction of the batch selects
+    BATCHED = ("K", "u", "v", "Kv", "KTu", "f", "g", "C", "a3", "b3", "na3", "nb3", "pa3", "pb3", "ma", "mb",
+               "pos_a", "pos_b", "omega_minus_1", "orig")
+
+    def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool):
+        pos_a, pos_b = a > 0, b > 0
+        self.C, self.f, self.g = C, f.masked_fill_(~pos_a, -torch.inf), g.masked_fill_(~pos_b, -torch.inf)
+        self.K = torch.empty_like(C)
+        self.KT = self.K.mT
+        self.pos_a, self.pos_b, self.zero_a, self.zero_b = pos_a, pos_b, zero_a, zero_b
+        self.ma, self.mb = pos_a.to(C.dtype)[:, :, None], pos_b.to(C.dtype)[:, :, None]
+        self.a3, self.b3, self.pa3, self.pb3 = a[:, :, None], b[:, :, None], pos_a[:, :, None], pos_b[:, :, None]
+        self.na3, self.nb3 = -self.a3, -self.b3
+        self.orig = torch.arange(C.shape[0], device=C.device)
+        self.clamp = CLAMP[C.dtype]
+        self.u = self.v = self.Kv = self.KTu = self.omega_minus_1 = self.finished = None
+        self.plain = True
+
+    def cold_start(self, gamma: float, f_is_zero: bool):
+        """The first kernel of a cold start whose exponents lie in [-(max C - min C) / gamma, 0]: none reaches the
+        clamp, so it is skipped, and so is f where it is 0; scalings u = v = 1 on the points with mass."""
+        kernel(self.C, None if f_is_zero else self.f, self.g, gamma, self.K, None)
+        self.u, self.v = self.ma.clone(), self.mb.clone()
+
+    def absorb(self, u, v, gamma: float):
+        """f += gamma log u, g += gamma log v: the scalings move into the potentials (Schmitzer 2019). u = 0 (zero
+        mass) gives -inf: that row stays empty."""
+        self.f = self.f + gamma * u.log()[:, :, 0]
+        self.g = self.g + gamma * v.log()[:, :, 0]
+
+    def rebuild(self, u, v, gamma: float):
+        """Absorb the scalings u, v into the potentials and rebuild the normalised kernel for gamma; the new
+        scalings self.u, self.v represent the same plan on the new kernel (up to entries that sat at the clamp,
+        which now take their exact values)."""
+        self.absorb(u, v, gamma)
+        r, c = kernel(self.C, self.f, self.g, gamma, self.K, self.clamp, normalize=True)
+        self.f = self.f - gamma * r[:, :, 0]
+        self.g = self.g - gamma * c[:, :, 0]
+        self.u, self.v = r.exp() * self.ma, c.exp() * self.mb
+
+    def set_omega(self, omega: np.ndarray):
+        """The over-relaxation factors (B,) for the updates of :meth:`iterate`."""
+        omega = torch.as_tensor(omega, dtype=self.C.dtype, device=self.C.device).view(-1, 1, 1)
+        self.omega_minus_1 = omega - 1
+
+    def iterate(self, steps: int):
+        """steps Sinkhorn iterations: u <- u^(1 - omega) (a / K v)^omega, then the same for v (Cuturi 2013's
+        u <- a / K v, v <- b / K^T u at omega = 1; Thibault et al. 2021 above). Starts from the current Kv."""
+        K, KT, u, v, Kv, a3, b3 = self.K, self.KT, self.u, self.v, self.Kv, self.a3, self.b3
+        pa3, pb3, zero_a, zero_b, plain, omega_minus_1 = (self.pa3, self.pb3, self.zero_a, self.zero_b, self.plain,
+                                                          self.omega_minus_1)
+        for _ in range(steps):
+            if plain:   # a zero mass with an empty kernel row would give 0 / 0: that row stays at 0
+                u = torch.where(pa3, a3 / Kv, 0) if zero_a else a3 / Kv
+            else:
+                u = relaxed(u, a3, Kv, omega_minus_1, zero_a, pa3)
+            KTu = mv(KT, u)
+            if plain:
+                v = torch.where(pb3, b3 / KTu, 0) if zero_b else b3 / KTu
+            else:
+                v = relaxed(v, b3, KTu, omega_minus_1, zero_b, pb3)
+            Kv = mv(K, v)
+        self.u, self.v, self.Kv, self.KTu = u, v, Kv, KTu
+
+    def errors(self) -> np.ndarray:
+        """Marginal error of every problem: the plan diag(u) K diag(v) has marginals u * Kv and v * KTu."""
+        err = torch.maximum(torch.addcmul(self.na3, self.u, self.Kv).abs_().sum((1, 2)),
+                            torch.addcmul(self.nb3, self.v, self.KTu).abs_().sum((1, 2)))
+        return np.array(err.tolist())
+
+    def log_range(self) -> float:
+        """max |log u|, |log v| over the points with mass (inf or NaN after an overflow)."""
+        ext = torch.cat([torch.where(self.pa3, self.u, 1).reshape(-1), torch.where(self.pb3, self.v, 1).reshape(-1)])
+        return ext.log_().abs_().amax().item()
+
+    def plan_parts(self, gamma: float, idx: torch.Tensor | None = None):
+        """P and (marginal error, f, g, <C, P>, <C, P> - gamma H(P)) of the problems idx (all by default)."""
+        parts = (self.K, self.u, self.v, self.Kv, self.KTu, self.f, self.g, self.C, self.a3, self.b3, self.pos_a,
+                 self.pos_b)
+        if idx is not None:
+            parts = [t.index_select(0, idx) for t in parts]
+        return _plan_parts(*parts, gamma)
+
+    def keep(self, idx: torch.Tensor):
+        """Only the problems idx go on: every batched tensor is compacted into buffers of their own."""
+        for name in self.BATCHED:
+            setattr(self, name, getattr(self, name).index_select(0, idx))
+        self.KT = self.K.mT
+

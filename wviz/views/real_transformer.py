@@ -1,0 +1,198 @@
+"""What the "Real transformer" page computes: all-MiniLM-L6-v2 with the softmax of every head replaced
+(:mod:`wviz.models.minilm`), and Figure 4 of 002 on it (:mod:`wviz.models.figure4`).
+
+Two alphas meet on this page and keep two names here: ``Settings.alpha`` is the entmax index of the normaliser
+(1 = softmax, 2 = sparsemax); ``dual_alpha`` is the reliability of the evidence z in problem (4) of 002.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+import torch
+
+from wviz.models import figure4, minilm
+from wviz.models.corpus import CORPUS
+
+__all__ = ["CHOICES", "DEFAULT_SENTENCE", "MAX_TOKENS", "CORPUS_SIZE", "N_LAYERS", "N_HEADS", "BASE", "Settings",
+           "params", "load", "forward", "Comparison", "comparison", "OneHead", "ColumnError", "one_head",
+           "sparsity_maps", "Pruning", "pruning", "layer_distances", "change_table", "deviation", "Figure4Summary",
+           "figure4_summary"]
+
+DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
+CHOICES = {"softmax": "softmax (temperature tau)", "sparsemax": "sparsemax", "entmax": "alpha-entmax",
+           "sinkhorn": "Sinkhorn (doubly stochastic)"}
+MAX_TOKENS = minilm.MAX_TOKENS
+CORPUS_SIZE = len(CORPUS)
+N_LAYERS, N_HEADS = 6, 12
+BASE = ("softmax", (("tau", 1.0),))  # the model's own attention: softmax at tau = 1
+
+Params = tuple[tuple[str, float], ...]  # a normaliser's keywords as hashable pairs, for the page's cache
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the sidebar sets apart from tau: the chosen normalisers, the entmax index alpha, and Sinkhorn's
+    gamma (entropic regularisation of (23) of 002) and number of iterations."""
+
+    chosen: tuple[str, ...]
+    alpha: float
+    gamma: float
+    n_iter: int
+
+
+def params(settings: Settings, name: str, tau: float) -> Params:
+    """The keywords of normaliser ``name`` (minilm.make_normaliser) at temperature tau, as (key, value) pairs."""
+    per_name = {"softmax": dict(tau=tau), "sparsemax": dict(tau=tau), "entmax": dict(alpha=settings.alpha, tau=tau),
+                "sinkhorn": dict(gamma=settings.gamma, n_iter=settings.n_iter)}
+    if name not in per_name:
+        raise ValueError(f"unknown normaliser {name!r}; choose one of {', '.join(per_name)}")
+    return tuple(per_name[name].items())
+
+
+def load(device: str):
+    """(model, tokenizer) of all-MiniLM-L6-v2 on ``device``, offline from its package."""
+    return minilm.load(device)
+
+
+def forward(sentence: str, name: str, params: Params, device: str) -> minilm.Forward:
+    """One forward of ``sentence`` with every head normalised by ``name`` with keywords ``params``."""
+    return minilm.forward(sentence, name, device=device, **dict(params))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The original forward (softmax, tau = 1), the forward under each chosen normaliser (label -> Forward) and
+    what each swap changed (label -> minilm.Change)."""
+
+    base: minilm.Forward
+    swapped: dict[str, minilm.Forward]
+    changes: dict[str, minilm.Change]
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return self.base.tokens[0]
+
+
+def comparison(settings: Settings, tau: float, run: Callable[[str, Params], minilm.Forward]) -> Comparison:
+    """Every chosen normaliser against the original model; ``run(name, params)`` is one forward of the sentence
+    (the page passes its cached :func:`forward`)."""
+    if not settings.chosen:
+        raise ValueError("choose at least one normaliser in the sidebar")
+    base = run(*BASE)
+    swapped = {}
+    for name in settings.chosen:
+        p = params(settings, name, tau)
+        swapped[minilm.make_normaliser(name, **dict(p)).label()] = run(name, p)
+    return Comparison(base, swapped, {label: minilm.compare(base, fwd) for label, fwd in swapped.items()})
+
+
+@dataclass(frozen=True)
+class ColumnError:
+    """Sinkhorn's rows sum to 1 exactly; its columns to 1 within ``error`` = max_k |sum_i A_ik - 1| after
+    ``n_iter`` iterations."""
+
+    error: float
+    n_iter: int
+
+
+@dataclass(frozen=True)
+class OneHead:
+    """Head ``head`` of layer ``layer`` under every normaliser: ``maps`` label -> (n, n) weights, the original
+    first ('original: softmax (tau = 1)'); in the original head, key ``sink`` receives ``sink_mass`` of the n units
+    of attention (one per query); Sinkhorn's column error per Sinkhorn label."""
+
+    layer: int
+    head: int
+    maps: dict[str, torch.Tensor]
+    sink: int
+    sink_mass: float
+    sinkhorn: dict[str, ColumnError]
+
+
+def one_head(c: Comparison, layer: int, head: int) -> OneHead:
+    """The weights of one head under the original softmax and each swapped normaliser (eq. (21), (23) of 002)."""
+    if not (0 <= layer < N_LAYERS and 0 <= head < N_HEADS):
+        raise ValueError(f"layer must be 0 to {N_LAYERS - 1} and head 0 to {N_HEADS - 1}, got {layer}, {head}")
+    own = c.base.normaliser.label()
+    maps = {f"original: {own}": c.base.attention[0, layer, head]}
+    maps.update({label: fwd.attention[0, layer, head] for label, fwd in c.swapped.items() if label != own})
+    received = c.base.attention[0, layer, head].sum(dim=0)          # attention each key receives
+    sink = int(received.argmax())
+    sinkhorn = {label: ColumnError(float((fwd.attention[0, layer, head].sum(dim=0) - 1).abs().max()),
+                                   fwd.normaliser.n_iter)
+                for label, fwd in c.swapped.items() if fwd.normaliser.name == "sinkhorn"}
+    return OneHead(layer, head, maps, sink, float(received[sink]), sinkhorn)
+
+
+def sparsity_maps(c: Comparison) -> dict[str, torch.Tensor]:
+    """Fraction of exact zeros per (layer, head): 'original', then each normaliser."""
+    first = next(iter(c.changes.values()))
+    return {"original": first.base_sparsity, **{label: ch.sparsity for label, ch in c.changes.items()}}
+
+
+@dataclass(frozen=True)
+class Pruning:
+    """A normaliser that sets weights to exactly zero: the mean fraction of zeros over all heads and in layer 0."""
+
+    label: str
+    mean: float
+    layer0: float
+
+
+def pruning(c: Comparison) -> tuple[Pruning, ...]:
+    """The normalisers with at least one exact zero (sparsemax, entmax), with their mean sparsity."""
+    return tuple(Pruning(label, float(ch.sparsity.mean()), float(ch.sparsity[0].mean()))
+                 for label, ch in c.changes.items() if ch.sparsity.max() > 0)
+
+
+def layer_distances(c: Comparison) -> dict[str, torch.Tensor]:
+    """||h'_l - h_l||_F / ||h_l||_F per layer, per normaliser."""
+    return {label: ch.layer_distance for label, ch in c.changes.items()}
+
+
+def change_table(c: Comparison) -> pd.DataFrame:
+    """One row per normaliser: cosine to the original sentence embedding, mean sparsity, each layer's distance."""
+    ch = c.changes.values()
+    return pd.DataFrame({
+        "normaliser": list(c.changes),
+        "cosine to the original embedding": [x.cosine for x in ch],
+        "mean sparsity": [float(x.sparsity.mean()) for x in ch],
+        **{f"distance, layer {l}": [float(x.layer_distance[l]) for x in ch] for l in range(N_LAYERS)},
+    })
+
+
+# ---- Figure 4 of 002 ------------------------------------------------------------------------------------------
+
+def deviation(dual_alpha: float, device: str, progress=None) -> figure4.FenchelDeviation:
+    """Sec. 8 / Figure 4 of 002 over the bundled corpus at reliability ``dual_alpha`` of z in problem (4):
+    ||lambda* - alpha z|| / ||lambda*|| for every layer, head and token. progress(done, total) after each batch."""
+    return figure4.fenchel_deviation(alpha=dual_alpha, device=device, progress=progress)
+
+
+@dataclass(frozen=True)
+class Figure4Summary:
+    """The numbers under Figure 4: query tokens, dual problems solved, the largest gradient norm at lambda*, the
+    mean and largest deviation, and the mean over [CLS] queries and over the other tokens."""
+
+    n_tokens: int
+    n_problems: int
+    max_grad_norm: float
+    mean: float
+    largest: float
+    cls_mean: float
+    others_mean: float
+
+    @property
+    def close(self) -> bool:
+        """Whether alpha z is close to lambda* on average (mean deviation below 0.1), as in the paper's panels."""
+        return self.mean < 0.1
+
+
+def figure4_summary(dev: figure4.FenchelDeviation) -> Figure4Summary:
+    """Means over positions of the head-averaged deviation (the histogrammed samples of Figure 4)."""
+    d = dev.per_layer
+    return Figure4Summary(d.shape[1], dev.per_head.numel(), float(dev.grad_norm.max()), float(d.mean()),
+                          float(dev.per_head.max()), float(d[:, dev.position == 0].mean()),
+                          float(d[:, dev.position > 0].mean()))
