@@ -40,10 +40,11 @@ Two server settings cut the time of every move:
 - `wviz.ui.freeze_imports` keeps the libraries' objects out of the gc.collect() that Streamlit runs after
   each rerun. With torch loaded, that collection held the GIL for 130-160 ms.
 
-Against the last recorded run, the floor fell from 130 to about 80 ms. Seven of the eight pages' p50 fell by
-48-157 ms, to 189-387 ms. The eighth, attention_transport, rose from 333 to 378 ms; other users load this
-machine, and single runs move by 10-30 %. The floor gets the same garbage-collector set-up, so the ratios
-compare like with like. The ratios rose because the floor fell by more than the pages did."""
+This run followed the change of every page to ui.live / ui.views (issue 15). Against the run before it
+(floor 81 ms), six pages' p50 moved by 4-25 ms either way, within the 10-30 % that single runs move on this
+shared machine; particles fell from 387 to 227 ms and real_transformer from 314 to 257 ms, which this run
+does not explain (a move reruns the same figures as before). The floor gets the same garbage-collector set-up,
+so the ratios compare like with like; they rose where the floor fell by more than the page."""
 
 
 def measure(page, url: str, key: str, moves: int = MOVES) -> list[float]:
