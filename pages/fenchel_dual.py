@@ -86,12 +86,15 @@ def gaussian_section(s: fv.Solution):
 
 
 def weights_view(s: fv.Solution) -> ui.View:
+    def figure():
+        return figs.attention_weights(fv.weights(s), s.templates.names)
+
     def draw_view():
-        ui.show_figure(figs.attention_weights(fv.weights(s), s.templates.names), key="weights")
+        ui.show_figure(figure(), key="weights")
         st.caption("The exact weights solve (4); attention (18) is softmax(log u_i + alpha <t_i, z>). With uniform u "
                    "and alpha = 1 it is dot-product attention.")
 
-    return ui.View(draw_view, ("weights",), lambda: [figs.attention_weights(fv.weights(s), s.templates.names)])
+    return ui.View(draw_view, ("weights",), lambda: [figure()])
 
 
 def dual_figures(s: fv.Solution):
@@ -116,12 +119,15 @@ def dual_view(s: fv.Solution) -> ui.View:
 
 
 def grid_view(s: fv.Solution) -> ui.View:
+    def figure():
+        return figs.estimates_grid(s, fv.figure3(s))
+
     def draw_view():
-        ui.show_figure(figs.estimates_grid(s, fv.figure3(s)), key="grid")
+        ui.show_figure(figure(), key="grid")
         st.caption("The paper's Figure 3 grid, alpha in {0.1, 0.5, 1, 2, 5}, for the templates and z above: the "
                    "approximation is close for alpha up to about 1 while h is still far from mu (so z matters).")
 
-    return ui.View(draw_view, ("grid",), lambda: [figs.estimates_grid(s, fv.figure3(s))])
+    return ui.View(draw_view, ("grid",), lambda: [figure()])
 
 
 def panel(title: str, caption: str):

@@ -59,6 +59,8 @@ def test_the_library_never_imports_streamlit_outside_ui():
 def test_figures_draw_and_views_compute():
     for path in (ROOT / "wviz/figures").glob("*.py"):
         assert not {n for n in imports(path) if n.startswith(("wviz.views", "torch.nn", "wviz.ot"))}, path
+    for path in (ROOT / "wviz/views").glob("*.py"):
+        assert not {n for n in imports(path) if n.startswith("wviz.figures")}, path
 
 
 def test_no_function_of_the_library_is_longer_than_80_lines():

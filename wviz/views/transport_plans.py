@@ -15,7 +15,6 @@ import pandas as pd
 import torch
 
 from wviz import attention, io, ot, samples
-from wviz.figures.common import to_numpy
 
 SOLVERS = ("sinkhorn", "exact", "quadratic")
 PRESETS = samples.PRESETS
@@ -66,7 +65,7 @@ def points_table(preset: str, n: int, m: int, seed: int) -> pd.DataFrame:
 def clouds(x: torch.Tensor, a: torch.Tensor, y: torch.Tensor, b: torch.Tensor, cost_kind: str) -> Problem:
     """The problem between two weighted clouds with the ground cost C_ij = c(x_i, y_j) of ``cost_kind``."""
     C = ot.cost_matrix(x, y, cost_kind)
-    return Problem(*map(to_numpy, (a, b, C, x, y)))
+    return Problem(*(np.asarray(t, dtype=np.float64) for t in (a, b, C, x, y)))
 
 
 def clouds_from_table(table: pd.DataFrame, cost_kind: str) -> Problem:
@@ -104,9 +103,9 @@ def cost_problem(C: torch.Tensor, a_text: str | None = None, b_text: str | None 
     """The problem for a cost matrix C (n, m): uniform masses a_i = 1/n, b_j = 1/m, or the typed ones (whose
     totals must agree; the solvers check it)."""
     n, m = C.shape
-    a = np.full(n, 1.0 / n) if a_text is None else to_numpy(io.parse_masses(a_text, n, "a", per="row"))
-    b = np.full(m, 1.0 / m) if b_text is None else to_numpy(io.parse_masses(b_text, m, "b", per="column"))
-    return Problem(a, b, to_numpy(C))
+    a = np.full(n, 1.0 / n) if a_text is None else io.parse_masses(a_text, n, "a", per="row").numpy()
+    b = np.full(m, 1.0 / m) if b_text is None else io.parse_masses(b_text, m, "b", per="column").numpy()
+    return Problem(a, b, np.asarray(C, dtype=np.float64))
 
 
 # ---- the plan at the slider's gamma ----------------------------------------------------------------------------
