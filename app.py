@@ -1,7 +1,10 @@
 """wviz: attention as optimal transport. Entry point: `streamlit run app.py` (or `make run`)."""
 import streamlit as st
 
-st.set_page_config(page_title="wviz: attention as transport", page_icon=":material/blur_on:", layout="wide")
+from wviz.ui.style import sidebar_state
+
+st.set_page_config(page_title="wviz: attention as transport", page_icon=":material/blur_on:", layout="wide",
+                   initial_sidebar_state=sidebar_state())
 
 # One entry per built page, by section. A page that is not built yet is simply not listed.
 SECTIONS = {
@@ -30,6 +33,22 @@ SECTIONS = {
                 url_path="real_transformer"),
     ],
 }
+
+
+def references():
+    """The full citation of every work wviz implements or cites; pages link here with ui.cite."""
+    from wviz.references import REFERENCES
+
+    ui.page_setup("References", "The works behind wviz's pages, in full. The numbered ones are wviz's five source "
+                                "documents, whose equation numbers the pages cite.")
+    for ref in REFERENCES.values():
+        st.subheader(ref.short, anchor=ref.anchor)
+        st.markdown(ref.citation + (f" <{ref.url}>" if ref.url else ""))
+        if ref.used_on:
+            st.caption(f"In wviz: {ref.used_on}.")
+
+
+SECTIONS["About"] = [st.Page(references, title="References", icon=":material/menu_book:", url_path="references")]
 
 
 def home():

@@ -89,9 +89,12 @@ def check_html(data: bytes) -> None:
 
 
 def check_csv(data: bytes) -> pd.DataFrame:
+    """A figure's data: rows of plotted values (trace, type, coordinates) or a heatmap's grid (trace, y, one column
+    per x), never the header alone."""
     table = pd.read_csv(io.BytesIO(data))
-    assert len(table) > 0 and {"trace", "type"} <= set(table.columns), table.columns
-    assert {"x", "y", "z"} & set(table.columns), table.columns
+    assert len(table) > 0 and "trace" in table.columns, table.columns
+    grid = "type" not in table.columns
+    assert {"y"} <= set(table.columns) if grid else {"x", "y", "z", "a", "text"} & set(table.columns), table.columns
     return table
 
 

@@ -94,11 +94,25 @@ def test_csv_has_every_plotted_value():
     assert list(bars.x) == ["a", "b"] and list(bars.y) == [0.25, 0.75]
 
 
-def test_heatmap_csv_has_one_row_per_cell_with_labels():
-    table = pd.read_csv(io.StringIO(export.to_csv(heatmap())))
-    assert len(table) == Z.size
-    for _, row in table.iterrows():
+def test_a_heatmap_csv_is_its_grid_and_among_other_traces_one_row_per_cell():
+    grid = pd.read_csv(io.StringIO(export.to_csv(heatmap())))
+    assert list(grid.columns) == ["trace", "y", "k1", "k2"] and list(grid.y) == ["q1", "q2", "q3"]
+    np.testing.assert_array_equal(grid[["k1", "k2"]].to_numpy(), Z)
+    mixed = heatmap().add_bar(x=["k1", "k2"], y=[0.6, 0.4], name="marginal")
+    table = pd.read_csv(io.StringIO(export.to_csv(mixed)))
+    cells = table[table.type == "heatmap"]
+    assert len(cells) == Z.size
+    for _, row in cells.iterrows():
         assert row.z == Z[int(row.y[1]) - 1, int(row.x[1]) - 1]
+    assert [float(v) for v in table[table.trace == "marginal"].y] == [0.6, 0.4]  # y also holds labels q1...
+
+
+def test_csv_of_a_ternary_figure_has_its_points_and_big_grids_stay_compact():
+    simplex = go.Figure(go.Scatterternary(a=[0.2, 0.5], b=[0.3, 0.1], c=[0.5, 0.4], mode="markers", name="p*"))
+    table = pd.read_csv(io.StringIO(export.to_csv(simplex)))
+    assert list(table.a) == [0.2, 0.5] and list(table.c) == [0.5, 0.4]
+    big = go.Figure(go.Heatmap(z=np.random.default_rng(0).random((256, 256))))
+    assert len(export.to_csv(big)) < 256 * 256 * 10  # at most 6 significant digits a cell, no repeated labels
 
 
 def test_animation_frames_are_exported():
@@ -133,13 +147,15 @@ def test_json_round_trips_the_arrays():
 
 
 def test_presentation_style_is_larger_and_colour_blind_safe_and_leaves_the_original():
-    fig = heatmap()
+    fig = heatmap().update_xaxes(tickfont_size=9).add_annotation(text="note", font_size=8)
     styled = export.presentation_style(fig)
-    assert styled.layout.font.size == 20 and list(styled.layout.colorway) == export.PALETTE
+    assert styled.layout.font.size >= 18 and list(styled.layout.colorway) == export.PALETTE
+    assert styled.layout.xaxis.tickfont.size >= 18 and styled.layout.annotations[0].font.size >= 18
+    assert styled.data[0].colorbar.tickfont.size >= 18
     assert styled.data[0].colorscale == go.Heatmap(colorscale="Cividis").colorscale
-    assert fig.layout.font.size is None and fig.data[0].colorscale is None
+    assert fig.layout.font.size is None and fig.data[0].colorscale is None and fig.layout.xaxis.tickfont.size == 9
     lines = export.presentation_style(figure())
-    assert lines.data[0].line.width == 4 and lines.data[1].type == "bar"
+    assert lines.data[0].line.width >= 3 and lines.data[1].type == "bar"
 
 
 def test_lecture_bundle_contents():
@@ -154,7 +170,7 @@ def test_lecture_bundle_contents():
     assert json.loads(zf.read("params.json")) == {"tau": 0.5, "cov_kind": "full"}
     assert Image.open(io.BytesIO(zf.read("A.png"))).format == "PNG"
     ET.fromstring(zf.read("plan.svg"))
-    assert len(pd.read_csv(io.BytesIO(zf.read("A.csv")))) == Z.size
+    np.testing.assert_array_equal(pd.read_csv(io.BytesIO(zf.read("A.csv")))[["k1", "k2"]].to_numpy(), Z)
     for key in ("plan", "A"):
         for fmt in ("svg", "png", "csv"):
             check(fmt, zf.read(f"{key}.{fmt}"))

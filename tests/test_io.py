@@ -21,7 +21,7 @@ def test_points_csv_default_masses_are_uniform():
 
 @pytest.mark.parametrize("data, message", [
     (b"cloud,x\nsource,1\n", "missing: y"),
-    (b"cloud,x,y\nsource,1,abc\ntarget,0,0\n", "row 1, column y"),
+    (b"cloud,x,y\nsource,1,abc\ntarget,0,0\n", "line 2, column y"),
     (b"cloud,x,y\nsource,1,\ntarget,0,0\n", "empty or non-numeric"),
     (b"cloud,x,y\nleft,1,1\n", "'source' or 'target'"),
     (b"cloud,x,y\nsource,1,1\n", "no target points"),
@@ -47,7 +47,7 @@ def test_matrix_csv_and_typed_matrix():
         io.parse_matrix("0 1\n2")
     with pytest.raises(ValueError, match="not a number"):
         io.parse_matrix("0 x\n2 3")
-    with pytest.raises(ValueError, match="row 2, column 1"):
+    with pytest.raises(ValueError, match="line 2, column 1"):
         io.read_matrix_csv(b"0,1\nfoo,3\n")
 
 
@@ -74,8 +74,10 @@ def test_unknown_preset():
 def test_matrix_csv_skips_a_header_row_of_names():
     m = io.read_matrix_csv(b"a,b\n1,2\n3,4\n", "sequence")
     assert torch.equal(m, torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64))
-    with pytest.raises(ValueError, match="row 1, column 2"):  # a half-numeric first row is data, not a header
+    with pytest.raises(ValueError, match="line 1, column 2"):  # a half-numeric first row is data, not a header
         io.read_matrix_csv(b"1,b\n1,2\n")
+    with pytest.raises(ValueError, match="line 3, column 1"):  # lines counted in the file, header included
+        io.read_matrix_csv(b"a,b\n1,2\nx,4\n")
 
 
 def test_sequences():
@@ -116,13 +118,13 @@ def test_points_table_is_read_like_the_csv():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda t: t.assign(x=[0.0, None, 0.0]), r"points table has an empty or non-numeric entry in row 2, column x"),
+    (lambda t: t.assign(x=[0.0, None, 0.0]), r"points table has a problem:\n- an empty or non-numeric entry in row 2, column x"),
     (lambda t: t.assign(y=[0.0, "a", 0.0]), r"row 2, column y \('a'\)"),
     (lambda t: t.assign(mass=[1.0, -2.0, 1.0]), r"source masses must be non-negative, but row 2 .* mass -2"),
     (lambda t: t.assign(mass=[1.0, 1.0, 0.0]), "target masses must have a positive total"),
     (lambda t: t.assign(cloud=["source", "source", "left"]), r"not 'left'"),
     (lambda t: t.assign(cloud=["source"] * 3), "points table has no target points"),
-    (lambda t: t.drop(columns="y"), "points table needs columns cloud, x, y .* missing: y"),
+    (lambda t: t.drop(columns="y"), "points table has a problem:\n- it needs columns cloud, x, y .* missing: y"),
 ])
 def test_points_table_bad_input_names_the_row_and_column(change, message):
     table = pd.DataFrame({"cloud": ["source", "source", "target"], "x": [0.0, 1.0, 0.0], "y": [0.0, 0.0, 1.0],
@@ -158,3 +160,33 @@ def test_typed_masses_are_counted_and_checked_piece_by_piece():
         io.parse_masses("inf 1", 2, "a")
     with pytest.raises(ValueError, match="type at least one mass of a"):
         io.parse_masses("", 2, "a")
+
+
+def test_every_problem_of_a_file_is_named_at_once_in_the_users_words():
+    with pytest.raises(ValueError) as err:
+        io.read_points_csv(b"cloud,x,y\nleft,1,a\nsource,b,1\n")
+    message = str(err.value)
+    assert message.startswith("The points file has 3 problems:")
+    for part in ("line 2: the cloud column may only say 'source' or 'target', not 'left'",
+                 "line 2, column y ('a')", "line 3, column x ('b')", io.POINTS_EXAMPLE):
+        assert part in message
+    with pytest.raises(ValueError, match="line 3 has 2 values, but the header \\(line 1\\) has 3") as err:
+        io.read_points_csv(b"cloud,x,y\nsource,0,0\nsource,1\ntarget,1,1,1\n")
+    assert "line 4 has 4 values" in str(err.value) and "Error tokenizing" not in str(err.value)
+    with pytest.raises(ValueError, match="not CSV text in UTF-8: byte 0xe0 at position 6") as err:
+        io.read_points_csv("cloud,\u00e0".encode("latin-1"))
+    assert "codec" not in str(err.value)
+    with pytest.raises(ValueError, match="2 problems") as err:
+        io.parse_matrix("0 x\n1 2 3")
+    assert "row 2 has 3" in str(err.value) and "row 1, column 2 ('x')" in str(err.value)
+    with pytest.raises(ValueError, match="2 problems"):
+        io.parse_numbers("1 a 2 b", "score")
+
+
+def test_the_example_files_are_read_by_their_own_parsers():
+    x, a, y, b = io.read_points_csv(io.POINTS_EXAMPLE.encode())
+    assert x.shape == (3, 2) and y.shape == (2, 2)
+    assert torch.allclose(a, torch.tensor([0.25, 0.25, 0.5], dtype=torch.float64))
+    assert torch.allclose(b, torch.tensor([0.25, 0.75], dtype=torch.float64))
+    C = io.read_matrix_csv(io.MATRIX_EXAMPLE.encode(), example=io.MATRIX_EXAMPLE)
+    assert torch.equal(C, torch.tensor([[0.0, 1, 4], [1, 0, 1], [4, 1, 0]], dtype=torch.float64))

@@ -86,22 +86,42 @@ def _plain(value):
     return arr.tolist()
 
 
+# The coordinates a trace plots, by trace kind: cartesian x/y(/z), ternary a/b/c, polar r/theta, 3-D x/y/z.
+_COORDINATES = ("x", "y", "z", "a", "b", "c", "r", "theta")
+
+
 def _trace_rows(trace, frame: str | None) -> list[dict]:
-    """One row per plotted value: x, y (and z) with the trace's name and type."""
+    """One row per plotted value: its coordinates (and its text, when the trace labels its points) with the
+    trace's name and type."""
     base = {"trace": trace.name or trace.type, "type": trace.type}
     if frame is not None:
         base = {"frame": frame, **base}
-    z = getattr(trace, "z", None)
-    if z is not None and np.ndim(z) == 2:  # a heatmap / contour: one row per cell, with its axis labels
-        z = np.asarray(z)
-        xs = np.asarray(trace.x) if trace.x is not None else np.arange(z.shape[1])
-        ys = np.asarray(trace.y) if trace.y is not None else np.arange(z.shape[0])
-        return [{**base, "x": xs[c], "y": ys[r], "z": z[r, c]} for r in range(z.shape[0]) for c in range(z.shape[1])]
-    columns = {k: np.ravel(v) for k in ("x", "y", "z") if (v := getattr(trace, k, None)) is not None}
+    columns = {k: np.ravel(v) for k in _COORDINATES if (v := getattr(trace, k, None)) is not None}
     if not columns:
         return []
     n = max(len(v) for v in columns.values())
+    text = getattr(trace, "text", None)
+    if text is not None and not isinstance(text, str) and len(np.ravel(text)) == n:
+        columns["text"] = np.ravel(text)
     return [{**base, **{k: v[i] if i < len(v) else None for k, v in columns.items()}} for i in range(n)]
+
+
+def _grid_rows(trace, frame: str | None) -> pd.DataFrame:
+    """A heatmap or contour as its grid: one row per y, one column per x label, the values in the cells."""
+    z = np.asarray(trace.z)
+    xs = list(np.asarray(trace.x)) if trace.x is not None else list(range(z.shape[1]))
+    ys = list(np.asarray(trace.y)) if trace.y is not None else list(range(z.shape[0]))
+    table = pd.DataFrame(z, columns=[str(x) for x in xs])
+    table.insert(0, "y", ys)
+    table.insert(0, "trace", trace.name or trace.type)
+    if frame is not None:
+        table.insert(0, "frame", frame)
+    return table
+
+
+def _is_grid(trace) -> bool:
+    z = getattr(trace, "z", None)
+    return z is not None and np.ndim(z) == 2
 
 
 def _annotation_rows(fig: go.Figure) -> list[dict]:
@@ -110,19 +130,40 @@ def _annotation_rows(fig: go.Figure) -> list[dict]:
             for a in fig.layout.annotations if a.text]
 
 
-def figure_table(fig: go.Figure) -> pd.DataFrame:
-    """Every value a figure plots, one row each (animation frames included, named in a 'frame' column); a figure
-    without traces gives its annotations (position and text)."""
-    rows = [r for t in fig.data for r in _trace_rows(t, None)]
+def _traces(fig: go.Figure):
+    """(trace, frame name or None) for every trace, animation frames included."""
+    yield from ((t, None) for t in fig.data)
     for frame in fig.frames or ():
-        rows += [r for t in frame.data for r in _trace_rows(t, str(frame.name))]
+        yield from ((t, str(frame.name)) for t in frame.data)
+
+
+def figure_table(fig: go.Figure) -> pd.DataFrame:
+    """Every value a figure plots. A figure of heatmaps alone gives their grids (a row per y, a column per x:
+    compact, and the shape the figure shows); any other figure gives one row per plotted value, animation frames
+    named in a 'frame' column, a heatmap among other traces one row per cell; a figure without traces gives its
+    annotations (position and text)."""
+    traces = list(_traces(fig))
+    if traces and all(_is_grid(t) for t, _ in traces):
+        return pd.concat([_grid_rows(t, frame) for t, frame in traces], ignore_index=True)
+    rows = []
+    for trace, frame in traces:
+        rows += _cell_rows(trace, frame) if _is_grid(trace) else _trace_rows(trace, frame)
     if not fig.data:
         rows += _annotation_rows(fig)
-    return pd.DataFrame(rows, columns=None if rows else ["trace", "type", "x", "y"])
+    table = pd.DataFrame(rows, columns=None if rows else ["trace", "type", "x", "y"])
+    first = [c for c in ("frame", "trace", "type", "x", "y", "z") if c in table]
+    return table[first + [c for c in table if c not in first]]
+
+
+def _cell_rows(trace, frame: str | None) -> list[dict]:
+    grid = _grid_rows(trace, frame)
+    long = grid.melt(id_vars=[c for c in ("frame", "trace", "y") if c in grid], var_name="x", value_name="z")
+    return long.assign(type=trace.type).to_dict("records")
 
 
 def to_csv(fig: go.Figure) -> str:
-    return figure_table(fig).to_csv(index=False)
+    """figure_table as CSV, numbers to 6 significant digits (what a plot can show; it keeps big grids small)."""
+    return figure_table(fig).to_csv(index=False, float_format="%.6g")
 
 
 def to_json(fig: go.Figure) -> str:
@@ -141,14 +182,32 @@ def to_json(fig: go.Figure) -> str:
     return json.dumps(out, default=lambda v: v.item() if hasattr(v, "item") else str(v))
 
 
+# Presentation style: no text under 18 px and no line under 3 px, whatever size a figure set for itself.
+TEXT_PX, TITLE_PX, LINE_PX = 18, 22, 4
+
+
 def presentation_style(fig: go.Figure) -> go.Figure:
-    """Lecture-hall version of a figure: larger text and lines, the Okabe-Ito colour cycle and Cividis for
+    """Lecture-hall version of a figure: every text (titles, ticks, axis titles, legend, annotations, colour bars,
+    labels on the marks) at least TEXT_PX, lines LINE_PX wide, the Okabe-Ito colour cycle and Cividis for
     continuous scales (both safe for the common colour-vision deficiencies). Returns a styled copy."""
     fig = go.Figure(fig)
-    fig.update_layout(font_size=20, title_font_size=24, colorway=PALETTE,
-                      legend_font_size=18, hoverlabel_font_size=18)
-    fig.update_annotations(font_size=20)
-    fig.update_traces(line_width=4, selector=lambda t: t.type == "scatter" and t.mode and "lines" in t.mode)
+    text, title = dict(size=TEXT_PX), dict(size=TITLE_PX)
+    fig.update_layout(font_size=TEXT_PX, title_font_size=TITLE_PX + 2, colorway=PALETTE, legend_font=text,
+                      legend_title_font=text, hoverlabel_font=text)
+    for axes in (fig.update_xaxes, fig.update_yaxes):
+        axes(tickfont=text, title_font=title)
+    axis = dict(tickfont=text, title_font=title)
+    fig.update_ternaries(aaxis=axis, baxis=axis, caxis=axis)
+    fig.update_coloraxes(colorbar_tickfont=text, colorbar_title_font=text)
+    fig.update_annotations(font_size=TEXT_PX)
+    fig.update_shapes(line_width=LINE_PX - 1, selector=lambda s: s.type in ("line", "path"))
+    for trace in fig.data:
+        if "colorbar" in trace:
+            trace.update(colorbar=dict(tickfont=text, title_font=text))
+        if "textfont" in trace:
+            trace.update(textfont_size=TEXT_PX)
+    fig.update_traces(line_width=LINE_PX, selector=lambda t: t.type in ("scatter", "scatterternary") and t.mode
+                      and "lines" in t.mode)
     fig.update_traces(colorscale="Cividis", selector=lambda t: t.type in ("heatmap", "contour"))
     return fig
 

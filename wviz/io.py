@@ -1,7 +1,8 @@
 """Reading user files (untrusted): size limits, strict columns and shapes, plain error messages."""
 from __future__ import annotations
 
-import io
+import csv
+import io as pystd_io
 
 import numpy as np
 import pandas as pd
@@ -9,32 +10,92 @@ import torch
 
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024  # a 2-D cloud or cost matrix for an interactive page is far smaller
 MAX_POINTS = 4096
+MAX_LISTED = 8  # problems listed in one message; the rest are counted
+
+# What a valid file looks like: shown in every error about such a file, and offered as the example download.
+POINTS_EXAMPLE = """cloud,x,y,mass
+source,0.0,0.0,1
+source,1.0,0.0,1
+source,2.0,0.0,2
+target,0.0,1.0,1
+target,2.0,1.0,3
+"""
+MATRIX_EXAMPLE = """0,1,4
+1,0,1
+4,1,0
+"""
 
 
-def _read_csv(data: bytes, what: str, header) -> pd.DataFrame:
+def fail(what: str, problems: list[str], example: str | None = None) -> None:
+    """Raise one ValueError listing every problem found in ``what`` (the user's file or table, in their words),
+    then, when given, what a valid one looks like."""
+    shown = problems[:MAX_LISTED] + ([f"and {len(problems) - MAX_LISTED} more"] if len(problems) > MAX_LISTED else [])
+    head = f"The {what} has a problem:" if len(problems) == 1 else f"The {what} has {len(problems)} problems:"
+    message = head + "\n" + "\n".join(f"- {p}" for p in shown)
+    if example:
+        message += f"\n\nA valid {what} looks like this:\n\n```\n{example}```"
+    raise ValueError(message)
+
+
+def _text(data: bytes, what: str, example: str | None) -> str:
+    """The upload as text, or a message saying why it is not a CSV file the page can read."""
     if len(data) > MAX_UPLOAD_BYTES:
-        raise ValueError(f"the {what} file is {len(data) / 1e6:.1f} MB; the limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB")
+        fail(what, [f"it is {len(data) / 1e6:.1f} MB; the limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB"])
     try:
-        return pd.read_csv(io.BytesIO(data), header=header, skipinitialspace=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise ValueError(f"the {what} file is not a readable CSV ({str(err).splitlines()[0]})") from None
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        fail(what, [f"it is not CSV text in UTF-8: byte 0x{data[err.start]:02x} at position {err.start} is not a "
+                    "character. A spreadsheet (.xlsx) or a file saved in another encoding gives this: save it as "
+                    "'CSV UTF-8 (comma delimited)'"], example)
+    if not text.strip():
+        fail(what, ["it is empty: a CSV file needs lines of comma-separated values"], example)
+    return text
 
 
-def _numeric(df: pd.DataFrame, what: str) -> np.ndarray:
+def _read_csv(data: bytes, what: str, header, example: str | None = None) -> pd.DataFrame:
+    """A CSV upload as a table; lines whose number of values differs from the first line's are all named."""
+    text = _text(data, what, example)
+    lines = [(i, row) for i, row in enumerate(csv.reader(text.splitlines()), 1) if row]
+    width = len(lines[0][1])
+    first = "the header (line 1)" if header == 0 else f"line {lines[0][0]}"
+    ragged = [f"line {i} has {len(row)} values, but {first} has {width} (one value per column, separated by "
+              "commas)" for i, row in lines[1:] if len(row) != width]
+    if ragged:
+        fail(what, ragged, example)
+    df = pd.read_csv(pystd_io.StringIO(text), header=header, skipinitialspace=True, skip_blank_lines=True)
+    df.attrs["lines"] = [i for i, _ in lines[1 if header == 0 else 0:]]  # a file's rows are named by line
+    return df
+
+
+def _row(df: pd.DataFrame, r: int) -> str:
+    """Row r (from 0) as the user sees it: its line in an uploaded file, its row number in an edited table."""
+    lines = df.attrs.get("lines")
+    return f"line {lines[r]}" if lines else f"row {r + 1}"
+
+
+def _cell(df: pd.DataFrame, r: int, c: int) -> str:
+    column = df.columns[c]
+    column = f"column {c + 1}" if isinstance(column, (int, np.integer)) else f"column {column}"
+    value = df.iat[r, c]
+    shown = "empty" if pd.isna(value) else repr(value) if isinstance(value, str) else str(value)
+    return f"an empty or non-numeric entry in {_row(df, r)}, {column} ({shown})"
+
+
+def _floats(df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """The table as floats, and a problem for every cell that is empty, not a number or not finite."""
     values = df.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        r, c = np.argwhere(bad)[0]
-        column = df.columns[c]
-        column = f"column {c + 1}" if isinstance(column, (int, np.integer)) else f"column {column}"
-        value = df.iat[r, c]
-        shown = "empty" if pd.isna(value) else repr(value) if isinstance(value, str) else str(value)
-        raise ValueError(f"the {what} has an empty or non-numeric entry in row {r + 1}, {column} ({shown})")
+    return values, [_cell(df, r, c) for r, c in np.argwhere(~np.isfinite(values))]
+
+
+def _numeric(df: pd.DataFrame, what: str, example: str | None = None) -> np.ndarray:
+    values, problems = _floats(df)
+    if problems:
+        fail(what, problems, example)
     return values
 
 
 def table_values(table: pd.DataFrame, columns: list[str], what: str) -> np.ndarray:
-    """The numeric ``columns`` of an edited table as a float array (rows, columns); a ValueError names the first
+    """The numeric ``columns`` of an edited table as a float array (rows, columns); a ValueError names every
     empty or non-numeric cell by its row and column."""
     return _numeric(table[columns], what)
 
@@ -45,105 +106,121 @@ def read_points_csv(data: bytes) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     Returns x (n, 2), a (n,), y (m, 2), b (m,) as float64 tensors; masses default to uniform and are normalised
     to total 1 (each cloud is a probability measure).
     """
-    return _points(_read_csv(data, "points", header=0), "points file")
+    return _points(_read_csv(data, "points file", header=0, example=POINTS_EXAMPLE), "points file", POINTS_EXAMPLE)
 
 
 def read_points_table(table: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The same two clouds from an edited table (columns cloud, x, y[, mass], one point per row), with the same
-    checks as :func:`read_points_csv`; an error names the table's row and column."""
-    return _points(table.copy(), "points table")
+    checks as :func:`read_points_csv`; an error names the table's rows and columns."""
+    return _points(table.copy(), "points table", None)
 
 
-def _points(df: pd.DataFrame, what: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """x (n, 2), a (n,), y (m, 2), b (m,) from the rows of ``df`` (modified in place), masses normalised per cloud."""
+def _cloud_problems(df: pd.DataFrame, cloud: np.ndarray, values: np.ndarray, what: str) -> list[str]:
+    """What is wrong with each cloud's rows (none, too many, negative or zero masses)."""
+    problems = []
+    for name in ("source", "target"):
+        rows = np.flatnonzero(cloud == name)
+        mass = values[rows, 2]
+        if len(rows) == 0:
+            problems.append(f"the {what} has no {name} points: give at least one row with cloud '{name}'")
+        elif len(rows) > MAX_POINTS:
+            problems.append(f"the {name} cloud has {len(rows)} points; the limit is {MAX_POINTS}")
+        problems += [f"the {name} masses must be non-negative, but {_row(df, r)} has mass {values[r, 2]:g}"
+                     for r in rows[mass < 0]]
+        if len(rows) and (mass >= 0).all() and mass.sum() <= 0:
+            problems.append(f"the {name} masses must have a positive total; give at least one {name} point a "
+                            "positive mass")
+    return problems
+
+
+def _points(df: pd.DataFrame, what: str, example: str | None):
+    """x (n, 2), a (n,), y (m, 2), b (m,) from the rows of ``df`` (modified in place), masses normalised per
+    cloud; every problem found is listed in one ValueError."""
     df.columns = [str(c).strip().lower() for c in df.columns]
     missing = {"cloud", "x", "y"} - set(df.columns)
     if missing:
-        raise ValueError(f"the {what} needs columns cloud, x, y (and optionally mass); missing: "
-                         f"{', '.join(sorted(missing))}")
+        fail(what, [f"it needs columns cloud, x, y (and optionally mass); missing: {', '.join(sorted(missing))}"],
+             example)
     cloud = df["cloud"].astype(str).str.strip().str.lower().to_numpy()
-    unknown = sorted(set(cloud) - {"source", "target"})
-    if unknown:
-        raise ValueError(f"the cloud column may only say 'source' or 'target', not {unknown[0]!r}")
+    problems = [f"{_row(df, r)}: the cloud column may only say 'source' or 'target', not {df['cloud'].iat[r]!r}"
+                for r in np.flatnonzero(~np.isin(cloud, ["source", "target"]))]
     if "mass" not in df.columns:
         df["mass"] = 1.0
-    values = _numeric(df[["x", "y", "mass"]], what)
+    values, bad_cells = _floats(df[["x", "y", "mass"]])
+    problems += bad_cells or _cloud_problems(df, cloud, values, what)
+    if problems:
+        fail(what, problems, example)
     out = []
     for name in ("source", "target"):
         rows = np.flatnonzero(cloud == name)
-        if len(rows) == 0:
-            raise ValueError(f"the {what} has no {name} points")
-        if len(rows) > MAX_POINTS:
-            raise ValueError(f"the {name} cloud has {len(rows)} points; the limit is {MAX_POINTS}")
-        mass = values[rows, 2]
-        if (mass < 0).any():
-            r = rows[np.argmax(mass < 0)]
-            raise ValueError(f"the {name} masses must be non-negative, but row {r + 1} of the {what} has mass "
-                             f"{values[r, 2]:g}")
-        if mass.sum() <= 0:
-            raise ValueError(f"the {name} masses must have a positive total; give at least one {name} point a "
-                             "positive mass")
-        out += [torch.tensor(values[rows, :2]), torch.tensor(mass / mass.sum())]
+        out += [torch.tensor(values[rows, :2]), torch.tensor(values[rows, 2] / values[rows, 2].sum())]
     x, a, y, b = out
     return x, a, y, b
 
 
-def read_matrix_csv(data: bytes, what: str = "cost matrix") -> torch.Tensor:
-    """A numeric matrix (n rows, m columns) from a CSV as a float64 tensor; a first row of column names is skipped."""
-    df = _read_csv(data, what, header=None)
+def read_matrix_csv(data: bytes, what: str = "cost matrix", example: str | None = None) -> torch.Tensor:
+    """A numeric matrix (n rows, m columns) from a CSV as a float64 tensor; a first row of column names is skipped.
+    ``example`` is what a valid file looks like (e.g. MATRIX_EXAMPLE), shown with any error."""
+    df = _read_csv(data, f"{what} file", header=None, example=example)
     first = df.iloc[0].apply(pd.to_numeric, errors="coerce") if len(df) > 1 else None
     if first is not None and first.isna().all():  # a header line: every entry is a name, not a number
+        lines = df.attrs["lines"][1:]
         df = df.iloc[1:].reset_index(drop=True)
+        df.attrs["lines"] = lines
     if df.shape[0] > MAX_POINTS or df.shape[1] > MAX_POINTS:
-        raise ValueError(f"the {what} is {df.shape[0]} x {df.shape[1]}; the limit is {MAX_POINTS} per side")
-    return torch.tensor(_numeric(df, what))
+        fail(f"{what} file", [f"it is {df.shape[0]} x {df.shape[1]}; the limit is {MAX_POINTS} per side"])
+    return torch.tensor(_numeric(df, f"{what} file", example))
+
+
+def _number(piece: str) -> float | None:
+    try:
+        return float(piece)
+    except ValueError:
+        return None
 
 
 def parse_matrix(text: str, what: str = "cost matrix") -> torch.Tensor:
     """A matrix typed as lines of numbers (one row per line, commas or spaces between entries); an error names
-    the row and column of the first entry that is not a finite number."""
+    every row of the wrong length and every entry that is not a finite number, by row and column."""
     rows = [line.replace(",", " ").split() for line in text.strip().splitlines() if line.strip()]
     if not rows:
-        raise ValueError(f"type the {what}: one row per line")
-    for r, row in enumerate(rows[1:], 2):
-        if len(row) != len(rows[0]):
-            raise ValueError(f"every row of the {what} needs the same number of entries: row 1 has "
-                             f"{len(rows[0])}, row {r} has {len(row)}")
+        fail(what, [f"it is empty: type the {what}, one row per line"])
+    problems = [f"every row needs the same number of entries: row 1 has {len(rows[0])}, row {r} has {len(row)}"
+                for r, row in enumerate(rows[1:], 2) if len(row) != len(rows[0])]
     if len(rows) > MAX_POINTS or len(rows[0]) > MAX_POINTS:
-        raise ValueError(f"the {what} is {len(rows)} x {len(rows[0])}; the limit is {MAX_POINTS} per side")
-    values = np.empty((len(rows), len(rows[0])))
-    for (r, c), t in np.ndenumerate(np.array(rows, dtype=object)):
-        try:
-            values[r, c] = float(t)
-        except ValueError:
-            raise ValueError(f"the {what} entry in row {r + 1}, column {c + 1} ({t!r}) is not a number") from None
-        if not np.isfinite(values[r, c]):
-            raise ValueError(f"the {what} entry in row {r + 1}, column {c + 1} ({t!r}) is not finite")
-    return torch.tensor(values)
+        problems.append(f"it is {len(rows)} x {len(rows[0])}; the limit is {MAX_POINTS} per side")
+    for r, row in enumerate(rows, 1):
+        for c, piece in enumerate(row, 1):
+            value = _number(piece)
+            if value is None or not np.isfinite(value):
+                problems.append(f"the entry in row {r}, column {c} ({piece!r}) is not "
+                                f"{'a number' if value is None else 'finite'}")
+    if problems:
+        fail(what, problems)
+    return torch.tensor([[float(p) for p in row] for row in rows], dtype=torch.float64)
 
 
 def parse_numbers(text: str, what: str = "value") -> list[float]:
-    """'1, 2.5 -3' -> [1.0, 2.5, -3.0]; a clear ValueError naming the piece that is not a number."""
+    """'1, 2.5 -3' -> [1.0, 2.5, -3.0]; a ValueError names every piece that is not a number."""
     pieces = [t for t in text.replace(",", " ").replace(";", " ").split() if t]
     if not pieces:
-        raise ValueError(f"type at least one {what}, separated by commas or spaces")
-    out = []
-    for i, t in enumerate(pieces, 1):
-        try:
-            out.append(float(t))
-        except ValueError:
-            raise ValueError(f"{what} {i} ({t!r}) is not a number") from None
-    return out
+        fail(f"list of {what}s", [f"it is empty: type at least one {what}, separated by commas or spaces"])
+    values = [_number(t) for t in pieces]
+    problems = [f"{what} {i} ({t!r}) is not a number" for i, (t, v) in enumerate(zip(pieces, values), 1) if v is None]
+    if problems:
+        fail(f"list of {what}s", problems)
+    return values
 
 
 def parse_masses(text: str, size: int, name: str, per: str = "point") -> torch.Tensor:
     """``size`` non-negative masses typed as numbers ('1, 1, 2'), as a float64 tensor (size,); an error names
-    the piece that is not a non-negative number, or says how many masses were expected (one ``per`` row,
+    every piece that is not a non-negative number, and says how many masses were expected (one ``per`` row,
     column, point...)."""
     values = parse_numbers(text, f"mass of {name}")
-    for i, v in enumerate(values, 1):
-        if not np.isfinite(v) or v < 0:
-            raise ValueError(f"mass of {name} {i} ({v:g}) must be a non-negative finite number")
+    problems = [f"mass of {name} {i} ({v:g}) must be a non-negative finite number"
+                for i, v in enumerate(values, 1) if not np.isfinite(v) or v < 0]
     if len(values) != size:
-        raise ValueError(f"{name} needs {size} masses (one per {per}), got {len(values)}")
+        problems.append(f"{name} needs {size} masses (one per {per}), got {len(values)}")
+    if problems:
+        fail(f"masses of {name}", problems)
     return torch.tensor(values, dtype=torch.float64)

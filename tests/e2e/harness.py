@@ -29,8 +29,8 @@ SLIDERS = {
 
 
 def page_paths() -> list[str]:
-    """URL path of every page registered in app.py, plus the landing page ''."""
-    return [""] + re.findall(r'url_path="([\w-]+)"', (ROOT / "app.py").read_text())
+    """URL path of every math page registered in app.py (not the References list), after the landing page ''."""
+    return [""] + [p for p in re.findall(r'url_path="([\w-]+)"', (ROOT / "app.py").read_text()) if p != "references"]
 
 
 def wait_until_idle(page, timeout_ms=120_000, quiet_ms=1000):

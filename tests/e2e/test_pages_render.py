@@ -14,12 +14,13 @@ def assert_rendered(page, server, path):
     exceptions = page.locator('[data-testid="stException"]')
     assert exceptions.count() == 0, exceptions.first.inner_text()
     assert not errors, errors
-    if path:  # a math page draws at least one chart
+    if path in page_paths()[1:]:  # a math page draws at least one chart
         page.wait_for_selector(".js-plotly-plot", timeout=30_000)
 
 
-@pytest.mark.parametrize("path", page_paths())
-def test_page_renders_without_exception(server, page, path):
+@pytest.mark.parametrize("path", ["", "references"])
+def test_the_pages_without_figures_render_without_exception(server, page, path):
+    """The math pages are opened (and checked the same way) by test_lecture_hall at three widths."""
     assert_rendered(page, server, path)
 
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import streamlit as st
 
 from wviz import export
-from wviz.ui import state
+from wviz.ui import state, style
 
 _KEY = "_wviz_lecture"
 
@@ -23,18 +23,13 @@ def current() -> export.Lecture:
     return st.session_state.setdefault(_KEY, export.Lecture("wviz"))
 
 
-def presenting() -> bool:
-    return bool(st.session_state.get("presentation"))
-
-
 def start(title: str, intro: str) -> None:
     """A new lecture for this run, and the sidebar panel that offers it."""
     lecture = st.session_state[_KEY] = export.Lecture(title, intro)
     with st.sidebar.expander("Present, share, export", icon=":material/co_present:"):
-        st.toggle("Presentation mode", key="presentation", bind="query-params",
-                  help="Larger text and lines, colour-blind-safe colours (Okabe-Ito, Cividis), for a projector.")
-        if presenting():
-            st.html("<style>.stMainBlockContainer { font-size: 1.3rem; }</style>")
+        st.toggle("Presentation mode", key=style.PRESENTATION_PARAM, bind="query-params",
+                  help="For a projector: sidebar collapsed, toolbar hidden, all text at least 18 px, thicker lines, "
+                       "colour-blind-safe colours (Okabe-Ito, Cividis). It travels in the share link.")
         st.caption("Link to this page with every setting (uploaded files are not part of it):")
         state.link_slot()
         no_browser = export.browser_path() is None
@@ -65,7 +60,7 @@ def record(key: str, fig) -> None:
 def defer(key: str, build: Callable[[], Any]) -> None:
     """A figure this run does not draw (a view not chosen): ``build`` makes it when the bundle is built, from
     values fixed in this run; a ValueError leaves it out."""
-    current().figures[key] = (lambda: export.presentation_style(build())) if presenting() else build
+    current().figures[key] = (lambda: export.presentation_style(build())) if style.presenting() else build
 
 
 def built(lecture: export.Lecture) -> export.Lecture:

@@ -9,15 +9,16 @@ from typing import Callable, Sequence
 import plotly.graph_objects as go
 import streamlit as st
 
+from wviz import animation as animation_lib
 from wviz import export
-from wviz.ui import lecture, state
+from wviz.ui import lecture, state, style
 from wviz.ui.widgets import view_selector
 
 
 def show_figure(fig: go.Figure, key: str) -> None:
     """Draw a Plotly figure full width (presentation style when that mode is on), with its export menu below,
     and record it for the lecture bundle."""
-    if lecture.presenting():
+    if style.presenting():
         fig = export.presentation_style(fig)
     st.plotly_chart(fig, key=key, width="stretch")
     lecture.record(key, fig)
@@ -74,3 +75,40 @@ def views(choices: dict[str, View], help: str, key: str = "view", label: str = "
         for i, fig_key in enumerate(view.figures):
             lecture.defer(fig_key, lambda i=i, build=build: build()[i])
     return chosen
+
+
+def example_file(label: str, data: bytes | str, file_name: str, help: str) -> None:
+    """A download of an example for the upload above it: a file the page's own parser accepts, to start from."""
+    mime = {"csv": "text/csv", "png": "image/png"}.get(file_name.rsplit(".", 1)[-1], "application/octet-stream")
+    st.download_button(label, data=data, file_name=file_name, mime=mime, on_click="ignore", help=help,
+                       icon=":material/description:", key=f"_example_{file_name}")
+
+
+def animation(key: str, title: str, frames: Callable[[], Sequence[go.Figure]], fps: float = 4) -> None:
+    """GIF and MP4 of ``frames()`` (the page's figures at successive values), made on click with a progress bar,
+    then offered for download. A made animation is kept until the page's settings change."""
+    store = f"_wviz_animation_{key}"
+    with st.popover("Animation for slides", icon=":material/movie:", key=f"_animation_{key}"):
+        if export.browser_path() is None:
+            st.warning(export.NO_BROWSER)
+            return
+        st.caption(f"{title}: each frame is the figure above at one step, {fps:g} frames per second.")
+        fmt = st.radio("Format", animation_lib.FORMATS, horizontal=True, key=f"_animation_{key}_fmt",
+                       format_func=str.upper, help="GIF loops in any slide program; MP4 (H.264) is smaller.")
+        settings = state.settings()
+        if st.button(f"Make {fmt.upper()}", key=f"_animation_{key}_make", icon=":material/play_circle:",
+                     help="Draws every frame (a few seconds each second of animation)."):
+            bar = st.progress(0.0, text="Drawing frames...")
+            try:
+                drawn = animation_lib.render(frames(), lambda f: bar.progress(f, text=f"Drawing frames... {f:.0%}"))
+                bar.progress(1.0, text=f"Encoding {len(drawn)} frames as {fmt.upper()}...")
+                st.session_state[store] = (settings, fmt, animation_lib.encode(drawn, fmt, fps))
+            except (ValueError, export.ExportError) as err:
+                st.error(f"No animation: {err}")
+            bar.empty()
+        made = st.session_state.get(store)
+        if made is not None and made[0] == settings and made[1] == fmt:
+            st.download_button(f"Download {fmt.upper()}", data=made[2], file_name=f"{lecture.slug(title)}.{fmt}",
+                               mime={"gif": "image/gif", "mp4": "video/mp4"}[fmt], on_click="ignore",
+                               icon=":material/download:", key=f"_animation_{key}_download",
+                               help="The animation just made, at the settings on the page.")

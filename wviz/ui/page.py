@@ -1,12 +1,18 @@
-"""A page's head: title, intro, where it computes, and its lecture panel."""
+"""A page's head: title, intro, its guided experiments, where it computes, reset, and its lecture panel."""
 from __future__ import annotations
+
+import html
+from typing import Sequence
 
 import streamlit as st
 import torch
 
+from wviz import references
 from wviz.device import describe, get_device
-from wviz.ui import lecture
+from wviz.guide import Try
+from wviz.ui import lecture, style
 from wviz.ui.process import limit_threads
+
 
 
 def _leave_legacy_pages_mode() -> None:
@@ -34,13 +40,42 @@ def device_badge() -> torch.device:
     return device
 
 
-def page_setup(title: str, intro: str) -> torch.device:
-    """Title, one-paragraph intro, the device badge and the lecture panel (presentation mode, share link, lecture
-    bundle); returns the device the page computes on."""
+def cite(key: str, text: str | None = None) -> str:
+    """Markdown: a link to the full citation of ``key`` (wviz.references) on the References page."""
+    return references.link_text(key, text)
+
+
+def _link(label: str, query: str) -> str:
+    """HTML: a link to this page with ``query``, in this tab. Loading it starts a fresh session, so the page
+    opens exactly in the state the URL states (a Markdown link would open a new tab)."""
+    return f'<a href="{html.escape(query)}" target="_self">{html.escape(label)}</a>'
+
+
+def _reset_link() -> None:
+    """Reset to defaults: the page loaded again with no settings in its URL (presentation mode kept)."""
+    query = f"?{style.PRESENTATION_PARAM}=true" if style.presenting() else "?"
+    st.sidebar.html(f'<div>&#x21bb; {_link("Reset to defaults", query)}</div>')
+
+
+def guided(items: Sequence[Try]) -> None:
+    """The page's guided experiments: each a link that opens the page in a stated state, and what to watch."""
+    if not items:
+        return
+    with st.expander("Try this", icon=":material/lightbulb:"):
+        st.markdown("\n".join(f"- {_link(t.label, t.query())}: {t.watch}" for t in items), unsafe_allow_html=True)
+        st.caption("Each link opens this page with those settings and every other one at its default.")
+
+
+def page_setup(title: str, intro: str, try_this: Sequence[Try] = ()) -> torch.device:
+    """Title, one-paragraph intro, the guided experiments, the device badge, Reset to defaults and the lecture
+    panel (presentation mode, share link, lecture bundle); returns the device the page computes on."""
     _leave_legacy_pages_mode()
     limit_threads()
+    style.apply()
     device = device_badge()
+    _reset_link()
     lecture.start(title, intro)
     st.title(title)
     st.markdown(intro)
+    guided(try_this)
     return device

@@ -1,0 +1,109 @@
+"""The lecture hall, in a real browser: every page at a desktop, a projector (1024x768) and half a laptop screen
+(800x1000) shows its metrics and display equations whole, every heatmap with a colour scale; presentation mode
+collapses the sidebar, hides the toolbar and draws no figure text under 18 px; guided links and Reset work."""
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from tests.e2e.harness import page_paths, wait_until_idle
+from wviz.export import TEXT_PX
+
+VIEWPORTS = ((1400, 1000), (1024, 768), (800, 1000))
+
+# Every metric (label and value) and display equation whose content is wider than its box (cut, scrolled or
+# ellipsised) or that runs past the right edge of the main column.
+CUT = """() => {
+  const column = document.querySelector('[data-testid="stMain"] .stMainBlockContainer').getBoundingClientRect();
+  const cut = [];
+  const past = (el, what) => el.getBoundingClientRect().right > column.right + 1
+    && cut.push(`${what} past the column: ${el.innerText.slice(0, 80)}`);
+  document.querySelectorAll('[data-testid="stMetric"]').forEach(m => {
+    const inner = [m, ...m.querySelectorAll('*')].find(e => e.scrollWidth > e.clientWidth + 1);
+    if (inner) cut.push(`metric cut: ${m.innerText.slice(0, 80)}`);
+    past(m, 'metric');
+  });
+  // An equation's box shrinks to its content (KaTeX's italic overhang adds a pixel or two); its element has the
+  // width the column gives it.
+  document.querySelectorAll('[data-testid="stMain"] .katex-display').forEach(d => {
+    const room = d.closest('[data-testid="stMarkdown"]') || d;
+    if (d.scrollWidth > room.clientWidth + 3) cut.push(`equation cut: ${d.innerText.slice(0, 80)}`);
+    past(room, 'equation');
+  });
+  return cut;
+}"""
+
+# The heatmap traces of each chart that show no colour scale (their own colour bar or their colour axis's).
+NO_SCALE = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd =>
+  (gd._fullData || []).filter(t => ['heatmap', 'contour'].includes(t.type) && t.visible === true)
+    .filter(t => !(t.coloraxis ? gd._fullLayout[t.coloraxis].showscale : t.showscale)
+                 || gd.querySelectorAll('g.colorbar').length === 0)
+    .map(t => `${gd.layout.title && gd.layout.title.text}: ${t.name || t.type}`))"""
+
+# Every non-empty text of every chart drawn under the given size (px).
+SMALL_TEXT = """(px) => Array.from(document.querySelectorAll('.js-plotly-plot .main-svg text'))
+  .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
+  .map(t => [t.textContent.trim().slice(0, 30), parseFloat(getComputedStyle(t).fontSize)])
+  .filter(([, size]) => size < px)"""
+
+
+def open_page(page, url):
+    page.goto(url)
+    wait_until_idle(page)
+    page.wait_for_timeout(500)
+
+
+def no_exception(page):
+    exceptions = page.locator('[data-testid="stException"]')
+    assert exceptions.count() == 0, exceptions.first.inner_text()
+
+
+def cut_at_every_width(page) -> dict:
+    cut = {}
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(1500)  # Plotly and the equations refit to the new width
+        if found := page.evaluate(CUT):
+            cut[f"{width}x{height}"] = found
+    return cut
+
+
+@pytest.mark.parametrize("path", page_paths()[1:])
+def test_nothing_is_cut_at_any_width_and_every_heatmap_has_a_colour_scale(server, page, path):
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    open_page(page, f"{server}/{path}")
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    no_exception(page)
+    assert not errors, errors
+    assert page.evaluate(NO_SCALE) == []
+    assert cut_at_every_width(page) == {}
+
+
+@pytest.mark.parametrize("path", page_paths()[1:])
+def test_presentation_mode_is_readable_from_the_back_of_the_hall(server, page, path):
+    open_page(page, f"{server}/{path}?presentation=true")
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    no_exception(page)
+    assert page.evaluate("() => document.querySelector('[data-testid=\"stSidebar\"]').offsetWidth") == 0
+    assert page.locator('[data-testid="stExpandSidebarButton"]').is_visible()  # the lecturer can open it
+    assert not page.locator('[data-testid="stMainMenu"]').is_visible()
+    assert page.evaluate(SMALL_TEXT, TEXT_PX) == []
+    assert cut_at_every_width(page) == {}
+
+
+def test_a_guided_link_opens_its_state_and_reset_returns_to_the_defaults(server, page):
+    from wviz.views.attention_transport import TRY_THIS
+
+    first = TRY_THIS[0]
+    open_page(page, f"{server}/attention_transport?alpha=1.8")
+    page.get_by_text("Try this").click()
+    page.get_by_role("link", name=first.label).click()
+    open_page(page, page.url)
+    no_exception(page)
+    assert parse_qs(urlsplit(page.url).query)["tau"] == [f"{first.params['tau']:g}"], page.url
+    assert "alpha" not in page.url  # every other setting at its default
+    assert f"{first.params['tau']:g}" in page.locator(".st-key-tau").inner_text()
+    page.get_by_role("link", name="Reset to defaults").click()
+    open_page(page, page.url)
+    assert urlsplit(page.url).query == "", page.url
+    assert "1" in page.locator(".st-key-tau").inner_text()

@@ -1,0 +1,63 @@
+"""The works wviz implements or cites, in full: the five source documents (shared/seeds/INDEX.md) and the papers
+behind Sinkhorn, sparse regularised transport and attention rollout. The References page lists them; pages link
+to an entry with ui.cite(key)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Reference:
+    key: str       # the anchor on the References page, "ref-<key>"
+    short: str     # how a page names it in a sentence
+    citation: str  # the full citation (markdown)
+    url: str = ""  # where to read it, when it has a public address
+    used_on: str = ""  # which wviz pages implement what
+
+    @property
+    def anchor(self) -> str:
+        return f"ref-{self.key}"
+
+
+REFERENCES = {r.key: r for r in (
+    Reference("000", "Wasserstein self-attention note (000)",
+              "*Wasserstein Self-Attention Mechanism*. Technical note, source document 000 of wviz "
+              "(`shared/seeds/000_f46914f9fba49497.txt`).",
+              used_on="Wasserstein self-attention"),
+    Reference("001", "One-sided entropic OT note (001)",
+              "MTandHJ. *Scaled-Dot-Product Attention as One-Sided Entropic Optimal Transport*. Note, 29 July "
+              "2025, on arXiv:2508.08369. Source document 001 of wviz.",
+              "https://arxiv.org/abs/2508.08369", "Attention as transport, Transport plans"),
+    Reference("002", "Fenchel-dual paper (002)",
+              "Anonymous authors. *Deciphering Attention Mechanisms: Optimization and Fenchel Dual Solutions*. "
+              "Paper under double-blind review. Source document 002 of wviz.",
+              used_on="Attention solves a dual problem, Real transformer"),
+    Reference("003", "Vuckovic et al. 2020 (003)",
+              "James Vuckovic, Aristide Baratin, Remi Tachet des Combes. *A Mathematical Theory of Attention*. "
+              "arXiv:2007.02876, 2020. Source document 003 of wviz.",
+              "https://arxiv.org/abs/2007.02876", "Particles and contraction"),
+    Reference("004", "Stochastic ViT paper (004)",
+              "Franciskus Xaverius Erick, Mina Rezaei, Johanna Paula Müller, Bernhard Kainz. *Stochastic Vision "
+              "Transformers with Wasserstein Distance-Aware Attention*. arXiv:2311.18645, 2023. Source document "
+              "004 of wviz (a summary of the paper).",
+              "https://arxiv.org/abs/2311.18645", "Gaussian W2 attention, Uncertainty inspector"),
+    Reference("cuturi2013", "Cuturi 2013",
+              "Marco Cuturi. *Sinkhorn Distances: Lightspeed Computation of Optimal Transport*. Advances in Neural "
+              "Information Processing Systems 26 (NIPS 2013), 2292-2300.",
+              "https://arxiv.org/abs/1306.0895", "Transport plans (Sinkhorn), Fenchel dual (OT attention)"),
+    Reference("blondel2018", "Blondel et al. 2018",
+              "Mathieu Blondel, Vivien Seguy, Antoine Rolet. *Smooth and Sparse Optimal Transport*. Proceedings of "
+              "the 21st International Conference on Artificial Intelligence and Statistics (AISTATS 2018), PMLR 84, "
+              "880-889.",
+              "https://arxiv.org/abs/1710.06276", "Attention as transport (sparsemax), Transport plans"),
+    Reference("abnar2020", "Abnar and Zuidema 2020",
+              "Samira Abnar, Willem Zuidema. *Quantifying Attention Flow in Transformers*. Proceedings of the 58th "
+              "Annual Meeting of the Association for Computational Linguistics (ACL 2020), 4190-4197.",
+              "https://arxiv.org/abs/2005.00928", "Uncertainty inspector, Real transformer (attention rollout)"),
+)}
+
+
+def link_text(key: str, text: str | None = None) -> str:
+    """A markdown link to the entry ``key`` on the References page (a relative URL: it works behind any host)."""
+    ref = REFERENCES[key]
+    return f"[{text or ref.short}](references#{ref.anchor})"

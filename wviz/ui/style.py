@@ -1,0 +1,85 @@
+"""How a page reads on a projector: CSS for every page (metrics that shrink instead of being cut, display equations
+scaled down to the column's width) and, in presentation mode, larger text, tables and metrics with the toolbar
+hidden. The sidebar is collapsed by app.py (set_page_config), which must run before anything is drawn."""
+from __future__ import annotations
+
+import streamlit as st
+
+PRESENTATION_PARAM = "presentation"
+
+# A metric's value shrinks with its column (container query units) and its label wraps, so "transport cost"
+# and "4.5e-03" show whole at 800 px in four columns. Tables wrap too.
+_ALWAYS = """
+<style>
+[data-testid="stMetric"] { container-type: inline-size; }
+[data-testid="stMetricValue"] { font-size: min(2.25rem, 14cqi); }
+[data-testid="stMetricValue"] *, [data-testid="stMetricLabel"] * {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
+.katex-display { overflow: hidden; }
+</style>
+"""
+
+# A display equation wider than its column is drawn smaller until it fits (KaTeX sizes are in em): the pages split
+# their long equations over lines, this catches what is left at 800 px. Runs in the page (st.html with scripts),
+# once per browser tab, and again after every change to the page or its width.
+_FIT_EQUATIONS = """
+<script>
+(() => {
+  if (window.__wvizFit) return;
+  window.__wvizFit = true;
+  const fit = () => document.querySelectorAll('.katex-display').forEach(box => {
+    const katex = box.querySelector(':scope > .katex');
+    // The equation's own box shrinks to its content; the element around it has the column's width.
+    const room = (box.closest('[data-testid="stMarkdown"]') || box).clientWidth;
+    if (!katex || room === 0) return;  // not laid out yet (a closed expander, a hidden tab)
+    katex.style.fontSize = '';
+    // Scale by the overshoot, then step down: parts of an equation (spacing, tags) do not scale with it.
+    let size = Math.floor(100 * room / katex.scrollWidth);
+    while (katex.scrollWidth > room && size >= 40) {
+      katex.style.fontSize = `${size}%`;
+      size -= 2;
+    }
+  });
+  let queued = false;
+  const later = () => { if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; fit(); }); } };
+  new MutationObserver(later).observe(document.body, { childList: true, subtree: true });
+  new ResizeObserver(later).observe(document.body);
+  later();
+})();
+</script>
+"""
+
+# Presentation mode: the hall reads the page from 10 m. Streamlit's toolbar (deploy, menu) is hidden; the
+# dataframe grid draws on a canvas, so it is zoomed rather than given a font size.
+_PRESENTING = """
+<style>
+[data-testid="stToolbarActions"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"] { display: none !important; }
+.stMainBlockContainer { font-size: 1.35rem; padding: 3rem 2rem 2rem 2rem; max-width: 100%; }
+.stMainBlockContainer p, .stMainBlockContainer li { font-size: 1.35rem; }
+.stMainBlockContainer h1 { font-size: 2.8rem; }
+.stMainBlockContainer [data-testid="stCaptionContainer"] p { font-size: 1.15rem; }
+.stMainBlockContainer .katex { font-size: 1.5em; }
+[data-testid="stMetricLabel"] p { font-size: 1.3rem; }
+[data-testid="stMetricValue"] { font-size: min(3rem, 14cqi); }
+[data-testid="stDataFrame"], [data-testid="stTable"] { zoom: 1.35; }
+.stMainBlockContainer label p { font-size: 1.2rem; }
+</style>
+"""
+
+
+def presenting() -> bool:
+    """Presentation mode is on: the toggle's value, or before the toggle is drawn (a link's first run), the URL's."""
+    if PRESENTATION_PARAM in st.session_state:
+        return bool(st.session_state[PRESENTATION_PARAM])
+    return st.query_params.get(PRESENTATION_PARAM, "").lower() == "true"
+
+
+def sidebar_state() -> str:
+    """For st.set_page_config: the hall sees the figures, not the controls (the lecturer opens the sidebar)."""
+    return "collapsed" if presenting() else "auto"
+
+
+def apply() -> None:
+    """The page's CSS and the equation-fitting script (they draw nothing)."""
+    st.html(_ALWAYS + (_PRESENTING if presenting() else ""))
+    st.html(_FIT_EQUATIONS, unsafe_allow_javascript=True)
