@@ -3,7 +3,6 @@ import streamlit as st
 
 from wviz import ui
 from wviz.figures import attention_transport as figs
-from wviz.figures.common import vector_text
 from wviz.views import attention_transport as av
 
 OMEGA_TEX = {
@@ -19,11 +18,13 @@ device = ui.page_setup(
     "A query spreads one unit of attention over m keys. Paying the cost $C_j = -\\langle q, k_j \\rangle$ per "
     "unit sent to key $j$, the cheapest plan puts everything on the best key (argmax). Adding a regulariser "
     "$\\tau\\,\\Omega(p)$ spreads the mass: with the negative entropy the optimum is exactly softmax "
-    "(one-sided entropic optimal transport, eqs. (4)-(5) of the 001 note); other regularisers give sparsemax, "
-    "entmax and prior-softmax (eq. (13) and its table).",
+    f"(one-sided entropic optimal transport, eqs. (4)-(5) of {ui.cite('001')}); other regularisers give "
+    "sparsemax, entmax and prior-softmax (eq. (13) and its table; sparsemax and entmax as regularised argmax: "
+    f"{ui.cite('blondel2018')}).",
+    try_this=av.TRY_THIS,
 )
-ui.equation(r"p^\star = \arg\min_{p \in \Delta^{m-1}} \; -\langle s, p \rangle + \tau\, \Omega(p),"
-            r"\qquad s_j = \langle q, k_j \rangle")
+ui.equation(r"\begin{aligned} p^\star &= \arg\min_{p \in \Delta^{m-1}} \; -\langle s, p \rangle + \tau\, \Omega(p)"
+            r" \\ s_j &= \langle q, k_j \rangle \end{aligned}")
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
@@ -96,14 +97,16 @@ def draw(w: av.Weights):
     ui.show_figure(figs.weights_bars(w.p, w.inputs.labels), key="bars")
     numbers = st.container()  # the numbers sit under the bars but are sent after the views: the bars come first
     ui.views({"Objective on the simplex (m = 3)": landscape_view(w), "tau sweep": sweep_view(w),
-              "Many queries": many_view(w)},
-             help="The objective over the simplex (three keys), each weight as tau goes from 1e-3 to 1e3, or many "
-                  "random queries at once. The lecture bundle holds all three.")
+              "Side by side": side_view(w), "Many queries": many_view(w)},
+             help="The objective over the simplex (three keys), each weight as tau goes from 1e-3 to 1e3 (and as an "
+                  "animation), the weights at two temperatures next to each other, or many random queries at once. "
+                  "The lecture bundle holds them all.")
     with numbers:
         st.dataframe(av.summary(w), hide_index=True)
-        ui.equation(rf"s = ({vector_text(w.inputs.scores)}),\quad \tau = {w.tau:.3g}")
+        ui.equation(rf"s = {av.vector_tex(w.inputs.scores)},\quad \tau = {w.tau:.3g}")
         for name, p in w.p.items():
-            ui.equation(rf"\text{{{name}}}:\ \Omega(p) = {OMEGA_TEX[name]},\quad p^\star = ({vector_text(p)})")
+            ui.equation(rf"\begin{{aligned}} \text{{{name}}}:\ \Omega(p) &= {OMEGA_TEX[name]} \\ "
+                        rf"p^\star &= {av.vector_tex(p)} \end{{aligned}}")
 
 
 def landscape_figure(w: av.Weights, which: str):
@@ -138,6 +141,11 @@ def sweep_figure(w: av.Weights, which: str):
     return figs.tau_sweep_lines(av.TAUS, sweep, i.labels, w.tau, f"{which}: weights against tau")
 
 
+def sweep_frames(w: av.Weights):
+    """The animation's frames: the weights bars of every chosen mechanism at 24 temperatures from 1e-3 to 1e2."""
+    return figs.weights_frames(av.sweep_frames(w.inputs), w.inputs.labels)
+
+
 def sweep_view(w: av.Weights) -> ui.View:
     def draw_view():
         which = st.selectbox("Mechanism", w.inputs.mechanisms, key="sweep_mech", bind="query-params",
@@ -147,8 +155,31 @@ def sweep_view(w: av.Weights) -> ui.View:
             ui.show_figure(fig, key="sweep")
             st.caption("Small tau: all mass on the largest score (argmax, the unregularised transport plan). "
                        "Large tau: the regulariser wins and the weights go to uniform (or to the prior).")
+        ui.animation("sweep_animation", "The weights as tau grows from 0.001 to 100", lambda: sweep_frames(w),
+                     fps=4)
 
     return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(w, w.inputs.mechanisms[0])])
+
+
+def side_figures(inputs: av.Inputs, left: float, right: float):
+    return [figs.side_by_side(av.weights(inputs, tau), inputs.labels, side)
+            for side, tau in (("Left", left), ("Right", right))]
+
+
+def side_view(w: av.Weights) -> ui.View:
+    def draw_view():
+        st.markdown("The same scores at two temperatures, every chosen mechanism at each: a small tau is close to "
+                    "argmax (sparsemax drops keys), a large one close to uniform (or to the prior).")
+        cols = st.columns(2)
+        taus = [ui.log_slider(f"tau ({side})", 1e-3, 1e2, default, key=f"side_tau_{side}", where=col,
+                              help=f"The temperature of the {side} figure.")
+                for col, side, default in zip(cols, ("left", "right"), av.SIDE_TAUS)]
+        drawn = ui.guarded("attention/side", lambda: side_figures(w.inputs, *taus))
+        for col, fig, key in zip(cols, drawn or [], ("side_left", "side_right")):
+            with col:
+                ui.show_figure(fig, key=key)
+
+    return ui.View(draw_view, ("side_left", "side_right"), lambda: side_figures(w.inputs, *av.SIDE_TAUS))
 
 
 def many_figure(w: av.Weights, mechanism: str, n: int, m: int, d: int):
@@ -159,7 +190,7 @@ def many_figure(w: av.Weights, mechanism: str, n: int, m: int, d: int):
 def many_view(w: av.Weights) -> ui.View:
     def draw_view():
         st.markdown("n random queries against m random keys: each row of the heatmap is one query's weights.")
-        c = st.columns(4)
+        c = st.columns(2) + st.columns(2)   # two rows of two: the controls stay readable on a narrow screen
         n = c[0].select_slider("n (queries)", SIZES, 256, key="many_n", bind="query-params",
                                help="Number of queries (rows).")
         m = c[1].select_slider("m (keys)", SIZES, 256, key="many_m", bind="query-params",

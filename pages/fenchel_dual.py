@@ -7,16 +7,18 @@ from wviz.views import fenchel_dual as fv
 
 ui.page_setup(
     "Attention solves a dual problem",
-    "The 002 paper (*Deciphering Attention Mechanisms: Optimization and Fenchel Dual Solutions*) reads attention as "
-    "an estimate: a preference $u$ over templates $t_i$ says which mixture $p$ of templates is plausible, an "
-    "evidence $z$ says how the mean should move from $\\mu = \\sum_i u_i t_i$, and $\\alpha$ says how much to trust "
-    "$z$. The best $p$ solves problem (4); its Fenchel dual (9) has a maximiser $\\lambda^*$, and replacing "
-    "$\\lambda^*$ by $\\alpha z$ gives exactly attention (18). Move $\\alpha$ and $z$ and watch the exact answer and "
-    "attention part ways as $\\alpha$ grows.",
+    f"The paper {ui.cite('002')} reads attention as an estimate: a preference $u$ over templates $t_i$ says which "
+    "mixture $p$ of templates is plausible, an evidence $z$ says how the mean should move from "
+    "$\\mu = \\sum_i u_i t_i$, and $\\alpha$ says how much to trust $z$. The best $p$ solves problem (4); its "
+    "Fenchel dual (9) has a maximiser $\\lambda^*$, and replacing $\\lambda^*$ by $\\alpha z$ gives exactly "
+    "attention (18). Move $\\alpha$ and $z$ and watch the exact answer and attention part ways as $\\alpha$ grows.",
+    try_this=fv.TRY_THIS,
 )
-ui.equation(r"\min_p \frac{\alpha}{2}\Big\lVert (\mu + z) - \sum_i p_i t_i \Big\rVert^2 + \mathrm{KL}(p \,\|\, u)"
-            r"\;\;(4)\qquad \max_\lambda \langle \lambda, \mu + z\rangle - \frac{\lVert\lambda\rVert^2}{2\alpha}"
-            r" - \log \sum_i u_i e^{\langle t_i, \lambda\rangle}\;\;(9)")
+# (4) and (9) one per line, each short enough for a 800 px wide screen
+ui.equation(r"\min_p \; \frac{\alpha}{2}\Big\lVert (\mu + z) - \sum_i p_i t_i \Big\rVert^2 + \mathrm{KL}(p \,\|\, u)"
+            r"\qquad (4)")
+ui.equation(r"\max_\lambda \; \langle \lambda, \mu + z\rangle - \frac{\lVert\lambda\rVert^2}{2\alpha}"
+            r" - \log \sum_i u_i e^{\langle t_i, \lambda\rangle}\qquad (9)")
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
@@ -32,7 +34,7 @@ z = (sb.slider("z_1", -4.0, 4.0, 1.5, 0.05, key="z1", bind="query-params",
                help="Second coordinate of the evidence z."))
 
 st.subheader("Templates and preference")
-st.caption("One template per row: its position t_i = (x, y) and its preference weight u_i (>= 0). The size of each "
+st.caption("One template per row: its position $t_i = (x, y)$ and its preference weight $u_i \\ge 0$. The size of each "
            "dot below is its weight.")
 table = ui.table_editor(fv.PRESETS[preset], f"templates_{preset.split()[0].lower()}", num_rows="dynamic",
                         hide_index=True)
@@ -50,28 +52,40 @@ def alpha_slider(where):
 
 def draw(s: fv.Solution):
     st.subheader("Exact h and its attention approximations (Figure 3)")
-    left, right = st.columns([3, 2])
-    with left:
-        ui.show_figure(figs.estimates(s), key="estimates")
-    with right:
-        ui.equation(r"\hat h = \sum_i t_i\,\frac{u_i e^{\langle t_i, \lambda^*\rangle}}"
-                    r"{\sum_j u_j e^{\langle t_j, \lambda^*\rangle}}\quad(11)\text{-}(12)")
-        ui.equation(r"\lambda^* \approx \alpha (I + \alpha\Sigma)^{-1} z\;\;(15)\;\approx\; \alpha z\;\;(16)")
-        ui.equation(r"\hat h \approx \sum_i t_i\,\frac{u_i e^{\alpha\langle t_i, z\rangle}}"
-                    r"{\sum_j u_j e^{\alpha\langle t_j, z\rangle}}\quad(18)")
-        lam, az = s.lam, s.alpha_z
-        st.markdown(f"lambda* = ({lam[0]:.4f}, {lam[1]:.4f}), alpha z = ({az[0]:.4f}, {az[1]:.4f}); "
-                    f"relative deviation ‖lambda* − alpha z‖ / ‖lambda*‖ = **{s.deviation:.4f}** (Sec. 8).")
+    ui.show_figure(figs.estimates(s), key="estimates")
     st.caption("The red square is the exact estimate (12) from the dual maximiser; the open purple square is "
-               "attention (18); the open green diamond uses the second-order lambda of (15). Shrink alpha: all three "
-               "move towards mu and merge. Grow alpha: the exact h follows mu + z, while attention can only reach "
-               "the hull of the templates with weights tilted by exp(alpha <t_i, z>).")
+               "attention (18); the open green diamond uses the second-order $\\lambda$ of (15). Shrink "
+               "$\\alpha$: all three move towards $\\mu$ and merge. Grow $\\alpha$: the exact h follows "
+               "$\\mu + z$, while attention can only reach the hull of the templates with weights tilted by "
+               "$e^{\\alpha \\langle t_i, z\\rangle}$.")
+    metrics(s)
+    ui.equation(r"\begin{aligned} \tilde p_i &= \frac{u_i e^{\langle t_i, \lambda^*\rangle}}"
+                r"{\sum_j u_j e^{\langle t_j, \lambda^*\rangle}} && (11) \\ \hat h &= \sum_i t_i\,\tilde p_i"
+                r" && (12) \end{aligned}")
+    ui.equation(r"\lambda^* \approx \alpha (I + \alpha\Sigma)^{-1} z\;\;(15)\;\approx\; \alpha z\;\;(16)")
+    ui.equation(r"\hat h \approx \sum_i t_i\,\frac{u_i e^{\alpha\langle t_i, z\rangle}}"
+                r"{\sum_j u_j e^{\alpha\langle t_j, z\rangle}}\qquad (18)")
     gaussian_section(s)
     ui.views({"Attention weights": weights_view(s), "The dual problem (9)": dual_view(s),
               "Figure 3 grid": grid_view(s), "T5 (19)-(20)": t5_view(s), "OT-based attention": ot_view(s)},
              help="The weights of (11) and (18) side by side, the dual problem (9) and how the approximations "
                   "degrade with alpha, the paper's Figure 3 grid, T5's masks and position biases as a preference, "
                   "or OT-based attention. The lecture bundle holds them all.")
+
+
+def metrics(s: fv.Solution):
+    """How far attention is from the exact answer, in three short numbers (the full meaning in each help)."""
+    lam, az = s.lam, s.alpha_z
+    c = st.columns(3)
+    c[0].metric("deviation", f"{s.deviation:.3g}",
+                help=f"Relative deviation ‖λ* − αz‖ / ‖λ*‖ of Sec. 8 (the quantity of Figure 4): "
+                     f"λ* = ({lam[0]:.4f}, "
+                     f"{lam[1]:.4f}), αz = ({az[0]:.4f}, {az[1]:.4f}).")
+    c[1].metric("error of (18)", f"{s.error_18:.3g}",
+                help="‖h(12) − h(18)‖: the distance from the exact estimate (red) to attention (purple).")
+    c[2].metric("error of (15)", f"{s.error_15:.3g}",
+                help="‖h(12) − h(12 at 15)‖: the distance from the exact estimate (red) to the second-order one "
+                     "(green).")
 
 
 def gaussian_section(s: fv.Solution):
@@ -91,8 +105,9 @@ def weights_view(s: fv.Solution) -> ui.View:
 
     def draw_view():
         ui.show_figure(figure(), key="weights")
-        st.caption("The exact weights solve (4); attention (18) is softmax(log u_i + alpha <t_i, z>). With uniform u "
-                   "and alpha = 1 it is dot-product attention.")
+        st.caption("The exact weights solve (4); attention (18) is "
+                   "$\\mathrm{softmax}_i(\\log u_i + \\alpha \\langle t_i, z\\rangle)$. With uniform u and "
+                   "$\\alpha = 1$ it is dot-product attention.")
 
     return ui.View(draw_view, ("weights",), lambda: [figure()])
 
@@ -102,18 +117,15 @@ def dual_figures(s: fv.Solution):
 
 
 def dual_view(s: fv.Solution) -> ui.View:
-    def draw_view():
+    def draw_view():   # one above the other: side by side, each would be too narrow on a 800 px screen
         dual, sweep = dual_figures(s)
-        c1, c2 = st.columns(2)
-        with c1:
-            ui.show_figure(dual, key="dual")
-            st.caption("The dual is strongly concave (Hessian −(I/alpha + Cov_p(t))); Newton with that exact Hessian "
-                       "finds lambda* to a gradient norm below 1e-10. alpha z is where the quadratic penalty alone "
-                       "would put it.")
-        with c2:
-            ui.show_figure(sweep, key="sweep")
-            st.caption("Both errors fall as alpha shrinks: (18) like alpha², the second order (15) faster. The "
-                       "relative deviation is the quantity the paper measures in BERT and T5 (Figure 4).")
+        ui.show_figure(dual, key="dual")
+        st.caption("The dual is strongly concave (Hessian $-(I/\\alpha + \\mathrm{Cov}_p(t))$); Newton with that "
+                   "exact Hessian finds $\\lambda^*$ to a gradient norm below 1e-10. $\\alpha z$ is where the "
+                   "quadratic penalty alone would put it.")
+        ui.show_figure(sweep, key="sweep")
+        st.caption("Both errors fall as $\\alpha$ shrinks: (18) like $\\alpha^2$, the second order (15) faster. "
+                   "The relative deviation is the quantity the paper measures in BERT and T5 (Figure 4).")
 
     return ui.View(draw_view, ("dual", "sweep"), lambda: dual_figures(s))
 
@@ -148,7 +160,7 @@ def t5_view(s: fv.Solution) -> ui.View:
     def draw_view():
         t5l, t5r = panel("T5: masks and relative positions are a preference (19)-(20)",
                          "Read the templates above as a sequence in table order. Word j is the blank being inferred; "
-                         "masked words get preference 0, the others exp(b_{j−i}) from the relative-position bias "
+                         "masked words get preference 0, the others $e^{b_{j-i}}$ from the relative-position bias "
                          "table (offsets beyond ±3 use the end values, like T5's buckets).")
         with t5l:
             j = st.selectbox("Target position j", range(len(names)), format_func=lambda i: f"{i}: {names[i]}",
@@ -156,15 +168,18 @@ def t5_view(s: fv.Solution) -> ui.View:
             masked = st.multiselect("Masked words", names, default=[names[j]], key="t5_mask",
                                     bind="query-params", help="Masked words get u = 0 in (19) and -inf in (20).")
             bias_table = ui.table_editor(fv.T5_BIAS, "t5_bias", disabled=["offset j - i"], hide_index=True)
-            ui.equation(r"u(t_i) = \begin{cases} 0 & i \text{ masked}\\ e^{b_{j-i}}/Z & \text{else}\end{cases}\;(19)")
-            ui.equation(r"\hat h = \sum_i t_i\,\mathrm{softmax}_i\big(\langle t_i, z\rangle + b_{j-i} + "
-                        r"\mathbf 1_{\mathrm{masked}}(i)\big)\;(20)")
         fig = ui.guarded("fenchel/t5", lambda: t5_figure(s, j, masked, bias_table))
         if fig is not None:
             with t5r:
                 ui.show_figure(fig, key="t5")
                 st.caption("The second and third bars are the same numbers: T5's mask and position bias are the log "
                            "of a preference u, so T5 attention is the generalised attention (18).")
+        # full width under the panel: the controls' column is too narrow for them
+        ui.equation(r"u(t_i) = \begin{cases} 0 & i \text{ masked}\\ e^{b_{j-i}}/Z & \text{else}\end{cases}"
+                    r"\qquad (19)")
+        ui.equation(r"\begin{aligned} \hat h &= \sum_i t_i\,\mathrm{softmax}_i\big(\langle t_i, z\rangle + b_{j-i}"
+                    r" + \mathbf 1_{\mathrm{masked}}(i)\big) \qquad (20) \\ \mathbf 1_{\mathrm{masked}}(i) &= -\infty"
+                    r" \text{ if } i \text{ masked, else } 0 \end{aligned}")
 
     return ui.View(draw_view, ("t5",), lambda: [t5_figure(s, 0, [names[0]], fv.T5_BIAS)])
 
@@ -182,8 +197,8 @@ def ot_view(s: fv.Solution) -> ui.View:
     def draw_view():
         o1, o2 = panel("OT-based attention: weight spreads to similar templates (Sec. 9, Appendix D)",
                        "The universe A holds the templates T above plus extra ones (say, synonyms placed near some "
-                       "templates), with u = 0 on the extras. Replacing KL by the entropic OT cost W_gamma(p, u; M) "
-                       "lets p put weight on them.")
+                       "templates), with u = 0 on the extras. Replacing KL by the entropic OT cost "
+                       f"$W_\\gamma(p, u; M)$ of (23) ({ui.cite('cuturi2013')}) lets p put weight on them.")
         with o1:
             extras = ui.table_editor(fv.EXTRAS, "extras", num_rows="dynamic", hide_index=True)
             gamma = ui.log_slider("gamma (entropic regularisation)", 1e-2, 1e1, 1.0, key="gamma", where=st,
@@ -208,15 +223,17 @@ def ot_view(s: fv.Solution) -> ui.View:
             with o2:
                 ui.show_figure(ot_map, key="ot_map")
             ui.equation(r"\tilde u(t) = \sum_{t'} u(t')\frac{e^{-M(t,t')/\gamma}}{\sum_{t''} e^{-M(t',t'')/\gamma}}"
-                        r"\;(40)\qquad p^*(t) = \sum_i u_i \frac{e^{(\alpha t^\top z - M(t, t_i))/\gamma}}{Z_i}\;(25)")
+                        r"\qquad (40)")
+            ui.equation(r"p^*(t) = \sum_i u_i \frac{e^{(\alpha t^\top z - M(t, t_i))/\gamma}}{Z_i}\qquad (25)")
             ui.show_figure(ot_bars, key="ot_bars")
-            st.caption("Templates outside T get weight from their neighbours in T. (25) replaces lambda* of (39) by "
-                       "alpha z; it is close to the exact (38) when alpha and alpha/gamma are small. (Appendix D "
-                       "prints (25) again as (47) with t' in the numerator, which would not sum to 1; (25) and (38) "
-                       "agree.)")
+            st.caption("Templates outside T get weight from their neighbours in T. (25) replaces $\\lambda^*$ of (39) "
+                       "by $\\alpha z$; it is close to the exact (38) when $\\alpha$ and $\\alpha/\\gamma$ are "
+                       "small. (Appendix D prints (25) again as (47) with t' in the numerator, which would not sum to "
+                       "1; (25) and (38) agree.)")
             ui.show_figure(ot_sweep, key="ot_sweep")
-            st.caption("As gamma -> 0 the true preference (40) returns to u (Prop. 1). The gap between (38) and (25) "
-                       "is governed by alpha/gamma: it opens up at small gamma unless alpha is smaller still.")
+            st.caption("As $\\gamma \\to 0$ the true preference (40) returns to u (Prop. 1). The gap between (38) and "
+                       "(25) is governed by $\\alpha/\\gamma$: it opens up at small $\\gamma$ unless $\\alpha$ is "
+                       "smaller still.")
 
     return ui.View(draw_view, ("ot_map", "ot_bars", "ot_sweep"), lambda: ot_default(s))
 

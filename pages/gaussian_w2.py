@@ -7,25 +7,33 @@ from wviz.views import gaussian_w2 as gv
 
 ui.page_setup(
     "Gaussian W2 attention",
-    "A stochastic Vision Transformer (the 004 paper) embeds each token as a Gaussian $N(m_i, S_i)$ rather than a "
-    "point, and scores a query against a key by minus their squared 2-Wasserstein distance. Two tokens attend to "
+    f"A stochastic Vision Transformer ({ui.cite('004')}) embeds each token as a Gaussian $N(m_i, S_i)$ rather than "
+    "a point, and scores a query against a key by minus their squared 2-Wasserstein distance. Two tokens attend to "
     "each other when their means are close **and** their shapes agree; a token that is very uncertain (a wide "
     "covariance) is far from every sharp token.",
+    try_this=gv.TRY_THIS,
 )
-ui.equation(r"W_2^2\big(N(m_1,S_1), N(m_2,S_2)\big) = \lVert m_1 - m_2\rVert^2 + "
-            r"\operatorname{tr}\!\big(S_1 + S_2 - 2\,(S_2^{1/2} S_1 S_2^{1/2})^{1/2}\big),\qquad "
-            r"A_{ij} = \operatorname{softmax}_j\!\big(-W_2^2(q_i, k_j)/\tau\big)")
+ui.equation(r"\begin{aligned} W_2^2(q_i, k_j) &= \lVert m_i - m_j\rVert^2 \\"
+            r" &\quad + \operatorname{tr}\big(S_i + S_j - 2\,(S_j^{1/2} S_i S_j^{1/2})^{1/2}\big) \\"
+            r" A_{ij} &= \operatorname{softmax}_j\big(-W_2^2(q_i, k_j)/\tau\big) \end{aligned}")
+st.caption(r"For a query $q_i = N(m_i, S_i)$ and a key $k_j = N(m_j, S_j)$; with diagonal covariances the trace "
+           r"term is $\lVert s_i - s_j\rVert^2$, $s$ the standard deviations.")
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
 diagonal = sb.radio("Covariance", ["full", "diagonal"], key="cov_kind", bind="query-params", horizontal=True,
-                    help="Diagonal drops the correlation rho: W2^2 becomes ||m1 - m2||^2 + ||s1 - s2||^2.") \
+                    help=r"Diagonal drops the correlation $\rho$: $W_2^2$ becomes "
+                         r"$\lVert m_1 - m_2\rVert^2 + \lVert s_1 - s_2\rVert^2$.") \
     == "diagonal"
+equal = sb.toggle("Equal covariances", False, key="equal_cov", bind="query-params",
+                  help="Give every token the query's covariance: the covariance part of W2^2 vanishes and only the "
+                       "means matter.")
 tau_slot = sb.container()  # tau is drawn here by ui.live below
 
 st.subheader("Tokens")
-st.caption("One Gaussian per row: mean (x, y), standard deviations sigma_x, sigma_y and correlation rho. The "
-           "sliders in the sidebar set the selected query token (starting from its row); the table sets the others.")
+st.caption(r"One Gaussian per row: mean $(x, y)$, standard deviations $\sigma_x, \sigma_y$ and correlation $\rho$. "
+           "The sliders in the sidebar set the selected query token (starting from its row); the table sets the "
+           "others.")
 table = ui.table_editor(gv.DEFAULT, "tokens", num_rows="dynamic", hide_index=True)
 
 
@@ -51,7 +59,8 @@ def read_scene():
         query_slider("rho", -1.0, 1.0, rho, 0.01, f"rho_{q}", disabled=diagonal,
                      help="Correlation of x and y (full covariance only)."),
     ]
-    return gv.scene(gv.with_query(tokens, q, row), q)
+    tokens = gv.with_query(tokens, q, row)
+    return gv.scene(gv.equal_covariances(tokens, q) if equal else tokens, q)
 
 
 scene = ui.guarded("gaussian/tokens", read_scene)
@@ -69,11 +78,12 @@ def tau_slider(where):
 
 def draw(a: gv.Attention):
     ui.show_figure(figs.attention_pair(a.w2, a.dot, a.scene.tokens.names,
-                                       ("W2 attention softmax(-W2^2 / tau)", "dot-product softmax(<m_i, m_j> / tau)")),
-                   key="pair")
-    ui.views({"The query's weights": weights_view(a), "Sweep: one token grows uncertain": sweep_view(a)},
-             help="The query's weights with its W2^2 split into mean and shape parts, or its weights as one token's "
-                  "covariance is scaled from 0.01 to 100. The lecture bundle holds both.")
+                                       ("W2: softmax(−W2²/τ)", "dot: softmax(⟨m_i, m_j⟩/τ)")), key="pair")
+    ui.views({"The query's weights": weights_view(a), "Sweep: one token grows uncertain": sweep_view(a),
+              "Side by side": side_view(a), "Click a query": linked_view(a)},
+             help="The query's weights with its W2^2 split into mean and shape parts; its weights as one token's "
+                  "covariance is scaled from 0.01 to 100; W2 attention at two temperatures; or the W2 heatmap where "
+                  "a click on a row shows that query's weights. The lecture bundle holds the Plotly figures of all.")
 
 
 def weights_figures(a: gv.Attention):
@@ -104,14 +114,42 @@ def sweep_view(a: gv.Attention) -> ui.View:
     default_token = min(1, len(names) - 1)
 
     def draw_view():
-        token = st.selectbox("Token to widen", range(len(names)), format_func=lambda i: names[i],
-                             index=default_token, key="sweep_token", bind="query-params",
-                             help="Its covariance is multiplied by a factor from 0.01 to 100.")
+        options = gv.unique_names(names)  # by name, as the URL holds it (a Try link sets it by name)
+        token = options.index(st.selectbox("Token to widen", options, index=default_token, key="sweep_token",
+                                           bind="query-params",
+                                           help="Its covariance is multiplied by a factor from 0.01 to 100."))
         fig = ui.guarded("gaussian/sweep", lambda: sweep_figure(a, token))
         if fig is not None:
             ui.show_figure(fig, key="sweep")
 
     return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(a, default_token)])
+
+
+def side_figure(s: gv.Scene, tau: float):
+    return figs.attention_heatmap(gv.attend(s, tau).w2, s.tokens.names, f"W2 attention at τ = {tau:g}")
+
+
+def side_view(a: gv.Attention) -> ui.View:
+    def draw_view():
+        for column, side, default in zip(st.columns(2), ("left", "right"), gv.SIDE_TAUS):
+            tau = ui.log_slider(f"tau ({side})", 1e-2, 1e2, default, key=f"side_tau_{side}", where=column,
+                                help=f"The temperature of the {side} heatmap.")
+            with column:
+                ui.show_figure(side_figure(a.scene, tau), key=f"side_{side}")
+        st.caption("The same tokens at two temperatures: a small tau keeps only the nearest Gaussian in each row, a "
+                   "large one spreads every row towards uniform.")
+
+    return ui.View(draw_view, ("side_left", "side_right"), lambda: [side_figure(a.scene, t) for t in gv.SIDE_TAUS])
+
+
+def linked_view(a: gv.Attention) -> ui.View:
+    def draw_view():
+        names = gv.unique_names(a.scene.tokens.names)
+        st.altair_chart(figs.linked_weights(gv.weights_table(a), names, names[a.scene.query]), key="linked")
+        st.caption("Click a row of the heatmap: the bars below show that query's weights under W2 and dot-product "
+                   "attention, picked in your browser (no recomputation).")
+
+    return ui.View(draw_view, (), list)
 
 
 ui.live("gaussian/attention", tau_slot, tau_slider, lambda tau: None if scene is None else gv.attend(scene, tau),

@@ -7,19 +7,21 @@ from wviz.views import particles as pv
 
 device = ui.page_setup(
     "Particles and contraction",
-    "*A Mathematical Theory of Attention* (Vuckovic, Baratin & Tachet des Combes, the 003 paper) reads a set of "
-    "tokens as the empirical measure $m(X) = \\frac1N\\sum_t \\delta_{x_t}$ and self-attention as a nonlinear "
-    "Markov transport $\\mu \\mapsto \\mu\\mathbf A_\\mu$: every token is a particle that moves to the average of "
-    "the values, weighted by a Boltzmann-Gibbs measure. Stack layers and the particles interact; measure how far "
-    "two inputs end up with the 1-Wasserstein distance $W_1$, and ask whether attention contracts it.",
+    f"*A Mathematical Theory of Attention* ({ui.cite('003')}) reads a set of tokens as the empirical measure "
+    "$m(X) = \\frac1N\\sum_t \\delta_{x_t}$ and self-attention as a nonlinear Markov transport "
+    "$\\mu \\mapsto \\mu\\mathbf A_\\mu$: every token is a particle that moves to the average of the values, "
+    "weighted by a Boltzmann-Gibbs measure. Stack layers and the particles interact; measure how far two inputs end "
+    "up with the 1-Wasserstein distance $W_1$, and ask whether attention contracts it.",
+    try_this=pv.TRY_THIS,
 )
-ui.equation(r"\Psi_g(\nu)(dx) = \frac{g(x)\,\nu(dx)}{\nu(g)}\ \text{(Def. 3)},\qquad "
-            r"\mathbf A_\mu(x, dz) = \Pi\big[\Psi_{G(x,\cdot)}(\mu)\,L\big](dz)\ \text{(Def. 8)},\qquad "
-            r"\delta_q\mathbf A_{m(K)} = \delta_{\sum_j \mathrm{softmax}_j(a(q,K))\, v_j}\ \text{(Prop. 9)}")
-ui.equation(r"G(x,y) = e^{\langle xW_Q,\, yW_K\rangle/\tau}\ \text{(dot)}\quad\text{or}\quad "
-            r"e^{-\lVert xW_Q - yW_K\rVert^2/\tau}\ \text{(gaussian)},\qquad L(y, dv) = \delta_{yW_V}(dv)")
-st.caption("On this page tau is the temperature of the potential G, and kappa(A) the contraction coefficient of "
-           "Def. 22, which the 003 paper writes tau(A).")
+ui.equation(r"\begin{aligned}\Psi_g(\nu)(dx) &= \frac{g(x)\,\nu(dx)}{\nu(g)} &&\text{(Def. 3)}\\ "
+            r"\mathbf A_\mu(x, dz) &= \Pi\big[\Psi_{G(x,\cdot)}(\mu)\,L\big](dz) &&\text{(Def. 8)}\\ "
+            r"\delta_q\mathbf A_{m(K)} &= \delta_{\sum_j \mathrm{softmax}_j(a(q,K))\, v_j} &&\text{(Prop. 9)}"
+            r"\end{aligned}")
+ui.equation(r"\begin{aligned}G(x,y) &= e^{\langle xW_Q,\, yW_K\rangle/\tau} &&\text{(dot)}\\ \text{or }G(x,y) &= "
+            r"e^{-\lVert xW_Q - yW_K\rVert^2/\tau} &&\text{(gaussian)}\\ L(y, dv) &= \delta_{yW_V}(dv)\end{aligned}")
+st.caption(r"On this page $\tau$ is the temperature of the potential $G$, and $\kappa(\mathbf A)$ the contraction "
+           f"coefficient of Def. 22, which {ui.cite('003')} writes $\\tau(\\mathbf A)$.")
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
@@ -39,8 +41,8 @@ shared = sb.toggle("shared weights (Universal Transformer)", True, key="shared",
                    disabled=identity,
                    help="One (W_Q, W_K, W_V) for every layer (Sec. 6.2); off: fresh random weights per layer.")
 value_scale = sb.slider("value scale s (W_V -> s W_V)", 0.1, 1.5, 1.0, 0.05, key="value_scale", bind="query-params",
-                        help="Shrinks or stretches the lookup l(y) = y W_V; K_l = ||W_V|| enters Thm. 23 as "
-                             "kappa(L).")
+                        help=r"Shrinks or stretches the lookup $l(y) = y W_V$; $K_\ell = \lVert W_V\rVert$ enters Thm. 23 "
+                             r"as $\kappa(L)$.")
 residual = sb.toggle("residual connection", False, key="residual", bind="query-params",
                      help="x^{h+1} = x^h + Attention(x^h) (Remark 10) instead of x^{h+1} = Attention(x^h).")
 norm = sb.toggle("normalise onto the unit circle", False, key="norm", bind="query-params",
@@ -60,6 +62,10 @@ def read_inputs():
             help="Columns cloud, x, y (as on the Transport plans page): the 'source' rows are X, the 'target' rows "
                  "a second input Y compared with X in the contraction view. Particles are uniform measures: leave "
                  "out the mass column or keep it constant.")
+        with source_slot:
+            ui.example_file("Example particles CSV", pv.example_particles_csv(), "particles_example.csv",
+                            help="X: six points on the unit circle; Y: the same turned by 30 degrees and pulled in "
+                                 "to radius 0.8. A file the uploader above accepts, to start from.")
         data = None if upload is None else upload.getvalue()
     return pv.inputs(source, n, data, seed, layers, potential, identity, shared, value_scale, residual, norm, ground)
 
@@ -83,20 +89,22 @@ def tau_slider(where):
 def draw(f: pv.Flow):
     i = f.inputs
     st.subheader("The particle flow")
-    ui.equation(r"\delta_{x_i^{h+1}} = \delta_{x_i^h}\,\mathbf A^h_{m(X^h)},\qquad "
-                r"x_i^{h+1} = \sum_j \frac{G(x_i^h, x_j^h)}{\sum_k G(x_i^h, x_k^h)}\, x_j^h W_V")
-    ui.show_figure(figs.particles_animation(f.trajectory, f"Particles over {i.layers} layers ({i.potential} "
-                                                          f"potential, tau = {f.tau:g})"), key="animation")
+    ui.equation(r"\begin{aligned}\delta_{x_i^{h+1}} &= \delta_{x_i^h}\,\mathbf A^h_{m(X^h)}\\ "
+                r"x_i^{h+1} &= \sum_j \frac{G(x_i^h, x_j^h)}{\sum_k G(x_i^h, x_k^h)}\, x_j^h W_V\end{aligned}")
+    title = f"Particles over {i.layers} layers ({i.potential} potential, tau = {f.tau:g})"
+    ui.show_figure(figs.particles_animation(f.trajectory, title), key="animation")
+    ui.animation("flow", "The particle flow", lambda: figs.flow_frames(f.trajectory, f"{i.potential}, tau = {f.tau:g}"))
     st.caption("Press Play or drag the layer slider; grey lines are the paths so far, colours follow each particle. "
                "With the Gaussian potential and no residual, every layer is a step of Gaussian mean shift: particles "
-               "within about sqrt(tau) of each other merge into clusters.")
+               r"within about $\sqrt{\tau}$ of each other merge into clusters.")
     ui.show_figure(figs.layer_steps(f.steps, i.ground), key="layer_steps")
     st.caption("How far the measure moves at each layer. A map that contracts W1 makes these steps shrink "
                "geometrically; once the particles have merged, nothing moves.")
     ui.views({"Contraction": contraction_view(f), "Infinite depth": fixed_point_view(f),
-              "Maximum entropy": max_entropy_view(f)},
+              "Maximum entropy": max_entropy_view(f), "Side by side": side_view(f)},
              help="Does one layer bring two inputs closer (Def. 22, Thm. 23, Cor. 30)? Where does the shared layer "
-                  "lead at infinite depth (Prop. 26)? Why softmax (Thm. 14)? The lecture bundle holds all three.")
+                  "lead at infinite depth (Prop. 26)? Why softmax (Thm. 14)? The flow at two temperatures. The "
+                  "lecture bundle holds them all.")
 
 
 def contraction_figure(con: pv.ContractionCheck):
@@ -107,24 +115,28 @@ def contraction_notes(con: pv.ContractionCheck, i: pv.Inputs) -> str:
     notes = [("One attention layer (the first layer's weights, without residual or normalisation, as in the "
               "paper). Points below a line respect that bound.")]
     if con.perturbation == "swap":
-        notes.append("Swap uses Prop. 25's two neighbourhoods of a token, but plots the whole-measure ratio "
-                     "W1(mu A_mu, nu A_nu) / W1(mu, nu) over all k tokens, not Prop. 25's single-query "
-                     "distance ||Attention(x_t, X_N(t)) - Attention(x_t, X_N^(t))||.")
+        notes.append(r"Swap uses Prop. 25's two neighbourhoods of a token, but plots the whole-measure ratio "
+                     r"$W_1(\mu\mathbf A_\mu, \nu\mathbf A_\nu) / W_1(\mu, \nu)$ over all $k$ tokens, not Prop. 25's "
+                     r"single-query distance $\lVert \mathrm{Attention}(x_t, X_{N(t)}) - "
+                     r"\mathrm{Attention}(x_t, X_{N'(t)})\rVert$.")
     if i.ground != "l1":
         notes.append("The bounds are stated for the l1 ground metric: switch to l1 to see them.")
         return " ".join(notes)
-    notes.append("The worst infinitesimal move is the largest column l1 norm of the Jacobian of X -> "
-                 "A(X); its supremum over X is kappa(A) restricted to N-point measures.")
+    notes.append(r"The worst infinitesimal move is the largest column $\ell_1$ norm of the Jacobian of "
+                 r"$X \mapsto \mathbf A(X)$; its supremum over $X$ is $\kappa(\mathbf A)$ restricted to $N$-point "
+                 "measures.")
     t23 = con.thm23
     if t23:
-        notes.append(f"Thm. 23 on the box E around every input: diam(E) = {t23.diam:.3g}, eps(G) = "
-                     f"{t23.eps:.3g}, ||G||_inf = {t23.sup:.3g}, ||G||_(Lip,inf) = {t23.lip_first:.3g}, "
-                     f"||G||_(inf,Lip) = {t23.lip_second:.3g}, K_l = {t23.k_l:.3g}. As printed, Thm. 23 "
-                     f"misses the ||G||_inf / eps(G) term (Prop. 19's proof pulls ||f||_inf out of an "
-                     f"integral against the signed measure mu - nu); without it a translated cloud, "
-                     f"whose output is just translated (ratio 1), can beat the bound.")
+        tex = pv.tex_number
+        notes.append(rf"Thm. 23 on the box $E$ around every input: $\operatorname{{diam}}(E) = {tex(t23.diam)}$, "
+                     rf"$\epsilon(G) = {tex(t23.eps)}$, $\lVert G\rVert_\infty = {tex(t23.sup)}$, "
+                     rf"$\lVert G\rVert_{{Lip,\infty}} = {tex(t23.lip_first)}$, "
+                     rf"$\lVert G\rVert_{{\infty,Lip}} = {tex(t23.lip_second)}$, $K_\ell = {tex(t23.k_l)}$. As printed, "
+                     r"Thm. 23 misses the $\lVert G\rVert_\infty / \epsilon(G)$ term (Prop. 19's proof pulls "
+                     r"$\lVert f\rVert_\infty$ out of an integral against the signed measure $\mu - \nu$); without it "
+                     "a translated cloud, whose output is just translated (ratio 1), can beat the bound.")
     if con.cor30 is None:
-        notes.append("Cor. 30 is drawn for the Gaussian potential with W_Q = W_K = I only (any tau: the "
+        notes.append(r"Cor. 30 is drawn for the Gaussian potential with $W_Q = W_K = I$ only (any $\tau$: the "
                      "ratio does not change when every point is scaled).")
     return " ".join(notes)
 
@@ -132,14 +144,15 @@ def contraction_notes(con: pv.ContractionCheck, i: pv.Inputs) -> str:
 def contraction_view(f: pv.Flow) -> ui.View:
     def draw_view():
         st.subheader("Contraction: does one layer bring two inputs closer?")
-        ui.equation(r"\kappa(\mathbf A) = \sup_{\mu\ne\nu}\frac{W_1(\mu\mathbf A_\mu,\ \nu\mathbf A_\nu)}"
-                    r"{W_1(\mu,\nu)}\ \text{(Def. 22)},\qquad W_1(\mu,\nu) = \min_{\pi\in\mathcal C(\mu,\nu)}"
-                    r"\iint \lVert x-y\rVert_1\,\pi(dx,dy)")
-        ui.equation(r"\text{Thm. 23 (corrected): } \kappa(\mathbf A) \le d\, K_\ell\,\frac{2(\lVert "
-                    r"G\rVert_{Lip,\infty} + \lVert G\rVert_{\infty,Lip})\operatorname{diam}(E) + \lVert "
-                    r"G\rVert_\infty}{\epsilon(G)}\qquad\text{Cor. 30: } \frac{W_1(\mu\mathbf A_\mu, \nu\mathbf "
-                    r"A_\nu)}{W_1(\mu,\nu)} \le 2 d K_\ell\Big[\sqrt d\sqrt{\ln N + \tfrac1{2e}}\,\lVert "
-                    r"G\rVert_{Lip} + \lVert G\rVert_\infty + \sqrt d + 2\Big]")
+        ui.equation(r"\begin{aligned}\kappa(\mathbf A) &= \sup_{\mu\ne\nu}\frac{W_1(\mu\mathbf A_\mu,\ "
+                    r"\nu\mathbf A_\nu)}{W_1(\mu,\nu)}\ \text{(Def. 22)}\\ W_1(\mu,\nu) &= "
+                    r"\min_{\pi\in\mathcal C(\mu,\nu)}\iint \lVert x-y\rVert_1\,\pi(dx,dy)\end{aligned}")
+        ui.equation(r"\begin{aligned}&\text{Thm. 23 (corrected): } \kappa(\mathbf A) \le d\, K_\ell\,"
+                    r"\frac{N_G}{\epsilon(G)},\\ &N_G = 2(\lVert G\rVert_{Lip,\infty} + \lVert "
+                    r"G\rVert_{\infty,Lip})\operatorname{diam}(E) + \lVert G\rVert_\infty\end{aligned}")
+        ui.equation(r"\begin{aligned}&\text{Cor. 30: } \frac{W_1(\mu\mathbf A_\mu, \nu\mathbf A_\nu)}"
+                    r"{W_1(\mu,\nu)} \le 2 d K_\ell\,B_N,\\ &B_N = \sqrt d\sqrt{\ln N + \tfrac1{2e}}\,"
+                    r"\lVert G\rVert_{Lip} + \lVert G\rVert_\infty + \sqrt d + 2\end{aligned}")
         c1, c2, c3 = st.columns(3)
         perturbation = c1.radio("Perturbation", list(pv.PERTURBATIONS), key="perturbation", bind="query-params",
                                 horizontal=True,
@@ -155,9 +168,15 @@ def contraction_view(f: pv.Flow) -> ui.View:
             return
         ui.show_figure(contraction_figure(con), key="contraction")
         m1, m2, m3 = st.columns(3)
-        m1.metric("largest sampled ratio", f"{con.largest_ratio:.3g}")
-        m2.metric("Thm. 23 bound (corrected)", f"{con.thm23.bound:.3g}" if con.thm23 else "n/a")
-        m3.metric("Cor. 30 bound", f"{con.cor30:.3g}" if con.cor30 else "n/a")
+        m1.metric("largest ratio", f"{con.largest_ratio:.3g}",
+                  help=r"The largest sampled $W_1(\mu\mathbf A_\mu, \nu\mathbf A_\nu) / W_1(\mu, \nu)$: a lower "
+                       r"bound of $\kappa(\mathbf A)$.")
+        m2.metric("Thm. 23 bound", f"{con.thm23.bound:.3g}" if con.thm23 else "n/a",
+                  help=r"Thm. 23's upper bound on $\kappa(\mathbf A)$, with the missing $\lVert G\rVert_\infty / "
+                       r"\epsilon(G)$ term restored ($\ell_1$ "
+                       "ground metric only).")
+        m3.metric("Cor. 30 bound", f"{con.cor30:.3g}" if con.cor30 else "n/a",
+                  help="Cor. 30's bound on the ratio, as printed (Gaussian potential with W_Q = W_K = I only).")
         st.caption(contraction_notes(con, f.inputs))
 
     return ui.View(draw_view, ("contraction",), lambda: [contraction_figure(pv.contraction(f, "noise", 16, 0.1))])
@@ -189,9 +208,9 @@ def fixed_point_caption(fix: pv.FixedPointCheck) -> str:
 def fixed_point_view(f: pv.Flow) -> ui.View:
     def draw_view():
         st.subheader("Infinite depth: the fixed point of the shared layer")
-        ui.equation(r"X^{\ell+1} = T(X^\ell)\ \text{(Sec. 6.2)},\qquad \kappa(T) < 1 \Rightarrow "
+        ui.equation(r"\begin{aligned}&X^{\ell+1} = T(X^\ell)\ \text{(Sec. 6.2)},\\ &\kappa(T) < 1 \Rightarrow "
                     r"W_1(\mu^\ell, \mu^*) \le \frac{\kappa(T)^\ell}{1-\kappa(T)}\, W_1(\mu^1, \mu^0)\ "
-                    r"\text{(Prop. 26)}")
+                    r"\text{(Prop. 26)}\end{aligned}")
         fix = ui.guarded("particles/fixed_point", lambda: pv.fixed_point(f))
         if fix is not None:
             ui.show_figure(fixed_point_figure(fix), key="fixed_point")
@@ -207,20 +226,42 @@ def max_entropy_figure(chk):
 def max_entropy_view(f: pv.Flow) -> ui.View:
     def draw_view():
         st.subheader("Why softmax: maximum entropy (Thm. 14)")
-        ui.equation(r"\Psi_{G(x,\cdot)}(\nu) = \arg\max\big\{H_\nu(\mu) = -\mathrm{KL}(\mu\,\Vert\,\nu)\ :\ \mu \ll "
-                    r"\nu,\ \mu(k(x,\cdot)) = f(x)\big\},\qquad G(x,y) = e^{\langle\lambda(x),\, k(x,y)\rangle}")
+        ui.equation(r"\begin{aligned}\Psi_{G(x,\cdot)}(\nu) &= \arg\max\big\{H_\nu(\mu) = "
+                    r"-\mathrm{KL}(\mu\,\Vert\,\nu)\ :\\ &\qquad \mu \ll \nu,\ \mu(k(x,\cdot)) = f(x)\big\},"
+                    r"\\ G(x,y) &= e^{\langle\lambda(x),\, k(x,y)\rangle}\end{aligned}")
         query = st.number_input("query token i", 0, max(f.inputs.n - 1, 0), 0, key="query", bind="query-params",
-                                help="x = x_i^0 queries nu = m(X^0).")
+                                help=r"$x = x_i^0$ queries $\nu = m(X^0)$.")
         chk = ui.guarded("particles/maxent", lambda: pv.max_entropy(f, query))
         if chk is not None:
             ui.show_figure(max_entropy_figure(chk), key="maxent")
             st.caption("Each curve moves away from the Boltzmann-Gibbs measure (the star) along a random direction "
-                       "that keeps the total mass and the encoded moment k = y W_K (and ||y W_K||^2 for the Gaussian "
-                       "potential), as far as the weights stay non-negative. Every curve peaks at t = 0: among all "
+                       r"that keeps the total mass and the encoded moment $k = y W_K$ (and $\lVert y W_K\rVert^2$ for the Gaussian "
+                       "potential), as far as the weights stay non-negative. Every curve peaks at $t = 0$: among all "
                        "measures on the tokens that encode the same moment, the attention weights have the largest "
                        "relative entropy.")
 
     return ui.View(draw_view, ("maxent",), lambda: [max_entropy_figure(pv.max_entropy(f, 0))])
+
+
+def side_figure(i: pv.Inputs, tau: float):
+    f = pv.flow(i, tau)
+    return figs.particles_at(f.trajectory, i.layers, f"tau = {tau:g}: layer {i.layers}", height=440)
+
+
+def side_view(f: pv.Flow) -> ui.View:
+    def draw_view():
+        for column, side, default in zip(st.columns(2), ("left", "right"), pv.SIDE_TAUS):
+            tau = ui.log_slider(f"tau ({side})", 1e-2, 1e2, default, key=f"side_tau_{side}", where=column,
+                                help=f"The temperature of the {side} flow.")
+            with column:
+                fig = ui.guarded(f"particles/side_{side}", lambda t=tau: side_figure(f.inputs, t))
+                if fig is not None:
+                    ui.show_figure(fig, key=f"side_{side}")
+        st.caption(r"The same particles through the same layers at two temperatures: a small $\tau$ merges only "
+                   r"near neighbours (many small clusters), a large $\tau$ lets every particle reach every other "
+                   "(one cluster).")
+
+    return ui.View(draw_view, ("side_left", "side_right"), lambda: [side_figure(f.inputs, t) for t in pv.SIDE_TAUS])
 
 
 ui.live("particles/flow", tau_slot, tau_slider, lambda tau: None if inputs is None else pv.flow(inputs, tau), draw)
@@ -228,9 +269,9 @@ ui.live("particles/flow", tau_slot, tau_slider, lambda tau: None if inputs is No
 with st.expander("Where Cor. 30 fails (N up to 10^12, d = 1)"):
     failure = cor30_failure()
     ui.show_figure(figs.cor30_failure(failure.n, failure.ratio, failure.bound), key="cor30_failure")
-    st.caption("A token at 0 between two clusters of (N - 1) / 2 tokens at -R and R, with R chosen so that the "
-               "clusters hold 85 % of its Boltzmann-Gibbs weight; moving that token alone gives the ratio "
-               "(1 - q) + 2 q R^2, which grows like 2 q ln N, while Cor. 30's bound grows like sqrt(ln N). The "
-               "curves cross near N = 3 10^4 (a run with 40 001 distinct tokens confirms it). Prop. 28's proof "
-               "rescales m(X) to the mass-N measure sum_i delta_(x_i) and then uses the Kantorovich-Rubinstein "
-               "bound, which holds for probability measures only.")
+    st.caption(r"A token at 0 between two clusters of $(N - 1) / 2$ tokens at $-R$ and $R$, with $R$ chosen so that "
+               r"the clusters hold 85 % of its Boltzmann-Gibbs weight ($q = 0.85$); moving that token alone gives the "
+               r"ratio $(1 - q) + 2 q R^2$, which grows like $2 q \ln N$, while Cor. 30's bound grows like "
+               r"$\sqrt{\ln N}$. The curves cross near $N = 3 \cdot 10^4$ (a run with 40 001 distinct tokens confirms "
+               r"it). Prop. 28's proof rescales $m(X)$ to the mass-$N$ measure $\sum_i \delta_{x_i}$ and then uses "
+               "the Kantorovich-Rubinstein bound, which holds for probability measures only.")

@@ -12,7 +12,8 @@ device = ui.page_setup(
     "$S = QK^\\top/\\sqrt{d'}$ into weights with a softmax. Here you can replace that softmax, in every head at "
     "once, by a softmax at another temperature, sparsemax, entmax or Sinkhorn's doubly-stochastic attention, and "
     "see what happens to the attention, to each layer's output and to the sentence embedding. Below, the "
-    "Sec. 8 experiment of the Fenchel-dual paper (002): is each head's softmax the solution of the dual problem (9)?",
+    f"Sec. 8 experiment of the {ui.cite('002')}: is each head's softmax the solution of the dual problem (9)?",
+    try_this=rv.TRY_THIS,
 )
 
 # ---- controls ---------------------------------------------------------------------------------------------
@@ -82,16 +83,19 @@ def draw(c: rv.Comparison):
                 r"A_{i\cdot} = \operatorname{softmax}(S_{i\cdot})\quad (21)")
     ui.equation(r"\to\quad \operatorname{softmax}(S_{i\cdot}/\tau),\quad \operatorname{sparsemax}(S_{i\cdot}/\tau),"
                 r"\quad \alpha\text{-entmax}(S_{i\cdot}/\tau)")
-    ui.equation(r"\to\quad A = nP,\quad P = \arg\min_{P \in U(\frac1n, \frac1n)} \langle -S, P\rangle "
-                r"- \gamma H(P)\quad (23),\ \text{a fixed number of Sinkhorn iterations}")
+    ui.equation(r"\begin{aligned} &\to\quad A = nP,\quad P = \arg\min_{P \in U(\frac1n, \frac1n)} "
+                r"\langle -S, P\rangle - \gamma H(P)\quad (23) \\ "
+                r"&\qquad \text{(a fixed number of Sinkhorn iterations)} \end{aligned}")
     one = rv.one_head(c, layer, head)
     ui.show_figure(figs.attention_maps(one.maps, c.tokens, layer, head), key="maps")
     st.caption("Each row is one query's weights over the keys. Sparsemax and entmax set many weights exactly to "
                "zero; Sinkhorn makes the matrix doubly stochastic, so no key can collect everyone's attention. "
                + head_notes(one, c.tokens))
-    ui.views({"Sparsity per head": sparsity_view(c), "The layers and the sentence embedding": layers_view(c)},
-             help="How many weights each head sets to zero under each normaliser, or how far the swap moves every "
-                  "layer and the sentence embedding. The lecture bundle holds both.")
+    ui.views({"Sparsity per head": sparsity_view(c), "The layers and the sentence embedding": layers_view(c),
+              "Click a query": linked_view(one, c.tokens)},
+             help="How many weights each head sets to zero under each normaliser; how far the swap moves every "
+                  "layer and the sentence embedding; or the heatmaps where a click on a row shows that query's "
+                  "weights under every normaliser. The lecture bundle holds the Plotly figures of all.")
 
 
 def sparsity_view(c: rv.Comparison) -> ui.View:
@@ -109,8 +113,9 @@ def sparsity_view(c: rv.Comparison) -> ui.View:
 def layers_view(c: rv.Comparison) -> ui.View:
     def draw_view():
         st.subheader("What the swap does to the layers and the sentence embedding")
-        ui.equation(r"e = \frac{\bar h}{\lVert \bar h\rVert},\ \bar h = \frac1n\sum_i h^{(6)}_i,\qquad "
-                    r"\cos(e, e'),\qquad \frac{\lVert h'_l - h_l\rVert_F}{\lVert h_l\rVert_F}")
+        ui.equation(r"e = \frac{\bar h}{\lVert \bar h\rVert},\quad \bar h = \frac1n\sum_i h^{(6)}_i,\qquad "
+                    r"\cos(e, e')")
+        ui.equation(r"\frac{\lVert h'_l - h_l\rVert_F}{\lVert h_l\rVert_F}\quad \text{(layer } l\text{)}")
         table = rv.change_table(c)
         st.dataframe(table, hide_index=True, key="change_table",
                      column_config={col: st.column_config.NumberColumn(format="%.4f") for col in table.columns[1:]})
@@ -122,12 +127,23 @@ def layers_view(c: rv.Comparison) -> ui.View:
     return ui.View(draw_view, ("distances",), lambda: [figs.layer_distances(rv.layer_distances(c))])
 
 
+def linked_view(one: rv.OneHead, tokens) -> ui.View:
+    def draw_view():
+        st.altair_chart(figs.linked_attention(one.maps, tokens, one.layer, one.head), key="linked", width="content")
+        st.caption("Click a cell of the heatmap: the bars below show that row's query's weights over the key tokens "
+                   "under every normaliser, picked in your browser (no recomputation); the drop-down under the chart "
+                   "chooses the normaliser the heatmap shows. Sparsemax's support is the keys with a bar; softmax "
+                   "and Sinkhorn give every key a weight above zero.")
+
+    return ui.View(draw_view, (), list)
+
+
 ui.live("real/forward", tau_slot, tau_slider, compare, draw)
 
 # ---- Figure 4 of 002 ------------------------------------------------------------------------------------------
-st.subheader("Figure 4 of 002: does each head solve the dual problem?")
+st.subheader("Figure 4 of the Fenchel-dual paper: does each head solve the dual problem?")
 st.markdown(
-    "The paper reads every head as the solver of problem (4): find a distribution $p$ over the templates "
+    f"The {ui.cite('002')} reads every head as the solver of problem (4): find a distribution $p$ over the templates "
     "$t_i$, close to a preference $u$, whose mean is close to $\\mu + z$. Its Fenchel dual (9) has a maximiser "
     "$\\lambda^*$; approximating $\\lambda^* \\approx \\alpha z$ (16) turns the exact answer (12) into the "
     "attention formula (18). For BERT-type heads, $\\alpha = 1$, $t_i = x_i/\\sqrt{d'}$, $z = K^\\top Q x_k$ (with "
@@ -135,10 +151,11 @@ st.markdown(
     "is the attention's $\\alpha z$ from the true "
     f"$\\lambda^*$? Over every layer, head and token of {rv.CORPUS_SIZE} bundled sentences:"
 )
-ui.equation(r"\lambda^* = \arg\max_{\lambda}\ \langle \lambda, \mu + z\rangle - \frac{1}{2\alpha}\lVert\lambda"
-            r"\rVert^2 - \log \sum_i u_i e^{\langle t_i, \lambda\rangle}\quad (9)")
-ui.equation(r"\text{deviation} = \frac{\lVert \lambda^* - \alpha z\rVert}{\lVert \lambda^*\rVert},\qquad "
-            r"t_i = \frac{x_i}{\sqrt{d'}},\ z = K^\top (Q x_k + b_Q),\ u_i = \frac1n,\ \alpha = 1 \text{ (002)}")
+ui.equation(r"\begin{aligned} \lambda^* = \arg\max_{\lambda}\ &\langle \lambda, \mu + z\rangle "
+            r"- \frac{1}{2\alpha}\lVert\lambda\rVert^2 \\ &- \log \sum_i u_i e^{\langle t_i, \lambda\rangle}"
+            r"\quad (9) \end{aligned}")
+ui.equation(r"\text{deviation} = \frac{\lVert \lambda^* - \alpha z\rVert}{\lVert \lambda^*\rVert}")
+ui.equation(r"t_i = \frac{x_i}{\sqrt{d'}},\quad z = K^\top (Q x_k + b_Q),\quad u_i = \frac1n,\quad \alpha = 1")
 dual_alpha = ui.log_slider("alpha (reliability of z in (4))", 1e-2, 1e1, 1.0, key="dual_alpha", where=st,
                            help="The reliability alpha of the evidence z in problem (4); the paper uses 1. Theorem 2: "
                                 "the smaller alpha, the better alpha z approximates lambda*.")
@@ -164,4 +181,5 @@ if dev is not None:
         f"the [CLS] queries average {s.cls_mean:.3f}, the other tokens {s.others_mean:.3f}. "
         + ("As in the paper's BERT and T5 panels, lambda* nearly coincides with alpha z: each head's softmax is "
            "close to the exact solution of problem (4)." if s.close else
-           "At this alpha, alpha z is a rough approximation of lambda*: Theorem 2 of 002 needs alpha small."))
+           f"At this alpha, alpha z is a rough approximation of lambda*: Theorem 2 of {ui.cite('002')} needs "
+           "alpha small."))

@@ -6,14 +6,17 @@ from wviz.figures import transport_plans as figs
 from wviz.views import transport_plans as tv
 
 CONVERGE = "Watch Sinkhorn converge"
+SIDE = "Side by side"
 
 device = ui.page_setup(
     "Transport plans",
     "Move mass $a$ on the source points to mass $b$ on the target points, paying $C_{ij}$ per unit sent from "
-    "$i$ to $j$. The exact plan is sparse and jumps when the data move; the entropic plan of eq. (23) of the "
-    "002 paper, $\\min_{P \\in U(a, b)} \\langle C, P \\rangle - \\gamma H(P)$, is smooth, dense and computed by "
-    "Sinkhorn's alternating scaling (Cuturi 2013); as $\\gamma \\to 0$ its cost tends to the exact one. A "
-    "squared-L2 regulariser (Blondel et al. 2018) gives plans that are smooth *and* sparse.",
+    "$i$ to $j$. The exact plan is sparse and jumps when the data move; the entropic plan of eq. (23) of "
+    f"{ui.cite('002')}, $\\min_{{P \\in U(a, b)}} \\langle C, P \\rangle - \\gamma H(P)$, is smooth, dense "
+    f"and computed by Sinkhorn's alternating scaling ({ui.cite('cuturi2013')}); as $\\gamma \\to 0$ its cost "
+    f"tends to the exact one. A squared-L2 regulariser ({ui.cite('blondel2018')}) gives plans that are smooth "
+    "*and* sparse.",
+    try_this=tv.TRY_THIS,
 )
 
 # ---- the problem ----------------------------------------------------------------------------------------------
@@ -27,16 +30,23 @@ def read_clouds() -> tv.Problem:
     upload = sb.file_uploader("Upload points (CSV)", type=["csv"], key="points_csv",
                               help="Columns cloud,x,y[,mass] with cloud = source or target; at most "
                                    f"{tv.MAX_POINTS} points per cloud, {tv.MAX_UPLOAD_MB} MB.")
+    with sb:
+        ui.example_file("Example points CSV", tv.example_points_csv(), "transport_points_example.csv",
+                        help="Four sources on a line and three targets above them, one twice as heavy: a file the "
+                             "uploader above accepts, to start from.")
     if upload is not None:
         return tv.clouds_from_csv(upload.getvalue(), cost_kind)
     preset = sb.selectbox("Preset", tv.PRESETS, key="preset", bind="query-params",
-                          help="Where the two clouds come from.")
+                          help="Where the two clouds come from. line and two clusters list their points in order "
+                               "(left to right; cluster by cluster), so the plan shows a band or two blocks; the "
+                               "others list them at random.")
     n = sb.slider("n (source points)", 2, 512, 40, key="n", bind="query-params", help="Size of the source cloud.")
     m = sb.slider("m (target points)", 2, 512, 30, key="m", bind="query-params", help="Size of the target cloud.")
     seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params", help="Seed of the preset.")
     with st.expander("Edit the points and their masses"):
         st.caption("Masses are normalised per cloud; a zero mass removes a point from the problem.")
-        table = ui.table_editor(tv.points_table(preset, n, m, seed), f"points_{preset}_{n}_{m}_{seed}",
+        table = ui.table_editor(tv.points_table(preset, n, m, seed),
+                                f"points_{preset.replace(' ', '_')}_{n}_{m}_{seed}",
                                 disabled=["cloud"], hide_index=True)
     return tv.clouds_from_table(table, cost_kind)
 
@@ -45,10 +55,13 @@ def read_cost() -> tv.Problem:
     """A typed or uploaded cost matrix C (n, m); marginals uniform or typed."""
     upload = sb.file_uploader("Upload cost matrix (CSV, no header)", type=["csv"], key="cost_csv",
                               help=f"n rows of m numbers; at most {tv.MAX_POINTS} per side.")
+    with sb:
+        ui.example_file("Example cost matrix CSV", tv.example_cost_csv(), "transport_cost_example.csv",
+                        help="3 sources and 4 targets with C_ij = |i - j|: a file the uploader above accepts.")
     if upload is not None:
         C = tv.cost_from_csv(upload.getvalue())
     else:
-        C = tv.cost_from_text(sb.text_area("Cost matrix C", "0 2 4\n2 0 2\n4 2 0\n1 1 3", key="cost_text",
+        C = tv.cost_from_text(sb.text_area("Cost matrix C", tv.DEFAULT_COST, key="cost_text",
                                            bind="query-params",
                                            help="One row per line (source i), entries C_ij separated by spaces."))
     n, m = C.shape
@@ -110,28 +123,35 @@ def draw(t: tv.Transport):
     if t.solver == "sinkhorn":
         choices[CONVERGE] = scrub_view(t)
     choices["Cost against gamma"] = sweep_view(t)
-    ui.views(choices, help="The plan drawn between the two clouds, plain Sinkhorn's iterations one by one, or the "
-                           "entropic cost as gamma shrinks. The lecture bundle holds them all.")
+    choices[SIDE] = side_view(t)
+    ui.views(choices, help="The plan drawn between the two clouds, plain Sinkhorn's iterations one by one (and "
+                           "their animation), the entropic cost as gamma shrinks, or the plans at two gammas. The "
+                           "lecture bundle holds them all.")
     with numbers:
         show_numbers(t)
 
 
 def show_numbers(t: tv.Transport):
     cols = st.columns(5)
-    cols[0].metric("transport cost <C, P>", f"{t.cost:.5g}")
-    cols[1].metric("iterations", f"{t.n_iter}")
-    cols[2].metric("marginal error (L1)", f"{t.marginal_error:.1e}")
-    cols[3].metric("converged", "yes" if t.converged else "NO")
-    cols[4].metric("zero entries", f"{100 * t.sparsity:.1f} %")
+    cols[0].metric("cost <C, P>", tv.short(t.cost), help="The transport cost <C, P> = sum_ij C_ij P_ij of the plan.")
+    cols[1].metric("iterations", f"{t.n_iter}", help="Iterations the solver ran (0 for the exact solver).")
+    cols[2].metric("marginal error", f"{t.marginal_error:.1e}",
+                   help="L1 marginal error max(||P 1 - a||_1, ||P^T 1 - b||_1); the solvers stop at 1e-6.")
+    cols[3].metric("converged", "yes" if t.converged else "NO",
+                   help="Whether the marginal error met the tolerance (exact: an optimal basis was found).")
+    cols[4].metric("zero entries", f"{100 * t.sparsity:.1f} %",
+                   help="Share of the plan's entries below 1e-8 times its largest: exact and quadratic plans are "
+                        "sparse, entropic ones dense.")
     if not t.converged:
         st.warning("The solver stopped before the marginals met the tolerance: the plan shown is approximate. "
                    "Raise gamma or accept a looser tolerance.")
     if t.solver == "sinkhorn":
-        ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle - \gamma H(P):\quad "
-                    rf"{t.cost:.4g} - {t.gamma:.3g} \times {t.entropy:.4g} = {t.reg_cost:.4g}")
+        ui.equation(rf"\begin{{aligned}}&\min_{{P \in U(a,b)}} \langle C, P\rangle - \gamma H(P)\\ "
+                    rf"&= {t.cost:.4g} - {t.gamma:.3g} \times {t.entropy:.4g} = {t.reg_cost:.4g}\end{{aligned}}")
     elif t.solver == "quadratic":
-        ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle + \tfrac{{\gamma}}{{2}}\lVert P\rVert^2:\quad "
-                    rf"{t.cost:.4g} + \tfrac{{{t.gamma:.3g}}}{{2}} \times {t.sq_norm:.4g} = {t.reg_cost:.4g}")
+        ui.equation(rf"\begin{{aligned}}&\min_{{P \in U(a,b)}} \langle C, P\rangle + \tfrac{{\gamma}}{{2}}"
+                    rf"\lVert P\rVert^2\\ &= {t.cost:.4g} + \tfrac{{{t.gamma:.3g}}}{{2}} \times {t.sq_norm:.4g} "
+                    rf"= {t.reg_cost:.4g}\end{{aligned}}")
     else:
         ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle = {t.cost:.4g}")
 
@@ -171,6 +191,16 @@ def scrubber(t: tv.Transport):
         ui.show_figure(plan_fig, key="scrub_plan")
     with c2:
         ui.show_figure(errors_fig, key="errors")
+    ui.animation("sinkhorn", "Plain Sinkhorn's iterations", lambda: animation_figures(t, s))
+
+
+def animation_figures(t: tv.Transport, s: tv.Scrub):
+    """The plan after iteration k for about 20 recorded k, on one colour scale, titled with k and the error."""
+    a, b = t.problem.a, t.problem.b
+    frames = []
+    for f in tv.animation_frames(s):
+        frames.append((f.plan, f.rows, f.columns, f"iteration {f.step}, marginal error {f.marginal_error(a, b):.1e}"))
+    return figs.plan_frames(frames, "Plain Sinkhorn")
 
 
 def scrub_view(t: tv.Transport) -> ui.View:
@@ -191,6 +221,30 @@ def sweep_view(t: tv.Transport) -> ui.View:
             ui.show_figure(fig, key="sweep")
 
     return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(t)])
+
+
+def side_figure(t: tv.Transport, gamma_rel: float):
+    solver = tv.side_solver(t.solver)
+    side = transport(t.problem, solver, gamma_rel, str(device))
+    return figs.plan_with_marginals(side.plan, t.problem.a, t.problem.b, f"gamma = {gamma_rel:g} max C",
+                                    height=480, compact=True)
+
+
+def side_view(t: tv.Transport) -> ui.View:
+    def draw_view():
+        for column, side, default in zip(st.columns(2), ("left", "right"), tv.SIDE_GAMMAS):
+            gamma_rel = ui.log_slider(f"gamma / max C ({side})", 1e-4, 1e1, default, key=f"side_gamma_{side}",
+                                      where=column, help=f"The regularisation of the {side} plan.")
+            with column:
+                fig = ui.guarded(f"transport/side_{side}", lambda g=gamma_rel: side_figure(t, g))
+                if fig is not None:
+                    ui.show_figure(fig, key=f"side_{side}")
+        st.caption(f"The {tv.side_solver(t.solver)} plans of the same problem at two regularisations"
+                   + (" (the exact solver has no gamma)" if t.solver == "exact" else "")
+                   + ": a small gamma keeps the plan close to the sparse exact one, a large gamma blurs it towards "
+                     "the independent coupling $a b^\\top$.")
+
+    return ui.View(draw_view, ("side_left", "side_right"), lambda: [side_figure(t, g) for g in tv.SIDE_GAMMAS])
 
 
 ui.live("transport/solve", gamma_slot, gamma_slider, solve, draw)

@@ -8,15 +8,17 @@ from wviz.views import uncertainty_inspector as uv
 
 device = ui.page_setup(
     "Uncertainty inspector",
-    "The stochastic Vision Transformer of the 004 paper embeds every image patch as a Gaussian "
+    f"The stochastic Vision Transformer of the {ui.cite('004')} embeds every image patch as a Gaussian "
     "$N(\\mu, \\Sigma)$ (eq. (5)) and lets patches attend by minus their squared 2-Wasserstein distance "
     "(Sec. 4.2). Sampling the embeddings gives a predictive distribution; the covariances say which patches the "
     "model is unsure of. Here a small demo model trained on scikit-learn's digits (bundled, nothing is downloaded) "
     "sits beside a deterministic ViT of the same size, or you upload your own checkpoint.",
+    try_this=uv.TRY_THIS,
 )
-ui.equation(r"\mu = W_\mu x + p_\mu,\quad \Sigma = \mathrm{ELU}(W_\Sigma x + p_\Sigma) + 1 \;\;(5),\qquad "
-            r"A = \operatorname{softmax}\!\Big(-\tfrac{W_2^2(q, k)}{\sqrt{d_h}}\Big),\;\; "
-            r"W_2^2 = \lVert \mu_q - \mu_k\rVert^2 + \lVert \Sigma_q^{1/2} - \Sigma_k^{1/2}\rVert^2")
+ui.equation(r"\begin{aligned} \mu &= W_\mu x + p_\mu,\quad \Sigma = \mathrm{ELU}(W_\Sigma x + p_\Sigma) + 1 "
+            r"\quad (5) \\ A &= \operatorname{softmax}\!\Big(-\tfrac{W_2^2(q, k)}{\sqrt{d_h}}\Big) \\ "
+            r"W_2^2 &= \lVert \mu_q - \mu_k\rVert^2 + \lVert \Sigma_q^{1/2} - \Sigma_k^{1/2}\rVert^2 "
+            r"\end{aligned}")
 sb = st.sidebar
 
 # ------------------------------------------------------------------------------------------------- models
@@ -36,23 +38,34 @@ source = sb.radio("Checkpoint", ["bundled demo", "upload"], key="ckpt", bind="qu
                   help="The bundled demo: a stochastic ViT and its deterministic twin trained on the digits. Or "
                        "upload a checkpoint written by `python -m wviz.vit.train` (.safetensors, or .pt/.pth read "
                        "with weights_only=True). The deterministic twin stays beside it for comparison.")
-ckpt_file = sb.file_uploader("Checkpoint file (.safetensors, .pt, .pth)", key="ckpt_file",
-                             help="Checked before use: size cap, header, config bounds, every weight's name and "
-                                  "shape. Nothing in the file is executed.") if source == "upload" else None
+ckpt_file = None
+if source == "upload":
+    ckpt_file = sb.file_uploader("Checkpoint file (.safetensors, .pt, .pth)", key="ckpt_file",
+                                 help="Checked before use: size cap, header, config bounds, every weight's name and "
+                                      "shape. Nothing in the file is executed.")
+    with sb:
+        ui.example_file("Example checkpoint", uv.example_checkpoint(), "vit_digits_stochastic.safetensors",
+                        help="The bundled stochastic demo model (.safetensors, written by `python -m wviz.vit.train`): "
+                             "a file the uploader above accepts.")
 
 
 def load_models():
-    """The main model (bundled stochastic or uploaded) and the deterministic twin."""
-    twin = bundled("deterministic", str(device))
-    if source == "bundled demo":
-        return uv.model_set(bundled("stochastic", str(device)), twin)
+    """The main model (bundled stochastic, or the upload when it passes every check) and the deterministic twin."""
     raw, name = (None, "") if ckpt_file is None else (ckpt_file.getvalue(), ckpt_file.name)
-    return uv.model_set(uploaded(raw, name, str(device)), twin)
+    return uv.choose_models(source, name, lambda: uploaded(raw, name, str(device)),
+                            lambda kind: bundled(kind, str(device)))
 
 
-models = ui.guarded("vit/models", load_models)
-if models is None:
+choice = ui.guarded("vit/models", load_models)
+if choice is None:
     st.stop()
+if choice.refused:
+    st.error(choice.refused, icon=":material/block:")
+    st.info("Meanwhile the page shows the bundled demo model.")
+elif choice.waiting:
+    st.info("Upload a checkpoint in the sidebar (the example under the uploader is one); meanwhile the page shows "
+            "the bundled demo model.")
+models = choice.models
 main = models.main
 cfg = models.config
 names = models.class_names
@@ -72,6 +85,10 @@ if image_source == "test set":
 else:
     img_file = sb.file_uploader("Image (PNG/JPG)", type=["png", "jpg", "jpeg"], key="img_file",
                                 help="Converted to grey, centre-cropped, resized to the model's input size.")
+    with sb:
+        ui.example_file("Example image", uv.example_image(), "digit_6_example.png",
+                        help="A test digit (a 6) drawn dark on white, 64 x 64 pixels: a picture the uploader above "
+                             "accepts.")
     invert = sb.radio("Invert", ["auto", "yes", "no"], key="invert", bind="query-params", horizontal=True,
                       help="The digits are light strokes on black; auto inverts a mostly light picture.")
 
@@ -109,8 +126,9 @@ if picked.label is not None:
 ui.show_figure(figs.class_probabilities({n: r.mc for n, r in runs.items()}, names, int(samples)), key="vit_probs")
 st.caption("Bars: the predictive distribution, the mean over S draws of softmax(logits). Whiskers: 5 % to 95 % of "
            "the draws, the per-class spread. The deterministic twin has no embedding noise: no whiskers.")
-ui.equation(r"p(y\mid x) \approx \frac1S \sum_{s=1}^S \operatorname{softmax}\big(f(z^{(s)})\big),\;\; "
-            r"z^{(s)} = \mu + \Sigma^{1/2}\varepsilon^{(s)},\qquad H(p) = -\sum_c p_c \log p_c")
+ui.equation(r"p(y\mid x) \approx \frac1S \sum_{s=1}^S \operatorname{softmax}\big(f(z^{(s)})\big),\quad "
+            r"z^{(s)} = \mu + \Sigma^{1/2}\varepsilon^{(s)}")
+ui.equation(r"H(p) = -\sum_c p_c \log p_c")
 ui.show_figure(figs.entropy_bars(uv.entropies(runs), cfg.n_classes), key="vit_entropy")
 st.caption("Predictive entropy: 0 for a sure prediction, log C for a uniform one. Compare a clean test digit with "
            "an uploaded scribble.")
@@ -121,18 +139,19 @@ def draw_inside(v: uv.Inside):
     if v.trace is not None:
         ui.show_figure(figs.map_over_image(image, v.trace, f"Per-patch uncertainty tr(Sigma) at layer {v.layer}",
                                            "tr(Sigma) per patch", v.mark), key="vit_trace")
-        st.caption("The trace of each patch token's covariance. The embedding layer (0) depends on the patch alone; "
-                   "later layers add the variance carried by attention, (A * A) Sigma_v.")
-        ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top"
-                    r"\quad\text{(variance of } \textstyle\sum_j A_{ij} v_j \text{ for independent } v_j)")
+        st.caption(r"The trace of each patch token's covariance. The embedding layer (0) depends on the patch alone; "
+                   r"later layers add the variance carried by attention, $(A \odot A)\,\Sigma_v$: the variance of "
+                   r"$\sum_j A_{ij} v_j$ for independent $v_j$.")
+        ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top")
     else:
         st.info("The uploaded model is deterministic: it has no covariances to show.")
     ui.show_figure(figs.attention_heads(list(v.heads.per_head), v.heads.rollout,
-                                        f"{main.name}: attention of the query in block {blk + 1} per head, "
-                                        "and attention rollout"), key="vit_attention")
+                                        f"{main.name}: attention per head (block {blk + 1}) and rollout"),
+                   key="vit_attention")
     st.caption("Weights of the query on the patches in each head of the block that produced the chosen layer (block 1 "
                "for layer 0). Rollout: the class token's share of every patch through all blocks, with the residual "
-               "path, prod_l (A_l + I) / 2 averaged over heads (Abnar & Zuidema 2020).")
+               r"path, $\prod_l (\bar A_l + I)/2$ with $\bar A_l$ the heads' mean "
+               f"({ui.cite('abnar2020')}).")
     ui.show_figure(figs.map_over_image(image, v.one, f"Attention of the query (red) in block {blk + 1}, head {v.head}",
                                        "weight on each patch", v.mark), key="vit_attention_head")
     st.caption(f"The same weights over the image; head {v.head} puts {v.class_weight:.1%} of the query's attention on "
@@ -144,7 +163,8 @@ def draw_inside(v: uv.Inside):
         ui.show_figure(figs.attention_heads(list(v.twin.per_head), v.twin.rollout,
                                             "deterministic twin: dot-product attention of the same query"),
                        key="vit_attention_twin")
-        st.caption("The same query under softmax(q k^T / sqrt(d_h)): compare where the two models look.")
+        st.caption(r"The same query under $\operatorname{softmax}(q k^\top / \sqrt{d_h})$: compare where the two "
+                   "models look.")
 
 
 @ui.fragment
@@ -199,8 +219,11 @@ if waiting:
                                        + ("" if waiting[0].from_record else " and the corruptions") + "...")
     st.stop()
 ui.show_figure(figs.reliability({n: r.reliability for n, r in reports.items()}), key="vit_reliability")
-st.caption("Each point: the test digits whose top probability fell in one of 15 bins; on the diagonal the "
-           "model is as accurate as it is confident. ECE = sum over bins of (count / N) |accuracy - confidence|.")
+st.caption("Above, each bar: the accuracy of the test digits whose top probability fell in one of 15 bins (bins "
+           "holding no digit are left out); on the diagonal the model is as accurate as it is confident. Below: how "
+           "many digits each bin holds (log scale): almost all sit in the top bin, so a bar over 1 to 3 digits "
+           "weighs little in the ECE.")
+ui.equation(r"\mathrm{ECE} = \sum_b \frac{n_b}{N}\,\big|\mathrm{acc}_b - \mathrm{conf}_b\big|")
 ui.show_figure(figs.ood_histograms(uv.ood_scores(reports, ood_name, score), score, ood_name), key="vit_ood")
 st.caption("AUROC: the probability that a random OOD image scores higher than a random test digit (0.5 = "
            "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")

@@ -1,4 +1,4 @@
-"""Page "Wasserstein self-attention": weights from distances between distributions (source: the 000 note)."""
+"""Page "Wasserstein self-attention": weights from distances between distributions (source: note 000)."""
 import streamlit as st
 
 from wviz import ui
@@ -9,11 +9,14 @@ device = ui.page_setup(
     "Wasserstein self-attention",
     "Read each query and key vector as a *distribution* (a Gaussian, the empirical distribution of its "
     "coordinates, or a small cloud of points) and let the attention weight fall with the Wasserstein distance "
-    "between them, instead of growing with a dot product (the 000 note). Small distance, large weight; the output "
-    "is still $Y = AV$.",
+    f"between them, instead of growing with a dot product ({ui.cite('000')}). Small distance, large weight; the "
+    "output is still $Y = AV$.",
+    try_this=wv.TRY_THIS,
 )
-ui.equation(r"Q = XW_Q,\; K = XW_K,\; V = XW_V,\qquad W_{ij} = \mathcal{W}(q_i, k_j),\qquad A_{ij} = f(W_{ij}),"
-            r"\qquad Y = AV")
+ui.equation(r"\begin{aligned} Q &= XW_Q,\quad K = XW_K,\quad V = XW_V \\"
+            r" W_{ij} &= \mathcal{W}(q_i, k_j),\quad A_{ij} = f(W_{ij}),\quad Y = AV \\"
+            r" f &= \operatorname{softmax}_j(-W_{ij}/\tau)\ \text{ or }\ \sigma\big((b - W_{ij})/s\big)"
+            r" \end{aligned}")
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
@@ -24,25 +27,30 @@ if preset == wv.UPLOAD:
     upload = sb.file_uploader("Sequence (CSV)", type=["csv"], key="sequence_csv",
                               help=f"n rows (tokens) of d numbers; at most {wv.MAX_ROWS} rows, {wv.MAX_MB} MB; a "
                                    f"header row of names is skipped.")
+    with sb:
+        ui.example_file("Example sequence (CSV)", wv.example_sequence(), "example_sequence.csv",
+                        help="12 tokens of 4 channels with a header row c1..c4: upload it as it is, or edit it.")
 else:
     n = sb.slider("n (tokens)", 4, 64, 24, key="n", bind="query-params", help="Sequence length.")
     d = sb.slider("d (width)", 2, 32, 8, 2, key="d", bind="query-params",
                   help="Channels per token (even: the Gaussian reading splits it in halves).")
 seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params",
-                       help="Seed of the sequence and of W_Q, W_K, W_V.")
-identity = sb.toggle("W_Q = W_K = W_V = identity", True, key="identity", bind="query-params",
+                       help=r"Seed of the sequence and of $W_Q, W_K, W_V$.")
+identity = sb.toggle(r"$W_Q = W_K = W_V = I$", True, key="identity", bind="query-params",
                      help="Off: random N(0, 1/d) projections from the seed.")
 representation = sb.radio("Read a vector as", list(wv.REPRESENTATIONS), key="representation",
                           bind="query-params",
-                          help="gaussian: first half mean, second half log-variance (as in 004), W = W2^2. "
-                               "empirical: its coordinates as a 1-D distribution, W = W_p^p by sorting. "
-                               "cloud: k points of dimension d/k, W = exact OT cost.")
+                          help=f"gaussian: first half mean, second half log-variance (as in {ui.cite('004')}), "
+                               r"$W = W_2^2$. "
+                               r"empirical: its coordinates as a 1-D distribution, $W = W_p^p$ by sorting. "
+                               r"cloud: k points of dimension d/k, $W$ = exact OT cost.")
 p = sb.radio("p (empirical W_p)", [1, 2], key="p", bind="query-params", horizontal=True,
-             disabled=representation != "empirical", help="Order of the 1-D Wasserstein distance.")
+             disabled=representation != "empirical", help=r"Order $p$ of the 1-D Wasserstein distance $W_p$.")
 k = sb.number_input("k (points per cloud)", 1, 32, 2, key="k", bind="query-params",
                     disabled=representation != "cloud", help="The vector is reshaped to k points of d/k coordinates.")
 weight_map = sb.radio("Weight map f", list(wv.WEIGHT_MAPS), key="weight_map", bind="query-params",
-                      horizontal=True, help="softmax(-W / tau), or the note's sigmoid((b - W) / s).")
+                      horizontal=True,
+                      help=r"$\operatorname{softmax}(-W/\tau)$, or the note's sigmoid $\sigma((b - W)/s)$.")
 tau_slot = sb.container()  # tau is drawn here by ui.live below
 b = sb.slider("b (sigmoid offset)", 0.0, 10.0, 1.0, 0.1, key="b", bind="query-params",
               disabled=weight_map != "sigmoid", help="Distances below b get weights above 1/2.")
@@ -68,8 +76,8 @@ def tau_slider(where):
 
 
 def draw(a: wv.Attention):
-    ui.show_figure(figs.matrices({"distances W": a.ours.W, "Wasserstein attention A": a.ours.A,
-                                  "softmax(QK^T / sqrt(d))": a.dot.A}, "Distances and weights (rows: queries)"),
+    ui.show_figure(figs.matrices({"W: distance": (a.ours.W, "W<sub>ij</sub>"), "A = f(W)": (a.ours.A, "A<sub>ij</sub>"),
+                                  "softmax(QKᵀ/√d)": (a.dot.A, "A<sub>ij</sub>")}, "Distances and weights"),
                    key="matrices")
     st.caption("With identity projections every token is compared with itself at distance 0, so the diagonal of A is "
                "its largest entry in each row; the dot product instead favours the keys with the largest norm.")

@@ -40,8 +40,8 @@ def test_every_citation_of_a_page_is_a_link_to_a_full_reference():
         text = path.read_text()
         for key in re.findall(r'cite\("([^"]+)"', text):
             assert key in REFERENCES, (path.name, key)
-        # a source named in prose ("the 002 paper") must be a link instead
-        assert not re.search(r"\bthe 00\d (note|paper|summary)\b", text), path.name
+        if path.parent.name == "pages":  # what a page says names a source by a link, not "the 002 paper"
+            assert not re.search(r"\bthe 00\d (note|paper|summary)\b", text), path.name
 
 
 def test_an_animation_decodes_as_gif_and_mp4_with_every_frame():

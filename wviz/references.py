@@ -53,7 +53,7 @@ REFERENCES = {r.key: r for r in (
     Reference("abnar2020", "Abnar and Zuidema 2020",
               "Samira Abnar, Willem Zuidema. *Quantifying Attention Flow in Transformers*. Proceedings of the 58th "
               "Annual Meeting of the Association for Computational Linguistics (ACL 2020), 4190-4197.",
-              "https://arxiv.org/abs/2005.00928", "Uncertainty inspector, Real transformer (attention rollout)"),
+              "https://arxiv.org/abs/2005.00928", "Uncertainty inspector (attention rollout)"),
 )}
 
 

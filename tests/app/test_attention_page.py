@@ -1,6 +1,7 @@
 """The "Attention as transport" page, driven through AppTest; its numbers checked against numpy and the entmax
 package."""
 import json
+from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
@@ -8,6 +9,8 @@ import torch
 from entmax import entmax15, entmax_bisect
 
 from tests.app.conftest import check_views, figure_titled, figures, no_exception
+from tests.app.test_fenchel_page import rendered_width
+from wviz.views import attention_transport as av
 
 PAGE = "attention_transport.py"
 # The page's default: q = (1, 0.3), keys (1, 0.2), (0.2, 1), (-0.8, -0.4), so s_j = <q, k_j>:
@@ -137,8 +140,9 @@ def test_an_edited_prior_reweights_softmax(open_page):
 
 
 @pytest.mark.parametrize("rows, message", [
-    ([-0.2, 0.6, 0.6], "prior has a negative weight (-0.2); prior weights must be >= 0"),
-    ([0.5, 0.3, 0.5], "prior sums to 1.3, not 1"),
+    ([-0.2, 0.6, 0.6], "k1 has a negative weight (-0.2). A prior gives each key a number >= 0"),
+    ([0.5, 0.3, 0.5], "the weights sum to 1.3, not 1"),
+    ([-0.2, None, -0.1], "k2 is empty or not a number; k1 has a negative weight (-0.2); k3 has a negative weight"),
 ])
 def test_a_bad_prior_shows_an_error_not_an_exception(open_page, rows, message):
     at = prior_page(open_page, rows)
@@ -153,7 +157,7 @@ def test_a_bad_prior_entered_later_keeps_the_last_good_weights(open_page):
     at.query_params["prior_table_3"] = json.dumps([["k1", 0.7], ["k2", -0.1], ["k3", 0.4]])  # read when it opens
     at.sidebar.multiselect(key="mechanisms").set_value(["softmax", "sparsemax", "entmax", "prior-softmax"]).run()
     no_exception(at)
-    assert at.error and "prior has a negative weight (-0.1)" in at.error[0].value
+    assert at.error and "k2 has a negative weight (-0.1)" in at.error[0].value
     kept = bars(at)
     assert set(kept) == set(good)
     for name in good:
@@ -164,4 +168,75 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     at = open_page(PAGE, view="tau sweep")
     assert len(figures(at)) == 2 and figure_titled(at, "softmax: weights against tau")
     check_views(at, "view", {"Objective on the simplex (m = 3)": ["bars", "land"], "tau sweep": ["bars", "sweep"],
-                             "Many queries": ["bars", "many"]})
+                             "Side by side": ["bars", "side_left", "side_right"], "Many queries": ["bars", "many"]})
+
+
+def link_params(item) -> dict:
+    """The query parameters of a guided link's URL, as the browser sends them (a repeated key is a list)."""
+    query = parse_qs(item.query().lstrip("?"), keep_blank_values=True)
+    return {k: v if isinstance(item.params[k], (list, tuple)) else v[0] for k, v in query.items()}
+
+
+@pytest.mark.parametrize("item", av.TRY_THIS, ids=lambda t: t.label)
+def test_try_this_links_open_the_page_in_their_state(open_page, item):
+    """Each guided link, opened as the browser would (its query string), sets its widgets (a table's parameter
+    fills that table), and what its sentence asks to watch is on the page."""
+    at = open_page(PAGE, **link_params(item))
+    assert not at.error
+    for key, value in item.params.items():
+        if key.startswith("prior_table"):        # a table editor: the URL's rows are the table the page reads
+            assert at.query_params[key] == [value] or at.query_params[key] == value
+        else:
+            assert at.session_state[key] == value, key
+    w, table = bars(at), at.dataframe[0].value
+    support = dict(zip(table["mechanism"], table["support size"]))
+    tau, alpha = item.params.get("tau", 1.0), item.params.get("alpha", 1.5)
+    if tau == 0.001:
+        assert support["sparsemax"] == support["entmax"] == 1 and w["softmax"][0] > 1 - 1e-12
+    if tau == 100.0 and "sparsemax" in w:
+        assert support["sparsemax"] == 3 and all(abs(p - 1 / 3).max() < 0.02 for p in w.values())
+    if alpha == 1.0:
+        np.testing.assert_allclose(w["entmax"], w["softmax"], atol=1e-12)
+    if alpha == 2.0:
+        np.testing.assert_allclose(w["entmax"], w["sparsemax"], atol=1e-12)
+        assert w["entmax"][2] == 0.0
+    if "prior-softmax" in w:       # tau = 100: prior-softmax near the prior, softmax near uniform
+        np.testing.assert_allclose(w["prior-softmax"], [0.6, 0.3, 0.1], atol=0.01)
+        assert abs(w["softmax"] - 1 / 3).max() < 0.02
+
+
+def test_side_by_side_draws_both_temperatures(open_page):
+    at = open_page(PAGE, view="Side by side")
+    left, right = figure_titled(at, "Left: tau = 0.1"), figure_titled(at, "Right: tau = 10")
+    for fig, tau in ((left, 0.1), (right, 10.0)):
+        got = {tr["name"]: np.asarray(tr["y"], dtype=float) for tr in fig["data"]}
+        assert set(got) == {"softmax", "sparsemax", "entmax"}
+        np.testing.assert_allclose(got["softmax"], numpy_softmax(S_DEFAULT, tau), atol=1e-12)
+    assert list(left["layout"]["xaxis"]["ticktext"]) == ["k1", "k2", "k3"]
+    # each side's tau is its own widget, bound to the URL
+    at = open_page(PAGE, view="Side by side", side_tau_left="0.01", side_tau_right="100")  # as the slider writes them
+    assert at.select_slider(key="side_tau_left").value == 0.01
+    right = figure_titled(at, "Right: tau = 100")
+    got = {tr["name"]: np.asarray(tr["y"], dtype=float) for tr in right["data"]}
+    np.testing.assert_allclose(got["softmax"], numpy_softmax(S_DEFAULT, 100.0), atol=1e-12)
+    sparse = {tr["name"]: np.asarray(tr["y"], dtype=float) for tr in figure_titled(at, "Left")["data"]}["sparsemax"]
+    np.testing.assert_array_equal(sparse, [1.0, 0.0, 0.0])
+
+
+def test_many_queries_heatmap_has_a_colour_bar_and_axis_titles(open_page):
+    at = open_page(PAGE, view="Many queries", many_n="16", many_m="64")
+    heat = figure_titled(at, "softmax, tau")
+    trace = heat["data"][0]
+    assert trace["type"] == "heatmap" and trace["showscale"] is True and trace["colorbar"]["title"]["text"] == "weight"
+    assert heat["layout"]["xaxis"]["title"]["text"] == "key j"
+    assert heat["layout"]["yaxis"]["title"]["text"] == "query i"
+
+
+def test_display_equations_fit_a_narrow_screen(open_page):
+    """Every line of every display equation is at most about 60 characters wide (800 px screens), also with 40
+    keys: long vectors are shortened."""
+    at = open_page(PAGE, source="random", m="40", mechanisms=["softmax", "entmax", "prior-softmax"])
+    lines = [line for eq in at.latex for line in eq.value.split(r"\\")]
+    assert len(lines) >= 8 and any(r"\mathbb{R}^{40}" in line for line in lines)
+    wide = [(rendered_width(line), line) for line in lines if rendered_width(line) > 60]
+    assert not wide, wide

@@ -1,11 +1,15 @@
 """The "Attention solves a dual problem" page, driven through AppTest; its numbers checked against numpy/scipy
 references written here (the dual (9) maximised by scipy, (18), T5's masked biased softmax, (25) and (40) by loops)."""
 import json
+import re
+from urllib.parse import parse_qs
 
 import numpy as np
+import pytest
 import scipy.optimize
 
 from tests.app.conftest import check_views, figure_titled, figures, no_exception
+from wviz.views import fenchel_dual as fv
 
 PAGE = "fenchel_dual.py"
 # the page's default preset and evidence
@@ -176,3 +180,98 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
                              "The dual problem (9)": ["estimates", "dual", "sweep"],
                              "Figure 3 grid": ["estimates", "grid"], "T5 (19)-(20)": ["estimates", "t5"],
                              "OT-based attention": ["estimates", "ot_map", "ot_bars", "ot_sweep"]})
+
+
+def link_params(item) -> dict:
+    """The query parameters of a guided link's URL, as the browser sends them (a repeated key is a list)."""
+    query = parse_qs(item.query().lstrip("?"), keep_blank_values=True)
+    return {k: v if isinstance(item.params[k], (list, tuple)) else v[0] for k, v in query.items()}
+
+
+def metric_values(at) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+@pytest.mark.parametrize("item", fv.TRY_THIS, ids=lambda t: t.label)
+def test_try_this_links_open_the_page_in_their_state(open_page, item):
+    """Each guided link, opened as the browser would (its query string), sets its widgets, and what its sentence
+    asks to watch is on the page."""
+    at = open_page(PAGE, **link_params(item))
+    assert not at.error
+    for key, value in item.params.items():
+        assert at.session_state[key] == value, key
+    alpha = item.params.get("alpha", 1.0)
+    z = np.array([item.params.get("z1", 1.5), item.params.get("z2", -1.0)])
+    fig = figure_titled(at, f"Exact and approximate h at alpha = {alpha:g}")
+    h12, h18 = point(fig, "h exact (12)"), point(fig, "h of (18), lambda = alpha z")
+    mu = U @ T
+    if alpha == 0.01:            # everything next to mu, and (18) on (12)
+        assert np.linalg.norm(h12 - mu) < 0.05 and np.linalg.norm(h12 - h18) < 5e-4
+    if alpha == 10:              # (12) near mu + z inside the hull; (18) run off towards t2
+        assert np.linalg.norm(h12 - (mu + z)) < 0.15 and np.linalg.norm(h12 - h18) > 0.5
+        assert np.linalg.norm(h18 - T[1]) < np.linalg.norm(h12 - T[1])
+    if item.params.get("view") == "Attention weights":    # uniform u, alpha = 1: dot-product attention
+        w = bars(figure_titled(at, "Attention weights"))
+        e = np.exp(T @ Z)
+        np.testing.assert_allclose(w["attention (18), lambda = alpha z"], e / e.sum(), atol=1e-12)
+    if item.params.get("view") == "The dual problem (9)":   # the error of (18) falls like alpha^2
+        err = trace(figure_titled(at, "How good the approximations are"), "||h(12) - h(18)||")
+        a, e = np.log(np.asarray(err["x"], dtype=float)), np.log(np.asarray(err["y"], dtype=float))
+        small = a < np.log(0.1)
+        assert abs(np.polyfit(a[small], e[small], 1)[0] - 2) < 0.2
+    if item.params.get("view") == "OT-based attention":     # u~ back to u, (25) far from (38)
+        got = bars(figure_titled(at, "OT attention weights"))
+        np.testing.assert_allclose(got["true preference u~ (40)"][:4], U, atol=1e-4)
+        assert abs(got["exact p* (38), lambda* of (39)"] - got["OT attention p* (25), lambda = alpha z"]).sum() > 0.5
+
+
+def test_metrics_are_short_and_right(open_page):
+    at = open_page(PAGE)
+    got = metric_values(at)
+    assert set(got) == {"deviation", "error of (18)", "error of (15)"}
+    assert all(len(label) <= 18 and len(value) <= 8 for label, value in got.items())
+    assert all(m.proto.help for m in at.metric)              # the full meaning is in the help
+    lam = lam_star(T, U, Z, 1.0)
+    assert float(got["deviation"]) == pytest.approx(np.linalg.norm(lam - Z) / np.linalg.norm(lam), rel=2e-3)
+    assert float(got["error of (18)"]) == pytest.approx(np.linalg.norm(tilted(T, U, lam) @ T - tilted(T, U, Z) @ T),
+                                                        rel=2e-3)
+    at = open_page(PAGE, alpha="0.01")
+    assert all(len(value) <= 8 for value in metric_values(at).values())   # small numbers: 3.38e-04 style
+
+
+def rendered_width(line: str) -> int:
+    """An upper bound on the characters a line of LaTeX shows: one per command, a fraction's numerator and
+    denominator counted side by side, spacing commands as the spaces they make."""
+    t = re.sub(r"\\(begin|end)\{\w+\}|&", "", line)
+    t = re.sub(r"\\qquad", "  ", t)
+    t = re.sub(r"\\(quad|[,;:!])", " ", t)
+    t = re.sub(r"\\(mathrm|text|mathbf|operatorname)\{([^}]*)\}", r"\2", t)
+    t = re.sub(r"\\(frac|left|right|big|Big|tfrac)\b", "", t)
+    t = re.sub(r"\\[a-zA-Z]+", "x", t)
+    return len(re.sub(r"[{}^_]|\s(?=\s)", "", t).strip())
+
+
+@pytest.mark.parametrize("view", ["Attention weights", "T5 (19)-(20)", "OT-based attention"])
+def test_display_equations_fit_a_narrow_screen(open_page, view):
+    """Every line of every display equation is at most about 60 characters wide (800 px screens)."""
+    at = open_page(PAGE, view=view)
+    lines = [line for eq in at.latex for line in eq.value.split(r"\\")]
+    assert len(lines) >= 6
+    wide = [(rendered_width(line), line) for line in lines if rendered_width(line) > 60]
+    assert not wide, wide
+
+
+def test_figures_label_every_template_and_read_at_800_px(open_page):
+    at = open_page(PAGE, view="Figure 3 grid")
+    grid = figure_titled(at, "Figure 3")
+    titles = [a["text"] for a in grid["layout"]["annotations"]]
+    assert titles == ["α = 0.1", "α = 0.5", "α = 1", "α = 2", "α = 5"]
+    assert all(tr["textfont"]["size"] >= 12 for tr in grid["data"] if tr.get("mode") == "markers+text")
+    at = open_page(PAGE, view="Attention weights")
+    axis = figure_titled(at, "Attention weights")["layout"]["xaxis"]
+    assert list(axis["ticktext"]) == ["t1", "t2", "t3", "t4"] and axis["title"]["text"] == "template"
+    at = open_page(PAGE, view="The dual problem (9)")
+    sweep = figure_titled(at, "How good the approximations are")["layout"]
+    assert list(sweep["xaxis"]["ticktext"]) == ["0.01", "0.1", "1", "10"]
+    dual = figure_titled(at, "The dual objective (9)")["data"][0]
+    assert dual["showscale"] is True and dual["colorbar"]["title"]["text"] == "dual (9)"

@@ -1,10 +1,13 @@
 """The "Gaussian W2 attention" page, driven through AppTest; its weights checked against scipy's sqrtm."""
 import json
+from urllib.parse import parse_qs
 
 import numpy as np
+import pytest
 from scipy.linalg import sqrtm
 
-from tests.app.conftest import check_views, figures, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, no_exception
+from wviz.views import gaussian_w2 as gv
 
 PAGE = "gaussian_w2.py"
 # the page's default tokens: mean, (sigma_x, sigma_y, rho)
@@ -160,4 +163,86 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     at = open_page(PAGE, view=SWEEP)
     assert len(figures(at)) == 3
     check_views(at, "view", {"The query's weights": ["ellipses", "pair", "query_bars", "parts"],
-                             SWEEP: ["ellipses", "pair", "sweep"]})
+                             SWEEP: ["ellipses", "pair", "sweep"],
+                             SIDE: ["ellipses", "pair", "side_left", "side_right"], CLICK: ["ellipses", "pair"]})
+
+
+SIDE, CLICK = "Side by side", "Click a query"
+
+
+def test_side_by_side_draws_w2_attention_at_two_temperatures(open_page):
+    """Defaults tau = 0.1 (left) and 10 (right); each widget moves its own figure; both recomputed with scipy."""
+    at = open_page(PAGE, view=SIDE)
+    assert at.select_slider(key="side_tau_left").value == 0.1 and at.select_slider(key="side_tau_right").value == 10
+    for tau in (0.1, 10.0):
+        fig = figure_titled(at, f"W2 attention at τ = {tau:g}")
+        (trace,) = fig["data"]
+        np.testing.assert_allclose(np.asarray(trace["z"], dtype=float),
+                                   reference_attention(MEANS, covariances(SIG), tau), atol=1e-9)
+        assert trace["colorbar"]["title"]["text"] == "weight"
+    at.select_slider(key="side_tau_right").set_value(1.0).run()
+    no_exception(at)
+    fig = figure_titled(at, "W2 attention at τ = 1")
+    np.testing.assert_allclose(np.asarray(fig["data"][0]["z"], dtype=float),
+                               reference_attention(MEANS, covariances(SIG), 1.0), atol=1e-9)
+    assert figure_titled(at, "W2 attention at τ = 0.1")
+
+
+def test_click_a_query_draws_the_linked_altair_chart(open_page):
+    """The Altair view: one Vega-Lite chart, selection on the field "query" starting at the page's query, bars
+    filtered by it; nothing sent back to the server (on_select is "ignore": no selection state)."""
+    at = open_page(PAGE, view=CLICK, query="t3")  # the URL holds the selectbox's label
+    (chart,) = at.get("vega_lite_chart")
+    spec = json.loads(chart.proto.spec)
+    (param,) = spec["params"]
+    assert param["select"]["fields"] == ["query"] and param["value"] == [{"query": "t3"}]
+    assert spec["vconcat"][1]["transform"] == [{"filter": {"param": param["name"], "empty": False}}]
+    assert not chart.proto.selection_mode
+
+
+def test_equal_covariances_toggle_leaves_only_the_means(open_page):
+    at = open_page(PAGE)
+    at.sidebar.toggle(key="equal_cov").set_value(True).run()
+    no_exception(at)
+    D = ((MEANS[:, None] - MEANS[None]) ** 2).sum(-1)
+    E = np.exp(-(D - D.min(axis=1, keepdims=True)))
+    np.testing.assert_allclose(heatmaps(at)[0], E / E.sum(axis=1, keepdims=True), atol=1e-7)
+    parts = [f for f in figures(at) if f["layout"].get("barmode") == "stack"][0]
+    np.testing.assert_allclose(np.asarray(parts["data"][1]["y"], dtype=float), 0.0, atol=1e-7)
+
+
+def test_every_problem_of_the_table_shown_at_once(open_page):
+    rows = default_rows()
+    rows[1][5], rows[3][1] = 1.5, None
+    at = open_with_table(open_page, rows)
+    no_exception(at)
+    assert error_text(at).splitlines() == ["the token table has 2 problems:",
+                                           "- rho of token t2 is 1.5; a correlation must lie in [-1, 1]",
+                                           "- token t4 has an empty entry"]
+
+
+def test_heatmaps_name_every_token_and_have_colour_bars(open_page):
+    fig = figure_titled(open_page(PAGE), "Attention weights")
+    names = ["t1", "t2", "t3", "t4", "t5"]
+    assert [t["colorbar"]["title"]["text"] for t in fig["data"]] == ["weight", "weight"]
+    assert all(t.get("showscale", True) for t in fig["data"])
+    for axis, title in (("xaxis", "key j"), ("xaxis2", "key j"), ("yaxis", "query i")):
+        assert fig["layout"][axis]["title"]["text"] == title
+        assert fig["layout"][axis]["ticktext"] == names
+
+
+def link_params(item) -> dict:
+    """The query parameters of a Try link, as the link itself (wviz.guide.Try.query) writes them."""
+    return {k: v if len(v) > 1 else v[0] for k, v in parse_qs(item.query()[1:]).items()}
+
+
+@pytest.mark.parametrize("item", gv.TRY_THIS, ids=lambda t: t.label)
+def test_try_this_links_open_the_page_in_their_state(open_page, item):
+    """Opened through its link's query parameters, the page runs without an error and each widget named holds the
+    value; at least one of them differs from the page's default (the link changes something)."""
+    default = open_page(PAGE)
+    at = open_page(PAGE, **link_params(item))
+    assert not at.error
+    for k, v in item.params.items():
+        assert at.session_state[k] == v, (k, at.session_state[k], v)
+    assert any(default.session_state[k] != v for k, v in item.params.items() if k in default.session_state)

@@ -1,8 +1,10 @@
 """The "Particles and contraction" page through AppTest; its particles, W1 and bounds checked against numpy,
 scipy's assignment solver and finite differences."""
 import math
+from urllib.parse import parse_qsl
 
 import numpy as np
+import pytest
 from scipy.optimize import linear_sum_assignment
 
 from tests.app.conftest import check_views, figure_titled, figures, no_exception
@@ -155,4 +157,44 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     assert figure_titled(at, "Thm. 14") and not [f for f in figures(at) if "Contraction" in str(f["layout"])]
     flow = ["animation", "layer_steps", "cor30_failure"]
     check_views(at, "view", {"Contraction": [*flow, "contraction"], "Infinite depth": [*flow, "fixed_point"],
-                             "Maximum entropy": [*flow, "maxent"]})
+                             "Maximum entropy": [*flow, "maxent"], "Side by side": [*flow, "side_left", "side_right"]})
+
+
+def flow_of(x, tau, layers):
+    xs = [x]
+    for _ in range(layers):
+        xs.append(np_attention(xs[-1], "gaussian", tau))
+    return xs
+
+
+def test_side_by_side_draws_the_flow_at_two_temperatures(open_page):
+    """tau 0.1 and 1 by default: each figure holds the particles after every layer (numpy's attention), and at
+    tau = 1 they have collapsed to one point while at 0.1 they have not."""
+    at = open_page(PAGE, view="Side by side")
+    layers = at.sidebar.slider(key="layers").value
+    x0 = pv.particles("clusters", 40, 0).numpy()
+    spread = {}
+    for tau, key in ((0.1, "side_tau_left"), (1.0, "side_tau_right")):
+        assert at.select_slider(key=key).value == tau
+        fig = figure_titled(at, f"tau = {tau:g}: layer {layers}")
+        pts = np.stack([np.asarray(fig["data"][1]["x"], float), np.asarray(fig["data"][1]["y"], float)], 1)
+        np.testing.assert_allclose(pts, flow_of(x0, tau, layers)[-1], atol=1e-9)
+        spread[tau] = np.ptp(pts, axis=0).max()
+    assert spread[1.0] < 1e-6 and spread[0.1] > 0.5
+
+
+def test_metrics_are_short_and_say_the_rest_in_their_help(open_page):
+    at = open_page(PAGE)
+    assert len(at.metric) == 3
+    for m in at.metric:
+        assert len(m.label) <= 18 and len(m.value) <= 8 and m.help, (m.label, m.value)
+
+
+@pytest.mark.parametrize("item", pv.TRY_THIS, ids=[t.label for t in pv.TRY_THIS])
+def test_try_this_links_set_their_widgets(open_page, item):
+    """Each guided link, opened as the browser would (its query string), sets every widget it names."""
+    at = open_page(PAGE, **dict(parse_qsl(item.query()[1:])))
+    no_exception(at)
+    assert not at.error
+    for key, value in item.params.items():
+        assert at.session_state[key] == value, key

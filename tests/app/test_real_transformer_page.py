@@ -1,16 +1,20 @@
 """The "Real transformer" page through AppTest: its heatmaps against transformers' own eager attention of an
 independently loaded MiniLM, sparsemax against numpy, Sinkhorn's marginals, the Figure-4 histograms against the
 tokenizer's counts, bad input."""
+import json
 import math
+from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
 import torch
 from scipy.special import softmax
+from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import check_views, figure_titled, figures, no_exception, settle
+from tests.app.conftest import ROOT, check_views, figure_titled, figures, no_exception, settle
 from wviz.models import minilm
 from wviz.models.corpus import CORPUS
+from wviz.views import real_transformer as rv
 
 PAGE = "real_transformer.py"
 SENTENCE = "The cat sat on the mat and watched the rain."
@@ -150,4 +154,70 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     assert not [t for t in titles if t.startswith("Sparsity per head")], titles
     fig4 = ["figure4", "per_head"]
     check_views(at, "view", {"Sparsity per head": ["maps", "sparsity", *fig4],
-                             "The layers and the sentence embedding": ["maps", "distances", *fig4]})
+                             "The layers and the sentence embedding": ["maps", "distances", *fig4],
+                             "Click a query": ["maps", *fig4]})
+
+
+def test_the_linked_view_draws_the_altair_chart_of_the_head(open_page, reference):
+    """The "Click a query" view: a Vega-Lite chart with the point selection on the query field and its bars filtered
+    by it; its data (sent to the browser as Arrow) holds every (normaliser, query, key) weight of the head, the
+    original's equal to transformers' own attention."""
+    import pyarrow as pa
+
+    run, _ = reference
+    at = open_page(PAGE, timeout=300, view="Click a query")
+    (chart,) = at.get("vega_lite_chart")
+    spec = json.loads(chart.proto.spec)
+    assert [q["name"] for q in spec["params"]] == ["query_row", "heatmap_of"]
+    assert spec["params"][0]["select"]["fields"] == ["query"]
+    assert spec["vconcat"][1]["transform"][0]["filter"]["param"] == "query_row"
+    (data,) = [d.data.data for d in chart.proto.datasets] or [chart.proto.data.data]   # the chart's one table
+    rows = pa.ipc.open_stream(data).read_all().to_pandas()
+    maps, _ = panels(at)
+    labels = spec["vconcat"][1]["encoding"]["x"]["sort"]
+    assert len(rows) == len(maps) * len(labels) ** 2 and set(rows["normaliser"]) == set(maps)
+    for name, A in maps.items():
+        got = rows[rows["normaliser"] == name].pivot(index="query", columns="key", values="weight")
+        np.testing.assert_allclose(got.loc[labels, labels].to_numpy(), A, atol=1e-7)
+    attn, _ = run(SENTENCE)
+    np.testing.assert_allclose(maps["original: softmax (tau = 1)"], attn[0, 0], atol=2e-6)
+    assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Sparsity per head")]
+
+
+def link_params(item) -> dict:
+    """The query parameters of a guided link's URL, as the browser sends them (a repeated key is a list)."""
+    query = parse_qs(item.query().lstrip("?"), keep_blank_values=True)
+    return {k: v if isinstance(item.params[k], (list, tuple)) else v[0] for k, v in query.items()}
+
+
+@pytest.mark.parametrize("item", rv.TRY_THIS, ids=lambda t: t.label)
+def test_try_this_links_open_the_page_in_their_state(item, monkeypatch):
+    """Each guided link, opened as the browser would (its query string), sets its widgets (the normalisers by
+    their labels, as the multiselect writes the URL), and what its sentence asks to watch is in the heatmaps."""
+    monkeypatch.setenv("WVIZ_DEVICE", "cpu")
+    at = AppTest.from_file(str(ROOT / "pages" / PAGE), default_timeout=300)
+    for k, v in link_params(item).items():
+        at.query_params[k] = v
+    at.run()   # not settled: Figure 4 at a new alpha goes on in the background; the links set the widgets above it
+    no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    key_of = {label: name for name, label in rv.CHOICES.items()}
+    for key, value in item.params.items():
+        want = [key_of[v] for v in value] if key == "normalisers" else value
+        assert at.session_state[key] == want, key
+    maps, _ = panels(at)
+    original = maps["original: softmax (tau = 1)"]
+    if item.params.get("tau") == 0.1:               # sparsemax's support: one key for nearly every query
+        support = (maps["sparsemax (tau = 0.1)"] > 0).sum(axis=1)
+        assert support.min() == 1 and np.median(support) == 1
+    if item.params.get("tau") == 10:                # softmax nearly uniform, sparsemax keeps most keys
+        n = len(original)
+        assert np.abs(maps["softmax (tau = 10)"] - 1 / n).max() < 0.1
+        assert (maps["sparsemax (tau = 10)"] > 0).sum(axis=1).mean() > n / 2
+    if item.params.get("layer") == 4:               # the sink: [CLS] receives most of the 13 units; not under Sinkhorn
+        assert original.sum(axis=0)[0] > 0.7 * len(original)
+        sk = maps["sinkhorn (gamma = 1, 5 iterations)"]
+        assert np.abs(sk.sum(axis=0) - 1).max() < 0.05
+    if "alpha" in item.params:                      # entmax 1.25: fewer zeros than sparsemax, but some
+        zeros = {name: (m == 0).sum() for name, m in maps.items()}
+        assert 0 < zeros["entmax (alpha = 1.25, tau = 1)"] < zeros["sparsemax (tau = 1)"]

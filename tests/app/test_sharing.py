@@ -6,6 +6,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 
 from tests.app.conftest import figures
+from wviz import export
 from tests.app.test_gaussian_page import covariances, heatmaps, reference_attention
 
 PAGE = "gaussian_w2.py"
@@ -49,8 +50,8 @@ def test_a_broken_table_in_the_link_falls_back_to_the_default(open_page):
 def test_presentation_mode_restyles_every_figure(open_page):
     at = open_page(PAGE, presentation="true")
     figs = figures(at)
-    assert figs and all(f["layout"]["font"]["size"] == 20 for f in figs)
-    assert all(f["layout"].get("font", {}).get("size") != 20 for f in figures(open_page(PAGE)))
+    assert figs and all(f["layout"]["font"]["size"] >= export.TEXT_PX for f in figs)
+    assert not all(f["layout"].get("font", {}).get("size", 0) >= export.TEXT_PX for f in figures(open_page(PAGE)))
 
 
 def test_every_figure_has_six_exports_and_the_page_a_bundle(open_page):

@@ -56,13 +56,17 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
     at = open_page(PAGE)
     models = _models()
     rel = figure_titled(at, "Reliability diagram")
-    for t in rel["data"][1:]:
+    accuracy = [t for t in rel["data"] if "ECE" in t.get("name", "")]
+    counts = {t["name"].split(":")[0]: np.asarray(t["y"], dtype=float) for t in rel["data"] if t["yaxis"] == "y2"}
+    assert len(accuracy) == 2 and set(counts) == {"stochastic", "deterministic"}
+    for t in accuracy:
         kind = t["name"].split(" ")[0]
         ece_shown = float(t["name"].split("ECE ")[1].rstrip(")"))
         assert abs(ece_shown - models[kind][1]["metrics"]["ece"]) < 1e-3
         count, conf = np.asarray(t["customdata"], dtype=float).T
         acc = np.asarray(t["y"], dtype=float)
-        assert count.sum() == 360
+        assert count.sum() == 360 and count.min() >= 1                   # empty bins left out
+        np.testing.assert_array_equal(counts[kind], count)               # the counts drawn below the bars
         assert abs((count / 360 * np.abs(acc - conf)).sum() - models[kind][1]["metrics"]["ece"]) < 1e-3
     ood = figure_titled(at, "OOD score 'max-softmax'")
     titles = [a["text"] for a in ood["layout"]["annotations"]]
@@ -100,17 +104,32 @@ class Evil:
         return exec, (f"open({self.marker!r}, 'w').write('pwned')",)
 
 
+def demo_still_shown(at) -> None:
+    """The page goes on with the bundled demo: both bundled models' class probabilities and the panels below."""
+    bars = {t["name"] for t in figure_titled(at, "Class probabilities")["data"]}
+    assert bars == {"stochastic", "deterministic"}
+    figure_titled(at, "stochastic: attention")
+    assert any("bundled demo" in i.value for i in at.info)
+
+
 def test_bad_uploads_show_plain_errors(open_page, tmp_path):
+    """Every refused file: its name, what is wrong with it and what a valid checkpoint is, while the page goes on
+    with the bundled demo (it used to blank the page below the error)."""
     at = open_page(PAGE)
     at.sidebar.radio(key="ckpt").set_value("upload").run()
-    assert any("upload a checkpoint" in e.value for e in at.error)
+    assert not at.error and any("Upload a checkpoint" in i.value for i in at.info)
+    demo_still_shown(at)
+    labels = [b.proto.label for b in at.sidebar.get("download_button")]
+    assert "Example checkpoint" in labels
     marker = tmp_path / "pwned"
     buf = io.BytesIO()
     torch.save({"config": {}, "state_dict": {}, "record": Evil(marker)}, buf)
     at.sidebar.file_uploader(key="ckpt_file").upload("evil.pt", buf.getvalue()).run()
     no_exception(at)
-    assert any("refused" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("'evil.pt' was not used" in e.value and "refused" in e.value and views.VALID_CHECKPOINT in e.value
+               for e in at.error), [e.value for e in at.error]
     assert not marker.exists()
+    demo_still_shown(at)
     at.sidebar.file_uploader(key="ckpt_file").set_value(("notes.txt", b"hello", "text/plain")).run()
     assert any("unsupported file type '.txt'" in e.value for e in at.error)
     good = views.BUNDLED["stochastic"].read_bytes()
@@ -118,6 +137,7 @@ def test_bad_uploads_show_plain_errors(open_page, tmp_path):
                                                           "application/octet-stream")).run()
     no_exception(at)
     assert any("truncated safetensors file" in e.value for e in at.error)
+    demo_still_shown(at)
 
 
 def test_uploaded_png_is_preprocessed(open_page):
@@ -133,9 +153,10 @@ def test_uploaded_png_is_preprocessed(open_page):
     last = np.asarray(pre["data"][-1]["z"], dtype=float)
     assert last.shape == (16, 16) and last.min() == 0 and abs(last.max() - 1) < 1e-6
     assert last[:, 7:9].mean() > 0.5 > last[:, :3].mean()  # inverted: a light stroke in the middle on black
+    assert "Example image" in [b.proto.label for b in at.sidebar.get("download_button")]
     at.sidebar.file_uploader(key="img_file").set_value(("x.png", b"garbage", "image/png")).run()
     no_exception(at)
-    assert any("not an image" in e.value for e in at.error)
+    assert any("not an image" in e.value and "A valid image is a PNG or JPG" in e.value for e in at.error)
 
 
 def test_head_selector_draws_that_head_over_the_image(open_page):
@@ -254,3 +275,25 @@ def test_huge_eval_samples_are_capped_with_a_caption(open_page, tmp_path):
     assert not at.error
     assert any("asks for 4096 Monte-Carlo samples per image; the panel uses 64" in c.value for c in at.caption)
     figure_titled(at, "Reliability diagram")  # the panel ran
+
+
+@pytest.mark.parametrize("item", views.TRY_THIS, ids=lambda t: t.label)
+def test_try_this_links_open_the_page_in_their_state(open_page, item):
+    """Each guided link, opened as the browser would (its query string), sets its widgets, and what its sentence
+    asks to watch is on the page."""
+    at = open_page(PAGE, **{k: str(v) for k, v in item.params.items()})
+    assert not at.error, [e.value for e in at.error]
+    for key, value in item.params.items():
+        assert at.session_state[key] == value, key
+    if "layer" in item.params:                      # tr(Sigma) grows from the embeddings to the last layer
+        trace = [t for t in figure_titled(at, "Per-patch uncertainty")["data"] if t["type"] == "heatmap"][1]
+        x, _ = data.load_dataset("digits", "test")
+        first = _models()["stochastic"][0](x[:1]).covariances[0][0, 1:].sum(-1).detach().numpy()
+        assert np.asarray(trace["z"], dtype=float).mean() > 20 * first.mean()
+    if "index" in item.params:                      # the twin wrong and sure, the stochastic model right
+        bars = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Class probabilities")["data"]}
+        assert bars["deterministic"].argmax() == 9 and bars["stochastic"].argmax() == 8
+    if "ood" in item.params:
+        ood = figure_titled(at, f"OOD score '{item.params['score']}': digits vs {item.params['ood']}")
+        aurocs = [float(a["text"].split("AUROC ")[1]) for a in ood["layout"]["annotations"]]
+        assert (max(aurocs) < 0.3) if item.params["score"] == "covariance trace" else (min(aurocs) > 0.9)

@@ -1,8 +1,13 @@
 """The "Wasserstein self-attention" page, driven through AppTest; its matrices checked by hand."""
+import re
+from urllib.parse import parse_qs
+
 import numpy as np
+import pytest
 
 from tests.app.conftest import check_views, figures, no_exception
 from wviz import samples
+from wviz.views import wasserstein_self_attention as wv
 
 PAGE = "wasserstein_self_attention.py"
 
@@ -57,7 +62,7 @@ def test_bad_settings_show_errors_not_crashes(open_page):
     assert at.error  # nothing uploaded yet
     at.sidebar.file_uploader(key="sequence_csv").upload("x.csv", b"1,2\n3,oops\n", "text/csv").run()
     no_exception(at)
-    assert "row 2, column 2" in at.error[0].value
+    assert re.search(r"(row|line) 2, column 2 \('oops'\)", at.error[0].value)  # wviz.io's wording
     at.sidebar.file_uploader(key="sequence_csv").set_value(("x.csv", b"a,b,c,d\n1,2,3,4\n0,1,0,1\n5,5,5,5\n",
                                                              "text/csv")).run()
     no_exception(at)
@@ -103,3 +108,52 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     assert [f["layout"]["title"]["text"][:9] for f in figures(at)] == ["Distances", "Wasserstei"[:9]]
     check_views(at, "view", {"Outputs along the sequence": ["matrices", "sequences"],
                              "The pipeline": ["matrices", "flow"]})
+
+
+def test_the_example_file_is_offered_and_uploads_as_it_is(open_page):
+    """Under the uploader: a download of wv.example_sequence(); uploaded back, it is the 12-token sequence."""
+    at = open_page(PAGE, sequence="uploaded CSV")
+    (button,) = [b for b in at.get("download_button") if b.proto.label == "Example sequence (CSV)"]
+    assert button.proto.help
+    at.sidebar.file_uploader(key="sequence_csv").upload("example_sequence.csv", wv.example_sequence(),
+                                                       "text/csv").run()
+    no_exception(at)
+    assert not at.error
+    W, A, _ = panels(at)
+    assert W.shape == A.shape == (12, 12)
+    np.testing.assert_allclose(A.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_matrices_have_titled_colour_bars_and_axis_titles(open_page):
+    fig = [f for f in figures(open_page(PAGE)) if f["layout"]["title"]["text"].startswith("Distances and weights")][0]
+    assert [t["colorbar"]["title"]["text"] for t in fig["data"]] == ["W<sub>ij</sub>", "A<sub>ij</sub>",
+                                                                     "A<sub>ij</sub>"]
+    assert all(t.get("showscale", True) for t in fig["data"])
+    for c in ("", "2", "3"):
+        assert fig["layout"][f"xaxis{c}"]["title"]["text"] == "key j"
+        assert fig["layout"][f"yaxis{c}"]["title"]["text"] == "query i"
+    assert "one key in 2, one query in 3" in fig["layout"]["title"]["text"]  # 24 positions: thinned, and said so
+
+
+def test_a_width_the_reading_cannot_take_is_explained(open_page):
+    at = open_page(PAGE, sequence="uploaded CSV")
+    at.sidebar.file_uploader(key="sequence_csv").upload("odd.csv", b"1,2,3\n4,5,6\n0,1,2\n", "text/csv").run()
+    no_exception(at)
+    assert at.error[0].value.startswith("the sequence has d = 3 channels, but the gaussian reading")
+
+
+def link_params(item) -> dict:
+    """The query parameters of a Try link, as the link itself (wviz.guide.Try.query) writes them."""
+    return {k: v if len(v) > 1 else v[0] for k, v in parse_qs(item.query()[1:]).items()}
+
+
+@pytest.mark.parametrize("item", wv.TRY_THIS, ids=lambda t: t.label)
+def test_try_this_links_open_the_page_in_their_state(open_page, item):
+    """Opened through its link's query parameters, the page runs without an error and each widget named holds the
+    value; at least one of them differs from the page's default (the link changes something)."""
+    default = open_page(PAGE)
+    at = open_page(PAGE, **link_params(item))
+    assert not at.error
+    for k, v in item.params.items():
+        assert at.session_state[k] == v, (k, at.session_state[k], v)
+    assert any(default.session_state[k] != v for k, v in item.params.items() if k in default.session_state)

@@ -1,9 +1,13 @@
 """The page-level computations: grid, landscape and tau sweep agree with the maps they are built on."""
+import itertools
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from wviz.figures import attention_transport as figs
 from wviz.views import attention_transport as av
 
 
@@ -96,3 +100,77 @@ def test_a_uniform_prior_table_gives_softmax_and_many_queries_rows_sum_to_one():
     # block means of rows that sum to 1 over 1024 keys: each pooled row sums to 1 / 2
     np.testing.assert_allclose(res.pooled.sum(-1).numpy(), 0.5, atol=1e-5)
     assert 1 <= res.mean_support <= 1024
+
+
+def test_the_tau_sweep_animation_has_24_distinct_frames_titled_with_their_tau():
+    s = torch.tensor([1.06, 0.5, -0.92], dtype=torch.float64)
+    inputs = av.Inputs(s, None, ("softmax", "sparsemax"), 1.5)
+    frames = av.sweep_frames(inputs)
+    taus = [w.tau for w in frames]
+    assert len(frames) == 24 and taus[0] == pytest.approx(1e-3) and taus[-1] == pytest.approx(1e2)
+    np.testing.assert_allclose(np.diff(np.log10(taus)), 5 / 23, atol=1e-12)       # a log grid
+    for w in frames:                                                                # each frame: its own tau
+        e = np.exp((s.numpy() - s.numpy().max()) / w.tau)
+        np.testing.assert_allclose(w.p["softmax"].numpy(), e / e.sum(), atol=1e-12)
+        np.testing.assert_allclose(w.p["sparsemax"].numpy(), numpy_sparsemax(s.numpy() / w.tau), atol=1e-12)
+    figures = figs.weights_frames(frames, inputs.labels)
+    assert [f.layout.title.text for f in figures][:2] == ["Weights at tau = 0.001", "Weights at tau = 0.00165"]
+    assert figures[-1].layout.title.text == "Weights at tau = 100"
+    ys = [np.concatenate([np.asarray(tr.y) for tr in f.data]) for f in figures]
+    assert all(not np.array_equal(a, b) for a, b in itertools.pairwise(ys))       # consecutive frames differ
+    assert all(tuple(f.layout.yaxis.range) == (0, 1.05) for f in figures)           # fixed axes: no jumping
+
+
+def test_prior_table_errors_name_every_problem_in_the_users_terms():
+    table = av.prior_table(4).assign(prior=[0.5, None, -0.25, "abc"])
+    with pytest.raises(ValueError) as err:
+        av.prior_from_table(table)
+    message = str(err.value)
+    for part in ("k2 is empty or not a number", "k4 is empty or not a number", "k3 has a negative weight (-0.25)",
+                 "uniform: k1 = 0.25, k2 = 0.25, k3 = 0.25, ..."):
+        assert part in message, message
+    with pytest.raises(ValueError, match="the weights sum to 0.9, not 1"):
+        av.prior_from_table(av.prior_table(3).assign(prior=[0.5, 0.3, 0.1]))
+    np.testing.assert_array_equal(av.prior_from_table(av.prior_table(2).assign(prior=[1.0, 0.0])).numpy(), [1, 0])
+
+
+def test_vector_tex_shortens_long_vectors():
+    assert av.vector_tex(torch.tensor([1.06, 0.5, -0.92])) == "(1.06, 0.5, -0.92)"
+    long = av.vector_tex(torch.arange(40.0))
+    assert long == r"(0, 1, 2, \ldots, 39) \in \mathbb{R}^{40}"
+
+
+def test_figures_label_every_key_and_read_on_a_projector():
+    labels = [f"k{j + 1}" for j in range(20)]
+    bars = figs.weights_bars({"softmax": torch.full((20,), 1 / 20)}, labels)
+    assert list(bars.layout.xaxis.ticktext) == labels and bars.layout.xaxis.tickangle == -90
+    assert list(bars.data[0].x) == labels
+    # 64 keys do not fit as labels: every 3rd is labelled, and the title says so; every bar is still drawn
+    labels = [f"k{j + 1}" for j in range(64)]
+    bars = figs.weights_bars({"softmax": torch.full((64,), 1 / 64)}, labels, "Weights at tau = 1")
+    assert list(bars.layout.xaxis.ticktext) == labels[::3] and len(bars.data[0].x) == 64
+    assert bars.layout.title.text == "Weights at tau = 1 (every 3rd key labelled)"
+    sweep = figs.tau_sweep_lines(av.TAUS, torch.ones(len(av.TAUS), 2) / 2, ["k1", "k2"], 1.0, "t")
+    assert list(sweep.layout.xaxis.ticktext) == ["0.001", "0.01", "0.1", "1", "10", "100", "1000"]
+    heat = figs.attention_heatmap(torch.rand(5, 7), "t")
+    assert heat.data[0].showscale and heat.data[0].colorbar.title.text == "weight"
+    assert (heat.layout.xaxis.title.text, heat.layout.yaxis.title.text) == ("key j", "query i")
+
+
+@pytest.mark.parametrize("item", av.TRY_THIS, ids=lambda t: t.label)
+def test_try_this_values_are_options_of_their_widgets(item):
+    """A link's value that a widget does not offer would be dropped by Streamlit: tau on the log slider's grid,
+    mechanisms among the mechanisms, alpha on its slider's steps, the prior through the page's own parser."""
+    grid = {float(f"{v:.3g}") for v in np.logspace(-3, 2, 5 * 12 + 1)}
+    for key, value in item.params.items():
+        if key == "tau":
+            assert value in grid and f"{value:.3g}" == str(value)        # the URL holds the slider's label
+        elif key == "mechanisms":
+            assert set(value) <= set(av.MECHANISMS)
+        elif key == "alpha":
+            assert 1.0 <= value <= 2.0 and round(value / 0.05, 9) % 1 == 0
+        elif key == "prior_table_3":
+            table = pd.DataFrame(json.loads(value), columns=["key", "prior"])
+            np.testing.assert_allclose(av.prior_from_table(table).numpy(), [0.6, 0.3, 0.1])
+        else:
+            raise AssertionError(f"unexpected parameter {key}")

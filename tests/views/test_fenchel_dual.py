@@ -8,6 +8,7 @@ import scipy.optimize
 import torch
 from scipy.special import logsumexp, softmax
 
+from wviz.figures import fenchel_dual as figs
 from wviz.views import fenchel_dual as fv
 
 F64 = torch.float64
@@ -42,9 +43,21 @@ def test_templates_from_table_normalises_and_names_the_bad_cell():
     np.testing.assert_allclose(got.u.numpy(), U, atol=1e-15)
     np.testing.assert_array_equal(got.t.numpy(), T)
     assert got.names == ["t1", "t2", "t3", "t4"]
-    np.testing.assert_array_equal(fv.templates_from_table(table, normalise=False).u.numpy(), [1, 4, 3, 2])
-    negative = table.assign(u=[0.5, -0.5, 1.0, 0.0])            # left as typed: the library refuses it
-    np.testing.assert_array_equal(fv.templates_from_table(negative, normalise=True).u.numpy(), [0.5, -0.5, 1, 0])
+    np.testing.assert_allclose(fv.templates_from_table(table.assign(u=U), normalise=False).u.numpy(), U, atol=0)
+    # every problem at once, in the user's terms (the template's name, the value typed) with what a valid table holds
+    bad = table.assign(template=["t1", "t2", "t1", None], u=[0.5, -0.5, 1.0, -2.0])
+    with pytest.raises(ValueError) as err:
+        fv.templates_from_table(bad, normalise=True)
+    message = str(err.value)
+    for part in ("t2 has a negative weight (u = -0.5)", "row 4 has a negative weight (u = -2)",
+                 "the name 't1' is used by rows 1, 3", "u >= 0"):
+        assert part in message, message
+    with pytest.raises(ValueError, match=r"the weights u sum to 10, not 1 \(turn on 'Normalise u"):
+        fv.templates_from_table(table, normalise=False)
+    with pytest.raises(ValueError, match="every weight u is zero"):
+        fv.templates_from_table(table.assign(u=0.0), normalise=True)
+    unnamed = fv.templates_from_table(table.assign(template=["a", None, " ", "b"]), normalise=True)
+    assert unnamed.names == ["a", "row 2", "row 3", "b"]
     with pytest.raises(ValueError, match="row 3, column y"):
         fv.templates_from_table(table.assign(y=[0.0, 0.0, None, 1.0]), normalise=True)
     with pytest.raises(ValueError, match="at least one template"):
@@ -215,3 +228,44 @@ def test_ot_gamma_sweep_equals_one_panel_per_gamma(templates):
         assert abs(float(ot.sweep.gap_u[k]) - float((panel.true - panel.u).abs().sum())) < 1e-12
         assert abs(float(ot.sweep.gap_p[k]) - float((panel.exact - panel.approx).abs().sum())) < 1e-9
     assert float(ot.sweep.gap_u[0]) < 1e-3 < float(ot.sweep.gap_u[-1])    # Prop. 1: u~ -> u as gamma -> 0
+
+
+def test_the_metrics_errors_are_the_distances_between_the_estimates(templates):
+    s = fv.solve(templates, Z, 1.0)
+    lam = s.lam.numpy()
+    S = (T - U @ T).T @ np.diag(U) @ (T - U @ T)
+    lam2 = np.linalg.solve(np.eye(2) + S, Z)                        # (15) at alpha = 1
+    assert s.error_18 == pytest.approx(np.linalg.norm(tilted(lam) @ T - tilted(Z) @ T), abs=1e-10)
+    assert s.error_15 == pytest.approx(np.linalg.norm(tilted(lam) @ T - tilted(lam2) @ T), abs=1e-10)
+
+
+@pytest.mark.parametrize("item", fv.TRY_THIS, ids=lambda t: t.label)
+def test_try_this_values_are_options_of_their_widgets(item):
+    """A link's value that a widget does not offer would be dropped by Streamlit: alpha and gamma on their log
+    sliders' grids (written as the sliders write them), z on its slider's steps, a preset among the presets."""
+    grid = {float(f"{v:.3g}") for v in np.logspace(-2, 1, 3 * 12 + 1)}
+    for key, value in item.params.items():
+        if key in ("alpha", "gamma"):
+            assert value in grid and f"{value:.3g}" == str(value)
+        elif key in ("z1", "z2"):
+            assert -4 <= value <= 4 and round(value / 0.05, 9) % 1 == 0
+        elif key == "preset":
+            assert value in fv.PRESETS
+        else:
+            assert key == "view" and isinstance(value, str)
+
+
+def test_figures_read_at_800_px(templates):
+    s = fv.solve(templates, Z, 1.0)
+    grid = figs.estimates_grid(s, fv.figure3(s))
+    assert [a.text for a in grid.layout.annotations] == ["α = 0.1", "α = 0.5", "α = 1", "α = 2", "α = 5"]
+    assert {tr.xaxis for tr in grid.data} == {"x", "x2", "x3", "x4", "x5"}          # five panels, three a row
+    assert grid.layout.xaxis4.domain[0] == grid.layout.xaxis.domain[0]
+    assert all(tr.textfont.size >= 12 for tr in grid.data if tr.mode == "markers+text")
+    names = ["first template", "second", "t3"]
+    bars = figs.weight_bars({"u": [0.2, 0.3, 0.5]}, names, "t")
+    assert list(bars.layout.xaxis.ticktext) == names and bars.layout.xaxis.tickangle == -45
+    sweep = figs.alpha_sweep(fv.sweep(s), 1.0)
+    assert list(sweep.layout.xaxis.ticktext) == ["0.01", "0.1", "1", "10"]
+    assert sweep.layout.yaxis.type == "log" and sweep.layout.yaxis.dtick == 1
+    assert sweep.layout.yaxis.exponentformat == "power"

@@ -139,3 +139,106 @@ def test_covariance_sweep_equals_one_call_per_scale(diagonal):
     assert abs(float(gv.SCALES[60]) - 10.0) < 1e-12
     W = np.array([w2_squared_scipy(MEANS[0], covs[0], MEANS[j], covs[j]) for j in range(5)])
     np.testing.assert_allclose(sweep[60].numpy(), softmax(-W / 0.8), atol=1e-9)
+
+
+def test_every_problem_of_the_table_is_listed_at_once():
+    bad = gv.DEFAULT.copy()
+    bad.loc[1, "rho"] = -2.0
+    bad.loc[2, "sigma_x"], bad.loc[2, "sigma_y"] = -0.6, -0.1
+    bad.loc[4, "y"] = None
+    with pytest.raises(ValueError) as err:
+        gv.tokens_from_table(bad, diagonal=False)
+    assert str(err.value).splitlines() == [
+        "the token table has 4 problems:",
+        "- rho of token t2 is -2; a correlation must lie in [-1, 1]",
+        "- sigma_x of token t3 is -0.6; a standard deviation must be >= 0",
+        "- sigma_y of token t3 is -0.1; a standard deviation must be >= 0",
+        "- token t5 has an empty entry",
+    ]
+
+
+@pytest.mark.parametrize("query, diagonal", [(0, False), (4, False), (2, True)])
+def test_equal_covariances_leave_only_the_means(tokens, query, diagonal, tau=0.7):
+    """Every token given the query's covariance: the Bures part vanishes, so W2 attention is
+    softmax(-||m_i - m_j||^2 / tau), and the ellipses are the query's shape moved to each mean."""
+    t = gv.tokens_from_table(gv.DEFAULT, diagonal=diagonal)
+    s = gv.scene(gv.equal_covariances(t, query), query)
+    np.testing.assert_allclose(s.cov_part.numpy(), 0.0, atol=1e-7)
+    D = ((MEANS[:, None] - MEANS[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(gv.attend(s, tau).w2.numpy(), softmax(-D / tau, axis=1), atol=1e-7)
+    np.testing.assert_array_equal(s.tokens.params[:, 2:].numpy(), np.tile(t.params[query, 2:].numpy(), (5, 1)))
+    np.testing.assert_array_equal(s.tokens.means.numpy(), MEANS)
+
+
+def test_side_by_side_temperatures_are_log_slider_values():
+    grid = [float(f"{v:.3g}") for v in np.logspace(-2, 2, 49)]  # ui.log_slider(1e-2, 1e2): 12 per decade
+    assert gv.SIDE_TAUS == (0.1, 10.0) and all(t in grid for t in gv.SIDE_TAUS)
+
+
+def test_weights_table_holds_both_attentions_for_every_query(tokens):
+    a = gv.attend(gv.scene(tokens, 1), 0.5)
+    table = gv.weights_table(a)
+    assert len(table) == 2 * 25 and set(table["query"]) == set(tokens.names)
+    for label, A in (("W2", a.w2), ("dot product", a.dot)):
+        part = table[table["attention"] == label]
+        W = part.pivot(index="query", columns="key", values="weight").loc[tokens.names, tokens.names]
+        np.testing.assert_allclose(W.to_numpy(), A.numpy(), atol=0)
+    assert gv.unique_names(["a", "b", "a"]) == ["a (1)", "b", "a (3)"]
+
+
+def test_linked_chart_picks_a_query_in_the_browser(tokens):
+    """The Altair chart: a point selection on the field "query" (by click, starting at the page's query) on the
+    heatmap layer, the bar layer filtered by it, and every query's row of both attentions in its data."""
+    from wviz.figures import gaussian_w2 as figs
+
+    a = gv.attend(gv.scene(tokens, 3), 1.0)
+    spec = figs.linked_weights(gv.weights_table(a), tokens.names, "t4").to_dict()
+    (param,) = spec["params"]
+    assert param["select"]["type"] == "point" and param["select"]["fields"] == ["query"]
+    assert param["select"]["on"] == "click" and param["value"] == [{"query": "t4"}]
+    heat, bars = spec["vconcat"]
+    assert heat["mark"]["type"] == "rect" and {"filter": "(datum.attention === 'W2')"} in heat["transform"]
+    assert heat["encoding"]["y"]["field"] == "query" and heat["encoding"]["y"]["sort"] == tokens.names
+    assert bars["mark"]["type"] == "bar" and bars["encoding"]["y"]["field"] == "weight"
+    assert bars["transform"] == [{"filter": {"param": param["name"], "empty": False}}]
+    rows = next(iter(spec["datasets"].values()))
+    assert {(r["attention"], r["query"], r["key"]) for r in rows} == {
+        (m, q, k) for m in ("W2", "dot product") for q in tokens.names for k in tokens.names}
+    got = {(r["attention"], r["query"], r["key"]): r["weight"] for r in rows}
+    assert got[("W2", "t4", "t2")] == pytest.approx(float(a.w2[3, 1]), abs=1e-15)
+
+
+def heatmap_traces(fig):
+    return [t for t in fig.data if t.type == "heatmap"]
+
+
+@pytest.mark.parametrize("n", [5, 30])
+def test_heatmaps_have_colour_bars_axis_titles_and_token_labels(n):
+    """Every heatmap has a titled colour bar, axes "query i" / "key j", and every token named on both axes (or one
+    in k, said in the title, beyond gv's limit)."""
+    from wviz.figures import gaussian_w2 as figs
+
+    names = [f"token{i}" for i in range(n)]
+    A = np.full((n, n), 1.0 / n)
+    for fig in (figs.attention_pair(A, A, names, ("W2", "dot")), figs.attention_heatmap(A, names, "W2 at 1")):
+        traces = heatmap_traces(fig)
+        assert traces and all(t.showscale is not False and t.colorbar.title.text == "weight" for t in traces)
+        layout = fig.layout
+        for axis in ("xaxis", "xaxis2", "yaxis"):
+            if axis in layout and layout[axis].domain is not None:
+                ax = layout[axis]
+                assert ax.title.text == ("key j" if axis.startswith("x") else "query i")
+                step = 1 if n <= figs.MAX_TICKS else 2
+                assert list(ax.tickvals) == list(range(0, n, step))
+                assert list(ax.ticktext) == names[::step]
+        assert ("one token in 2" in layout.title.text) == (n > figs.MAX_TICKS)
+
+
+def test_log_axis_of_the_sweep_is_readable(tokens):
+    from wviz.figures import gaussian_w2 as figs
+
+    a = gv.attend(gv.scene(tokens, 0), 1.0)
+    fig = figs.covariance_sweep(gv.SCALES, gv.sweep(a, 1), tokens.names, "t2")
+    assert fig.layout.xaxis.type == "log"
+    assert list(fig.layout.xaxis.ticktext) == ["0.01", "0.1", "1", "10", "100"]
+    assert fig.layout.yaxis.range[1] > 1.0

@@ -1,6 +1,7 @@
 """The "Particles and contraction" page's computations against independent references: the flow layer by layer
 with numpy's softmax, W1 by POT's exact solver (ot.emd2) on the l1 (or l2) cost, the Jacobian by finite
 differences, the bounds of Thm. 23 / Cor. 30 and the envelope of Prop. 26 by their formulas."""
+import itertools
 import math
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 from wviz import measure, samples
+from wviz.figures import particles as figures
 from wviz.views import particles as pv
 
 torch.set_num_threads(1)
@@ -229,3 +231,76 @@ def test_cor30_failure_for_n_up_to_10_to_the_12():
     R2 = np.log(n - 1) - np.log(q / (1 - q))
     np.testing.assert_allclose(res.ratio.numpy()[big], ((1 - q) + 2 * q * R2)[big], rtol=1e-3)
     assert res.ratio[0] < res.bound[0] and res.ratio[-1] > res.bound[-1]
+
+
+# ---- the example upload, the animation, the readable axes and the guided experiments ----------------------------
+
+def test_example_file_goes_through_the_pages_parser():
+    i = make(source=pv.UPLOAD, n=None, upload=pv.example_particles_csv())
+    x, y = i.x.numpy(), i.y.numpy()
+    assert x.shape == y.shape == (6, 2) and i.n == 6
+    np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-4)
+    np.testing.assert_allclose(np.linalg.norm(y, axis=1), 0.8, atol=1e-4)
+    turn = np.angle((y[:, 0] + 1j * y[:, 1]) / (x[:, 0] + 1j * x[:, 1]))
+    np.testing.assert_allclose(turn, np.pi / 6, atol=1e-4)             # Y is X turned by 30 degrees
+    assert "-0.0000" not in pv.example_particles_csv().decode()
+
+
+def test_flow_frames_are_the_particles_layer_by_layer_on_fixed_axes():
+    f = pv.flow(make(layers=5), 0.5)
+    frames = figures.flow_frames(f.trajectory, "gaussian")
+    assert len(frames) == 6
+    ranges = {(tuple(fr.layout.xaxis.range), tuple(fr.layout.yaxis.range)) for fr in frames}
+    assert len(ranges) == 1                                           # the axes do not jump between frames
+    for h, fr in enumerate(frames):
+        assert fr.layout.title.text == f"gaussian: layer {h} of 5"
+        np.testing.assert_array_equal(np.stack([fr.data[1].x, fr.data[1].y], 1), f.trajectory[h].numpy())
+    for before, after in itertools.pairwise(frames):                      # every frame differs from the last
+        assert np.abs(np.asarray(after.data[1].x) - np.asarray(before.data[1].x)).max() > 0
+    main = figures.particles_animation(f.trajectory)
+    np.testing.assert_array_equal(main.data[1].x, frames[-1].data[1].x)   # the still of the last layer
+
+
+def decades(axis):
+    """A log axis labelled in full at 1, 2 or 5 times powers of ten: each label is its tick's whole value."""
+    vals = np.asarray(axis.tickvals, float)
+    leading = vals / 10.0 ** np.floor(np.log10(vals) + 1e-9)
+    full = all("<sup>" in t or float(t) == pytest.approx(v) for v, t in zip(vals, axis.ticktext))
+    return axis.tickmode == "array" and set(np.round(leading, 9)) <= {1.0, 2.0, 5.0} and full
+
+
+def test_log_axes_are_labelled_in_full():
+    con = pv.contraction(pv.flow(make(n=8), 0.6), "noise", 8, 0.1)
+    fig = figures.contraction_scatter(con.sampled.w1_in, con.sampled.w1_out, con.slopes, None, "noise")
+    assert decades(fig.layout.xaxis) and decades(fig.layout.yaxis)
+    lo, hi = fig.layout.yaxis.range
+    inside = [t for v, t in zip(fig.layout.yaxis.tickvals, fig.layout.yaxis.ticktext) if lo <= np.log10(v) <= hi]
+    assert len(inside) >= 2 and len(set(inside)) == len(inside)       # no "5, 2, 1, 5, 2": each label once
+    fix = pv.fixed_point(pv.flow(make("gaussian", value_scale=0.1, n=10), 100.0))
+    assert decades(figures.fixed_point_history(fix.result.steps, fix.result.to_last, fix.envelope).layout.yaxis)
+    res = pv.cor30_failure()
+    cor = figures.cor30_failure(res.n, res.ratio, res.bound)
+    assert decades(cor.layout.xaxis) and list(cor.layout.xaxis.ticktext) == [
+        "10", "100", "1000", "10<sup>4</sup>", "10<sup>5</sup>", "10<sup>6</sup>", "10<sup>7</sup>",
+        "10<sup>8</sup>", "10<sup>9</sup>", "10<sup>10</sup>", "10<sup>11</sup>", "10<sup>12</sup>"]
+
+
+def page_default(**changes):
+    """The page's default inputs: 40 clustered particles, 10 layers, Gaussian potential, identity projections."""
+    settings = dict(potential="gaussian", n=40, layers=10)
+    settings.update(changes)
+    return make(**settings)
+
+
+def test_what_the_guided_experiments_say_to_watch():
+    """The "watch" sentences of TRY_THIS, checked on the page's default inputs."""
+    hot = pv.flow(page_default(), 3.16)
+    assert np.ptp(hot.trajectory[-1].numpy(), axis=0).max() < 1e-9 and (hot.steps[4:] < 1e-8).all()            # one point within five layers
+    cold = pv.flow(page_default(), 0.0316)
+    assert len(np.unique(np.round(cold.trajectory[-1].numpy(), 3), axis=0)) >= 8   # about a dozen clusters
+    con = pv.contraction(pv.flow(page_default(), 0.316), "noise", 16, 0.1)   # the default tau on the grid
+    assert con.largest_ratio < 1 and con.thm23.bound > 1e40 and con.cor30 < 1e3
+    fix = pv.fixed_point(pv.flow(page_default(source="random", value_scale=0.1), 31.6))
+    assert fix.banach.bound < 1 and fix.envelope is not None
+    assert (fix.result.to_last.numpy() <= fix.envelope.numpy() + 1e-12).all()
+    assert pv.SIDE_TAUS == (0.1, 1.0)

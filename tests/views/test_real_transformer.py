@@ -117,3 +117,114 @@ def test_figure4_deviation_by_its_formula_and_summary(monkeypatch):
     assert abs(s.cls_mean - per_layer[:, 0].mean()) < 1e-12
     assert abs(s.others_mean - per_layer[:, 1:].mean()) < 1e-12
     assert s.max_grad_norm < 1e-8 and s.close == (s.mean < 0.1)
+
+
+# ---- the figures: every token labelled, colour bars, headroom, the linked Altair view ----------------------------
+
+def heatmap_colour_bars(fig) -> list[str]:
+    """The colour bar title of every heatmap trace (its own, or its shared colour axis's); fails on a heatmap
+    without one."""
+    titles = []
+    for t in fig.data:
+        if t.type != "heatmap":
+            continue
+        bar = fig.layout[t.coloraxis].colorbar if t.coloraxis else (t.colorbar if t.showscale is not False else None)
+        assert bar is not None and bar.title.text, t.name
+        titles.append(bar.title.text)
+    return titles
+
+
+def test_attention_maps_label_every_token_with_colour_bars(comparison):
+    from wviz.figures import real_transformer as figs
+
+    one = rv.one_head(comparison, 2, 5)
+    fig = figs.attention_maps(one.maps, comparison.tokens, 2, 5)
+    labels = [f"{i} {t}" for i, t in enumerate(comparison.tokens)]
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    assert len(heat) == len(one.maps) and heatmap_colour_bars(fig) == ["weight"] * len(one.maps)
+    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
+    for t in heat:
+        x, y = fig.layout[t.xaxis.replace("x", "xaxis")], fig.layout[t.yaxis.replace("y", "yaxis")]
+        assert x.tickmode == y.tickmode == "array"
+        assert list(x.tickvals) == list(x.ticktext) == labels == list(y.tickvals)   # every token, in order
+        assert x.title.text == "key token" and x.tickangle == -90 and y.tickangle == 0
+    assert {fig.layout[t.yaxis.replace("y", "yaxis")].title.text for t in heat} == {"query token", None}
+    assert fig.layout.title.text.startswith("Layer 2, head 5") and not fig.layout.title.subtitle.text
+
+
+def test_attention_maps_thin_long_sentences_and_say_so():
+    from wviz.figures import real_transformer as figs
+
+    n = 60
+    tokens = [f"w{i}" for i in range(n)]
+    maps = {"a": torch.full((n, n), 1 / n), "b": torch.eye(n)}
+    fig = figs.attention_maps(maps, tokens, 0, 0)
+    k = figs.label_step(n)
+    assert k == -(-n * figs.LABEL_PX // figs.PANEL_PX) and k > 1 and figs.label_step(n, k * 1e9) == 1
+    assert (n // k) * figs.LABEL_PX <= figs.PANEL_PX                    # the labels kept fit the panel
+    x = fig.layout.xaxis
+    assert list(x.tickvals) == [f"{i} w{i}" for i in range(0, n, k)]
+    assert f"one key token in {k} labelled" in fig.layout.title.subtitle.text
+    assert figs.label_step(23) == 1                                     # 23 x 14 px fit in 330 px
+
+
+def test_figure4_histograms_leave_headroom():
+    from wviz.figures import real_transformer as figs
+
+    dev = torch.rand(6, 500, generator=torch.Generator().manual_seed(0)) ** 4 * 0.2
+    fig = figs.deviation_histograms(dev, 1.0)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len(bars) == 6
+    for i, b in enumerate(bars):
+        assert int(np.sum(b.y)) == 500
+        top = fig.layout[b.yaxis.replace("y", "yaxis")].range[1]
+        assert top >= 1.1 * max(b.y)                                    # the tallest bar is not cut
+
+
+def test_linked_altair_view_selects_a_query_and_filters_the_bars(comparison):
+    """The Vega-Lite spec: a point selection on the query field, made on the heatmap (clicks) and filtering the
+    bars; a drop-down parameter choosing the heatmap's normaliser; every (normaliser, query, key) weight in the
+    data; every token on the axes."""
+    import altair as alt
+
+    from wviz.figures import real_transformer as figs
+
+    one = rv.one_head(comparison, 0, 3)
+    chart = figs.linked_attention(one.maps, comparison.tokens, 0, 3)
+    with alt.data_transformers.disable_max_rows():
+        spec = chart.to_dict()
+    pick, shown = spec["params"]
+    assert pick["name"] == "query_row" and pick["select"] == {"type": "point", "fields": ["query"], "on": "click",
+                                                              "toggle": False, "clear": False}
+    assert pick["value"] == [{"query": "0 [CLS]"}]
+    assert shown["name"] == "heatmap_of" and shown["bind"]["options"] == list(one.maps)
+    heat, bars = spec["vconcat"]
+    assert pick["views"] == [heat["name"]] and heat["mark"]["type"] == "rect"
+    assert heat["transform"] == [{"filter": "(datum.normaliser === heatmap_of)"}]
+    assert heat["encoding"]["stroke"]["condition"]["param"] == "query_row"
+    assert bars["mark"]["type"] == "bar" and [t["filter"]["param"] for t in bars["transform"]] == ["query_row"]
+    assert bars["encoding"]["x"]["field"] == "key" and bars["encoding"]["xOffset"]["field"] == "normaliser"
+    labels = [f"{i} {t}" for i, t in enumerate(comparison.tokens)]
+    assert heat["encoding"]["y"]["sort"] == labels == bars["encoding"]["x"]["sort"] == heat["encoding"]["x"]["sort"]
+    assert heat["encoding"]["x"]["axis"]["labelOverlap"] is False                # every token labelled
+    rows = spec["datasets"][spec["data"]["name"]]
+    got = {(r["normaliser"], r["query"], r["key"]): r["weight"] for r in rows}
+    assert len(got) == len(rows) == len(one.maps) * len(labels) ** 2     # every query's row of every map
+    for name, A in one.maps.items():
+        for i, q in enumerate(labels):
+            np.testing.assert_allclose([got[name, q, k] for k in labels], A[i].double().numpy(), atol=1e-7)
+
+
+def test_try_this_items_are_valid_settings():
+    from wviz.guide import Try
+
+    assert 3 <= len(rv.TRY_THIS) <= 5 and all(isinstance(t, Try) for t in rv.TRY_THIS)
+    grid = {float(f"{v:.3g}") for v in np.logspace(-1, 1, 25)}          # ui.log_slider(0.1, 10), 12 per decade
+    for t in rv.TRY_THIS:
+        p = t.params
+        assert set(p) <= {"layer", "head", "normalisers", "tau", "alpha", "gamma", "n_iter", "dual_alpha"}
+        assert set(p.get("normalisers", [])) <= set(rv.CHOICES.values())  # as the multiselect writes the URL
+        assert p.get("tau", 1.0) in grid and p.get("layer", 0) in range(6) and p.get("head", 0) in range(12)
+        assert 1.0 <= p.get("alpha", 1.5) <= 2.0 and round(p.get("alpha", 1.5) / 0.05, 9) % 1 == 0
+        assert p.get("dual_alpha", 1.0) in {float(f"{v:.3g}") for v in np.logspace(-2, 1, 37)}
+        assert t.watch.endswith(".") and t.label

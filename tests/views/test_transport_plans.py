@@ -6,6 +6,7 @@ import torch
 from scipy.special import logsumexp
 
 from wviz import samples
+from wviz.figures import transport_plans as tplot
 from wviz.io import parse_numbers as io_numbers
 from wviz.views import transport_plans as tv
 
@@ -245,3 +246,177 @@ def test_sweep_costs_are_pots_entropic_costs_tending_to_the_exact_one(clouds):
         P = pot.bregman.sinkhorn_log(p.a, p.b, p.C, g, stopThr=1e-13, numItermax=200000)
         assert c == pytest.approx((P * p.C).sum(), abs=1e-5)
     assert (sw.costs.diff() >= -1e-9).all() and 0 <= float(sw.costs[0]) - sw.exact < 0.01 * p.scale
+
+
+# ---- the ordered presets ----------------------------------------------------------------------------------------
+
+def test_line_preset_is_sorted_and_its_exact_plan_is_the_monotone_map():
+    x, y = tv.preset_clouds("line", 40, 30, 0)
+    assert (np.diff(x[:, 0].numpy()) >= 0).all() and (np.diff(y[:, 0].numpy()) >= 0).all()
+    assert (x[:, 1] == 0).all() and (y[:, 1] == 0.5).all() and x[:, 0].abs().max() <= 1
+    p = tv.clouds_from_table(tv.points_table("line", 40, 30, 0), "sqeuclidean")
+    P = pot.emd(p.a, p.b, p.C)
+    # the north-west corner rule on sorted points is the 1-D optimum: the same plan, a staircase down the diagonal
+    nw, i, j, ra, rb = np.zeros((40, 30)), 0, 0, p.a.copy(), p.b.copy()
+    while i < 40 and j < 30:
+        moved = min(ra[i], rb[j])
+        nw[i, j], ra[i], rb[j] = moved, ra[i] - moved, rb[j] - moved
+        i, j = (i + 1, j) if ra[i] <= 1e-15 else (i, j + 1)
+    np.testing.assert_allclose(P, nw, atol=1e-12)
+    assert tv.transport(p, "exact", 0.01).cost == pytest.approx((nw * p.C).sum(), abs=1e-12)
+
+
+def test_two_clusters_preset_gives_two_blocks():
+    """Each cloud lists its top cluster first (20 of 40 sources, 15 of 30 targets, half the mass each): the exact
+    plan and the entropic plan at gamma = 0.01 max C stay within the two diagonal blocks."""
+    x, y = tv.preset_clouds("two clusters", 40, 30, 3)
+    assert (x[:20, 1].mean() > 0.5) and (x[20:, 1].mean() < -0.5) and (y[:15, 1].mean() > 0.5)
+    assert (np.diff(x[:20, 1].numpy()) <= 0).all() and (np.diff(y[15:, 1].numpy()) <= 0).all()
+    p = tv.clouds_from_table(tv.points_table("two clusters", 40, 30, 3), "sqeuclidean")
+    for solver in ("exact", "sinkhorn"):
+        P = tv.transport(p, solver, 0.01).plan.numpy()
+        assert P[:20, :15].sum() + P[20:, 15:].sum() > 0.999, solver
+    np.testing.assert_array_equal(tv.preset_clouds("moons", 5, 4, 1)[0].numpy(),
+                                  samples.point_clouds("moons", 5, 4, 1)[0].numpy())   # the old presets as before
+    assert tv.PRESETS[0] == "line" and set(samples.PRESETS) < set(tv.PRESETS)
+
+
+# ---- example uploads and the user's errors ----------------------------------------------------------------------
+
+def test_example_points_file_goes_through_the_pages_parser():
+    p = tv.clouds_from_csv(tv.example_points_csv(), "sqeuclidean")
+    np.testing.assert_array_equal(p.x, [[0, 0], [1, 0], [2, 0], [3, 0]])
+    np.testing.assert_array_equal(p.y, [[0.5, 1], [1.5, 1], [2.5, 1]])
+    np.testing.assert_allclose(p.a, [0.25] * 4, rtol=1e-15)
+    np.testing.assert_allclose(p.b, [0.25, 0.25, 0.5], rtol=1e-15)
+    np.testing.assert_allclose(p.C, pot.dist(p.x, p.y), atol=1e-15)
+
+
+def test_example_cost_file_goes_through_the_pages_parser():
+    C = tv.cost_from_csv(tv.example_cost_csv())
+    np.testing.assert_array_equal(C.numpy(), np.abs(np.arange(3)[:, None] - np.arange(4)[None, :]))
+    p = tv.cost_problem(C)
+    assert tv.transport(p, "exact", 0.01).cost == pytest.approx(pot.emd2(p.a, p.b, p.C), abs=1e-12)
+
+
+def test_typed_masses_report_every_problem_at_once_and_what_would_do():
+    C = tv.cost_from_text("0 2 4\n2 0 2\n4 2 0\n1 1 3")
+    with pytest.raises(ValueError) as err:
+        tv.cost_problem(C, "1 x 1 1", "1, 1")
+    assert "mass of a 2 ('x') is not a number" in str(err.value)
+    assert "b needs 3 masses (one per column), got 2" in str(err.value)
+    with pytest.raises(ValueError, match=r"the masses a total 4 but the masses b total 6: .*both totals must be "
+                                         r"equal \(for example a = 3, 3, 3, 3 and b = 4, 4, 4\)"):
+        tv.cost_problem(C, "1, 1, 1, 1", "2, 2, 2")
+    a_text, b_text = tv.default_masses(4, 3)
+    q = tv.cost_problem(C, a_text, b_text)   # the example the message gives is accepted
+    assert q.a.sum() == q.b.sum()
+
+
+# ---- the Sinkhorn animation -------------------------------------------------------------------------------------
+
+def test_animation_frames_are_sinkhorn_iterates_with_their_marginal_error(clouds):
+    p = clouds
+    t = tv.transport(p, "sinkhorn", 0.01)
+    s = tv.scrub(p, t.gamma, t.n_iter)
+    frames = tv.animation_frames(s)
+    steps = [f.step for f in frames]
+    assert 12 <= len(frames) <= tv.ANIMATION_FRAMES and steps == sorted(set(steps))
+    assert steps[0] == s.iterations[1] and steps[-1] == s.iterations[-1]     # not the unscaled kernel at 0
+    errors = dict(zip(s.checked.tolist(), s.errors.tolist()))
+    previous = None
+    for f in frames:
+        np.testing.assert_array_equal(f.plan.numpy(), s.plans[f.step].numpy())   # the plan after iteration k
+        np.testing.assert_allclose(f.columns.numpy(), p.b, atol=1e-12)          # its columns: scaled last
+        P = f.plan.numpy()
+        err = max(np.abs(P.sum(1) - p.a).sum(), np.abs(P.sum(0) - p.b).sum())
+        assert f.marginal_error(p.a, p.b) == pytest.approx(err, rel=1e-12)
+        if f.step in errors:
+            assert f.marginal_error(p.a, p.b) == pytest.approx(errors[f.step], rel=1e-9)
+        if previous is not None:
+            assert np.abs(P - previous).max() > 0                                 # every frame differs
+        previous = P
+    assert frames[-1].marginal_error(p.a, p.b) <= tv.TOL < frames[0].marginal_error(p.a, p.b)
+
+
+def test_animation_figures_share_one_colour_scale(clouds):
+    p = clouds
+    t = tv.transport(p, "sinkhorn", 0.05)
+    frames = tv.animation_frames(tv.scrub(p, t.gamma, t.n_iter))
+    figs = tplot.plan_frames([(f.plan, f.rows, f.columns, f"iteration {f.step}") for f in frames], "Plain Sinkhorn")
+    top = max(float(f.plan.max()) for f in frames)
+    assert len(figs) == len(frames)
+    for fig, f in zip(figs, frames):
+        heat = next(tr for tr in fig.data if tr.type == "heatmap")
+        np.testing.assert_array_equal(heat.z, f.plan.numpy())
+        assert (heat.zmin, heat.zmax) == (0, top) and fig.layout.title.text == f"Plain Sinkhorn: iteration {f.step}"
+
+
+# ---- readable figures -------------------------------------------------------------------------------------------
+
+def test_every_heatmap_has_a_titled_colour_bar_and_titled_axes():
+    P = torch.full((4, 3), 1 / 12, dtype=torch.float64)
+    fig = tplot.plan_with_marginals(P, P.sum(1), P.sum(0), "plan")
+    heats = [tr for tr in fig.data if tr.type == "heatmap"]
+    assert heats and all(h.showscale and h.colorbar.title.text for h in heats)
+    layout = fig.layout
+    assert layout.xaxis4.title.text == "target j" and layout.yaxis3.title.text == "source i"   # the plan's row
+    assert layout.xaxis3.title.text == "a_i" and layout.yaxis2.title.text == "b_j"            # the two marginals
+    x, y = samples.point_clouds("moons", 4, 3, 0)
+    lines = tplot.plan_lines(x, y, P, P.sum(1), P.sum(0), "lines")
+    assert lines.layout.xaxis.title.text and lines.layout.yaxis.title.text
+
+
+@pytest.mark.parametrize("lo, hi, texts", [
+    (1e-7, 3.0, ["10<sup>-7</sup>", "10<sup>-6</sup>", "10<sup>-5</sup>", "10<sup>-4</sup>", "0.001", "0.01", "0.1",
+                 "1"]),
+    (0.0012, 0.9, ["0.01", "0.1"]),
+    (0.05, 0.3, ["0.05", "0.1", "0.2"]),                        # less than two decades: 1, 2, 5 in full
+    (3e-6, 2e-5, ["5·10<sup>-6</sup>", "10<sup>-5</sup>", "2·10<sup>-5</sup>"]),
+])
+def test_log_axes_are_labelled_in_full(lo, hi, texts):
+    """The labels of the ticks between lo and hi: every power of ten, or 1, 2, 5 times them on a short range."""
+    ticks = tplot.decade_ticks(lo, hi)
+    assert ticks["tickmode"] == "array" and ticks["type"] == "log"
+    assert [t for v, t in zip(ticks["tickvals"], ticks["ticktext"]) if lo <= v <= hi] == texts
+    leading = np.asarray(ticks["tickvals"]) / 10.0 ** np.floor(np.log10(ticks["tickvals"]) + 1e-9)
+    assert set(np.round(leading, 9)) <= {1.0, 2.0, 5.0}
+    many = tplot.decade_ticks(1e-20, 1e20)   # 41 decades: every 4th labelled, still one label per tick
+    assert len(many["tickvals"]) <= tplot.MAX_DECADE_LABELS and len(many["ticktext"]) == len(many["tickvals"])
+
+
+def test_error_curve_and_cost_sweep_use_decade_ticks():
+    errors = tplot.marginal_error_curve([1, 10, 20], [0.5, 1e-3, 1e-7], 1e-6, "errors")
+    assert list(errors.layout.yaxis.ticktext) == ["10<sup>-7</sup>", "10<sup>-6</sup>", "10<sup>-5</sup>",
+                                                  "10<sup>-4</sup>", "0.001", "0.01", "0.1", "1"]
+    sweep = tplot.cost_against_gamma(tv.SWEEP * 2, torch.linspace(1, 2, 13), 0.9, 0.02, "sweep")
+    assert list(sweep.layout.xaxis.ticktext) == ["0.001", "0.01", "0.1", "1", "10", "100"]
+    assert sweep.layout.xaxis.type == "log" and errors.layout.yaxis.type == "log"
+
+
+@pytest.mark.parametrize("x", [0.0, 1.0, 0.123456, 123456.789, -1.23456e-5, 9.87654e12, 1e-300])
+def test_metric_numbers_fit_in_eight_characters(x):
+    text = tv.short(x)
+    assert len(text) <= 8 and float(text) == pytest.approx(x, rel=0.06)
+
+
+def test_side_by_side_uses_a_regularised_solver_and_grid_gammas():
+    assert [tv.side_solver(s) for s in tv.SOLVERS] == ["sinkhorn", "sinkhorn", "quadratic"]
+    assert tv.SIDE_GAMMAS == (0.001, 0.1)
+
+
+def test_what_the_guided_experiments_say_to_watch():
+    """The "watch" sentences of TRY_THIS, checked on the page's default problems (40 x 30, seed 0)."""
+    line = tv.clouds_from_table(tv.points_table("line", 40, 30, 0), "sqeuclidean")
+    exact = tv.transport(line, "exact", 0.01).cost
+    costs = [tv.transport(line, "sinkhorn", g).cost for g in (0.01, 0.001)]
+    assert 0 < costs[1] - exact < (costs[0] - exact) / 5                 # gamma -> 0: the exact cost
+    blur = tv.transport(line, "sinkhorn", 3.16).plan.numpy()
+    assert np.abs(blur - np.outer(line.a, line.b)).sum() < 0.03         # gamma large: a b^T
+    blocks = tv.clouds_from_table(tv.points_table("two clusters", 40, 30, 0), "sqeuclidean")
+    P = tv.transport(blocks, "exact", 0.01).plan.numpy()
+    assert (P > 1e-12).sum() <= 40 + 30 - 1 and P[:20, :15].sum() + P[20:, 15:].sum() > 1 - 1e-12
+    uneven = next(t for t in tv.TRY_THIS if t.label == "Uneven masses").params
+    C = tv.cost_from_text(tv.DEFAULT_COST)   # the page's default cost matrix, 4 x 3: the keys a_4 and b_3
+    P = tv.transport(tv.cost_problem(C, uneven["a_4"], uneven["b_3"]), "exact", 0.01).plan.numpy()
+    assert P[0, 2] >= 1 - 1e-12 and C[0, 2] == C.max()                  # source 1 to target 3, the longest way

@@ -194,3 +194,152 @@ def test_panel_curves_and_scores():
         p = tiny(x).logits.softmax(-1).double().numpy()
     np.testing.assert_allclose(scores[up.name][0].numpy(), 1 - p.max(-1), atol=1e-6)
     assert uv.ood_scores(reports, "uniform noise", "covariance trace") == {}
+
+
+# ---- example uploads, refused uploads, guided links ------------------------------------------------------------
+
+def test_example_checkpoint_passes_the_page_loader(models):
+    """The example checkpoint goes through load_upload (the page's loader, with every check) and is the bundled
+    stochastic model, weight for weight."""
+    up = uv.load_upload(uv.example_checkpoint(), "vit_digits_stochastic.safetensors", "cpu")
+    assert up.name == "uploaded (stochastic)" and up.model.config == models.main.model.config
+    mine, theirs = up.model.state_dict(), models.main.model.state_dict()
+    assert mine.keys() == theirs.keys()
+    for k in mine:
+        torch.testing.assert_close(mine[k], theirs[k], rtol=0, atol=0)
+
+
+def test_example_image_passes_the_page_loader_and_is_its_digit(models):
+    """The example PNG goes through uploaded_image (the page's parser): 'auto' inverts its dark-on-white strokes
+    back to the digit, which is test digit EXAMPLE_INDEX up to the resizing, and both models read the true class."""
+    raw = uv.example_image()
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+    picked = uv.uploaded_image(raw, models.config, "auto")
+    assert picked.pre.inverted and picked.image.shape == (1, 16, 16)
+    x, y = uv.test_split()
+    digit = x[uv.EXAMPLE_INDEX]
+    want = (digit - digit.min()) / (digit.max() - digit.min())
+    assert float((picked.image - want).abs().mean()) < 0.05
+    assert np.corrcoef(picked.image.ravel(), want.ravel())[0, 1] > 0.97
+    for name, r in uv.inspect_all(models, picked.image, samples=8, seed=0).items():
+        assert int(r.mc.mean[0].argmax()) == int(y[uv.EXAMPLE_INDEX]) == 6, name
+
+
+def test_a_bad_image_says_what_a_valid_one_is(models):
+    with pytest.raises(ValueError, match=r"your image was not used: the file is not an image .* A valid image is a "
+                                         r"PNG or JPG .* resized to 16 x 16"):
+        uv.uploaded_image(b"garbage", models.config)
+
+
+def test_a_refused_checkpoint_falls_back_to_the_bundled_demo(models):
+    """choose_models: a good upload replaces the demo; a refused one leaves the demo on, with the file's name, its
+    problem and what a valid checkpoint is; no file yet leaves the demo on, waiting."""
+    bundled = {"stochastic": models.main, "deterministic": models.twin}.__getitem__
+    good = uv.load_upload(uv.example_checkpoint(), "mine.safetensors", "cpu")
+    chosen = uv.choose_models("upload", "mine.safetensors", lambda: good, bundled)
+    assert list(chosen.models.by_name) == ["uploaded (stochastic)", "deterministic"] and not chosen.refused
+    raw = uv.example_checkpoint()[:1000]
+    cut = uv.choose_models("upload", "cut.safetensors", lambda: uv.load_upload(raw, "cut.safetensors", "cpu"),
+                           bundled)
+    assert list(cut.models.by_name) == ["stochastic", "deterministic"] and cut.models.main is models.main
+    assert cut.refused.startswith("Your checkpoint 'cut.safetensors' was not used: truncated safetensors file")
+    assert uv.VALID_CHECKPOINT in cut.refused and not cut.waiting
+    waiting = uv.choose_models("upload", "", lambda: pytest.fail("no file to load"), bundled)
+    assert waiting.waiting and not waiting.refused and waiting.models.main is models.main
+    demo = uv.choose_models("bundled demo", "mine.safetensors", lambda: pytest.fail("not asked"), bundled)
+    assert demo.models.main is models.main and not demo.refused and not demo.waiting
+
+
+def test_try_this_items_are_valid_settings(models):
+    from wviz.guide import Try
+
+    assert 3 <= len(uv.TRY_THIS) <= 5 and all(isinstance(t, Try) for t in uv.TRY_THIS)
+    for t in uv.TRY_THIS:
+        p = t.params
+        assert 0 <= p.get("layer", 1) <= models.config.depth and 0 <= p.get("index", 0) < 360
+        assert p.get("score", "max-softmax") in uv.score_choices(True)
+        assert p.get("ood", "uniform noise") in uv.OOD_SETS and t.watch.endswith(".")
+
+
+def test_the_twin_is_wrong_and_sure_where_the_guided_link_says(models):
+    """The guided digit (index 265, an 8): the twin says 9 at about 99 %, the stochastic model 8 at about 2/3 with
+    about ten times the twin's entropy (S = 32, seed 0: the page's defaults)."""
+    (item,) = [t for t in uv.TRY_THIS if "index" in t.params]
+    picked = uv.test_image(models.config, item.params["index"])
+    runs = uv.inspect_all(models, picked.image, samples=32, seed=0)
+    pred, ent = uv.predictions(runs), uv.entropies(runs)
+    assert picked.label == 8 and pred["stochastic"][0] == 8 and 0.6 < pred["stochastic"][1] < 0.75
+    assert pred["deterministic"][0] == 9 and pred["deterministic"][1] > 0.98
+    assert ent["stochastic"] > 8 * ent["deterministic"]
+
+
+# ---- the figures: colour bars, the reliability diagram, headroom -----------------------------------------------
+
+def colour_bar_titles(fig) -> list[str]:
+    """The colour bar title of every heatmap trace (its own, or its colour axis's); fails on one without."""
+    titles = []
+    for t in fig.data:
+        if t.type == "heatmap":
+            bar = fig.layout[t.coloraxis].colorbar if t.coloraxis else t.colorbar
+            assert t.coloraxis or t.showscale is not False, t.name
+            assert bar.title.text, t.name
+            titles.append(bar.title.text)
+    return titles
+
+
+def test_every_heatmap_has_a_colour_bar(models, runs, images):
+    from wviz.figures import uncertainty_inspector as figs
+
+    v = uv.inside(models, runs, layer=2, head=1, query=6)
+    image = images[0][1]
+    fig = figs.map_over_image(image, v.trace, "t", "tr(Sigma) per patch", v.mark)
+    assert colour_bar_titles(fig) == ["pixel", "tr(Sigma)"]
+    bars = [fig.layout.coloraxis.colorbar, fig.layout.coloraxis2.colorbar]
+    assert bars[0].x < fig.layout.xaxis2.domain[0]                       # the image's bar sits beside the image
+    heads = figs.attention_heads(list(v.heads.per_head), v.heads.rollout, "t")
+    assert colour_bar_titles(heads) == ["weight"] * (models.config.heads + 1)
+    zmax = max(float(m.max()) for m in [*v.heads.per_head, v.heads.rollout])
+    assert heads.layout.coloraxis.cmin == 0 and abs(heads.layout.coloraxis.cmax - zmax) < 1e-12
+    a = np.zeros((20, 20), dtype=np.uint8)
+    a[5:15, 9:11] = 255
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, "PNG")
+    pre = uv.uploaded_image(buf.getvalue(), models.config, "no").pre
+    assert colour_bar_titles(figs.preprocessing(pre.steps)) == ["pixel"] * len(pre.steps)
+
+
+def test_reliability_bars_leave_empty_bins_out_and_count_the_rest():
+    """Bars at the non-empty bins only, their heights the bins' accuracies, the counts drawn below on a log axis
+    with plain ticks; the diagonal; the empty bins named."""
+    from wviz.figures import uncertainty_inspector as figs
+    from wviz.vit.metrics import reliability
+
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(200, 10, generator=g) * 4
+    labels = torch.randint(0, 10, (200,), generator=g)
+    rel = reliability(logits.softmax(-1), labels)
+    fig = figs.reliability({"stochastic": rel})
+    diag, acc, count = fig.data
+    assert list(diag.x) == [0, 1] and list(diag.y) == [0, 1]
+    keep = rel.count.numpy() > 0
+    centres = ((rel.edges[:-1] + rel.edges[1:]) / 2).numpy()
+    np.testing.assert_allclose(acc.x, centres[keep])
+    np.testing.assert_allclose(acc.y, rel.accuracy.numpy()[keep])
+    assert acc.type == count.type == "bar" and f"ECE {rel.ece:.3f}" in acc.name
+    np.testing.assert_array_equal(count.y, rel.count.numpy()[keep])
+    assert list(count.text) == [str(int(c)) for c in rel.count.numpy()[keep]]
+    assert fig.layout.yaxis2.type == "log" and list(fig.layout.yaxis2.ticktext) == ["1", "10", "100", "1000"]
+    assert 10 ** fig.layout.yaxis2.range[1] > 2 * rel.count.max().item()      # room for the tallest count's text
+    assert f"stochastic, {int((~keep).sum())} of 15" in fig.layout.annotations[0].text
+
+
+def test_ood_histograms_share_bins_and_leave_headroom():
+    from wviz.figures import uncertainty_inspector as figs
+
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.rand(360, generator=g) ** 6, torch.rand(500, generator=g)
+    fig = figs.ood_histograms({"stochastic": (a, b, 0.9)}, "max-softmax", "uniform noise")
+    digits, ood = fig.data
+    assert list(digits.x) == list(ood.x)                                   # the same bins for both sets
+    assert int(sum(digits.y)) == 360 and int(sum(ood.y)) == 500
+    assert fig.layout.yaxis.range[1] >= 1.1 * max(max(digits.y), max(ood.y))

@@ -45,7 +45,7 @@ def test_the_sequence_is_a_preset_or_the_upload():
     np.testing.assert_array_equal(up.numpy(), [[1, 2, 3, 4], [0, 1, 0, 1]])
     with pytest.raises(ValueError, match="upload a CSV sequence"):
         wv.sequence(wv.UPLOAD, None, None, 0, None)
-    with pytest.raises(ValueError, match="row 2, column 2"):
+    with pytest.raises(ValueError, match=r"(row|line) 2, column 2 \('oops'\)"):  # wviz.io's wording
         wv.sequence(wv.UPLOAD, None, None, 0, b"1,2\n3,oops\n")
     assert wv.MAX_ROWS == 4096 and wv.MAX_MB == 2
 
@@ -107,11 +107,55 @@ def test_cloud_reading_is_exact_ot_between_point_clouds():
     np.testing.assert_allclose(a.ours.Y.numpy(), A @ V, atol=1e-10)
 
 
-def test_settings_the_reading_cannot_take_are_refused():
+def test_settings_the_reading_cannot_take_are_refused_in_the_pages_words():
     X = samples.sequence("random", 4, 6, 0)
-    with pytest.raises(ValueError, match="not divisible by 4"):
+    with pytest.raises(ValueError, match=r"^the cloud reading cuts each vector of d = 6 numbers into k = 4 points of "
+                                         r"equal size, and 6 is not divisible by 4: choose k among 1, 2, 3, 6$"):
         wv.attend(make(X, representation="cloud", k=4), 1.0)
-    with pytest.raises(ValueError, match="width must be even"):
+    with pytest.raises(ValueError, match=r"^the sequence has d = 5 channels, but the gaussian reading .* width must be "
+                                         r"even: choose an even d"):
         wv.attend(make(samples.sequence("random", 4, 5, 0)), 1.0)
+    assert wv.problems(make(samples.sequence("random", 4, 5, 0), representation="empirical")) == []
+    assert wv.problems(make(X, representation="cloud", k=3)) == []
     with pytest.raises(ValueError, match="tau must be a positive"):
         wv.attend(make(X), 0.0)
+
+
+def test_the_example_upload_goes_through_the_pages_parser():
+    """The example file parses with wv.sequence (the page's parser) to the noisy sinusoids it was made from, to
+    4 decimals, with its header row skipped; every reading takes it."""
+    X = wv.sequence(wv.UPLOAD, None, None, 0, wv.example_sequence())
+    preset, n, d, seed = wv.EXAMPLE
+    assert X.shape == (12, 4) and (n, d) == (12, 4)
+    np.testing.assert_allclose(X.numpy(), samples.sequence(preset, n, d, seed).numpy(), atol=5e-5, rtol=0)
+    assert wv.example_sequence().decode().splitlines()[0] == "c1,c2,c3,c4"
+    for representation in wv.REPRESENTATIONS:
+        i = make(X, representation=representation)
+        assert wv.problems(i) == []
+        assert wv.attend(i, 1.0).ours.A.shape == (12, 12)
+
+
+# ---- figures ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [10, 24, 64])
+def test_matrices_have_colour_bars_axis_titles_and_position_labels(n):
+    """Each heatmap has a titled colour bar; keys j across, queries i down; every position labelled when it fits,
+    else one in k with the title saying so."""
+    from wviz.figures import wasserstein_self_attention as figs
+
+    Z = np.arange(n * n, dtype=float).reshape(n, n)
+    fig = figs.matrices({"W": (Z, "W"), "A": (Z / Z.max(), "A"), "dot": (Z / 2, "A dot")}, "Distances and weights")
+    assert [t.colorbar.title.text for t in fig.data] == ["W", "A", "A dot"]
+    assert all(t.showscale is not False for t in fig.data)
+    xs = -(-n // figs.X_TICKS)
+    ys = -(-n // figs.Y_TICKS)
+    for c in ("", "2", "3"):
+        assert fig.layout[f"xaxis{c}"].title.text == "key j" and fig.layout[f"yaxis{c}"].title.text == "query i"
+        assert list(fig.layout[f"xaxis{c}"].tickvals) == list(range(0, n, xs))
+        assert list(fig.layout[f"yaxis{c}"].tickvals) == list(range(0, n, ys))
+    title = fig.layout.title.text
+    assert title.startswith("Distances and weights")
+    assert (f"one key in {xs}" in title) == (xs > 1) and (f"one query in {ys}" in title) == (ys > 1)
+    for t, c in zip(fig.data, ("", "2", "3")):  # each colour bar beside its own panel, as tall as it
+        lo, hi = fig.layout[f"yaxis{c}"].domain
+        assert t.colorbar.y == pytest.approx((lo + hi) / 2) and t.colorbar.len == pytest.approx(hi - lo)

@@ -11,11 +11,28 @@ from wviz.figures.common import PALETTE, to_numpy
 TEMPLATE, EVIDENCE, EXACT, FIRST, SECOND = PALETTE[1], "#1f3b73", PALETTE[5], PALETTE[3], PALETTE[2]
 
 
+def decade_ticks(lo: float, hi: float) -> dict:
+    """A log axis labelled once per decade in plain numbers (0.01, 0.1, 1, 10) from lo to hi."""
+    powers = range(int(np.floor(np.log10(lo) + 1e-9)), int(np.ceil(np.log10(hi) - 1e-9)) + 1)
+    vals = [10.0 ** k for k in powers]
+    return dict(type="log", tickmode="array", tickvals=vals, ticktext=[f"{v:g}" for v in vals],
+                range=[np.log10(lo), np.log10(hi)])   # log axes take their range in decades
+
+
+def name_ticks(names: list[str]) -> dict:
+    """A category axis that labels every template (slanted when the names are long or many, none dropped)."""
+    slant = len(names) > 8 or max((len(n) for n in names), default=0) > 6
+    return dict(tickmode="array", tickvals=list(names), ticktext=list(names), tickangle=-45 if slant else 0,
+                automargin=True)
+
+
 def _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2, row=None, col=None, legend=True, big=40):
     t, u, mu, z = to_numpy(templates), to_numpy(u), to_numpy(mu), to_numpy(z)
     where = dict(row=row, col=col) if row else {}
     size = 6 + big * np.sqrt(u / max(u.max(), 1e-12))
-    fig.add_scatter(x=t[:, 0], y=t[:, 1], mode="markers+text", text=[f"{n}: {w:.2f}" for n, w in zip(names, u)],
+    # the small panels of the grid name the templates only (their weights are in the large figure)
+    text = [f"{n}: {w:.2f}" for n, w in zip(names, u)] if big > 20 else list(names)
+    fig.add_scatter(x=t[:, 0], y=t[:, 1], mode="markers+text", text=text,
                     textposition="top center", marker=dict(color=TEMPLATE, size=size, opacity=0.8),
                     name="templates t_i (size: u_i)", showlegend=legend, legendgroup="t", **where)
     b = mu + z
@@ -38,21 +55,24 @@ def estimates(s) -> go.Figure:
     fig = go.Figure()
     e = s.est
     _estimate_traces(fig, s.templates.t, s.templates.u, s.templates.names, e.mu, s.z, e.h[0], e.h1[0], e.h2[0])
-    fig.update_layout(title=f"Exact and approximate h at alpha = {s.alpha:.3g}", height=480, yaxis_scaleanchor="x",
-                      margin=dict(t=50, b=40), legend=dict(orientation="h", y=-0.12))
+    fig.update_layout(title=f"Exact and approximate h at alpha = {s.alpha:.3g}", height=520, yaxis_scaleanchor="x",
+                      xaxis_title="x", yaxis_title="y", margin=dict(t=50, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-0.25))
     return fig
 
 
 def estimates_grid(s, est) -> go.Figure:
     """Figure 3 of 002: one panel per alpha of ``est`` (views.fenchel_dual.Estimates, same axes) for the templates
-    and z of the Solution ``s``."""
+    and z of the Solution ``s``; three panels a row, so that each stays readable on a narrow screen."""
     alphas = to_numpy(est.alphas)
     t, u, names = s.templates.t, s.templates.u, s.templates.names
-    fig = make_subplots(rows=1, cols=len(alphas), subplot_titles=[f"alpha = {a:g}" for a in alphas],
-                        shared_yaxes=True, horizontal_spacing=0.02)
+    cols = 3
+    rows = -(-len(alphas) // cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"α = {a:g}" for a in alphas],
+                        shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.04, vertical_spacing=0.1)
     for k in range(len(alphas)):
-        _estimate_traces(fig, t, u, names, est.mu, s.z, est.h[k], est.h1[k], est.h2[k], row=1, col=k + 1,
-                         legend=k == 0, big=16)
+        _estimate_traces(fig, t, u, names, est.mu, s.z, est.h[k], est.h1[k], est.h2[k], row=k // cols + 1,
+                         col=k % cols + 1, legend=k == 0, big=16)
     # one square-ish window around everything drawn, the same in every panel
     mu = to_numpy(est.mu)
     pts = np.concatenate([to_numpy(t), mu[None], (mu + to_numpy(s.z))[None], to_numpy(est.h)])
@@ -60,10 +80,10 @@ def estimates_grid(s, est) -> go.Figure:
     centre, half = (lo + hi) / 2, 0.6 * (hi - lo).max() + 0.3
     fig.update_xaxes(range=[centre[0] - half, centre[0] + half])
     fig.update_yaxes(range=[centre[1] - half, centre[1] + half])
-    fig.update_traces(textfont_size=9, selector=dict(mode="markers+text"))
-    fig.update_traces(marker_size=9, selector=dict(mode="markers"))
-    fig.update_layout(title="Figure 3: the approximation of h for different alpha", height=380,
-                      margin=dict(t=70, b=40), legend=dict(orientation="h", y=-0.15))
+    fig.update_traces(textfont_size=12, selector=dict(mode="markers+text"))
+    fig.update_traces(marker_size=10, selector=dict(mode="markers"))
+    fig.update_layout(title="Figure 3: h for several alpha", height=300 * rows + 120, margin=dict(t=80, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-0.06))
     return fig
 
 
@@ -71,7 +91,7 @@ def dual_contour(dual, s) -> go.Figure:
     """The dual objective (9) over the lambda plane (views.fenchel_dual.DualMap), with lambda*, alpha z (16) and
     the (15) point of the Solution ``s``."""
     fig = go.Figure(go.Contour(x=to_numpy(dual.xs), y=to_numpy(dual.ys), z=to_numpy(dual.values),
-                               colorscale="Viridis", ncontours=30,
+                               colorscale="Viridis", ncontours=30, showscale=True,
                                colorbar=dict(title="dual (9)"),
                                hovertemplate="lambda = (%{x:.3f}, %{y:.3f}): %{z:.4f}<extra></extra>"))
     for point, name, color, symbol in ((s.lam, "lambda* (maximiser)", EXACT, "star"),
@@ -81,8 +101,8 @@ def dual_contour(dual, s) -> go.Figure:
         fig.add_scatter(x=[p[0]], y=[p[1]], mode="markers", name=name,
                         marker=dict(color=color, symbol=symbol, size=15, line=dict(width=1.5, color="white")))
     fig.update_layout(title=f"The dual objective (9) at alpha = {s.alpha:.3g}", xaxis_title="lambda_1",
-                      yaxis_title="lambda_2", yaxis_scaleanchor="x", height=480, margin=dict(t=50, b=40),
-                      legend=dict(orientation="h", y=-0.15))
+                      yaxis_title="lambda_2", yaxis_scaleanchor="x", height=500, margin=dict(t=50, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-0.25))
     return fig
 
 
@@ -95,8 +115,10 @@ def _sweep_lines(x, lines, now: float, param: str, title: str, ytitle: str, heig
         fig.add_scatter(x=to_numpy(x), y=np.where(y > 0, y, np.nan), mode="lines", name=name,
                         line=dict(color=color, width=2.5))
     fig.add_vline(x=now, line_dash="dash", annotation_text=f"{param} as set")
-    fig.update_layout(title=title, xaxis_type="log", yaxis_type="log", xaxis_title=param, yaxis_title=ytitle,
-                      height=height, margin=dict(t=50, b=40), legend=dict(orientation="h", y=-0.2))
+    xs = to_numpy(x)
+    fig.update_layout(title=title, xaxis=decade_ticks(xs.min(), xs.max()), xaxis_title=param, yaxis_title=ytitle,
+                      yaxis=dict(type="log", dtick=1, exponentformat="power"), height=height,
+                      margin=dict(t=50, b=40), legend=dict(orientation="h", yanchor="top", y=-0.3))
     return fig
 
 
@@ -107,7 +129,7 @@ def alpha_sweep(sweep, now: float) -> go.Figure:
                                         EVIDENCE),
                                        (sweep.err1, "||h(12) - h(18)||", FIRST),
                                        (sweep.err2, "||h(12) - h at (15)||", SECOND)],
-                        now, "alpha", "How good the approximations are, against alpha", "error", 400)
+                        now, "alpha", "How good the approximations are", "error", 400)
 
 
 def weight_bars(weights: dict, names: list[str], title: str, ytitle: str = "weight") -> go.Figure:
@@ -116,8 +138,9 @@ def weight_bars(weights: dict, names: list[str], title: str, ytitle: str = "weig
     for i, (name, w) in enumerate(weights.items()):
         fig.add_bar(x=names, y=to_numpy(w), name=name, marker_color=PALETTE[i % len(PALETTE)],
                     hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
-    fig.update_layout(title=title, barmode="group", xaxis_title="template", yaxis_title=ytitle, height=380,
-                      margin=dict(t=50, b=40), legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(title=title, barmode="group", xaxis=name_ticks(names), xaxis_title="template",
+                      yaxis_title=ytitle, height=400, margin=dict(t=50, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-0.25))
     return fig
 
 
@@ -164,8 +187,8 @@ def universe(templates_all, names: list[str], in_T, weights, z, title: str) -> g
     zz = to_numpy(z)
     fig.add_annotation(x=zz[0] / 2, y=zz[1] / 2, ax=0, ay=0, axref="x", ayref="y", xref="x", yref="y", showarrow=True,
                        arrowhead=3, arrowwidth=2, arrowcolor=EVIDENCE, text="z / 2")
-    fig.update_layout(title=title, height=440, yaxis_scaleanchor="x", margin=dict(t=50, b=40),
-                      legend=dict(orientation="h", y=-0.15))
+    fig.update_layout(title=title, height=460, yaxis_scaleanchor="x", xaxis_title="x", yaxis_title="y",
+                      margin=dict(t=50, b=40), legend=dict(orientation="h", yanchor="top", y=-0.25))
     return fig
 
 

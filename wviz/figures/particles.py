@@ -5,6 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from wviz.figures.common import PALETTE, to_numpy
+from wviz.figures.transport_plans import decade_ticks
 
 
 def _trails(traj: np.ndarray, upto: int):
@@ -14,34 +15,55 @@ def _trails(traj: np.ndarray, upto: int):
     return segs[:, 0], segs[:, 1]
 
 
+def _layer_traces(traj: np.ndarray, h: int, angle: np.ndarray) -> list:
+    """Layer h: every particle's trail over layers 0..h (grey) and the particles, coloured by ``angle``."""
+    tx, ty = _trails(traj, h)
+    return [go.Scatter(x=tx, y=ty, mode="lines", line=dict(color="rgba(120,120,120,0.45)", width=1),
+                       hoverinfo="skip", name="trails", showlegend=False),
+            go.Scatter(x=traj[h, :, 0], y=traj[h, :, 1], mode="markers", name=f"layer {h}", showlegend=False,
+                       marker=dict(size=8, color=angle, colorscale="Twilight", line=dict(width=0.5, color="black")),
+                       hovertemplate="particle %{text}<br>(%{x:.3f}, %{y:.3f})<extra></extra>",
+                       text=[str(i) for i in range(traj.shape[1])])]
+
+
+def _flow_parts(trajectory):
+    """The trajectory (L + 1, N, 2) as numpy, each particle's colour (its angle around the centroid of layer 0,
+    so that particles can be followed) and the axes that hold every layer (the same in every frame)."""
+    traj = to_numpy(trajectory)
+    c = traj[0] - traj[0].mean(0)
+    lo, hi = np.nanmin(traj, (0, 1)), np.nanmax(traj, (0, 1))
+    pad = 0.08 * max(float((hi - lo).max()), 1e-9)
+    axes = dict(xaxis=dict(range=[lo[0] - pad, hi[0] + pad], title="x (first coordinate)"),
+                yaxis=dict(range=[lo[1] - pad, hi[1] + pad], title="y (second coordinate)", scaleanchor="x"))
+    return traj, np.arctan2(c[:, 1], c[:, 0]), axes
+
+
+def particles_at(trajectory, h: int, title: str, height: int = 520) -> go.Figure:
+    """The particles at layer h with their trails so far, on axes that hold every layer: one still of the flow
+    (the frames of its animation, the side-by-side view)."""
+    traj, angle, axes = _flow_parts(trajectory)
+    fig = go.Figure(data=_layer_traces(traj, h, angle))
+    fig.update_layout(title=title, height=height, margin=dict(t=60, b=40), **axes)
+    return fig
+
+
+def flow_frames(trajectory, title: str) -> list[go.Figure]:
+    """particles_at for every layer 0..L, titled "``title``: layer h of L": the frames of the flow's animation."""
+    L = to_numpy(trajectory).shape[0] - 1
+    return [particles_at(trajectory, h, f"{title}: layer {h} of {L}") for h in range(L + 1)]
+
+
 def particles_animation(trajectory, title: str = "Particles over layers") -> go.Figure:
     """The particles of each layer with their trails, one Plotly frame per layer (play button and slider). Colour:
     each particle's angle around the centroid of layer 0, so that particles can be followed."""
-    traj = to_numpy(trajectory)
+    traj, angle, axes = _flow_parts(trajectory)
     L = traj.shape[0] - 1
-    c = traj[0] - traj[0].mean(0)
-    angle = np.arctan2(c[:, 1], c[:, 0])
-
-    def traces(h):
-        tx, ty = _trails(traj, h)
-        return [go.Scatter(x=tx, y=ty, mode="lines", line=dict(color="rgba(120,120,120,0.45)", width=1),
-                           hoverinfo="skip", name="trails", showlegend=False),
-                go.Scatter(x=traj[h, :, 0], y=traj[h, :, 1], mode="markers", name=f"layer {h}", showlegend=False,
-                           marker=dict(size=8, color=angle, colorscale="Twilight", line=dict(width=0.5,
-                                       color="black")), hovertemplate="particle %{text}<br>(%{x:.3f}, %{y:.3f})"
-                                                                      "<extra></extra>",
-                           text=[str(i) for i in range(traj.shape[1])])]
-
-    frames = [go.Frame(data=traces(h), name=str(h)) for h in range(L + 1)]
-    lo, hi = np.nanmin(traj, (0, 1)), np.nanmax(traj, (0, 1))
-    pad = 0.08 * max(float((hi - lo).max()), 1e-9)
+    frames = [go.Frame(data=_layer_traces(traj, h, angle), name=str(h)) for h in range(L + 1)]
     step = lambda h: dict(method="animate", label=str(h), args=[[str(h)], dict(  # noqa: E731
         mode="immediate", frame=dict(duration=0, redraw=False), transition=dict(duration=0))])
-    fig = go.Figure(data=traces(L), frames=frames)
+    fig = go.Figure(data=_layer_traces(traj, L, angle), frames=frames)
     fig.update_layout(
-        title=title, height=520, margin=dict(t=50, b=40),
-        xaxis=dict(range=[lo[0] - pad, hi[0] + pad], title="x"),
-        yaxis=dict(range=[lo[1] - pad, hi[1] + pad], title="y", scaleanchor="x"),
+        title=title, height=600, margin=dict(t=60, b=150), **axes,
         updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.12, xanchor="left", yanchor="top",
                           buttons=[dict(label="Play", method="animate",
                                         args=[None, dict(frame=dict(duration=500, redraw=False), fromcurrent=False,
@@ -49,7 +71,8 @@ def particles_animation(trajectory, title: str = "Particles over layers") -> go.
                                    dict(label="Pause", method="animate",
                                         args=[[None], dict(frame=dict(duration=0, redraw=False),
                                                            mode="immediate", transition=dict(duration=0))])])],
-        sliders=[dict(active=L, currentvalue=dict(prefix="layer "), x=0.18, len=0.82, y=-0.08,
+        # the slider under the buttons, full width: beside them it ran into "Pause" at 800 px
+        sliders=[dict(active=L, currentvalue=dict(prefix="layer ", xanchor="right"), x=0.0, len=1.0, y=-0.2,
                       steps=[step(h) for h in range(L + 1)])],
     )
     return fig
@@ -90,8 +113,8 @@ def contraction_scatter(w1_in, w1_out, slopes: dict, pair=None, perturbation: st
                         line=dict(color=PALETTE[(i + 1) % len(PALETTE)], dash=dashes[i % len(dashes)]))
     lo = min(b.min(), xs[0] * min(shown)) / 2
     hi = max(b.max(), xs[1] * max(shown)) * 2
-    fig.update_layout(title="Contraction: output W1 against input W1", xaxis_type="log", yaxis_type="log",
-                      yaxis_range=[np.log10(lo), np.log10(hi)], xaxis_title="W1(mu, nu)",
+    fig.update_layout(title="Contraction: output W1 against input W1", xaxis=decade_ticks(*xs),
+                      yaxis=dict(decade_ticks(lo, hi), range=[np.log10(lo), np.log10(hi)]), xaxis_title="W1(mu, nu)",
                       yaxis_title="W1(mu A_mu, nu A_nu)", height=460, margin=dict(t=50, b=40),
                       legend=dict(orientation="h", y=-0.22))
     return fig
@@ -109,7 +132,10 @@ def fixed_point_history(steps, to_last, envelope=None) -> go.Figure:
         e = to_numpy(envelope)
         fig.add_scatter(x=np.arange(len(e)), y=e, mode="lines", name="Banach: kappa^l / (1 - kappa) W1(mu^1, mu^0)",
                         line=dict(color=PALETTE[2], dash="dot"))
-    fig.update_layout(title="Fixed point of the weight-shared layer (Prop. 26)", yaxis_type="log",
+    shown = np.concatenate([s, t, to_numpy(envelope) if envelope is not None else []])
+    shown = shown[shown > 0]
+    ticks = decade_ticks(shown.min(), shown.max()) if len(shown) else dict(type="log")
+    fig.update_layout(title="Fixed point of the weight-shared layer (Prop. 26)", yaxis=ticks,
                       xaxis_title="iteration l", yaxis_title="W1", height=380, margin=dict(t=50, b=40),
                       legend=dict(orientation="h", y=-0.25))
     return fig
@@ -122,7 +148,8 @@ def cor30_failure(n, ratio, bound) -> go.Figure:
     fig.add_scatter(x=n, y=r, mode="lines+markers", name="W1 ratio (token between two clusters)",
                     line=dict(color=PALETTE[0]))
     fig.add_scatter(x=n, y=b, mode="lines", name="Cor. 30 bound as printed", line=dict(color=PALETTE[5], dash="dash"))
-    fig.update_layout(title="Where Cor. 30 fails: ratio ~ 2 q ln N against a bound ~ sqrt(ln N)", xaxis_type="log",
+    fig.update_layout(title="Where Cor. 30 fails: ratio ~ 2 q ln N against a bound ~ sqrt(ln N)",
+                      xaxis=decade_ticks(n.min(), n.max()),
                       xaxis_title="number of tokens N", yaxis_title="W1(mu A_mu, nu A_nu) / W1(mu, nu)", height=380,
                       margin=dict(t=50, b=40), legend=dict(orientation="h", y=-0.25))
     return fig

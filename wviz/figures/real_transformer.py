@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
+import altair as alt
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -18,7 +20,7 @@ def token_labels(tokens) -> list[str]:
 
 def _panel_titles(labels) -> list[str]:
     """'entmax (alpha = 1.5, tau = 1)' -> 'entmax<br>alpha = 1.5, tau = 1': name and parameters on two lines, so
-    that four panel titles side by side do not run into each other."""
+    that panel titles side by side do not run into each other."""
     out = []
     for label in labels:
         name, _, params = label.partition(" (")
@@ -26,43 +28,80 @@ def _panel_titles(labels) -> list[str]:
     return out
 
 
+# The attention maps sit two to a row: at 800 px a panel is about PANEL_PX wide, and a token label rotated upright
+# needs LABEL_PX (its line height at 12 px, with a gap). Beyond PANEL_PX // LABEL_PX tokens the labels would
+# overlap, so every k-th one is labelled and the figure says so.
+MAP_COLS, PANEL_PX, LABEL_PX = 2, 330, 14
+
+
+def label_step(n: int, room_px: float = PANEL_PX) -> int:
+    """Label every token when n of them fit in room_px, else every k-th (the smallest k that fits)."""
+    return max(1, math.ceil(n * LABEL_PX / room_px))
+
+
+def _token_axis(labels: list[str], step: int, across: bool) -> dict:
+    """An axis that labels every ``step``-th token (every token when step is 1); across (the x axis), long labels
+    are rotated upright so that neighbours do not overlap."""
+    shown = labels[::step]
+    upright = across and max(len(t) for t in labels) > 3
+    return dict(tickmode="array", tickvals=shown, ticktext=shown, tickangle=-90 if upright else 0, automargin=True)
+
+
 def attention_maps(maps: dict, tokens, layer: int, head: int) -> go.Figure:
-    """The (T, T) weights of one head under each normaliser (``maps``: label -> matrix), side by side on one
-    colour scale from 0 to 1; queries down, keys across."""
+    """The (T, T) weights of one head under each normaliser (``maps``: label -> matrix), two panels to a row on
+    one colour scale from 0 to 1 (one shared colour bar); queries down, keys across, every token labelled while
+    the labels fit (else every k-th, said in the subtitle)."""
     labels = token_labels(tokens)
     names = list(maps)
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=_panel_titles(names),
-                        horizontal_spacing=0.12 / max(1, len(names)))
-    for col, name in enumerate(names, 1):
-        fig.add_trace(go.Heatmap(z=to_numpy(maps[name]), x=labels, y=labels, zmin=0, zmax=1, colorscale="Viridis",
-                                 showscale=col == len(names), colorbar=dict(title="weight"), name=name,
+    n = len(labels)
+    cols = min(MAP_COLS, len(names))
+    rows = math.ceil(len(names) / cols)
+    panel_h = min(560, max(260, LABEL_PX * n))
+    step_x, step_y = label_step(n), label_step(n, panel_h)
+    # between two rows: the upright key labels and the axis title (at presentation size, 20 px), the next titles
+    gap = 0.6 * 20 * max(len(t) for t in labels[::step_x]) + 100
+    height = rows * panel_h + (rows - 1) * gap + 170
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.1,
+                        vertical_spacing=gap / height if rows > 1 else 0.1)
+    for i, name in enumerate(names):
+        r, col = i // cols + 1, i % cols + 1
+        fig.add_trace(go.Heatmap(z=to_numpy(maps[name]), x=labels, y=labels, coloraxis="coloraxis", name=name,
                                  hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"),
-                      row=1, col=col)
-        fig.update_yaxes(autorange="reversed", showticklabels=col == 1, row=1, col=col)
-        fig.update_xaxes(tickangle=-60, row=1, col=col)
-    side = max(420, min(720, 22 * len(labels) + 200))
-    fig.update_layout(title=f"Layer {layer}, head {head}: attention under each normaliser (rows: queries)",
-                      height=side, margin=dict(t=110, b=60))
-    fig.update_annotations(font_size=13)
+                      row=r, col=col)
+        fig.update_yaxes(autorange="reversed", **_token_axis(labels, step_y, False), showticklabels=col == 1,
+                         title_text="query token" if col == 1 else None, row=r, col=col)
+        fig.update_xaxes(**_token_axis(labels, step_x, True), title_text="key token", row=r, col=col)
+    thinned = [f"one {what} token in {k} labelled" for k, what in ((step_y, "query"), (step_x, "key")) if k > 1]
+    title = {"text": f"Layer {layer}, head {head}: attention per normaliser"}
+    if thinned:
+        title["subtitle_text"] = "; ".join(thinned) + " (hover for all)"
+    fig.update_layout(title=title, coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title="weight")),
+                      height=round(height), margin=dict(t=130 if thinned else 100, b=40))
     return fig
 
 
 def sparsity_per_head(sparsity: dict) -> go.Figure:
-    """Fraction of exact zeros of each head (layers down, heads across), one panel per normaliser."""
+    """Fraction of exact zeros of each head (layers down, heads across), one panel per normaliser, three to a row
+    on one colour scale (one shared colour bar)."""
     names = list(sparsity)
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=_panel_titles(names), horizontal_spacing=0.06)
-    for col, name in enumerate(names, 1):
+    cols = min(3, len(names))
+    rows = math.ceil(len(names) / cols)
+    panel, gap = 240, 150        # px; between rows: tick labels, the axis title, two-line panel titles (at 20 px)
+    height = rows * panel + (rows - 1) * gap + 150
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=_panel_titles(names), horizontal_spacing=0.08,
+                        vertical_spacing=gap / height if rows > 1 else 0.1)
+    for i, name in enumerate(names):
+        r, col = i // cols + 1, i % cols + 1
         s = to_numpy(sparsity[name])
         L, H = s.shape
-        fig.add_trace(go.Heatmap(z=s, x=list(range(H)), y=list(range(L)), zmin=0, zmax=1, colorscale="Cividis",
-                                 showscale=col == len(names), colorbar=dict(title="zeros"), name=name,
+        fig.add_trace(go.Heatmap(z=s, x=list(range(H)), y=list(range(L)), coloraxis="coloraxis", name=name,
                                  hovertemplate="layer %{y}, head %{x}: %{z:.1%} zeros<extra></extra>"),
-                      row=1, col=col)
-        fig.update_yaxes(autorange="reversed", title_text="layer" if col == 1 else None, dtick=1, row=1, col=col)
-        fig.update_xaxes(title_text="head", dtick=2, row=1, col=col)
-    fig.update_layout(title="Sparsity per head: fraction of attention weights that are exactly 0",
-                      height=350, margin=dict(t=100, b=50))
-    fig.update_annotations(font_size=13)
+                      row=r, col=col)
+        fig.update_yaxes(autorange="reversed", title_text="layer" if col == 1 else None, dtick=1, row=r, col=col)
+        fig.update_xaxes(title_text="head", dtick=2, row=r, col=col)
+    fig.update_layout(title="Sparsity per head: fraction of weights exactly 0",
+                      coloraxis=dict(colorscale="Cividis", cmin=0, cmax=1, colorbar=dict(title="zeros")),
+                      height=height, margin=dict(t=120, b=50))
     return fig
 
 
@@ -75,34 +114,38 @@ def layer_distances(distances: dict) -> go.Figure:
                         line=dict(color=PALETTE[i % len(PALETTE)]))
     fig.update_layout(title="How far each layer's output moves from the original model",
                       xaxis=dict(title="layer", dtick=1),
-                      yaxis=dict(title="relative distance ||h' - h|| / ||h||", rangemode="tozero"),
+                      yaxis=dict(title="||h' - h|| / ||h||", rangemode="tozero"),
                       height=360, margin=dict(t=60, b=40), legend=dict(orientation="h", y=-0.25))
     return fig
 
 
 def deviation_histograms(per_layer, alpha: float, bins: int = 30) -> go.Figure:
     """Figure 4 of 002: per layer, the histogram of ||lambda* - alpha z|| / ||lambda*|| (averaged over heads)
-    over all samples, with the mean as a red vertical line."""
+    over all samples, with the mean as a red vertical line. Each panel's y range runs to 15 % above its tallest
+    bar, so no bar is cut at the top."""
     dev = to_numpy(per_layer)
     L = dev.shape[0]
     cols = 3
     rows = math.ceil(L / cols)
     means = dev.mean(axis=1)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"layer {l}: mean {m:.3f}" for l, m in enumerate(means)],
-                        vertical_spacing=0.16, horizontal_spacing=0.06)
+                        vertical_spacing=0.2, horizontal_spacing=0.08)
     edges = np.linspace(0.0, max(float(dev.max()), 1e-12), bins + 1)
+    centres = (edges[:-1] + edges[1:]) / 2
     for layer in range(L):
         r, c = layer // cols + 1, layer % cols + 1
         counts, _ = np.histogram(dev[layer], bins=edges)
-        centres = (edges[:-1] + edges[1:]) / 2
         fig.add_bar(x=centres, y=counts, width=edges[1] - edges[0], marker_color=PALETTE[0], name=f"layer {layer}",
                     showlegend=False, hovertemplate="deviation %{x:.3f}: %{y} tokens<extra></extra>", row=r, col=c)
         fig.add_vline(x=float(means[layer]), line=dict(color="red", width=2), row=r, col=c)
-        fig.update_xaxes(range=[0, edges[-1]], row=r, col=c)
-    fig.update_xaxes(title_text="deviation", row=rows)
+        fig.update_xaxes(range=[0, edges[-1]], nticks=4, row=r, col=c)
+        fig.update_yaxes(range=[0, 1.15 * max(int(counts.max()), 1)], row=r, col=c)
+    fig.update_xaxes(title_text="relative deviation", row=rows)
     fig.update_yaxes(title_text="query tokens", col=1)
-    fig.update_layout(title=f"Figure 4 of 002 on MiniLM (alpha = {alpha:g}): ||lambda* - alpha z|| / ||lambda*||",
-                      height=260 * rows + 120, margin=dict(t=90, b=50), bargap=0)
+    fig.update_layout(title=dict(text=f"Figure 4 of 002 on MiniLM (alpha = {alpha:g})",
+                                 subtitle_text="||lambda* - alpha z|| / ||lambda*||, averaged over the heads; red: "
+                                               "the mean"),
+                      height=280 * rows + 170, margin=dict(t=140, b=50), bargap=0)
     return fig
 
 
@@ -111,9 +154,52 @@ def deviation_per_head(per_head) -> go.Figure:
     mean = to_numpy(per_head).mean(axis=-1)
     L, H = mean.shape
     fig = go.Figure(go.Heatmap(z=mean, x=list(range(H)), y=list(range(L)), colorscale="Cividis",
-                               colorbar=dict(title="mean"),
+                               colorbar=dict(title="mean<br>deviation"),
                                hovertemplate="layer %{y}, head %{x}: mean deviation %{z:.3f}<extra></extra>"))
-    fig.update_layout(title="Mean relative deviation per head (Appendix C of 002)", height=330,
+    fig.update_layout(title="Mean relative deviation per head (Appendix C of 002)", height=360,
                       xaxis=dict(title="head", dtick=1), yaxis=dict(title="layer", dtick=1, autorange="reversed"),
                       margin=dict(t=60, b=40))
     return fig
+
+
+def linked_attention(maps: dict, tokens, layer: int, head: int) -> alt.VConcatChart:
+    """An Altair (Vega-Lite) linked view, all in the browser: the heatmap of one head under one normaliser (a
+    drop-down under the chart picks which); clicking a cell selects its query (a point selection on the 'query'
+    field, the row outlined), and the bars below show that query's weights over the key tokens under every
+    normaliser side by side. The selection starts on the first query ([CLS]). Narrow enough for a half screen;
+    every token labelled while the labels fit (else Vega hides overlapping ones, and the title says so)."""
+    labels = token_labels(tokens)
+    names = list(maps)
+    n = len(labels)
+    table = pd.DataFrame({"normaliser": np.repeat(names, n * n), "query": np.tile(np.repeat(labels, n), len(names)),
+                          "key": np.tile(labels, n * len(names)),
+                          "weight": np.concatenate([to_numpy(maps[name]).ravel() for name in names])})
+    side = min(340, max(180, 22 * n))
+    fits = side / n >= LABEL_PX
+    upright = max(len(t) for t in labels) > 3
+    x_axis = alt.Axis(labelAngle=-90 if upright else 0, labelOverlap="greedy" if not fits else False)
+    y_axis = alt.Axis(labelOverlap="greedy" if not fits else False)
+    pick = alt.selection_point(name="query_row", fields=["query"], on="click", value=[{"query": labels[0]}],
+                               toggle=False, clear=False, empty=False)
+    shown = alt.param(name="heatmap_of", value=names[0], bind=alt.binding_select(options=names, name="heatmap: "))
+    tip = [alt.Tooltip("normaliser:N"), alt.Tooltip("query:N"), alt.Tooltip("key:N"),
+           alt.Tooltip("weight:Q", format=".3f")]
+    heat = alt.Chart().transform_filter(alt.datum.normaliser == shown).mark_rect().encode(
+        x=alt.X("key:N", sort=labels, title="key token", axis=x_axis),
+        y=alt.Y("query:N", sort=labels, title="query token", axis=y_axis),
+        color=alt.Color("weight:Q", title="weight", scale=alt.Scale(domain=[0, 1], scheme="viridis"),
+                        legend=alt.Legend(orient="right", gradientLength=min(side, 200))),
+        stroke=alt.condition(pick, alt.value("#D55E00"), alt.value(None)), strokeWidth=alt.value(2), tooltip=tip,
+    ).add_params(pick, shown).properties(width=side, height=side,
+                                         title="Click a row to choose its query" + ("" if fits else
+                                                                                    " (some labels hidden)"))
+    bars = alt.Chart().transform_filter(pick).mark_bar().encode(
+        x=alt.X("key:N", sort=labels, title="key token", axis=x_axis),
+        xOffset=alt.XOffset("normaliser:N", sort=names),
+        y=alt.Y("weight:Q", title="weight", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("normaliser:N", sort=names, scale=alt.Scale(range=PALETTE[:len(names)]),
+                        legend=alt.Legend(orient="bottom", columns=1, title=None, labelLimit=400)),
+        tooltip=tip,
+    ).properties(width=side, height=200, title="The chosen query's weights, every normaliser")
+    return alt.vconcat(heat, bars, data=table).properties(
+        title=f"Layer {layer}, head {head}").resolve_scale(color="independent")

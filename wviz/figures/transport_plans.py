@@ -7,24 +7,66 @@ from plotly.subplots import make_subplots
 
 from wviz.figures.common import PALETTE, to_numpy
 
+MAX_DECADE_LABELS = 13   # a log axis spanning more decades labels every 2nd (3rd...) one
 
-def plan_with_marginals(plan, a, b, title: str) -> go.Figure:
-    """The plan P as a heatmap, the target marginal b as bars above it and the source marginal a on its left."""
+
+def decade_text(k: int, m: int = 1) -> str:
+    """m 10^k as read aloud: plain digits from 0.001 to 5000, else with a power of ten ("2·10<sup>-5</sup>")."""
+    if -3 <= k <= 3:
+        return f"{m * 10.0 ** k:g}"
+    return f"10<sup>{k}</sup>" if m == 1 else f"{m}·10<sup>{k}</sup>"
+
+
+def decade_ticks(lo: float, hi: float) -> dict:
+    """A log axis from lo to hi (> 0) labelled in full at each power of ten (every k-th when more than
+    MAX_DECADE_LABELS decades), and at 1, 2 and 5 times each power when fewer than two powers of ten lie in the
+    range; never Plotly's bare leading digits ("5, 2, 1, 5, 2, 0.1")."""
+    lo, hi = max(float(lo), 1e-300), max(float(hi), 1e-300)
+    first, last = int(np.floor(np.log10(lo) + 1e-9)), int(np.ceil(np.log10(hi) - 1e-9))
+    inside = sum(lo <= 10.0 ** k <= hi for k in range(first, last + 1))
+    if inside < 2:
+        ticks = [(k, m) for k in range(first, last + 1) for m in (1, 2, 5)]
+    else:
+        step = -(-(last - first + 1) // MAX_DECADE_LABELS)
+        ticks = [(k, 1) for k in range(first, last + 1) if k % step == 0] or [(first, 1)]
+    return dict(type="log", tickmode="array", tickvals=[m * 10.0 ** k for k, m in ticks],
+                ticktext=[decade_text(k, m) for k, m in ticks])
+
+
+def plan_with_marginals(plan, a, b, title: str, zmax: float | None = None, height: int = 560,
+                        compact: bool = False) -> go.Figure:
+    """The plan P as a heatmap (colour bar "P_ij", from 0 to ``zmax`` when given, e.g. the same in every frame of
+    an animation), the target marginal b as bars above it and the source marginal a on its left. ``compact`` (half
+    a page wide): the marginals' bars without tick labels (their values show on hover)."""
     P, a, b = to_numpy(plan), to_numpy(a), to_numpy(b)
-    fig = make_subplots(rows=2, cols=2, column_widths=[0.15, 0.85], row_heights=[0.2, 0.8],
-                        shared_xaxes="columns", shared_yaxes="rows", horizontal_spacing=0.01,
+    fig = make_subplots(rows=2, cols=2, column_widths=[0.22, 0.78] if compact else [0.15, 0.85],
+                        row_heights=[0.2, 0.8], shared_xaxes="columns", shared_yaxes="rows",
+                        horizontal_spacing=0.04 if compact else 0.01,
                         vertical_spacing=0.02)
     fig.add_bar(x=np.arange(len(b)), y=b, row=1, col=2, marker_color=PALETTE[1], name="b (target)",
                 hovertemplate="b_%{x} = %{y:.3g}<extra></extra>")
     fig.add_bar(y=np.arange(len(a)), x=a, orientation="h", row=2, col=1, marker_color=PALETTE[0],
                 name="a (source)", hovertemplate="a_%{y} = %{x:.3g}<extra></extra>")
-    fig.add_trace(go.Heatmap(z=P, colorscale="Viridis", colorbar=dict(title="P_ij", len=0.8, y=0.4),
+    fig.add_trace(go.Heatmap(z=P, colorscale="Viridis", showscale=True, zmin=0 if zmax else None, zmax=zmax,
+                             colorbar=dict(title=dict(text="P_ij"), len=0.8, y=0.4),
                              hovertemplate="P[%{y}, %{x}] = %{z:.3g}<extra></extra>"), row=2, col=2)
     fig.update_xaxes(autorange="reversed", row=2, col=1, title_text="a_i")
     fig.update_yaxes(autorange="reversed", row=2, col=1, title_text="source i")
+    fig.update_yaxes(title_text="b_j", row=1, col=2)
     fig.update_xaxes(title_text="target j", row=2, col=2)
-    fig.update_layout(title=title, height=560, showlegend=False, margin=dict(t=50, b=40))
+    if compact:
+        fig.update_xaxes(showticklabels=False, row=2, col=1)
+        fig.update_yaxes(showticklabels=False, row=1, col=2)
+    fig.update_layout(title=title, height=height, showlegend=False, margin=dict(t=60, b=40))
     return fig
+
+
+def plan_frames(frames, title: str) -> list[go.Figure]:
+    """One plan_with_marginals per (plan, rows, columns, caption) of ``frames``, all on the colour scale of the
+    largest entry, titled "``title``: caption": the frames of an animation."""
+    top = max(float(to_numpy(plan).max()) for plan, *_ in frames) or 1.0
+    return [plan_with_marginals(plan, rows, cols, f"{title}: {caption}", zmax=top)
+            for plan, rows, cols, caption in frames]
 
 
 def plan_lines(x, y, plan, a, b, title: str, max_lines: int = 1500) -> go.Figure:
@@ -53,6 +95,7 @@ def plan_lines(x, y, plan, a, b, title: str, max_lines: int = 1500) -> go.Figure
                         marker=dict(color=color, size=4 + 14 * np.sqrt(w / w.max()), line=dict(width=0.5)))
     note = "" if k == int((flat > 0).sum()) else f" (the {k} largest of {int((flat > 0).sum())} entries)"
     fig.update_layout(title=title + note, height=520, yaxis_scaleanchor="x", margin=dict(t=50, b=40),
+                      xaxis_title="first coordinate", yaxis_title="second coordinate",
                       legend=dict(orientation="h", y=-0.12))
     return fig
 
@@ -64,8 +107,10 @@ def marginal_error_curve(iterations, errors, tol: float, title: str, current: in
     fig.add_hline(y=tol, line_dash="dash", annotation_text=f"tol = {tol:g}")
     if current is not None:
         fig.add_vline(x=current, line_color=PALETTE[5])
-    fig.update_layout(title=title, xaxis_title="iteration", yaxis_title="L1 marginal error", yaxis_type="log",
-                      height=360, margin=dict(t=50, b=40))
+    shown = np.maximum(err, 1e-300)
+    fig.update_layout(title=title, xaxis_title="iteration", yaxis_title="L1 marginal error",
+                      yaxis=decade_ticks(min(shown.min(), tol), max(shown.max(), tol)), height=360,
+                      margin=dict(t=50, b=40))
     return fig
 
 
@@ -75,6 +120,8 @@ def cost_against_gamma(gammas, costs, exact_cost: float, gamma_now: float, title
                                name="<C, P_gamma>"))
     fig.add_hline(y=exact_cost, line_dash="dash", annotation_text=f"exact OT = {exact_cost:.4g}")
     fig.add_vline(x=gamma_now, line_color=PALETTE[5], annotation_text="current gamma")
-    fig.update_layout(title=title, xaxis_type="log", xaxis_title="gamma", yaxis_title="transport cost",
-                      height=360, margin=dict(t=50, b=40))
+    g = to_numpy(gammas)
+    fig.update_layout(title=title, xaxis=decade_ticks(min(g.min(), gamma_now), max(g.max(), gamma_now)),
+                      xaxis_title="gamma", yaxis_title="transport cost <C, P>", height=360,
+                      margin=dict(t=50, b=40))
     return fig

@@ -12,12 +12,14 @@ SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy"
               "covariance trace": "mean tr(Sigma) of the last layer's tokens"}
 
 
-def _image_trace(img, showscale=False) -> go.Heatmap:
-    """A (C, H, W) image in [0, 1] as a grey heatmap (RGB images shown by their mean)."""
+PIXELS = dict(colorscale="gray", cmin=0, cmax=1, colorbar=dict(title="pixel"))  # images: 0 black to 1 white
+
+
+def _image_trace(img, coloraxis: str = "coloraxis") -> go.Heatmap:
+    """A (C, H, W) image in [0, 1] as a grey heatmap on ``coloraxis`` (RGB images shown by their mean)."""
     a = to_numpy(img)
     a = a.mean(0) if a.ndim == 3 else a
-    return go.Heatmap(z=a, zmin=0, zmax=1, colorscale="gray", showscale=showscale,
-                      hovertemplate="row %{y}, col %{x}: %{z:.2f}<extra></extra>")
+    return go.Heatmap(z=a, coloraxis=coloraxis, hovertemplate="row %{y}, col %{x}: %{z:.2f}<extra></extra>")
 
 
 def _square_axes(fig, n_cols: int) -> None:
@@ -28,12 +30,13 @@ def _square_axes(fig, n_cols: int) -> None:
 
 
 def preprocessing(steps: list) -> go.Figure:
-    """The upload's way to the model: one panel per (caption, image) step."""
+    """The upload's way to the model: one panel per (caption, image) step, on one grey scale (one colour bar)."""
     fig = make_subplots(rows=1, cols=len(steps), subplot_titles=[c for c, _ in steps], horizontal_spacing=0.05)
     for i, (_, img) in enumerate(steps, 1):
         fig.add_trace(_image_trace(img), row=1, col=i)
     _square_axes(fig, len(steps))
-    fig.update_layout(title="Preprocessing of the uploaded image", height=300, margin=dict(t=80, b=10))
+    fig.update_layout(title="Preprocessing of the uploaded image", coloraxis=PIXELS, height=300,
+                      margin=dict(t=80, b=10))
     return fig
 
 
@@ -47,20 +50,21 @@ def class_probabilities(preds: dict, names: list[str], samples: int) -> go.Figur
                     error_y=dict(type="data", symmetric=False, array=np.maximum(hi - mean, 0),
                                  arrayminus=np.maximum(mean - lo, 0)),
                     hovertemplate="class %{x}: %{y:.3f}<extra>" + name + "</extra>")
-    fig.update_layout(title=f"Class probabilities (mean of {samples} Monte-Carlo draws; bars: 5-95 % of draws)",
-                      barmode="group", yaxis_range=[0, 1.05], xaxis_title="class", yaxis_title="probability",
-                      height=360, margin=dict(t=50, b=40))
+    fig.update_layout(title=f"Class probabilities (mean of {samples} draws)", barmode="group", yaxis_range=[0, 1.05],
+                      xaxis_title="class", yaxis_title="probability", height=380, margin=dict(t=80, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=1, xanchor="right"))
     return fig
 
 
 def map_over_image(image, values, title: str, label: str, mark: tuple[int, int] | None = None) -> go.Figure:
-    """The image beside a per-patch map (grid x grid); ``mark`` (row, col) outlines one patch on both."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("input", label), horizontal_spacing=0.06)
+    """The image beside a per-patch map (grid x grid), each with its colour bar; ``mark`` (row, col) outlines one
+    patch on both."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("input", label), horizontal_spacing=0.2)
     fig.add_trace(_image_trace(image), row=1, col=1)
     v = to_numpy(values)
     g = v.shape[0]
     side = to_numpy(image).shape[-1]
-    fig.add_trace(go.Heatmap(z=v, colorscale="Viridis", colorbar=dict(title=label.split(" ")[0]),
+    fig.add_trace(go.Heatmap(z=v, coloraxis="coloraxis2",
                              hovertemplate="patch row %{y}, col %{x}: %{z:.4g}<extra></extra>"), row=1, col=2)
     if mark is not None:
         r, c = mark
@@ -69,22 +73,27 @@ def map_over_image(image, values, title: str, label: str, mark: tuple[int, int] 
             fig.add_shape(type="rect", x0=x0, y0=y0, x1=x0 + s, y1=y0 + s, line=dict(color="red", width=2),
                           row=1, col=col)
     _square_axes(fig, 2)
-    fig.update_layout(title=title, height=340, margin=dict(t=70, b=10))
+    image_bar = dict(PIXELS, colorbar=dict(title="pixel", x=fig.layout.xaxis.domain[1] + 0.02, xanchor="left"))
+    fig.update_layout(title=title, coloraxis=image_bar,
+                      coloraxis2=dict(colorscale="Viridis", colorbar=dict(title=label.split(" ")[0])),
+                      height=340, margin=dict(t=70, b=10))
     return fig
 
 
 def attention_heads(maps: list, rollout_map, title: str) -> go.Figure:
-    """The query's attention over the patches for each head, and the attention rollout, on one colour scale."""
+    """The query's attention over the patches for each head, and the attention rollout, on one colour scale (one
+    shared colour bar)."""
     n = len(maps) + 1
-    names = [f"head {h}" for h in range(len(maps))] + ["rollout (class token)"]
+    names = [f"head {h}" for h in range(len(maps))] + ["rollout<br>(class token)"]
     fig = make_subplots(rows=1, cols=n, subplot_titles=names, horizontal_spacing=0.03)
     zmax = max(float(to_numpy(m).max()) for m in [*maps, rollout_map])
     for i, m in enumerate([*maps, rollout_map], 1):
-        fig.add_trace(go.Heatmap(z=to_numpy(m), zmin=0, zmax=zmax, colorscale="Viridis", showscale=i == n,
-                                 colorbar=dict(title="weight"),
+        fig.add_trace(go.Heatmap(z=to_numpy(m), coloraxis="coloraxis",
                                  hovertemplate="patch row %{y}, col %{x}: %{z:.3f}<extra></extra>"), row=1, col=i)
     _square_axes(fig, n)
-    fig.update_layout(title=title, height=300, margin=dict(t=80, b=10))
+    fig.update_layout(title=title, coloraxis=dict(colorscale="Viridis", cmin=0, cmax=zmax,
+                                                  colorbar=dict(title="weight")),
+                      height=300, margin=dict(t=90, b=10))
     return fig
 
 
@@ -100,40 +109,77 @@ def entropy_bars(entropies: dict, n_classes: int) -> go.Figure:
     return fig
 
 
+def _bin_bars(fig, centres, values, width, i, n, name, color, row, **kw) -> None:
+    """Bars of model i (of n) at the bin centres, side by side within each bin of width ``width``."""
+    w = width / n
+    fig.add_bar(x=centres, y=values, width=w, offset=-width / 2 + i * w, name=name, marker_color=color,
+                row=row, col=1, **kw)
+
+
 def reliability(rels: dict) -> go.Figure:
-    """Reliability diagram: accuracy per confidence bin for each model, against the diagonal; ECE in the legend."""
-    fig = go.Figure()
-    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="grey", dash="dot"), name="perfect calibration")
-    for name, r in rels.items():
+    """Reliability diagram: above, accuracy per confidence bin for each model as bars against the diagonal (ECE in
+    the legend); below, how many test images fell in each bin (log scale, the counts written on the bars). Empty
+    bins are left out: an accuracy over no images is undefined, and joining the few filled bins by lines made a
+    well calibrated model look erratic."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38], vertical_spacing=0.08)
+    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="grey", dash="dot"),
+                    name="perfect calibration", row=1, col=1)
+    empty, top = [], 1
+    for i, (name, r) in enumerate(rels.items()):
         edges = to_numpy(r.edges)
         centres = (edges[:-1] + edges[1:]) / 2
-        acc, count = to_numpy(r.accuracy), to_numpy(r.count)
+        acc, count, conf = to_numpy(r.accuracy), to_numpy(r.count), to_numpy(r.confidence)
         keep = count > 0
-        fig.add_scatter(x=centres[keep], y=acc[keep], mode="lines+markers", name=f"{name} (ECE {r.ece:.3f})",
-                        line=dict(color=MODEL_COLORS.get(name, PALETTE[2])),
-                        customdata=np.stack([count[keep], to_numpy(r.confidence)[keep]], -1),
-                        hovertemplate="bin centre %{x:.2f}: accuracy %{y:.3f}, mean confidence %{customdata[1]:.3f}, "
-                                      "%{customdata[0]} images<extra></extra>")
-    fig.update_layout(title="Reliability diagram on the digits test split (15 bins)", xaxis_title="confidence",
-                      yaxis_title="accuracy", xaxis_range=[0, 1], yaxis_range=[0, 1.02], height=380,
-                      margin=dict(t=50, b=40))
+        empty.append(f"{name}, {int((~keep).sum())} of {len(count)}")
+        top = max(top, float(count.max()))
+        color = MODEL_COLORS.get(name, PALETTE[2])
+        _bin_bars(fig, centres[keep], acc[keep], edges[1] - edges[0], i, len(rels), f"{name} (ECE {r.ece:.3f})",
+                  color, 1, customdata=np.stack([count[keep], conf[keep]], -1), legendgroup=name,
+                  hovertemplate="bin %{x:.2f}: accuracy %{y:.3f}, mean confidence %{customdata[1]:.3f}, "
+                                "%{customdata[0]} images<extra></extra>")
+        _bin_bars(fig, centres[keep], count[keep], edges[1] - edges[0], i, len(rels), f"{name}: images per bin",
+                  color, 2, text=[f"{int(c)}" for c in count[keep]], textposition="outside", cliponaxis=False,
+                  legendgroup=name, showlegend=False, hovertemplate="bin %{x:.2f}: %{y} images<extra></extra>")
+    n_bins = len(to_numpy(next(iter(rels.values())).count)) if rels else 0
+    fig.update_xaxes(range=[0, 1], dtick=0.1, row=1, col=1)
+    fig.update_xaxes(range=[0, 1], dtick=0.1, title_text="confidence (max probability)", row=2, col=1)
+    fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)
+    # log scale, ticks 1, 10, 100 written out; the range runs a factor 4 above the largest count (room for its text)
+    ticks = [10 ** k for k in range(int(np.ceil(np.log10(4 * top))) + 1)]
+    fig.update_yaxes(type="log", range=[np.log10(0.7), np.log10(4 * top)], title_text="images", tickvals=ticks,
+                     ticktext=[str(t) for t in ticks], row=2, col=1)
+    fig.add_annotation(text="empty bins left out:<br>" + "<br>".join(empty), x=0.01, y=0.99, xref="x domain",
+                       yref="y domain", xanchor="left", yanchor="top", showarrow=False, align="left")
+    fig.update_layout(title=f"Reliability diagram on the digits test split ({n_bins} bins)", barmode="overlay",
+                      height=560, margin=dict(t=110, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
     return fig
 
 
-def ood_histograms(scores: dict, score: str, ood_name: str) -> go.Figure:
-    """Histograms of one OOD score on the test digits and on an OOD set, per model (side by side); AUROC in the
-    panel titles. ``scores`` maps model name -> (in scores, out scores, auroc)."""
+def ood_histograms(scores: dict, score: str, ood_name: str, bins: int = 30) -> go.Figure:
+    """Histograms of one OOD score on the test digits and on an OOD set, per model (side by side, over the same
+    bins for both sets); AUROC in the panel titles. ``scores`` maps model name -> (in scores, out scores, auroc).
+    Each panel's y range runs 15 % above its tallest bar, so no bar is cut at the top."""
     names = list(scores)
-    fig = make_subplots(rows=1, cols=len(names), horizontal_spacing=0.08,
+    fig = make_subplots(rows=1, cols=len(names), horizontal_spacing=0.1,
                         subplot_titles=[f"{n}: AUROC {scores[n][2]:.3f}" for n in names])
     for i, n in enumerate(names, 1):
-        a, b, _ = scores[n]
+        a, b = to_numpy(scores[n][0]), to_numpy(scores[n][1])
+        both = np.concatenate([a, b])
+        lo, hi = float(both.min()), float(both.max())
+        edges = np.linspace(lo, hi if hi > lo else lo + 1e-9, bins + 1)
+        centres, width = (edges[:-1] + edges[1:]) / 2, edges[1] - edges[0]
+        tallest = 1
         for vals, label, color in ((a, "digits (test)", PALETTE[2]), (b, ood_name, PALETTE[5])):
-            fig.add_trace(go.Histogram(x=to_numpy(vals), name=label, marker_color=color, opacity=0.6, nbinsx=30,
-                                       legendgroup=label, showlegend=i == 1), row=1, col=i)
+            counts, _ = np.histogram(vals, bins=edges)
+            tallest = max(tallest, int(counts.max()))
+            fig.add_bar(x=centres, y=counts, width=width, name=label, marker_color=color, opacity=0.6,
+                        legendgroup=label, showlegend=i == 1, row=1, col=i,
+                        hovertemplate="%{x:.3g}: %{y} images<extra>" + label + "</extra>")
         fig.update_xaxes(title_text=SCORE_AXIS.get(score, score), row=1, col=i)
-    fig.update_layout(title=f"OOD score '{score}': digits vs {ood_name}", barmode="overlay", height=340,
-                      margin=dict(t=80, b=40))
+        fig.update_yaxes(range=[0, 1.15 * tallest], title_text="images" if i == 1 else None, row=1, col=i)
+    fig.update_layout(title=f"OOD score '{score}': digits vs {ood_name}", barmode="overlay", bargap=0, height=380,
+                      margin=dict(t=110, b=40), legend=dict(orientation="h", yanchor="bottom", y=1.12, x=0))
     return fig
 
 
@@ -145,6 +191,7 @@ def corruption_curves(curves: dict, severities) -> go.Figure:
         for j, (kind, err) in enumerate(per.items()):
             fig.add_scatter(x=list(severities), y=to_numpy(err), mode="lines+markers", name=f"{name}: {kind}",
                             line=dict(color=MODEL_COLORS.get(name, PALETTE[2]), dash=dashes[j % 3]))
-    fig.update_layout(title="Test error under corruption, by severity", xaxis_title="severity",
-                      yaxis_title="error", yaxis_range=[0, 1], height=380, margin=dict(t=50, b=40))
+    fig.update_layout(title="Test error under corruption, by severity", xaxis=dict(title="severity", dtick=1),
+                      yaxis_title="error", yaxis_range=[0, 1], height=420, margin=dict(t=50, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return fig

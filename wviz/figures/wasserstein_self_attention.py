@@ -6,16 +6,37 @@ from plotly.subplots import make_subplots
 
 from wviz.figures.common import PALETTE, to_numpy
 
+# Position labels an axis shows in full, readable at 800 px in presentation mode (18 px text); beyond, one in k, and
+# the title says so.
+X_TICKS, Y_TICKS = 12, 8
+
+
+def position_ticks(n: int, most: int) -> tuple[dict, int]:
+    """Tick settings labelling positions 0..n-1: all of them up to ``most``, else one in k (returned)."""
+    step = -(-n // most)
+    return dict(tickmode="array", tickvals=list(range(0, n, step)), tickangle=0), step
+
 
 def matrices(panels: dict, title: str) -> go.Figure:
-    """Several n x n matrices side by side (name -> matrix), each with its own colour scale."""
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.06)
-    for col, z in enumerate(panels.values(), 1):
-        z = to_numpy(z)
-        fig.add_trace(go.Heatmap(z=z, colorscale="Viridis", showscale=False,
-                                 hovertemplate="i %{y}, j %{x}: %{z:.3g}<extra></extra>"), row=1, col=col)
-        fig.update_yaxes(autorange="reversed", row=1, col=col)
-    fig.update_layout(title=title, height=380, margin=dict(t=70, b=40))
+    """Several n x n matrices stacked (name -> (matrix, colour bar title)), rows the queries i and columns the keys
+    j, each with its own colour scale and a colour bar beside it. Stacked, not side by side: three panels and
+    their colour bars in a row leave some 120 px per panel at 800 px, too little for its labels."""
+    rows = len(panels)
+    fig = make_subplots(rows=rows, cols=1, subplot_titles=list(panels), vertical_spacing=0.3 / rows)
+    n = len(to_numpy(next(iter(panels.values()))[0]))
+    xticks, xstep = position_ticks(n, X_TICKS)
+    yticks, ystep = position_ticks(n, Y_TICKS)
+    for row, (z, scale) in enumerate(panels.values(), 1):
+        lo, hi = fig.layout[f"yaxis{'' if row == 1 else row}"].domain   # the colour bar beside its own panel
+        fig.add_trace(go.Heatmap(z=to_numpy(z), colorscale="Viridis",
+                                 colorbar=dict(title=dict(text=scale, side="right"), y=(lo + hi) / 2, len=hi - lo,
+                                               thickness=14),
+                                 hovertemplate="query %{y}, key %{x}: %{z:.3g}<extra></extra>"), row=row, col=1)
+        fig.update_xaxes(title_text="key j", **xticks, row=row, col=1)
+        fig.update_yaxes(title_text="query i", autorange="reversed", **yticks, row=row, col=1)
+    thinned = [f"one {axis} in {step}" for axis, step in (("key", xstep), ("query", ystep)) if step > 1]
+    note = f"<br>labelled: {', '.join(thinned)}" if thinned else ""
+    fig.update_layout(title=title + note, height=300 * rows + 120, margin=dict(t=100, b=40))
     return fig
 
 
@@ -23,7 +44,7 @@ def sequences(X, outputs: dict, channels: int = 3) -> go.Figure:
     """The first ``channels`` channels of the input X and of each output Y along the sequence."""
     X = to_numpy(X)
     channels = min(channels, X.shape[-1])
-    fig = make_subplots(rows=channels, cols=1, shared_xaxes=True, vertical_spacing=0.04,
+    fig = make_subplots(rows=channels, cols=1, shared_xaxes=True, vertical_spacing=0.07,
                         subplot_titles=[f"channel {c}" for c in range(channels)])
     series = {"input X": X, **{name: to_numpy(Y) for name, Y in outputs.items()}}
     for c in range(channels):
@@ -33,8 +54,9 @@ def sequences(X, outputs: dict, channels: int = 3) -> go.Figure:
                                 line=dict(color=PALETTE[i % len(PALETTE)], width=2 if i == 0 else 1.5,
                                           dash="dot" if i == 0 else "solid"), row=c + 1, col=1)
     fig.update_xaxes(title_text="position i", row=channels, col=1)
-    fig.update_layout(title="Input and outputs along the sequence", height=160 * channels + 120,
-                      margin=dict(t=60, b=40), legend=dict(orientation="h", y=-0.12))
+    fig.update_yaxes(title_text="value")
+    fig.update_layout(title="Input and outputs along the sequence", height=170 * channels + 140,
+                      margin=dict(t=60, b=40), legend=dict(orientation="h", y=-0.1, yanchor="top"))
     return fig
 
 
@@ -60,6 +82,6 @@ def flow_diagram(representation: str, weight_map: str) -> go.Figure:
                            bgcolor="#FFFFFF", bordercolor=PALETTE[k % len(PALETTE)], borderwidth=2, borderpad=6)
     fig.update_xaxes(visible=False, range=[-0.02, 1.02])
     fig.update_yaxes(visible=False, range=[0, 1])
-    fig.update_layout(title="Wasserstein self-attention (the 000 note): small distance, large weight",
+    fig.update_layout(title="Wasserstein self-attention: small distance, large weight",
                       height=300, margin=dict(t=50, b=10, l=10, r=10), plot_bgcolor="rgba(0,0,0,0)")
     return fig

@@ -15,9 +15,12 @@ import torch
 import torch.nn.functional as F
 
 from wviz import attention, io
+from wviz.guide import Try
 
 MECHANISMS = attention.MECHANISMS
 TAUS = torch.logspace(-3, 3, 121, dtype=torch.float64)   # the tau sweep's grid
+ANIMATION_TAUS = torch.logspace(-3, 2, 24, dtype=torch.float64)  # the frames of the tau sweep's animation
+SIDE_TAUS = (0.1, 10.0)                                   # the side-by-side view's default temperatures
 F64 = torch.float64
 
 
@@ -127,8 +130,19 @@ def prior_table(m: int) -> pd.DataFrame:
 
 
 def prior_from_table(table: pd.DataFrame) -> torch.Tensor:
-    """The prior pi (m,) from the editor (checked by prior-softmax itself: non-negative, summing to 1)."""
-    return torch.tensor(table["prior"].to_numpy(dtype=float, na_value=np.nan), dtype=F64)
+    """The prior pi (m,) from the editor. Every problem with it is named at once in one ValueError: empty or
+    non-numeric cells and negative weights by key, then a total that is not 1."""
+    keys = [str(k) for k in table["key"]]
+    values = pd.to_numeric(table["prior"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    problems = [f"{k} is empty or not a number" for k, v in zip(keys, values) if not np.isfinite(v)]
+    problems += [f"{k} has a negative weight ({v:g})" for k, v in zip(keys, values) if v < 0]
+    if not problems and abs(values.sum() - 1) > 1e-6:   # the tolerance of wviz.attention's own check
+        problems.append(f"the weights sum to {values.sum():.6g}, not 1")
+    if problems:
+        example = ", ".join(f"{k} = {1 / len(keys):.3g}" for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
+        raise ValueError("The prior table has a problem: " + "; ".join(problems) + ". A prior gives each key a "
+                         f"number >= 0 and the numbers sum to 1 (uniform: {example}); a zero masks a key.")
+    return torch.tensor(values, dtype=F64)
 
 
 @dataclass(frozen=True)
@@ -173,6 +187,45 @@ def summary(w: Weights) -> pd.DataFrame:
         "entropy (nats)": [float(attention.entropy(p)) for p in w.p.values()],
         "objective": [float(objective(n, p, i.scores, w.tau, i.alpha, i.prior)) for n, p in w.p.items()],
     })
+
+
+def sweep_frames(inputs: Inputs, taus=ANIMATION_TAUS) -> list[Weights]:
+    """The weights of every chosen mechanism at each tau of ``taus`` (the frames of the tau-sweep animation)."""
+    return [weights(inputs, float(t)) for t in taus]
+
+
+def vector_tex(v, keep: int = 4) -> str:
+    """'(1.06, 0.5, -0.92)' for an equation: a vector's entries to 3 significant digits, at most ``keep`` of them
+    (the first keep - 1, an ellipsis and the last, then its length) so that the line fits a narrow screen."""
+    x = v.detach().cpu().tolist() if isinstance(v, torch.Tensor) else list(v)
+    text = [f"{e:.3g}" for e in x]
+    if len(text) <= keep:
+        return "(" + ", ".join(text) + ")"
+    return "(" + ", ".join(text[:keep - 1] + [r"\ldots", text[-1]]) + rf") \in \mathbb{{R}}^{{{len(x)}}}"
+
+
+# ---- guided experiments ----------------------------------------------------------------------------------------
+
+# A non-uniform prior over the three default keys, as the prior editor writes it to the URL (parameter prior_table_3).
+# The temperatures are written as the tau slider writes them to the URL ("100", not "100.0"): 100, not 100.0.
+PRIOR_EXAMPLE = '[["k1",0.6],["k2",0.3],["k3",0.1]]'
+TRY_THIS = (
+    Try("Send tau to 0.001", {"tau": 0.001, "mechanisms": ["softmax", "sparsemax", "entmax"]},
+        "Sparsemax and entmax put all the mass on k1 (support size 1 in the table), while softmax is one-hot to the "
+        "eye but keeps every key's weight above zero."),
+    Try("Send tau to 100", {"tau": 100, "mechanisms": ["softmax", "sparsemax", "entmax"]},
+        "Every mechanism flattens to about 1/3 per key: the regulariser outweighs the scores, and even sparsemax "
+        "keeps all three keys."),
+    Try("entmax with alpha = 1", {"mechanisms": ["softmax", "entmax"], "alpha": 1.0},
+        "The entmax bars equal the softmax bars: the Tsallis entropy with alpha = 1 is Shannon's."),
+    Try("entmax with alpha = 2", {"mechanisms": ["sparsemax", "entmax"], "alpha": 2.0},
+        "The entmax bars equal the sparsemax bars, with k3 at exactly zero: alpha = 2 is the squared-norm "
+        "regulariser."),
+    Try("prior-softmax with the prior (0.6, 0.3, 0.1) at tau = 100",
+        {"mechanisms": ["softmax", "prior-softmax"], "tau": 100, "prior_table_3": PRIOR_EXAMPLE},
+        "Softmax goes to uniform but prior-softmax goes to the prior (0.6, 0.3, 0.1): KL(p || pi) pulls the "
+        "weights towards pi, not towards uniform."),
+)
 
 
 # ---- many queries at once ------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pandas as pd
 import torch
 
 from wviz import fenchel, io
+from wviz.guide import Try
 from wviz.ot import cost_matrix
 
 F64 = torch.float64
@@ -36,6 +37,29 @@ T5_BIAS = pd.DataFrame({"offset j - i": list(range(-3, 4)), "b": [-1.2, -0.6, 0.
 EXTRAS = pd.DataFrame({"template": ["t2'", "t3'", "far"], "x": [2.25, 0.8, 3.0], "y": [0.3, 1.75, 3.0]})
 
 
+# ---- guided experiments ----------------------------------------------------------------------------------------
+
+# alpha is written as its slider writes it to the URL ("10", not "10.0"): 10, not 10.0.
+TRY_THIS = (
+    Try("Shrink alpha to 0.01", {"alpha": 0.01},
+        "All three estimates sit next to mu and on top of each other: z barely counts, and attention (18) is the "
+        "exact (12) to within about 3e-4."),
+    Try("Grow alpha to 10 with z = (0.5, 0.25)", {"alpha": 10, "z1": 0.5, "z2": 0.25},
+        "The exact h (red) follows mu + z, which lies inside the templates' hull, while attention (18) (purple) "
+        "leaves it for t2, the template most aligned with z."),
+    Try("Uniform u: dot-product attention",
+        {"preset": "Uniform u (dot-product attention)", "view": "Attention weights"},
+        "With u_i = 1/4 and alpha = 1, attention (18) is softmax_i <t_i, z>, the dot-product attention of a "
+        "transformer."),
+    Try("Errors against alpha", {"view": "The dual problem (9)"},
+        "On the log-log plot the error of (18) falls with slope 2 as alpha shrinks (like alpha squared) and the "
+        "second-order (15) falls faster still."),
+    Try("OT attention at gamma = 0.01", {"view": "OT-based attention", "gamma": 0.01},
+        "The true preference (40) is back to u (Prop. 1), while (25) and the exact (38) part ways: alpha / gamma "
+        "= 100 is far from small."),
+)
+
+
 @dataclass(frozen=True)
 class Templates:
     """The templates t (n, 2), their names and the preference u (n,) (normalised when asked)."""
@@ -46,15 +70,27 @@ class Templates:
 
 
 def templates_from_table(table: pd.DataFrame, normalise: bool) -> Templates:
-    """The templates table (columns template, x, y, u). With ``normalise``, non-negative weights with a positive
-    total are divided by it; other weights go to the library as typed, which refuses what is not a distribution."""
+    """The templates table (columns template, x, y, u). With ``normalise``, weights u are divided by their total;
+    without it they must already sum to 1. Every problem with the weights or the names is named at once in one
+    ValueError; a row without a name is called after its row."""
     if len(table) < 1:
         raise ValueError("add at least one template to the table")
     values = torch.tensor(io.table_values(table, ["x", "y", "u"], "templates table"), dtype=F64)
     t, u = values[:, :2], values[:, 2]
-    if normalise and bool((u >= 0).all()) and float(u.sum()) > 0:
-        u = u / u.sum()
-    return Templates([str(n) for n in table["template"]], t, u)
+    names = [f"row {k + 1}" if pd.isna(n) or not str(n).strip() else str(n) for k, n in enumerate(table["template"])]
+    problems = [f"{n} has a negative weight (u = {w:g})" for n, w in zip(names, u.tolist()) if w < 0]
+    problems += [f"the name {n!r} is used by rows {', '.join(str(k + 1) for k, m in enumerate(names) if m == n)}"
+                 for n in dict.fromkeys(names) if names.count(n) > 1]
+    if not problems and float(u.sum()) <= 0:
+        problems.append("every weight u is zero")
+    elif not problems and not normalise and abs(float(u.sum()) - 1) > 1e-6:   # the tolerance of wviz.fenchel
+        problems.append(f"the weights u sum to {float(u.sum()):.6g}, not 1 (turn on 'Normalise u to sum to 1' to "
+                        "rescale them)")
+    if problems:
+        raise ValueError("The templates table has a problem: " + "; ".join(problems) + ". Each template has its own "
+                         "name and a preference weight u >= 0, at least one of them positive, summing to 1 (e.g. "
+                         "0.1, 0.4, 0.3, 0.2).")
+    return Templates(names, t, u / u.sum() if normalise else u)
 
 
 # ---- problem (4), its dual (9) and the approximations (15)-(18) ------------------------------------------------
@@ -115,6 +151,16 @@ class Solution:
     def deviation(self) -> float:
         """||lambda* - alpha z|| / ||lambda*||, the relative deviation of Sec. 8."""
         return float(self.est.deviation[0])
+
+    @property
+    def error_18(self) -> float:
+        """||h(12) - h(18)||: how far attention (18) lands from the exact estimate."""
+        return float((self.est.h[0] - self.est.h1[0]).norm())
+
+    @property
+    def error_15(self) -> float:
+        """||h(12) - h(12 at 15)||: the same for the second-order lambda of (15)."""
+        return float((self.est.h[0] - self.est.h2[0]).norm())
 
 
 def solve(templates: Templates, z, alpha: float) -> Solution:

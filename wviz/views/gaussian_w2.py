@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 
 from wviz import attention, gaussian
+from wviz.guide import Try
 
 F64 = torch.float64
 COLUMNS = ["x", "y", "sigma_x", "sigma_y", "rho"]           # a token's numbers in the table, in this order
@@ -27,6 +28,26 @@ DEFAULT = pd.DataFrame({
     "sigma_x": [0.5, 0.3, 0.6, 0.2, 1.0], "sigma_y": [0.5, 0.8, 0.2, 0.2, 0.4],
     "rho": [0.0, 0.5, -0.3, 0.0, 0.7],
 })
+SIDE_TAUS = (0.1, 10.0)                                    # the "Side by side" view's two temperatures
+
+# Guided experiments: query parameters of the page's widgets (bound to the URL) and what to watch.
+TRY_THIS = (
+    Try("Give every token the query's covariance", {"equal_cov": True, "view": "The query's weights"},
+        "The covariance part of W2² is zero for every key: W2 attention becomes softmax(−‖m_i − m_j‖²/τ), a "
+        "function of the means alone."),
+    Try("Make one key very uncertain", {"view": "Sweep: one token grows uncertain", "sweep_token": "t3"},
+        "t3's weight peaks near its drawn size and falls to zero as its covariance grows, although its mean stays "
+        "put."),
+    Try("Send tau to 0.01", {"tau": 0.01},
+        "Every row of W2 attention is one-hot on the token itself (W2² = 0); dot-product attention sends t2 to t5, "
+        "the larger ⟨m_i, m_j⟩, and leaves t1 (at the origin) uniform."),
+    Try("Compare tau = 0.1 and tau = 1", {"view": "Side by side", "side_tau_left": 0.1, "side_tau_right": 1},
+        "At tau = 0.1 every row is one-hot on the token itself; at tau = 1 its neighbours share the weight (t1 keeps "
+        "0.55 and gives about 0.15 to each of t2, t3, t4)."),
+    Try("Click a query row", {"view": "Click a query"},
+        "Click t1's row: its dot-product weights are uniform (its mean is the origin, so every ⟨m_1, m_j⟩ = 0), "
+        "while W2 attention prefers the keys near it."),
+)
 
 
 def dot_attention(means: torch.Tensor, tau: float) -> torch.Tensor:
@@ -98,15 +119,34 @@ def tokens(names: list[str], params: torch.Tensor, diagonal: bool) -> Tokens:
     return Tokens(names, params, means, covs, diagonal)
 
 
+def table_problems(names: list[str], values: np.ndarray) -> list[str]:
+    """What is wrong with each row of the table's numbers (n, 5) in COLUMNS order, every problem, in the table's
+    words (its token names)."""
+    problems = []
+    for name, row in zip(names, values):
+        if np.isnan(row).any():
+            problems.append(f"token {name} has an empty entry")
+            continue
+        for column, v in zip(("sigma_x", "sigma_y"), row[2:4]):
+            if v < 0:
+                problems.append(f"{column} of token {name} is {v:.3g}; a standard deviation must be >= 0")
+        if abs(row[4]) > 1:
+            problems.append(f"rho of token {name} is {row[4]:.3g}; a correlation must lie in [-1, 1]")
+    return problems
+
+
 def tokens_from_table(table: pd.DataFrame, diagonal: bool) -> Tokens:
-    """Every token of the table (columns token, x, y, sigma_x, sigma_y, rho), each row checked."""
+    """Every token of the table (columns token, x, y, sigma_x, sigma_y, rho), each row checked: one ValueError
+    lists every problem."""
     if len(table) < 2:
         raise ValueError("add at least two tokens to the table")
     names = token_names(table)
-    values = table[COLUMNS].to_numpy(dtype=float, na_value=np.nan)
-    empty = np.isnan(values).any(axis=1)
-    if empty.any():
-        raise ValueError(f"token {names[int(empty.argmax())]} has an empty entry")
+    values = table[COLUMNS].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    problems = table_problems(names, values)
+    if len(problems) == 1:
+        raise ValueError(problems[0])
+    if problems:
+        raise ValueError(f"the token table has {len(problems)} problems:\n" + "\n".join(f"- {p}" for p in problems))
     return tokens(names, torch.tensor(values, dtype=F64), diagonal)
 
 
@@ -119,6 +159,14 @@ def with_query(t: Tokens, query: int, row) -> Tokens:
     """The tokens with row ``query`` replaced by ``row`` (x, y, sigma_x, sigma_y, rho), checked."""
     params = t.params.clone()
     params[query] = torch.tensor([float(v) for v in row], dtype=F64)
+    return tokens(t.names, params, t.diagonal)
+
+
+def equal_covariances(t: Tokens, query: int) -> Tokens:
+    """Every token given the covariance of token ``query`` (its sigma_x, sigma_y, rho), the means kept: then the
+    covariance (Bures) part of W2^2 is zero and W2^2 = ||m_i - m_j||^2."""
+    params = t.params.clone()
+    params[:, 2:] = params[query, 2:]
     return tokens(t.names, params, t.diagonal)
 
 
@@ -172,3 +220,19 @@ def sweep(a: Attention, token: int) -> torch.Tensor:
     with named(t.names):
         return covariance_sweep(t.means, t.covs, a.scene.query, token, SCALES, a.tau)
 
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """The names, a repeated one numbered by its row ("cat (3)"), so that each token has its own row and column."""
+    return [f"{n} ({i + 1})" if names.count(n) > 1 else n for i, n in enumerate(names)]
+
+
+def weights_table(a: Attention) -> pd.DataFrame:
+    """Both attentions in long form, one row per (attention, query, key): columns attention ("W2" or "dot
+    product"), query, key (unique_names) and weight; for the Altair chart, which filters it in the browser."""
+    names = unique_names(a.scene.tokens.names)
+    n = len(names)
+    frames = [pd.DataFrame({"attention": label, "query": np.repeat(names, n), "key": np.tile(names, n),
+                            "weight": A.detach().cpu().reshape(-1).numpy()})
+              for label, A in (("W2", a.w2), ("dot product", a.dot))]
+    return pd.concat(frames, ignore_index=True)

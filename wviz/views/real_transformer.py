@@ -12,13 +12,14 @@ from typing import Callable
 import pandas as pd
 import torch
 
+from wviz.guide import Try
 from wviz.models import figure4, minilm
 from wviz.models.corpus import CORPUS
 
 __all__ = ["CHOICES", "DEFAULT_SENTENCE", "MAX_TOKENS", "CORPUS_SIZE", "N_LAYERS", "N_HEADS", "BASE", "Settings",
            "params", "load", "forward", "Comparison", "comparison", "OneHead", "ColumnError", "one_head",
            "sparsity_maps", "Pruning", "pruning", "layer_distances", "change_table", "deviation", "Figure4Summary",
-           "figure4_summary"]
+           "figure4_summary", "shown", "TRY_THIS"]
 
 DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
 CHOICES = {"softmax": "softmax (temperature tau)", "sparsemax": "sparsemax", "entmax": "alpha-entmax",
@@ -196,3 +197,34 @@ def figure4_summary(dev: figure4.FenchelDeviation) -> Figure4Summary:
     return Figure4Summary(d.shape[1], dev.per_head.numel(), float(dev.grad_norm.max()), float(d.mean()),
                           float(dev.per_head.max()), float(d[:, dev.position == 0].mean()),
                           float(d[:, dev.position > 0].mean()))
+
+
+# ---- guided experiments ----------------------------------------------------------------------------------------
+
+def shown(*names: str) -> list[str]:
+    """The normalisers as the multiselect writes them to the URL: by their labels (CHOICES), which its
+    format_func shows and Streamlit's URL binding matches, not by their keys."""
+    return [CHOICES[n] for n in names]
+
+
+# Values as the URL holds them: layer and head ints (their selectboxes' options), tau and dual_alpha points of their
+# log grids (0.1, 1 and 10 are), alpha a float on its 0.05 grid, the normalisers by label (shown). On the default
+# sentence (13 word pieces) head 7 of layer 4 sends 10.7 of its 13 units of attention to [CLS].
+TRY_THIS = (
+    Try("Sparsemax at tau = 0.1", {"normalisers": shown("sparsemax"), "tau": 0.1},
+        "Sparsemax of S / tau keeps one key per query (two for a few): as tau -> 0 it becomes the argmax; in the "
+        "linked view each query's bars shrink to a single key."),
+    Try("Softmax and sparsemax at tau = 10", {"normalisers": shown("softmax", "sparsemax"), "tau": 10},
+        "Softmax flattens to about 1/13 per key and sparsemax keeps nearly every key: the temperature outweighs "
+        "the scores."),
+    Try("An attention sink: layer 4, head 7, under Sinkhorn", {"layer": 4, "head": 7, "normalisers": shown("sinkhorn")},
+        "The original head gives most of its attention to [CLS] (the column that lights up); Sinkhorn's columns "
+        "each receive about one unit, so the sink is gone."),
+    Try("entmax between softmax and sparsemax", {"normalisers": shown("softmax", "entmax", "sparsemax"),
+                                               "alpha": 1.25},
+        "alpha = 1.25 keeps more keys than sparsemax yet still sets weights exactly to zero: compare the panels "
+        "and the 'Sparsity per head' view."),
+    Try("Figure 4 at alpha = 0.1", {"dual_alpha": 0.1},
+        "Every layer's histogram moves towards 0 (Theorem 2): the less reliable the evidence z, the closer "
+        "alpha z is to the true lambda*."),
+)

@@ -7,6 +7,7 @@ whatever the units of C.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -15,13 +16,18 @@ import pandas as pd
 import torch
 
 from wviz import attention, io, ot, samples
+from wviz.guide import Try
 
 SOLVERS = ("sinkhorn", "exact", "quadratic")
-PRESETS = samples.PRESETS
+# "line" and "two clusters" come in an order that shows the plan's structure (a band along the diagonal, two
+# blocks); the samples' presets come in random order, so their plans look like noise until read as lines.
+ORDERED = ("line", "two clusters")
+PRESETS = (*ORDERED, *samples.PRESETS)
 COST_KINDS = ot.COST_KINDS
 MAX_POINTS = io.MAX_POINTS                        # per cloud, or per side of a cost matrix
 MAX_UPLOAD_MB = io.MAX_UPLOAD_BYTES // 2**20
 TOL = 1e-6                                        # L1 marginal error at which the solvers stop
+DEFAULT_COST = "0 2 4\n2 0 2\n4 2 0\n1 1 3"      # the typed cost matrix the page starts from
 SWEEP = torch.logspace(-3, 1, 13, dtype=torch.float64)   # the "cost against gamma" grid, in units of max|C|
 
 
@@ -54,9 +60,40 @@ class Problem:
         return tuple(torch.as_tensor(v, device=device) for v in (self.a, self.b, self.C))
 
 
+def _two_clusters(k: int, centres, g: torch.Generator) -> torch.Tensor:
+    """k points in two Gaussian clusters (k // 2 around the first centre), each cluster sorted by height."""
+    out = []
+    for size, centre in zip((k // 2, k - k // 2), centres):
+        pts = 0.25 * torch.randn(size, 2, generator=g, dtype=torch.float64) + torch.tensor(centre, dtype=torch.float64)
+        out.append(pts[torch.argsort(pts[:, 1], descending=True)])
+    return torch.cat(out)
+
+
+def preset_clouds(preset: str, n: int, m: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Source points x (n, 2) and target points y (m, 2) of a preset.
+
+    line          x_i = (u_i, 0) with u uniform on [-1, 1], y_j = (v_j, 0.5) with v ~ N(0.3, 0.5^2), both sorted
+                  left to right: in one dimension the optimal plan is the monotone (quantile) map, so the plan is a
+                  band along the diagonal, bent where v is dense
+    two clusters  each cloud in two clusters (top first, then bottom, each sorted by height), the top ones closer
+                  to each other: the plan is two blocks on the diagonal
+    others        :func:`wviz.samples.point_clouds`, in random order
+    """
+    if preset not in ORDERED:
+        return samples.point_clouds(preset, n, m, seed)
+    if n < 1 or m < 1:
+        raise ValueError("each cloud needs at least one point")
+    g = torch.Generator().manual_seed(int(seed))
+    if preset == "line":
+        u = torch.sort(2 * torch.rand(n, generator=g, dtype=torch.float64) - 1).values
+        v = torch.sort(0.5 * torch.randn(m, generator=g, dtype=torch.float64) + 0.3).values
+        return torch.stack([u, torch.zeros(n, dtype=torch.float64)], -1), torch.stack([v, torch.full_like(v, 0.5)], -1)
+    return _two_clusters(n, ((-1.0, 1.0), (-1.0, -1.0)), g), _two_clusters(m, ((1.0, 1.3), (1.0, -0.7)), g)
+
+
 def points_table(preset: str, n: int, m: int, seed: int) -> pd.DataFrame:
     """A preset's two clouds as the page's editable table: one row per point (cloud, x, y, mass), unit masses."""
-    x, y = samples.point_clouds(preset, n, m, seed)
+    x, y = preset_clouds(preset, n, m, seed)
     xy = torch.cat([x, y]).numpy()
     return pd.DataFrame({"cloud": ["source"] * n + ["target"] * m, "x": xy[:, 0], "y": xy[:, 1],
                          "mass": [1.0] * (n + m)})
@@ -100,12 +137,42 @@ def default_masses(n: int, m: int) -> tuple[str, str]:
 
 
 def cost_problem(C: torch.Tensor, a_text: str | None = None, b_text: str | None = None) -> Problem:
-    """The problem for a cost matrix C (n, m): uniform masses a_i = 1/n, b_j = 1/m, or the typed ones (whose
-    totals must agree; the solvers check it)."""
+    """The problem for a cost matrix C (n, m): uniform masses a_i = 1/n, b_j = 1/m, or the typed ones. Every
+    problem of the typed masses is reported at once, and unequal totals (U(a, b) of eq. (23) of 002 is then
+    empty) with a pair of masses that would do."""
     n, m = C.shape
-    a = np.full(n, 1.0 / n) if a_text is None else io.parse_masses(a_text, n, "a", per="row").numpy()
-    b = np.full(m, 1.0 / m) if b_text is None else io.parse_masses(b_text, m, "b", per="column").numpy()
+    if a_text is None:
+        return Problem(np.full(n, 1.0 / n), np.full(m, 1.0 / m), np.asarray(C, dtype=np.float64))
+    masses, problems = [], []
+    for text, size, name, per in ((a_text, n, "a", "row"), (b_text, m, "b", "column")):
+        try:
+            masses.append(io.parse_masses(text, size, name, per=per).numpy())
+        except ValueError as err:
+            problems.append(str(err))
+    if problems:
+        raise ValueError("; ".join(problems))
+    a, b = masses
+    if abs(a.sum() - b.sum()) > 1e-6 * max(a.sum(), b.sum()):
+        good_a, good_b = default_masses(n, m)
+        raise ValueError(f"the masses a total {a.sum():g} but the masses b total {b.sum():g}: a plan moves all of "
+                         f"a onto all of b, so both totals must be equal (for example a = {good_a} and b = "
+                         f"{good_b})")
     return Problem(a, b, np.asarray(C, dtype=np.float64))
+
+
+# ---- example uploads -------------------------------------------------------------------------------------------
+
+def example_points_csv() -> bytes:
+    """An example of the points upload: 4 sources on a line and 3 targets above them, one target twice as heavy
+    (masses are normalised per cloud: a = 1/4 each, b = (1/4, 1/4, 1/2))."""
+    rows = ["cloud,x,y,mass", "source,0,0,1", "source,1,0,1", "source,2,0,1", "source,3,0,1",
+            "target,0.5,1,1", "target,1.5,1,1", "target,2.5,1,2"]
+    return ("\n".join(rows) + "\n").encode()
+
+
+def example_cost_csv() -> bytes:
+    """An example of the cost-matrix upload: 3 sources, 4 targets, C_ij = |i - j| (row i, column j)."""
+    return "".join(",".join(str(abs(i - j)) for j in range(4)) + "\n" for i in range(3)).encode()
 
 
 # ---- the plan at the slider's gamma ----------------------------------------------------------------------------
@@ -209,6 +276,11 @@ class Frame:
     rows: torch.Tensor
     columns: torch.Tensor
 
+    def marginal_error(self, a, b) -> float:
+        """max(||P 1 - a||_1, ||P^T 1 - b||_1), the L1 marginal error of this iterate."""
+        a, b = torch.as_tensor(a, dtype=self.rows.dtype), torch.as_tensor(b, dtype=self.columns.dtype)
+        return max(float((self.rows - a).abs().sum()), float((self.columns - b).abs().sum()))
+
 
 @dataclass(frozen=True)
 class Scrub:
@@ -236,7 +308,7 @@ class Scrub:
     def plan_every(self) -> int:
         """The smallest gap between two recorded plans (the interval doubles when too many come)."""
         its = self.iterations
-        return min((j - i for i, j in zip(its, its[1:])), default=self.every)
+        return min((j - i for i, j in itertools.pairwise(its)), default=self.every)
 
     def frame(self, step: int | None = None) -> Frame:
         """The plan recorded at iteration ``step`` (default: the last one) with its marginals."""
@@ -252,6 +324,19 @@ def scrub(problem: Problem, gamma: float, n_iter: int, device="cpu") -> Scrub:
     history = snap.history.cpu()
     return Scrub({int(it): P.cpu() for it, P in snap.plans}, every, history[:, 0], history[:, 1], int(snap.n_iter),
                  bool(snap.converged), float(snap.marginal_error))
+
+
+ANIMATION_FRAMES = 20
+
+
+def animation_frames(s: Scrub, count: int = ANIMATION_FRAMES) -> list[Frame]:
+    """About ``count`` of the scrubber's recorded iterates, the frames of the Sinkhorn animation: from the first
+    recorded iteration after the start (iteration 0 is the unscaled kernel exp(-C / gamma), not yet a plan) to the
+    last one, spaced geometrically, since the plan changes most in the first iterations (fewer frames when fewer
+    iterates were recorded)."""
+    its = s.iterations[1:] or s.iterations
+    picks = np.unique(np.round(np.geomspace(1, len(its), count)).astype(int)) - 1
+    return [s.frame(its[i]) for i in picks]
 
 
 # ---- cost against gamma ----------------------------------------------------------------------------------------
@@ -286,3 +371,44 @@ def sweep(problem: Problem, device="cpu") -> Sweep:
     a, b, C = problem.tensors(device)
     gammas = SWEEP * problem.scale
     return Sweep(gammas, gamma_sweep(a, b, C, gammas), float(ot.emd(a, b, C).cost))
+
+
+# ---- side by side ----------------------------------------------------------------------------------------------
+
+SIDE_GAMMAS = (0.001, 0.1)   # the two gammas / max C of the "Side by side" view (log-slider grid values)
+
+
+def side_solver(solver: str) -> str:
+    """The solver of the side-by-side view: the page's one when it has a gamma, else Sinkhorn (exact OT has none)."""
+    return "sinkhorn" if solver == "exact" else solver
+
+
+def short(x: float) -> str:
+    """A number in at most 8 characters, for a metric: 4 significant digits when they fit, then fewer."""
+    for digits in (4, 3, 2, 1):
+        text = f"{x:.{digits}g}"
+        if len(text) <= 8:
+            return text
+    return text
+
+
+# ---- guided experiments ----------------------------------------------------------------------------------------
+
+TRY_THIS = (
+    Try("Send gamma to 0.001", {"gamma": 0.001, "view": "Cost against gamma"},
+        r"The band of the plan narrows to the monotone map, and the entropic cost $\langle C, P\rangle$ comes down "
+        r"to the exact OT cost (the dashed line) as $\gamma$ shrinks."),
+    Try("Make gamma large", {"gamma": 3.16, "view": "Side by side", "side_gamma_right": 3.16},
+        r"The plan blurs into the independent coupling $a b^\top$: every source spreads its mass over every target "
+        r"in proportion to $b$, whatever the cost."),
+    Try("Solve exactly", {"solver": "exact", "preset": "two clusters"},
+        "The exact plan is sparse (at most $n + m - 1$ entries) and stays within the two blocks: each cluster is "
+        "sent to the nearer one."),
+    Try("Uneven masses", {"problem": "cost matrix", "solver": "exact", "marginals": "edited", "a_4": "3, 1, 1, 1",
+                          "b_3": "1, 1, 4"},
+        "Source 1 holds half of the mass and target 3 two thirds: the other sources cannot fill target 3, so "
+        "source 1 must send part of its mass the longest way, at cost 4."),
+    Try("Watch Sinkhorn converge", {"gamma": 0.001, "view": "Watch Sinkhorn converge"},
+        r"Each iteration rescales rows then columns: the columns match $b$ at once, the rows' error shrinks "
+        r"geometrically, more slowly the smaller $\gamma$."),
+)

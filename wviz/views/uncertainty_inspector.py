@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
+from wviz.guide import Try
 from wviz.vit import data
 from wviz.vit import evaluate as vit_evaluate  # looked up at call time: tests spy on evaluate
 from wviz.vit.checkpoint import load_checkpoint
@@ -25,7 +28,8 @@ __all__ = ["ASSETS", "BUNDLED", "OOD_SETS", "SEVERITIES", "MAX_PANEL_SAMPLES", "
            "uploaded_image", "Preprocessed", "preprocess", "Inspection", "inspect_image", "inspect_all", "predictions",
            "entropies", "patch_map", "query_attention", "rollout", "token_label", "patch_of", "block_of",
            "HeadMaps", "head_maps", "Inside", "inside", "score_choices", "PanelJob", "panel_jobs", "evaluate_panel",
-           "ood_scores", "corruption_curves"]
+           "ood_scores", "corruption_curves", "VALID_CHECKPOINT", "ModelChoice", "choose_models", "EXAMPLE_INDEX",
+           "example_checkpoint", "example_image", "TRY_THIS"]
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 BUNDLED = {"stochastic": ASSETS / "vit_digits_stochastic.safetensors",
@@ -106,6 +110,44 @@ def model_set(main: Loaded, twin: Loaded) -> Models:
     return Models({main.name: main, **({twin.name: twin} if same else {})}, twin)
 
 
+VALID_CHECKPOINT = (
+    "A valid checkpoint is a .safetensors file written by `python -m wviz.vit.train` (or "
+    "`wviz.vit.checkpoint.save_checkpoint`), or a .pt/.pth file holding only a dict of 'config', 'state_dict' and "
+    "'record' (plain values and tensors, read with weights_only=True). Its config describes a ViT (image size, "
+    "patch size, channels, classes, width, depth, heads) and its weights are exactly that ViT's, by name and shape, "
+    "finite floats. The example checkpoint under the uploader is one.")
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The models the page shows, and why an upload was not used (None when it was, or none was asked for);
+    ``waiting`` when the upload option is chosen but no file is uploaded yet."""
+
+    models: Models
+    refused: str | None
+    waiting: bool
+
+
+def choose_models(source: str, file_name: str, upload: Callable[[], Loaded],
+                  bundled: Callable[[str], Loaded]) -> ModelChoice:
+    """The uploaded checkpoint beside the deterministic twin when ``source`` is 'upload' and the file passes every
+    check; otherwise the bundled demo, with what was wrong with the file (its name, the problem, what a valid
+    checkpoint is) so that the page keeps working while the user fixes it. ``upload()`` and ``bundled(kind)`` are
+    the page's cached loaders (:func:`load_upload`, :func:`load_bundled`)."""
+    twin = bundled("deterministic")
+    demo = lambda: model_set(bundled("stochastic"), twin)  # noqa: E731
+    if source != "upload":
+        return ModelChoice(demo(), None, False)
+    if not file_name:
+        return ModelChoice(demo(), None, True)
+    try:
+        return ModelChoice(model_set(upload(), twin), None, False)
+    except ValueError as err:
+        problem = str(err).rstrip(".")
+        return ModelChoice(demo(), f"Your checkpoint '{file_name}' was not used: {problem}.\n\n{VALID_CHECKPOINT}",
+                           False)
+
+
 def record_summary(record: dict) -> dict:
     """The entries of a training record the page lists (data, epochs, seed, lambda, seconds, metrics)."""
     return {k: record[k] for k in RECORD_SHOWN if k in record}
@@ -139,10 +181,18 @@ def test_image(config, index: int) -> Picked:
 
 
 def uploaded_image(raw: bytes | None, config, invert: str = "auto") -> Picked:
-    """An uploaded PNG/JPG as the model's input (see :func:`preprocess`)."""
+    """An uploaded PNG/JPG as the model's input (see :func:`preprocess`); a file that is not one says what is wrong
+    and what a valid image is."""
     if raw is None:
         raise ValueError("upload a PNG or JPG in the sidebar (or pick a test image)")
-    pre = preprocess(raw, config.channels, config.image_size, invert)
+    try:
+        pre = preprocess(raw, config.channels, config.image_size, invert)
+    except ValueError as err:
+        size = config.image_size
+        raise ValueError(f"your image was not used: {str(err).rstrip('.')}. A valid image is a PNG or JPG picture "
+                         f"of one digit, light on dark or dark on light, of any size (it is turned grey, "
+                         f"centre-cropped to a square and resized to {size} x {size}); the example image under the "
+                         "uploader is one.") from None
     return Picked(pre.image, None, pre)
 
 
@@ -378,3 +428,46 @@ def corruption_curves(jobs: tuple[PanelJob, ...], reports: dict[str, vit_evaluat
     """model name -> {corruption: (5,) test error at severities 1..5}: from the record or measured here."""
     return {j.name: ({k: torch.tensor(v) for k, v in j.loaded.record["metrics"]["corruption_error"].items()}
                      if j.from_record else reports[j.name].corruption) for j in jobs}
+
+
+# ---- example uploads -------------------------------------------------------------------------------------------
+
+EXAMPLE_INDEX = 0  # a 6 of the test split, which both bundled models classify correctly
+
+
+def example_checkpoint() -> bytes:
+    """The bundled stochastic demo checkpoint, as the bytes of a file the checkpoint uploader accepts."""
+    return BUNDLED["stochastic"].read_bytes()
+
+
+def example_image(side: int = 64) -> bytes:
+    """A PNG the image uploader accepts: test digit EXAMPLE_INDEX (a 6), enlarged to side x side and drawn dark on
+    white like ink on paper ('auto' inverts it back to the digits' light strokes on black)."""
+    from PIL import Image
+
+    x, _ = test_split()
+    big = data.resize(x[EXAMPLE_INDEX][None], side)[0, 0]
+    buf = io.BytesIO()
+    Image.fromarray(((1 - big) * 255).round().to(torch.uint8).numpy()).save(buf, "PNG")
+    return buf.getvalue()
+
+
+# ---- guided experiments ----------------------------------------------------------------------------------------
+
+# Values as the URL holds them: layer an int of the slider 0..depth (3 for the bundled models), index an int of the
+# test split, score and ood options of their selectboxes. Numbers in the sentences are those of the bundled models.
+TRY_THIS = (
+    Try("The last layer against the first", {"layer": 3},
+        "tr(Sigma) per patch grows from about 0.3 at the embeddings (layer 0) to about 12 at layer 3: every block "
+        "adds the variance that attention carries, (A * A) Sigma_v."),
+    Try("A digit the deterministic twin gets wrong", {"index": 265},
+        "The twin is 99 % sure this 8 is a 9; the stochastic model says 8 at 67 %, and its predictive entropy is "
+        "ten times the twin's."),
+    Try("Noise images, scored by the covariance trace", {"score": "covariance trace", "ood": "uniform noise"},
+        "AUROC about 0.23, below chance: noise gets smaller covariances than the digits, while 1 - max softmax "
+        "tells them apart (AUROC about 0.91)."),
+    Try("Photograph crops, scored by the predictive entropy", {"score": "predictive entropy",
+                                                               "ood": "sample-image crops"},
+        "Both models give the crops higher entropy than the digits (AUROC about 0.93 and 0.97): the "
+        "deterministic twin separates them slightly better."),
+)

@@ -1,4 +1,4 @@
-"""What the "Wasserstein self-attention" page computes, built on :mod:`wviz.wsa` (source: the 000 note, INDEX.md).
+"""What the "Wasserstein self-attention" page computes, built on :mod:`wviz.wsa` (source: note 000, INDEX.md).
 
 X is a preset sequence or an upload; Q = X W_Q, K = X W_K, V = X W_V; W_ij = W(q_i, k_j) a Wasserstein distance
 between the distributions q_i and k_j stand for, A_ij = f(W_ij) and Y = A V, next to scaled dot-product attention
@@ -11,11 +11,32 @@ from dataclasses import dataclass
 import torch
 
 from wviz import io, samples, wsa
+from wviz.guide import Try
 
 PRESETS = samples.SEQUENCES
 UPLOAD = "uploaded CSV"
 MAX_ROWS, MAX_MB = io.MAX_POINTS, io.MAX_UPLOAD_BYTES // 2**20   # what an uploaded sequence may hold
 REPRESENTATIONS, WEIGHT_MAPS = wsa.REPRESENTATIONS, wsa.WEIGHT_MAPS
+EXAMPLE = ("noisy sinusoids", 12, 4, 0)                     # the example upload: preset, n, d, seed
+
+# Guided experiments: query parameters of the page's widgets (bound to the URL) and what to watch.
+TRY_THIS = (
+    Try("Send tau to 0.01", {"tau": 0.01, "view": "Outputs along the sequence"},
+        "A becomes the identity (each token is at distance 0 from itself and farther from every other), so "
+        "Y (Wasserstein) copies the input X."),
+    Try("Send tau to 100", {"tau": 100, "view": "Outputs along the sequence"},
+        "Every row of A is nearly uniform (about 1/24), so Y (Wasserstein) is almost a flat line: the average of "
+        "the values."),
+    Try("Use random projections", {"identity": False},
+        "The diagonal of W is no longer zero: a token's query and key are different vectors, so most rows put "
+        "their largest weight on another token."),
+    Try("Use the note's sigmoid, rows not normalised", {"weight_map": "sigmoid", "normalize": False},
+        "The rows of A no longer sum to 1 (here 1.4 to 3.3, roughly the number of keys closer than b), so an "
+        "output is no longer an average of the values."),
+    Try("Read vectors as empirical distributions", {"representation": "empirical", "p": 1},
+        "W_1 compares the sorted coordinates and ignores which channel holds which value: the distances shrink "
+        "from up to 16 (Gaussian reading) to under 1."),
+)
 
 
 def sequence(preset: str, n: int | None, d: int | None, seed: int, upload: bytes | None) -> torch.Tensor:
@@ -24,8 +45,18 @@ def sequence(preset: str, n: int | None, d: int | None, seed: int, upload: bytes
     if preset != UPLOAD:
         return samples.sequence(preset, n, d, seed)
     if upload is None:
-        raise ValueError("upload a CSV sequence (n rows of d numbers), or choose a preset")
+        raise ValueError("upload a CSV sequence (n rows of d numbers; the example file under the uploader is one), "
+                         "or choose a preset")
     return io.read_matrix_csv(upload, "sequence")
+
+
+def example_sequence() -> bytes:
+    """An example upload: a header row c1..c4, then 12 tokens of 4 channels (the noisy sinusoids of seed 0, to 4
+    decimals); even width, so every reading takes it."""
+    preset, n, d, seed = EXAMPLE
+    X = samples.sequence(preset, n, d, seed)
+    lines = [",".join(f"c{c + 1}" for c in range(d))] + [",".join(f"{v:.4f}" for v in row) for row in X.tolist()]
+    return ("\n".join(lines) + "\n").encode()
 
 
 @dataclass(frozen=True)
@@ -52,7 +83,7 @@ class Inputs:
 
 @dataclass(frozen=True)
 class Attention:
-    """Wasserstein self-attention of the 000 note (ours) and scaled dot-product attention (dot) at temperature
+    """Wasserstein self-attention of note 000 (ours) and scaled dot-product attention (dot) at temperature
     tau, each a wsa.WSAResult (Y, A, W)."""
 
     inputs: Inputs
@@ -61,8 +92,27 @@ class Attention:
     dot: wsa.WSAResult
 
 
+def problems(i: Inputs) -> list[str]:
+    """What stops the chosen reading from taking this sequence, in the page's words, every problem."""
+    d = i.X.shape[-1]
+    found = []
+    if i.representation == "gaussian" and d % 2:
+        found.append(f"the sequence has d = {d} channels, but the gaussian reading splits each vector into a mean "
+                     f"half and a log-variance half, so its width must be even: choose an even d (or upload an even "
+                     f"number of columns), or another reading")
+    if i.representation == "cloud" and d % int(i.k):
+        fits = [k for k in range(1, d + 1) if d % k == 0]
+        found.append(f"the cloud reading cuts each vector of d = {d} numbers into k = {i.k} points of equal size, "
+                     f"and {d} is not divisible by {i.k}: choose k among {', '.join(map(str, fits))}")
+    return found
+
+
 def attend(i: Inputs, tau: float) -> Attention:
-    """A_ij = f(W(q_i, k_j)) and Y = A V for the chosen reading and weight map, and softmax(Q K^T / sqrt(d)) V."""
+    """A_ij = f(W(q_i, k_j)) and Y = A V for the chosen reading and weight map, and softmax(Q K^T / sqrt(d)) V;
+    settings the reading cannot take raise one ValueError naming each problem."""
+    found = problems(i)
+    if found:
+        raise ValueError("; ".join(found))
     W_Q, W_K, W_V = i.projections
     ours = wsa.wasserstein_self_attention(i.X, W_Q, W_K, W_V, representation=i.representation,
                                           weight_map=i.weight_map, tau=tau, b=i.b, s=i.s, normalize=i.normalize,
