@@ -192,8 +192,8 @@ def presentation_style(fig: go.Figure) -> go.Figure:
     continuous scales (both safe for the common colour-vision deficiencies). Returns a styled copy."""
     fig = go.Figure(fig)
     text, title = dict(size=TEXT_PX), dict(size=TITLE_PX)
-    fig.update_layout(font_size=TEXT_PX, title_font_size=TITLE_PX + 2, colorway=PALETTE, legend_font=text,
-                      legend_title_font=text, hoverlabel_font=text)
+    fig.update_layout(font_size=TEXT_PX, title_font_size=TITLE_PX + 2, title_subtitle_font=text, colorway=PALETTE,
+                      legend_font=text, legend_title_font=text, hoverlabel_font=text)
     for axes in (fig.update_xaxes, fig.update_yaxes):
         axes(tickfont=text, title_font=title)
     axis = dict(tickfont=text, title_font=title)

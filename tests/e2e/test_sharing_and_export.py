@@ -51,7 +51,10 @@ def test_a_slider_redraws_the_chart_and_the_link_reproduces_it(server, browser, 
 
     fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()  # another user's browser
     open_page(fresh, link)
-    assert plot_data(fresh) == after
+    # The same figures; the fresh page may show more: a background panel (the inspector's dataset figures) that
+    # finished between the two loads is drawn after the others, once per server.
+    reproduced = plot_data(fresh)
+    assert reproduced[:len(after)] == after and len(reproduced) >= len(after)
     fresh.context.close()
     context.close()
 
@@ -112,8 +115,10 @@ def test_every_export_button_of_the_first_figure_gives_a_valid_file(server, page
         parsed = check(fmt, download(page, panel.get_by_role("button", name=fmt.upper(), exact=True)))
         if fmt == "json":
             assert [t["type"] for t in parsed["traces"]] == [t["type"] for t in shown]
-        if fmt == "csv":  # a diagram without traces exports its annotations
+        if fmt == "csv" and "type" in parsed:  # a diagram without traces exports its annotations
             assert set(parsed["type"]) <= ({t["type"] for t in shown} or {"annotation"})
+        elif fmt == "csv":  # heatmaps only: their grids, one block of rows per trace
+            assert {t["type"] for t in shown} <= {"heatmap", "contour"} and len(parsed) > 0
 
 
 def test_the_lecture_bundle_has_every_figure_of_the_page(server, page):
@@ -165,7 +170,7 @@ def test_after_a_slider_move_the_bundle_has_the_new_values_once(server, page):
     page.get_by_text("Present, share, export").click()
     bundle = zipfile.ZipFile(io.BytesIO(download(page, page.get_by_role("button", name="Download lecture bundle"))))
     readme = bundle.read("README.md").decode()
-    assert readme.count("p^\\star &= ") == 3 and readme.count("\\tau = 1.21") == 1, readme
+    assert readme.count("p^\\star &= (") == 3 and readme.count("\\tau = 1.21") == 1, readme
     assert not re.search(r"\\tau = 1(?![.\d])", readme) and readme.count("\\arg\\min") == 1  # old tau gone
     drawn = sorted(n[:-4] for n in bundle.namelist() if n.endswith(".svg"))
     assert drawn == ["bars", "land", "many", "side_left", "side_right", "sweep"]

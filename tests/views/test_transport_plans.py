@@ -6,6 +6,7 @@ import torch
 from scipy.special import logsumexp
 
 from wviz import samples
+from wviz.figures import common
 from wviz.figures import transport_plans as tplot
 from wviz.io import parse_numbers as io_numbers
 from wviz.views import transport_plans as tv
@@ -382,7 +383,7 @@ def test_log_axes_are_labelled_in_full(lo, hi, texts):
     leading = np.asarray(ticks["tickvals"]) / 10.0 ** np.floor(np.log10(ticks["tickvals"]) + 1e-9)
     assert set(np.round(leading, 9)) <= {1.0, 2.0, 5.0}
     many = tplot.decade_ticks(1e-20, 1e20)   # 41 decades: every 4th labelled, still one label per tick
-    assert len(many["tickvals"]) <= tplot.MAX_DECADE_LABELS and len(many["ticktext"]) == len(many["tickvals"])
+    assert len(many["tickvals"]) <= common.MAX_DECADE_LABELS and len(many["ticktext"]) == len(many["tickvals"])
 
 
 def test_error_curve_and_cost_sweep_use_decade_ticks():

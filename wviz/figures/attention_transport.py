@@ -4,15 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from wviz.figures.common import PALETTE, to_numpy
-
-
-def decade_ticks(lo: float, hi: float) -> dict:
-    """A log axis labelled once per decade in plain numbers (0.001, 0.01, ..., 1000) from lo to hi."""
-    powers = range(int(np.floor(np.log10(lo) + 1e-9)), int(np.ceil(np.log10(hi) - 1e-9)) + 1)
-    vals = [10.0 ** k for k in powers]
-    return dict(type="log", tickmode="array", tickvals=vals, ticktext=[f"{v:g}" for v in vals],
-                range=[np.log10(lo), np.log10(hi)])   # log axes take their range in decades
+from wviz.figures.common import PALETTE, decade_ticks, to_numpy
 
 
 MAX_KEY_LABELS = 24   # more labels than this do not fit a 800 px wide screen even upright

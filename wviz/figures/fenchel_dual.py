@@ -5,18 +5,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, to_numpy
+from wviz.figures.common import PALETTE, decade_ticks, to_numpy
 
 # Figure 3 of 002: orange templates, dark blue evidence, red exact h, purple (18); green for (15)
 TEMPLATE, EVIDENCE, EXACT, FIRST, SECOND = PALETTE[1], "#1f3b73", PALETTE[5], PALETTE[3], PALETTE[2]
-
-
-def decade_ticks(lo: float, hi: float) -> dict:
-    """A log axis labelled once per decade in plain numbers (0.01, 0.1, 1, 10) from lo to hi."""
-    powers = range(int(np.floor(np.log10(lo) + 1e-9)), int(np.ceil(np.log10(hi) - 1e-9)) + 1)
-    vals = [10.0 ** k for k in powers]
-    return dict(type="log", tickmode="array", tickvals=vals, ticktext=[f"{v:g}" for v in vals],
-                range=[np.log10(lo), np.log10(hi)])   # log axes take their range in decades
 
 
 def name_ticks(names: list[str]) -> dict:

@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from wviz.figures.common import PALETTE, to_numpy
-from wviz.figures.transport_plans import decade_ticks
+from wviz.figures.common import PALETTE, decade_ticks, to_numpy
 
 
 def _trails(traj: np.ndarray, upto: int):

@@ -45,16 +45,18 @@ def cite(key: str, text: str | None = None) -> str:
     return references.link_text(key, text)
 
 
-def _link(label: str, query: str) -> str:
-    """HTML: a link to this page with ``query``, in this tab. Loading it starts a fresh session, so the page
-    opens exactly in the state the URL states (a Markdown link would open a new tab)."""
-    return f'<a href="{html.escape(query)}" target="_self">{html.escape(label)}</a>'
+def _link(label: str, query: str, hint: str = "") -> str:
+    """HTML: a link to this page with ``query``, in this tab (``hint`` shows on hover). Loading it starts a fresh
+    session, so the page opens exactly in the state the URL states (a Markdown link would open a new tab)."""
+    return (f'<a href="{html.escape(query)}" target="_self" title="{html.escape(hint)}">'
+            f'{html.escape(label)}</a>')
 
 
 def _reset_link() -> None:
     """Reset to defaults: the page loaded again with no settings in its URL (presentation mode kept)."""
     query = f"?{style.PRESENTATION_PARAM}=true" if style.presenting() else "?"
-    st.sidebar.html(f'<div>&#x21bb; {_link("Reset to defaults", query)}</div>')
+    hint = "Every setting of this page back to its default (presentation mode stays as it is)"
+    st.sidebar.html(f'<div>&#x21bb; {_link("Reset to defaults", query, hint)}</div>')
 
 
 def guided(items: Sequence[Try]) -> None:
