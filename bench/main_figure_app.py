@@ -79,7 +79,7 @@ def fenchel_dual(v, f):
 @main_figure("pair")
 def gaussian_w2(v, f):
     scene = v.scene(v.tokens_from_table(v.DEFAULT, False), 0)
-    titles = ("W2 attention softmax(-W2^2 / tau)", "dot-product softmax(<m_i, m_j> / tau)")
+    titles = ("W2: softmax(−W2²/τ)", "dot: softmax(⟨m_i, m_j⟩/τ)")
     return Reference(lambda tau: v.attend(scene, tau),
                      lambda a: f.attention_pair(a.w2, a.dot, a.scene.tokens.names, titles))
 
@@ -88,9 +88,7 @@ def gaussian_w2(v, f):
 def wasserstein_self_attention(v, f):
     inputs = v.Inputs(v.sequence(v.PRESETS[0], 24, 8, 0, None), None, v.REPRESENTATIONS[0], v.WEIGHT_MAPS[0],
                       1.0, 0.5, True, 2, 1)
-    return Reference(lambda tau: v.attend(inputs, tau), lambda a: f.matrices(
-        {"distances W": a.ours.W, "Wasserstein attention A": a.ours.A, "softmax(QK^T / sqrt(d))": a.dot.A},
-        "Distances and weights (rows: queries)"))
+    return Reference(lambda tau: v.attend(inputs, tau), lambda a: f.attention_matrices(a.ours, a.dot))
 
 
 @main_figure("animation")

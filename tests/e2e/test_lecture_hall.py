@@ -107,3 +107,62 @@ def test_a_guided_link_opens_its_state_and_reset_returns_to_the_defaults(server,
     open_page(page, page.url)
     assert urlsplit(page.url).query == "", page.url
     assert "1" in page.locator(".st-key-tau").inner_text()
+
+
+# (page and the query that shows its uploader, the example's download button, the uploader's label)
+EXAMPLES = [
+    ("transport_plans", "Example points CSV", "Upload points (CSV)"),
+    ("transport_plans?problem=cost+matrix", "Example cost matrix CSV", "Upload cost matrix"),
+    ("particles?preset=uploaded+CSV", "Example particles CSV", "Particles (CSV)"),
+    ("wasserstein_self_attention?sequence=uploaded+CSV", "Example sequence (CSV)", "Sequence (CSV)"),
+    ("uncertainty_inspector?ckpt=upload", "Example checkpoint", "Checkpoint file"),
+    ("uncertainty_inspector?img_src=upload", "Example image", "Image (PNG/JPG)"),
+]
+
+
+def download(page, button) -> tuple[str, bytes]:
+    with page.expect_download(timeout=60_000) as info:
+        button.click()
+    return info.value.suggested_filename, open(info.value.path(), "rb").read()
+
+
+@pytest.mark.parametrize("path, example, uploader", EXAMPLES, ids=[f"{p.split('?')[0]}-{e}" for p, e, _ in EXAMPLES])
+def test_every_example_file_goes_back_through_its_own_uploader(server, page, path, example, uploader):
+    open_page(page, f"{server}/{path}")
+    name, data = download(page, page.get_by_role("button", name=example))
+    box = page.locator('[data-testid="stFileUploader"]').filter(has_text=uploader)
+    box.locator('input[type="file"]').set_input_files(files=[{"name": name, "mimeType": "application/octet-stream",
+                                                              "buffer": data}])
+    page.wait_for_timeout(1000)
+    wait_until_idle(page)
+    no_exception(page)
+    errors = page.locator('[data-testid="stAlertContentError"]')
+    assert errors.count() == 0, errors.first.inner_text()
+    assert page.get_by_text("was not used").count() == 0
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+
+
+def test_the_animations_decode_as_gif_and_mp4_with_many_frames(server, page):
+    import tempfile
+
+    import imageio.v3 as iio
+    import imageio_ffmpeg
+
+    open_page(page, f"{server}/particles")
+    page.get_by_role("button", name="Animation for slides").click()
+    for fmt in ("GIF", "MP4"):
+        page.locator('[data-testid="stPopoverBody"]').get_by_text(fmt, exact=True).click()
+        wait_until_idle(page)
+        page.get_by_role("button", name=f"Make {fmt}").click()
+        wait_until_idle(page)
+        name, data = download(page, page.get_by_role("button", name=f"Download {fmt}"))
+        assert name.endswith(f".{fmt.lower()}")
+        if fmt == "GIF":
+            assert iio.imread(data, extension=".gif", index=None).shape[0] > 1
+        else:
+            with tempfile.NamedTemporaryFile(suffix=".mp4") as f:
+                f.write(data)
+                f.flush()
+                reader = imageio_ffmpeg.read_frames(f.name)
+                next(reader)
+                assert sum(1 for _ in reader) > 1

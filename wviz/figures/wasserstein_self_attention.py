@@ -17,6 +17,13 @@ def position_ticks(n: int, most: int) -> tuple[dict, int]:
     return dict(tickmode="array", tickvals=list(range(0, n, step)), tickangle=0), step
 
 
+def attention_matrices(ours, dot) -> go.Figure:
+    """The page's main figure: W, A = f(W) of a WSAResult ``ours`` and the attention of ``dot`` (softmax(QK^T /
+    sqrt(d))), stacked."""
+    return matrices({"W: distance": (ours.W, "W<sub>ij</sub>"), "A = f(W)": (ours.A, "A<sub>ij</sub>"),
+                     "softmax(QKᵀ/√d)": (dot.A, "A<sub>ij</sub>")}, "Distances and weights")
+
+
 def matrices(panels: dict, title: str) -> go.Figure:
     """Several n x n matrices stacked (name -> (matrix, colour bar title)), rows the queries i and columns the keys
     j, each with its own colour scale and a colour bar beside it. Stacked, not side by side: three panels and
