@@ -59,7 +59,7 @@ def simplex_landscape(land, key_labels: list[str], title: str) -> go.Figure:
     fig = go.Figure()
     fig.add_trace(go.Scatterternary(
         a=pts[finite, 0], b=pts[finite, 1], c=pts[finite, 2], mode="markers", name="objective",
-        marker=dict(color=vals[finite], colorscale="Viridis_r", size=6, symbol="triangle-up", showscale=True,
+        marker=dict(color=vals[finite], colorscale="Viridis_r", size=12, symbol="triangle-up", showscale=True,
                     colorbar=dict(title="objective", len=0.8)),
         hovertemplate="p = (%{a:.3f}, %{b:.3f}, %{c:.3f})<br>objective %{marker.color:.4f}<extra></extra>"))
     for name, p, symbol, size in (("closed form p*", land.closed_form, "star", 16),

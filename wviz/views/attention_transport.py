@@ -78,7 +78,7 @@ def simplex_grid(resolution: int, dtype=torch.float64) -> torch.Tensor:
 
 
 def landscape(mechanism: str, scores: torch.Tensor, tau: float, alpha: float = 1.5,
-              prior: torch.Tensor | None = None, resolution: int = 60) -> Landscape:
+              prior: torch.Tensor | None = None, resolution: int = 30) -> Landscape:
     """Objective landscape on the 2-simplex for three scores, closed form vs generic solver."""
     if scores.shape[-1] != 3:
         raise ValueError(f"the simplex landscape needs exactly 3 keys, got {scores.shape[-1]}")
