@@ -3,6 +3,7 @@ import base64
 import json
 import time
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import numpy as np
 
@@ -50,6 +51,13 @@ def settle(at: AppTest, timeout: float = 300) -> AppTest:
         at.run()
     assert not at.get("progress"), "a background job did not finish"
     return at
+
+
+def link_params(item) -> dict:
+    """The query parameters of a guided link (wviz.guide.Try) as the browser sends them: parsed from the link the
+    page draws (Try.query), a repeated key as a list."""
+    query = parse_qs(item.query().lstrip("?"), keep_blank_values=True)
+    return {k: v if isinstance(item.params[k], (list, tuple)) else v[0] for k, v in query.items()}
 
 
 @pytest.fixture

@@ -1,14 +1,13 @@
 """The "Attention as transport" page, driven through AppTest; its numbers checked against numpy and the entmax
 package."""
 import json
-from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
 import torch
 from entmax import entmax15, entmax_bisect
 
-from tests.app.conftest import check_views, figure_titled, figures, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception
 from tests.app.test_fenchel_page import rendered_width
 from wviz.views import attention_transport as av
 
@@ -169,12 +168,6 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     assert len(figures(at)) == 2 and figure_titled(at, "softmax: weights against tau")
     check_views(at, "view", {"Objective on the simplex (m = 3)": ["bars", "land"], "tau sweep": ["bars", "sweep"],
                              "Side by side": ["bars", "side_left", "side_right"], "Many queries": ["bars", "many"]})
-
-
-def link_params(item) -> dict:
-    """The query parameters of a guided link's URL, as the browser sends them (a repeated key is a list)."""
-    query = parse_qs(item.query().lstrip("?"), keep_blank_values=True)
-    return {k: v if isinstance(item.params[k], (list, tuple)) else v[0] for k, v in query.items()}
 
 
 @pytest.mark.parametrize("item", av.TRY_THIS, ids=lambda t: t.label)

@@ -2,13 +2,12 @@
 references written here (the dual (9) maximised by scipy, (18), T5's masked biased softmax, (25) and (40) by loops)."""
 import json
 import re
-from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
 import scipy.optimize
 
-from tests.app.conftest import check_views, figure_titled, figures, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception
 from wviz.views import fenchel_dual as fv
 
 PAGE = "fenchel_dual.py"
@@ -180,12 +179,6 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
                              "The dual problem (9)": ["estimates", "dual", "sweep"],
                              "Figure 3 grid": ["estimates", "grid"], "T5 (19)-(20)": ["estimates", "t5"],
                              "OT-based attention": ["estimates", "ot_map", "ot_bars", "ot_sweep"]})
-
-
-def link_params(item) -> dict:
-    """The query parameters of a guided link's URL, as the browser sends them (a repeated key is a list)."""
-    query = parse_qs(item.query().lstrip("?"), keep_blank_values=True)
-    return {k: v if isinstance(item.params[k], (list, tuple)) else v[0] for k, v in query.items()}
 
 
 def metric_values(at) -> dict:

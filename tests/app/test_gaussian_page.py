@@ -1,12 +1,11 @@
 """The "Gaussian W2 attention" page, driven through AppTest; its weights checked against scipy's sqrtm."""
 import json
-from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
 from scipy.linalg import sqrtm
 
-from tests.app.conftest import check_views, figure_titled, figures, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception
 from wviz.views import gaussian_w2 as gv
 
 PAGE = "gaussian_w2.py"
@@ -229,11 +228,6 @@ def test_heatmaps_name_every_token_and_have_colour_bars(open_page):
     for axis, title in (("xaxis", "key j"), ("xaxis2", "key j"), ("yaxis", "query i")):
         assert fig["layout"][axis]["title"]["text"] == title
         assert fig["layout"][axis]["ticktext"] == names
-
-
-def link_params(item) -> dict:
-    """The query parameters of a Try link, as the link itself (wviz.guide.Try.query) writes them."""
-    return {k: v if len(v) > 1 else v[0] for k, v in parse_qs(item.query()[1:]).items()}
 
 
 @pytest.mark.parametrize("item", gv.TRY_THIS, ids=lambda t: t.label)

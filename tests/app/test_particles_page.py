@@ -1,13 +1,12 @@
 """The "Particles and contraction" page through AppTest; its particles, W1 and bounds checked against numpy,
 scipy's assignment solver and finite differences."""
 import math
-from urllib.parse import parse_qsl
 
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from tests.app.conftest import check_views, figure_titled, figures, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception
 from wviz.views import particles as pv
 
 PAGE = "particles.py"
@@ -193,7 +192,7 @@ def test_metrics_are_short_and_say_the_rest_in_their_help(open_page):
 @pytest.mark.parametrize("item", pv.TRY_THIS, ids=[t.label for t in pv.TRY_THIS])
 def test_try_this_links_set_their_widgets(open_page, item):
     """Each guided link, opened as the browser would (its query string), sets every widget it names."""
-    at = open_page(PAGE, **dict(parse_qsl(item.query()[1:])))
+    at = open_page(PAGE, **link_params(item))
     no_exception(at)
     assert not at.error
     for key, value in item.params.items():

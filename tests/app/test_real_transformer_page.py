@@ -3,7 +3,6 @@ independently loaded MiniLM, sparsemax against numpy, Sinkhorn's marginals, the 
 tokenizer's counts, bad input."""
 import json
 import math
-from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import torch
 from scipy.special import softmax
 from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import ROOT, check_views, figure_titled, figures, no_exception, settle
+from tests.app.conftest import ROOT, check_views, figure_titled, figures, link_params, no_exception, settle
 from wviz.models import minilm
 from wviz.models.corpus import CORPUS
 from wviz.views import real_transformer as rv
@@ -182,12 +181,6 @@ def test_the_linked_view_draws_the_altair_chart_of_the_head(open_page, reference
     attn, _ = run(SENTENCE)
     np.testing.assert_allclose(maps["original: softmax (tau = 1)"], attn[0, 0], atol=2e-6)
     assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Sparsity per head")]
-
-
-def link_params(item) -> dict:
-    """The query parameters of a guided link's URL, as the browser sends them (a repeated key is a list)."""
-    query = parse_qs(item.query().lstrip("?"), keep_blank_values=True)
-    return {k: v if isinstance(item.params[k], (list, tuple)) else v[0] for k, v in query.items()}
 
 
 @pytest.mark.parametrize("item", rv.TRY_THIS, ids=lambda t: t.label)

@@ -1,11 +1,10 @@
 """The "Transport plans" page, driven through AppTest; its plans checked against POT on the same data."""
-from urllib.parse import parse_qsl
 
 import numpy as np
 import ot as pot
 import pytest
 
-from tests.app.conftest import bundle_figures, check_views, figure_titled, figures, no_exception
+from tests.app.conftest import bundle_figures, check_views, figure_titled, figures, link_params, no_exception
 from wviz.views import transport_plans as tv
 
 PAGE = "transport_plans.py"
@@ -201,7 +200,7 @@ def test_side_by_side_plans_at_two_gammas(open_page):
 @pytest.mark.parametrize("item", tv.TRY_THIS, ids=[t.label for t in tv.TRY_THIS])
 def test_try_this_links_set_their_widgets(open_page, item):
     """Each guided link, opened as the browser would (its query string), sets every widget it names."""
-    at = open_page(PAGE, **dict(parse_qsl(item.query()[1:])))
+    at = open_page(PAGE, **link_params(item))
     no_exception(at)
     assert not at.error
     for key, value in item.params.items():

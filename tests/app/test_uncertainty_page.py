@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from tests.app.conftest import figure_titled, figures, no_exception, settle
+from tests.app.conftest import figure_titled, figures, link_params, no_exception, settle
 from wviz.vit import data
 from wviz.views import uncertainty_inspector as views
 from wviz.vit import evaluate as vit_evaluate
@@ -281,7 +281,7 @@ def test_huge_eval_samples_are_capped_with_a_caption(open_page, tmp_path):
 def test_try_this_links_open_the_page_in_their_state(open_page, item):
     """Each guided link, opened as the browser would (its query string), sets its widgets, and what its sentence
     asks to watch is on the page."""
-    at = open_page(PAGE, **{k: str(v) for k, v in item.params.items()})
+    at = open_page(PAGE, **link_params(item))
     assert not at.error, [e.value for e in at.error]
     for key, value in item.params.items():
         assert at.session_state[key] == value, key

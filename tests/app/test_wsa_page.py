@@ -1,11 +1,10 @@
 """The "Wasserstein self-attention" page, driven through AppTest; its matrices checked by hand."""
 import re
-from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
 
-from tests.app.conftest import check_views, figures, no_exception
+from tests.app.conftest import check_views, figures, link_params, no_exception
 from wviz import samples
 from wviz.views import wasserstein_self_attention as wv
 
@@ -140,11 +139,6 @@ def test_a_width_the_reading_cannot_take_is_explained(open_page):
     at.sidebar.file_uploader(key="sequence_csv").upload("odd.csv", b"1,2,3\n4,5,6\n0,1,2\n", "text/csv").run()
     no_exception(at)
     assert at.error[0].value.startswith("the sequence has d = 3 channels, but the gaussian reading")
-
-
-def link_params(item) -> dict:
-    """The query parameters of a Try link, as the link itself (wviz.guide.Try.query) writes them."""
-    return {k: v if len(v) > 1 else v[0] for k, v in parse_qs(item.query()[1:]).items()}
 
 
 @pytest.mark.parametrize("item", wv.TRY_THIS, ids=lambda t: t.label)
