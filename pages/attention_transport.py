@@ -161,25 +161,13 @@ def sweep_view(w: av.Weights) -> ui.View:
     return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(w, w.inputs.mechanisms[0])])
 
 
-def side_figures(inputs: av.Inputs, left: float, right: float):
-    return [figs.side_by_side(av.weights(inputs, tau), inputs.labels, side)
-            for side, tau in (("Left", left), ("Right", right))]
-
-
 def side_view(w: av.Weights) -> ui.View:
-    def draw_view():
-        st.markdown("The same scores at two temperatures, every chosen mechanism at each: a small tau is close to "
-                    "argmax (sparsemax drops keys), a large one close to uniform (or to the prior).")
-        cols = st.columns(2)
-        taus = [ui.log_slider(f"tau ({side})", 1e-3, 1e2, default, key=f"side_tau_{side}", where=col,
-                              help=f"The temperature of the {side} figure.")
-                for col, side, default in zip(cols, ("left", "right"), av.SIDE_TAUS)]
-        drawn = ui.guarded("attention/side", lambda: side_figures(w.inputs, *taus))
-        for col, fig, key in zip(cols, drawn or [], ("side_left", "side_right")):
-            with col:
-                ui.show_figure(fig, key=key)
-
-    return ui.View(draw_view, ("side_left", "side_right"), lambda: side_figures(w.inputs, *av.SIDE_TAUS))
+    return ui.side_by_side(
+        "tau", "side_tau", 1e-3, 1e2, av.SIDE_TAUS,
+        lambda side, tau: figs.side_by_side(av.weights(w.inputs, tau), w.inputs.labels, side.capitalize()),
+        help="The temperature of the {side} figure.",
+        caption="The same scores at two temperatures, every chosen mechanism at each: a small tau is close to "
+                "argmax (sparsemax drops keys), a large one close to uniform (or to the prior).")
 
 
 def many_figure(w: av.Weights, mechanism: str, n: int, m: int, d: int):

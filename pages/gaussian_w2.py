@@ -130,16 +130,11 @@ def side_figure(s: gv.Scene, tau: float):
 
 
 def side_view(a: gv.Attention) -> ui.View:
-    def draw_view():
-        for column, side, default in zip(st.columns(2), ("left", "right"), gv.SIDE_TAUS):
-            tau = ui.log_slider(f"tau ({side})", 1e-2, 1e2, default, key=f"side_tau_{side}", where=column,
-                                help=f"The temperature of the {side} heatmap.")
-            with column:
-                ui.show_figure(side_figure(a.scene, tau), key=f"side_{side}")
-        st.caption("The same tokens at two temperatures: a small tau keeps only the nearest Gaussian in each row, a "
-                   "large one spreads every row towards uniform.")
-
-    return ui.View(draw_view, ("side_left", "side_right"), lambda: [side_figure(a.scene, t) for t in gv.SIDE_TAUS])
+    return ui.side_by_side(
+        "tau", "side_tau", 1e-2, 1e2, gv.SIDE_TAUS, lambda side, tau: side_figure(a.scene, tau),
+        help="The temperature of the {side} heatmap.",
+        caption="The same tokens at two temperatures: a small tau keeps only the nearest Gaussian in each row, a "
+                "large one spreads every row towards uniform.")
 
 
 def linked_view(a: gv.Attention) -> ui.View:

@@ -41,8 +41,8 @@ shared = sb.toggle("shared weights (Universal Transformer)", True, key="shared",
                    disabled=identity,
                    help="One (W_Q, W_K, W_V) for every layer (Sec. 6.2); off: fresh random weights per layer.")
 value_scale = sb.slider("value scale s (W_V -> s W_V)", 0.1, 1.5, 1.0, 0.05, key="value_scale", bind="query-params",
-                        help=r"Shrinks or stretches the lookup $l(y) = y W_V$; $K_\ell = \lVert W_V\rVert$ enters Thm. 23 "
-                             r"as $\kappa(L)$.")
+                        help=r"Shrinks or stretches the lookup $l(y) = y W_V$; $K_\ell = \lVert W_V\rVert$ enters "
+                             r"Thm. 23 as $\kappa(L)$.")
 residual = sb.toggle("residual connection", False, key="residual", bind="query-params",
                      help="x^{h+1} = x^h + Attention(x^h) (Remark 10) instead of x^{h+1} = Attention(x^h).")
 norm = sb.toggle("normalise onto the unit circle", False, key="norm", bind="query-params",
@@ -131,7 +131,8 @@ def contraction_notes(con: pv.ContractionCheck, i: pv.Inputs) -> str:
         notes.append(rf"Thm. 23 on the box $E$ around every input: $\operatorname{{diam}}(E) = {tex(t23.diam)}$, "
                      rf"$\epsilon(G) = {tex(t23.eps)}$, $\lVert G\rVert_\infty = {tex(t23.sup)}$, "
                      rf"$\lVert G\rVert_{{Lip,\infty}} = {tex(t23.lip_first)}$, "
-                     rf"$\lVert G\rVert_{{\infty,Lip}} = {tex(t23.lip_second)}$, $K_\ell = {tex(t23.k_l)}$. As printed, "
+                     rf"$\lVert G\rVert_{{\infty,Lip}} = {tex(t23.lip_second)}$, $K_\ell = {tex(t23.k_l)}$. "
+                     "As printed, "
                      r"Thm. 23 misses the $\lVert G\rVert_\infty / \epsilon(G)$ term (Prop. 19's proof pulls "
                      r"$\lVert f\rVert_\infty$ out of an integral against the signed measure $\mu - \nu$); without it "
                      "a translated cloud, whose output is just translated (ratio 1), can beat the bound.")
@@ -235,10 +236,10 @@ def max_entropy_view(f: pv.Flow) -> ui.View:
         if chk is not None:
             ui.show_figure(max_entropy_figure(chk), key="maxent")
             st.caption("Each curve moves away from the Boltzmann-Gibbs measure (the star) along a random direction "
-                       r"that keeps the total mass and the encoded moment $k = y W_K$ (and $\lVert y W_K\rVert^2$ for the Gaussian "
-                       "potential), as far as the weights stay non-negative. Every curve peaks at $t = 0$: among all "
-                       "measures on the tokens that encode the same moment, the attention weights have the largest "
-                       "relative entropy.")
+                       r"that keeps the total mass and the encoded moment $k = y W_K$ (and $\lVert y W_K\rVert^2$ "
+                       "for the Gaussian potential), as far as the weights stay non-negative. Every curve peaks at "
+                       "$t = 0$: among all measures on the tokens that encode the same moment, the attention weights "
+                       "have the largest relative entropy.")
 
     return ui.View(draw_view, ("maxent",), lambda: [max_entropy_figure(pv.max_entropy(f, 0))])
 
@@ -249,19 +250,12 @@ def side_figure(i: pv.Inputs, tau: float):
 
 
 def side_view(f: pv.Flow) -> ui.View:
-    def draw_view():
-        for column, side, default in zip(st.columns(2), ("left", "right"), pv.SIDE_TAUS):
-            tau = ui.log_slider(f"tau ({side})", 1e-2, 1e2, default, key=f"side_tau_{side}", where=column,
-                                help=f"The temperature of the {side} flow.")
-            with column:
-                fig = ui.guarded(f"particles/side_{side}", lambda t=tau: side_figure(f.inputs, t))
-                if fig is not None:
-                    ui.show_figure(fig, key=f"side_{side}")
-        st.caption(r"The same particles through the same layers at two temperatures: a small $\tau$ merges only "
-                   r"near neighbours (many small clusters), a large $\tau$ lets every particle reach every other "
-                   "(one cluster).")
-
-    return ui.View(draw_view, ("side_left", "side_right"), lambda: [side_figure(f.inputs, t) for t in pv.SIDE_TAUS])
+    return ui.side_by_side(
+        "tau", "side_tau", 1e-2, 1e2, pv.SIDE_TAUS, lambda side, tau: side_figure(f.inputs, tau),
+        help="The temperature of the {side} flow.",
+        caption=r"The same particles through the same layers at two temperatures: a small $\tau$ merges only near "
+                r"neighbours (many small clusters), a large $\tau$ lets every particle reach every other (one "
+                "cluster).")
 
 
 ui.live("particles/flow", tau_slot, tau_slider, lambda tau: None if inputs is None else pv.flow(inputs, tau), draw)

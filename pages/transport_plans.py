@@ -231,20 +231,13 @@ def side_figure(t: tv.Transport, gamma_rel: float):
 
 
 def side_view(t: tv.Transport) -> ui.View:
-    def draw_view():
-        for column, side, default in zip(st.columns(2), ("left", "right"), tv.SIDE_GAMMAS):
-            gamma_rel = ui.log_slider(f"gamma / max C ({side})", 1e-4, 1e1, default, key=f"side_gamma_{side}",
-                                      where=column, help=f"The regularisation of the {side} plan.")
-            with column:
-                fig = ui.guarded(f"transport/side_{side}", lambda g=gamma_rel: side_figure(t, g))
-                if fig is not None:
-                    ui.show_figure(fig, key=f"side_{side}")
-        st.caption(f"The {tv.side_solver(t.solver)} plans of the same problem at two regularisations"
-                   + (" (the exact solver has no gamma)" if t.solver == "exact" else "")
-                   + ": a small gamma keeps the plan close to the sparse exact one, a large gamma blurs it towards "
-                     "the independent coupling $a b^\\top$.")
-
-    return ui.View(draw_view, ("side_left", "side_right"), lambda: [side_figure(t, g) for g in tv.SIDE_GAMMAS])
+    return ui.side_by_side(
+        "gamma / max C", "side_gamma", 1e-4, 1e1, tv.SIDE_GAMMAS, lambda side, gamma_rel: side_figure(t, gamma_rel),
+        help="The regularisation of the {side} plan.",
+        caption=f"The {tv.side_solver(t.solver)} plans of the same problem at two regularisations"
+                + (" (the exact solver has no gamma)" if t.solver == "exact" else "")
+                + ": a small gamma keeps the plan close to the sparse exact one, a large gamma blurs it towards the "
+                  "independent coupling $a b^\\top$.")
 
 
 ui.live("transport/solve", gamma_slot, gamma_slider, solve, draw)

@@ -118,7 +118,8 @@ def test_points_table_is_read_like_the_csv():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda t: t.assign(x=[0.0, None, 0.0]), r"points table has a problem:\n- an empty or non-numeric entry in row 2, column x"),
+    (lambda t: t.assign(x=[0.0, None, 0.0]),
+     r"points table has a problem:\n- an empty or non-numeric entry in row 2, column x"),
     (lambda t: t.assign(y=[0.0, "a", 0.0]), r"row 2, column y \('a'\)"),
     (lambda t: t.assign(mass=[1.0, -2.0, 1.0]), r"source masses must be non-negative, but row 2 .* mass -2"),
     (lambda t: t.assign(mass=[1.0, 1.0, 0.0]), "target masses must have a positive total"),

@@ -295,7 +295,8 @@ def page_default(**changes):
 def test_what_the_guided_experiments_say_to_watch():
     """The "watch" sentences of TRY_THIS, checked on the page's default inputs."""
     hot = pv.flow(page_default(), 3.16)
-    assert np.ptp(hot.trajectory[-1].numpy(), axis=0).max() < 1e-9 and (hot.steps[4:] < 1e-8).all()            # one point within five layers
+    # one point within five layers
+    assert np.ptp(hot.trajectory[-1].numpy(), axis=0).max() < 1e-9 and (hot.steps[4:] < 1e-8).all()
     cold = pv.flow(page_default(), 0.0316)
     assert len(np.unique(np.round(cold.trajectory[-1].numpy(), 3), axis=0)) >= 8   # about a dozen clusters
     con = pv.contraction(pv.flow(page_default(), 0.316), "noise", 16, 0.1)   # the default tau on the grid

@@ -12,7 +12,8 @@ import streamlit as st
 from wviz import animation as animation_lib
 from wviz import export
 from wviz.ui import lecture, state, style
-from wviz.ui.widgets import view_selector
+from wviz.ui.runs import guarded
+from wviz.ui.widgets import log_slider, view_selector
 
 
 def show_figure(fig: go.Figure, key: str) -> None:
@@ -60,6 +61,28 @@ class View:
 def figure_view(key: str, build: Callable[[], go.Figure]) -> View:
     """A view that is one figure, drawn under ``key``."""
     return View(lambda: show_figure(build(), key), (key,), lambda: [build()])
+
+
+def side_by_side(label: str, key: str, lo: float, hi: float, defaults: tuple[float, float],
+                 build: Callable[[str, float], go.Figure], help: str, caption: str) -> View:
+    """The "Side by side" view: the page's figure at two values of its main parameter next to each other. Each
+    value has its own log slider ``label (left|right)`` over lo..hi (keys ``key_left``, ``key_right``, bound to the
+    URL; ``help`` may name ``{side}``); ``build(side, value)`` makes that side's figure, drawn under side_left /
+    side_right and guarded on its own (a bad value shows its message, the other side stays)."""
+    sides = ("left", "right")
+
+    def draw() -> None:
+        for column, side, default in zip(st.columns(2), sides, defaults):
+            value = log_slider(f"{label} ({side})", lo, hi, default, key=f"{key}_{side}", where=column,
+                               help=help.format(side=side))
+            with column:
+                fig = guarded(f"{key}/{side}", lambda side=side, value=value: build(side, value))
+                if fig is not None:
+                    show_figure(fig, key=f"side_{side}")
+        st.caption(caption)
+
+    return View(draw, tuple(f"side_{side}" for side in sides),
+                lambda: [build(side, value) for side, value in zip(sides, defaults)])
 
 
 def views(choices: dict[str, View], help: str, key: str = "view", label: str = "View") -> str:

@@ -53,7 +53,8 @@ _FIT_EQUATIONS = """
 # dataframe grid draws on a canvas, so it is zoomed rather than given a font size.
 _PRESENTING = """
 <style>
-[data-testid="stToolbarActions"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"] { display: none !important; }
+[data-testid="stToolbarActions"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"] {
+  display: none !important; }
 .stMainBlockContainer { font-size: 1.35rem; padding: 3rem 2rem 2rem 2rem; max-width: 100%; }
 .stMainBlockContainer p, .stMainBlockContainer li { font-size: 1.35rem; }
 .stMainBlockContainer h1 { font-size: 2.8rem; }
