@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import io as pystd_io
 
 import numpy as np
 import pandas as pd
@@ -53,7 +52,8 @@ def _text(data: bytes, what: str, example: str | None) -> str:
 
 
 def _read_csv(data: bytes, what: str, header, example: str | None = None) -> pd.DataFrame:
-    """A CSV upload as a table; lines whose number of values differs from the first line's are all named."""
+    """A CSV upload as a table (``header=0``: its first line names the columns; None: none does); lines whose
+    number of values differs from the first line's are all named."""
     text = _text(data, what, example)
     lines = [(i, row) for i, row in enumerate(csv.reader(text.splitlines()), 1) if row]
     width = len(lines[0][1])
@@ -62,7 +62,9 @@ def _read_csv(data: bytes, what: str, header, example: str | None = None) -> pd.
               "commas)" for i, row in lines[1:] if len(row) != width]
     if ragged:
         fail(what, ragged, example)
-    df = pd.read_csv(pystd_io.StringIO(text), header=header, skipinitialspace=True, skip_blank_lines=True)
+    # The table from the rows just read (text cells, an empty one None): the checks that follow read the numbers.
+    cells = [[c.strip() or None for c in row] for _, row in lines]
+    df = pd.DataFrame(cells[1:], columns=[c or "" for c in cells[0]]) if header == 0 else pd.DataFrame(cells)
     df.attrs["lines"] = [i for i, _ in lines[1 if header == 0 else 0:]]  # a file's rows are named by line
     return df
 
