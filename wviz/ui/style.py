@@ -32,6 +32,10 @@ _FIT_EQUATIONS = """
     // The equation's own box shrinks to its content; the element around it has the column's width.
     const room = (box.closest('[data-testid="stMarkdown"]') || box).clientWidth;
     if (!katex || room === 0) return;  // not laid out yet (a closed expander, a hidden tab)
+    // Every slider move changes the page: only an equation whose text or room changed is measured again.
+    const fitted = `${room}|${katex.textContent}`;
+    if (box.dataset.wvizFitted === fitted) return;
+    box.dataset.wvizFitted = fitted;
     katex.style.fontSize = '';
     // Scale by the overshoot, then step down: parts of an equation (spacing, tags) do not scale with it.
     let size = Math.floor(100 * room / katex.scrollWidth);
