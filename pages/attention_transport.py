@@ -103,10 +103,15 @@ def draw(w: av.Weights):
                   "The lecture bundle holds them all.")
     with numbers:
         st.dataframe(av.summary(w), hide_index=True)
-        ui.equation(rf"s = {av.vector_tex(w.inputs.scores)},\quad \tau = {w.tau:.3g}")
-        for name, p in w.p.items():
-            ui.equation(rf"\begin{{aligned}} \text{{{name}}}:\ \Omega(p) &= {OMEGA_TEX[name]} \\ "
-                        rf"p^\star &= {av.vector_tex(p)} \end{{aligned}}")
+        # two equations, not one per mechanism: every display equation is one more element to redraw per move
+        ui.equation(aligned([rf"\text{{{name}}}:\ \Omega(p) &= {OMEGA_TEX[name]}" for name in w.p]))
+        ui.equation(aligned([rf"s &= {av.vector_tex(w.inputs.scores)},\quad \tau = {w.tau:.3g}"]
+                            + [rf"p^\star_{{\text{{{name}}}}} &= {av.vector_tex(p, keep=3)}"
+                               for name, p in w.p.items()]))
+
+
+def aligned(lines: list[str]) -> str:
+    return r"\begin{aligned} " + r" \\ ".join(lines) + r" \end{aligned}"
 
 
 def landscape_figure(w: av.Weights, which: str):

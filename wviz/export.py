@@ -207,7 +207,7 @@ def presentation_style(fig: go.Figure) -> go.Figure:
         if "textfont" in trace:
             trace.update(textfont_size=TEXT_PX)
     fig.update_traces(line_width=LINE_PX, selector=lambda t: t.type in ("scatter", "scatterternary") and t.mode
-                      and "lines" in t.mode)
+                      and "lines" in t.mode and t.line.width != 0)   # width 0: an outline meant to be invisible
     fig.update_traces(colorscale="Cividis", selector=lambda t: t.type in ("heatmap", "contour"))
     return fig
 
