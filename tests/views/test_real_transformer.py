@@ -168,6 +168,30 @@ def test_attention_maps_thin_long_sentences_and_say_so():
     assert figs.label_step(23) == 1                                     # 23 x 14 px fit in 330 px
 
 
+def test_figure4_is_computed_once_for_every_server_process(monkeypatch, tmp_path):
+    """The second call (another replica of make serve) loads the first one's result from the disk cache: the
+    same numbers, no progress reported, the computation not run; another alpha or corpus is computed."""
+    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("wviz.models.corpus.CORPUS", (SENTENCE,))
+    first = rv.deviation(0.5, CPU)
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("Figure 4 computed again")
+
+    monkeypatch.setattr(figure4, "fenchel_deviation", not_again)
+    seen = []
+    second = rv.deviation(0.5, CPU, progress=lambda done, total: seen.append(done))
+    assert type(second) is figure4.FenchelDeviation and second.alpha == first.alpha == 0.5 and seen == []
+    for name in ("per_layer", "per_head", "sentence", "position", "grad_norm"):
+        a, b = getattr(first, name), getattr(second, name)
+        assert a.dtype == b.dtype and torch.equal(a, b), name
+    with pytest.raises(AssertionError, match="computed again"):
+        rv.deviation(0.25, CPU)
+    monkeypatch.setattr("wviz.models.corpus.CORPUS", ("Two words.",))
+    with pytest.raises(AssertionError, match="computed again"):
+        rv.deviation(0.5, CPU)
+
+
 def test_figure4_histograms_leave_headroom():
     from wviz.figures import real_transformer as figs
 

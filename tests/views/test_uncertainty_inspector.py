@@ -196,6 +196,31 @@ def test_panel_curves_and_scores():
     assert uv.ood_scores(reports, "uniform noise", "covariance trace") == {}
 
 
+def test_the_panel_is_evaluated_once_for_every_server_process(monkeypatch, tmp_path):
+    """The second evaluation of the same weights (another replica of make serve) loads the first one's report
+    from the disk cache: the same numbers, evaluate not run; other weights are evaluated."""
+    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    tiny = build_model(ViTConfig(kind="deterministic", dim=8, depth=1, heads=2))
+    (job,) = uv.panel_jobs(uv.Models({"t": uv.Loaded("t", tiny, {"eval_samples": 1}, "upload:tiny")}, None))
+    first = uv.evaluate_panel(job)
+    calls = []
+    monkeypatch.setattr(uv.vit_evaluate, "evaluate", lambda *a, **k: calls.append(1))
+    second = uv.evaluate_panel(job)
+    assert calls == [] and type(second) is type(first) and type(second.reliability) is type(first.reliability)
+    assert (second.accuracy, second.nll, second.reliability.ece) == (first.accuracy, first.nll, first.reliability.ece)
+    for name in ("edges", "count", "confidence", "accuracy"):
+        torch.testing.assert_close(getattr(second.reliability, name), getattr(first.reliability, name), rtol=0,
+                                   atol=0, equal_nan=True)
+    torch.testing.assert_close(second.ood, first.ood, rtol=0, atol=0)
+    torch.testing.assert_close(second.corruption, first.corruption, rtol=0, atol=0)
+    assert list(second.ood) == list(first.ood) and isinstance(next(iter(second.ood.values()))["max-softmax"], tuple)
+    with torch.no_grad():
+        next(tiny.parameters()).add_(1.0)  # other weights under the same key name
+    uv.evaluate_panel(job)
+    assert calls == [1]
+
+
 # ---- example uploads, refused uploads, guided links ------------------------------------------------------------
 
 def test_example_checkpoint_passes_the_page_loader(models):

@@ -12,9 +12,9 @@ from typing import Callable
 import pandas as pd
 import torch
 
+from wviz import disk_cache
 from wviz.guide import Try
-from wviz.models import figure4, minilm
-from wviz.models.corpus import CORPUS
+from wviz.models import corpus, figure4, minilm
 
 __all__ = ["CHOICES", "DEFAULT_SENTENCE", "MAX_TOKENS", "CORPUS_SIZE", "N_LAYERS", "N_HEADS", "BASE", "Settings",
            "params", "load", "forward", "Comparison", "comparison", "OneHead", "ColumnError", "one_head",
@@ -25,7 +25,7 @@ DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
 CHOICES = {"softmax": "softmax (temperature tau)", "sparsemax": "sparsemax", "entmax": "alpha-entmax",
            "sinkhorn": "Sinkhorn (doubly stochastic)"}
 MAX_TOKENS = minilm.MAX_TOKENS
-CORPUS_SIZE = len(CORPUS)
+CORPUS_SIZE = len(corpus.CORPUS)
 N_LAYERS, N_HEADS = 6, 12
 BASE = ("softmax", (("tau", 1.0),))  # the model's own attention: softmax at tau = 1
 
@@ -166,10 +166,20 @@ def change_table(c: Comparison) -> pd.DataFrame:
 
 # ---- Figure 4 of 002 ------------------------------------------------------------------------------------------
 
+# Figure 4's version in the shared disk cache: raise it when fenchel_deviation's numbers change.
+FIGURE4_VERSION = 1
+
+
 def deviation(dual_alpha: float, device: str, progress=None) -> figure4.FenchelDeviation:
     """Sec. 8 / Figure 4 of 002 over the bundled corpus at reliability ``dual_alpha`` of z in problem (4):
-    ||lambda* - alpha z|| / ||lambda*|| for every layer, head and token. progress(done, total) after each batch."""
-    return figure4.fenchel_deviation(alpha=dual_alpha, device=device, progress=progress)
+    ||lambda* - alpha z|| / ||lambda*|| for every layer, head and token. progress(done, total) after each batch.
+
+    Seconds of work: computed once per (corpus, alpha, device) for every server process (wviz.disk_cache); a
+    result loaded from there reports no progress."""
+    params = {"corpus": list(corpus.CORPUS), "alpha": float(dual_alpha), "device": device}
+    return disk_cache.cached("figure4", params, FIGURE4_VERSION,
+                             lambda: figure4.fenchel_deviation(alpha=dual_alpha, device=device, progress=progress),
+                             types=(figure4.FenchelDeviation,))
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from typing import Callable
 
 import torch
 
+from wviz import disk_cache
 from wviz.guide import Try
-from wviz.vit import data
+from wviz.vit import data, metrics
 from wviz.vit import evaluate as vit_evaluate  # looked up at call time: tests spy on evaluate
 from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.metrics import SCORES
@@ -28,8 +29,8 @@ __all__ = ["ASSETS", "BUNDLED", "OOD_SETS", "SEVERITIES", "MAX_PANEL_SAMPLES", "
            "uploaded_image", "Preprocessed", "preprocess", "Inspection", "inspect_image", "inspect_all", "predictions",
            "entropies", "patch_map", "query_attention", "rollout", "token_label", "patch_of", "block_of",
            "HeadMaps", "head_maps", "Inside", "inside", "score_choices", "PanelJob", "panel_jobs", "evaluate_panel",
-           "ood_scores", "corruption_curves", "VALID_CHECKPOINT", "ModelChoice", "choose_models", "EXAMPLE_INDEX",
-           "example_checkpoint", "example_image", "TRY_THIS"]
+           "weights_digest", "ood_scores", "corruption_curves", "VALID_CHECKPOINT", "ModelChoice", "choose_models",
+           "EXAMPLE_INDEX", "example_checkpoint", "example_image", "TRY_THIS"]
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 BUNDLED = {"stochastic": ASSETS / "vit_digits_stochastic.safetensors",
@@ -409,13 +410,35 @@ def panel_jobs(models: Models) -> tuple[PanelJob, ...]:
     return tuple(jobs)
 
 
+# The panel's version in the shared disk cache: raise it when evaluate's numbers change.
+PANEL_VERSION = 1
+
+
 def evaluate_panel(job: PanelJob, progress=None) -> vit_evaluate.Report:
     """The model's report on the test split and the OOD sets (and the corruptions unless read from its record);
-    ``progress(done, total)`` as the passes over the sets of images start."""
+    ``progress(done, total)`` as the passes over the sets of images start.
+
+    Seconds per pass: computed once per (weights, S, corruptions, device) for every server process
+    (wviz.disk_cache); a report loaded from there reports no progress."""
     x, y = test_split()
     step = None if progress is None else (lambda fraction, text: progress(fraction, 1.0))
-    return vit_evaluate.evaluate(job.loaded.model, x, y, samples=job.samples, corruptions=not job.from_record,
-                                 progress=step)
+    model = job.loaded.model
+    params = {"weights": weights_digest(model), "samples": job.samples, "corruptions": not job.from_record,
+              "device": str(next(model.parameters()).device)}
+    return disk_cache.cached("vit_panel", params, PANEL_VERSION,
+                             lambda: vit_evaluate.evaluate(model, x, y, samples=job.samples,
+                                                           corruptions=not job.from_record, progress=step),
+                             types=(vit_evaluate.Report, metrics.Reliability))
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha256 of the model's configuration and every tensor of its state: what its evaluation depends on, whatever
+    file (or test) it came from."""
+    h = hashlib.sha256(repr(model.config).encode())
+    for name, t in model.state_dict().items():
+        h.update(f"{name} {t.dtype} {tuple(t.shape)}".encode())
+        h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def ood_scores(reports: dict[str, vit_evaluate.Report], ood_name: str, score: str) -> dict:

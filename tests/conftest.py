@@ -1,0 +1,10 @@
+"""Every test session gets its own disk cache (wviz.disk_cache): a result written by an earlier run, or found in
+the user's ~/.cache/wviz, must not stand in for a computation a test checks. Servers the tests start inherit it."""
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def disk_cache_dir(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WVIZ_CACHE_DIR", str(tmp_path_factory.mktemp("wviz_cache")))
+        yield
