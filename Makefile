@@ -2,9 +2,10 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
+REPLICAS ?= 2
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench chromium clean
+.PHONY: run serve test bench chromium nginx clean
 
 # wviz itself, editable: its dependencies are requirements.txt (pyproject.toml reads them from there)
 $(VENV)/.runtime: requirements.txt pyproject.toml
@@ -20,14 +21,22 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 chromium:
 	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
+# Debian's nginx puts the replicas of `make serve` behind one address (deploy/serve.py runs it as this user).
+nginx:
+	@test -x /usr/sbin/nginx || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq nginx; }
+
 run: $(VENV)/.runtime
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true
 
-test: $(VENV)/.dev chromium
+# A class: REPLICAS Streamlit processes on ports PORT+1.. behind nginx on PORT (README, "Serving a class").
+serve: $(VENV)/.runtime nginx
+	$(PY) deploy/serve.py --replicas $(REPLICAS) --port $(PORT)
+
+test: $(VENV)/.dev chromium nginx
 	$(PY) -m pytest
 
-bench: $(VENV)/.dev
+bench: $(VENV)/.dev chromium nginx
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis .serve
