@@ -1,5 +1,5 @@
-"""What every benchmark shares: timing by turns, the CPU's name for the tables, and writing one's own section of
-BENCHMARKS.md."""
+"""What every benchmark shares: timing by turns, the CPU's name for the tables, a server process's CPU time and
+memory, and writing one's own section of BENCHMARKS.md."""
 from __future__ import annotations
 
 import os
@@ -22,6 +22,22 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, every thread) that process ``pid`` has used so far, from /proc/<pid>/stat."""
+    # The fields after the command name, which is in parentheses and may hold spaces; utime and stime are the
+    # 14th and 15th fields of the line, in clock ticks.
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` in MB, from /proc/<pid>/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 @contextmanager

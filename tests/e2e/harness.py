@@ -72,7 +72,7 @@ def running_app(script: Path = ROOT / "app.py"):
 
 @contextlib.contextmanager
 def serving(script: Path = ROOT / "app.py"):
-    """As running_app, yielding (URL, the server's Popen) for those who watch the process (bench_load)."""
+    """As running_app, yielding (URL, the server's Popen) for those who watch the process (bench_capacity)."""
     port = _free_port()
     env = {**os.environ, "WVIZ_DEVICE": "cpu"}
     log = tempfile.TemporaryFile()  # a file, not a pipe: nobody reads the log until the end, and a full pipe blocks
