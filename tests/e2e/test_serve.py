@@ -15,6 +15,7 @@ import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
+from deploy.serve import port_free
 from tests.e2e.harness import ROOT, SLIDERS, plot_data
 from tests.e2e.test_sharing_and_export import move_slider, open_page, shown_link
 
@@ -22,17 +23,6 @@ READY = re.compile(r"wviz: \d+ replicas? behind nginx at (\S+)")
 PAGES = ("attention_transport", "gaussian_w2")
 START_S, STOP_S = 300, 60
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no $http_proxy for 127.0.0.1
-
-
-def port_free(port: int) -> bool:
-    """Whether a server could listen on ``port`` (with SO_REUSEADDR, as nginx and Streamlit)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("", port))
-        except OSError:
-            return False
-    return True
 
 
 def free_ports(n: int) -> int:
