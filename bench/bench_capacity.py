@@ -28,8 +28,8 @@ import argparse
 import time
 
 from bench.bench_latency import SNAPSHOT, machine
-from bench.common import cpu_s, rss_mb, write_section
-from tests.e2e.harness import SLIDERS, launch_browser, page_paths, serving, wait_until_idle
+from bench.common import cpu_s, rss_mb, slider_pages, write_section
+from tests.e2e.harness import launch_browser, serving, wait_until_idle
 
 SECTION = "## Capacity: server CPU per move and memory per session (issue 19)"
 MOVES, WARMUP, SESSIONS = 30, 3, 5
@@ -139,12 +139,7 @@ def main(only: list[str] | None = None, moves: int = MOVES, sessions: int = SESS
     default counts (``write`` overrides)."""
     from playwright.sync_api import sync_playwright
 
-    pages = {p: SLIDERS[p] for p in page_paths() if p in SLIDERS}
-    unknown = sorted(set(only or ()) - set(pages))
-    if unknown:
-        raise SystemExit(f"no such page with a main slider: {', '.join(unknown)}; choose from {', '.join(pages)}")
-    if only:
-        pages = {p: k for p, k in pages.items() if p in only}
+    pages = slider_pages(only)
     write = (not only and (moves, sessions) == (MOVES, SESSIONS)) if write is None else write
     t0 = time.time()
     with sync_playwright() as pw:

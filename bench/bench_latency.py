@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import cpu_name, write_section
-from tests.e2e.harness import SLIDERS, launch_browser, running_app, wait_until_idle
+from bench.common import cpu_name, slider_pages, write_section
+from tests.e2e.harness import launch_browser, running_app, wait_until_idle
 
 SECTION = "## Slider latency in the browser (issue 8)"
 GOAL = 1.25   # issue 16: a page's p50 at most this many times its main figure's p50 alone
@@ -136,14 +136,7 @@ def table(rows: list[dict]) -> str:
 def main(only: list[str] | None = None, write: bool | None = None) -> str:
     """Every page with a main slider (tests/e2e/harness.py SLIDERS), or only those named; the table goes to
     BENCHMARKS.md when every page ran (``write`` overrides)."""
-    from tests.e2e.harness import page_paths
-
-    pages = {p: SLIDERS[p] for p in page_paths() if p in SLIDERS}
-    unknown = sorted(set(only or ()) - set(pages))
-    if unknown:
-        raise SystemExit(f"no such page with a main slider: {', '.join(unknown)}; choose from {', '.join(pages)}")
-    if only:
-        pages = {p: k for p, k in pages.items() if p in only}
+    pages = slider_pages(only)
     write = not only if write is None else write
     t0 = time.time()
     tab = table(run(pages))

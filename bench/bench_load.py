@@ -34,7 +34,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,8 +42,9 @@ import time
 from pathlib import Path
 
 from bench.bench_latency import SNAPSHOT, machine
-from bench.common import cpu_s, rss_mb, write_section
-from tests.e2e.harness import CHROMIUM, CHROMIUM_ARGS, ROOT, SLIDERS, page_paths
+from bench.common import cpu_s, rss_mb, slider_pages, write_section
+from deploy.serve import free_ports, read_replicas
+from tests.e2e.harness import CHROMIUM, CHROMIUM_ARGS, ROOT, SLIDERS
 
 SECTION = "## Load: 16 users through nginx (issue 19)"
 USERS, SECONDS, REPLICAS, ANSWER_S = 16, 60, (2, 1), 30
@@ -54,23 +54,6 @@ READY = re.compile(r"wviz: \d+ replicas? behind nginx at \S+")
 START_S, STOP_S = 300, 60
 # The pages whose results the replicas share through the disk cache (ui.background jobs): opened once before the runs.
 SHARED_ON_DISK = ("real_transformer", "uncertainty_inspector")
-
-
-def free_ports(n: int) -> int:
-    """A port P with P .. P+n-1 all free on loopback (nginx on P, the replicas on P+1 ..)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + n > 65536:
-            continue
-        try:
-            with contextlib.ExitStack() as stack:
-                for p in range(port, port + n):
-                    stack.enter_context(socket.socket()).bind(("127.0.0.1", p))
-            return port
-        except OSError:
-            continue
 
 
 @contextlib.contextmanager
@@ -111,7 +94,7 @@ def stop(proc: subprocess.Popen, folder: Path) -> None:
         proc.kill()
         proc.wait()
         nginx, listed = folder / "nginx.pid", folder / "replicas"
-        left = [*(replica_pids(folder).values() if listed.exists() else ()),
+        left = [*(read_replicas(folder).values() if listed.exists() else ()),
                 *([int(nginx.read_text())] if nginx.exists() else [])]
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
@@ -119,16 +102,10 @@ def stop(proc: subprocess.Popen, folder: Path) -> None:
         raise RuntimeError(f"deploy/serve.py did not stop within {STOP_S} s of SIGINT; killed it and pids {left}")
 
 
-def replica_pids(folder: Path) -> dict[int, int]:
-    """port -> pid of each replica, as serve.py lists them now (it rewrites the list when it restarts one)."""
-    pairs = (line.split() for line in (folder / "replicas").read_text().splitlines() if line.strip())
-    return {int(port): int(pid) for port, pid in pairs}
-
-
 def sample(folder: Path) -> tuple[float, dict[int, tuple[int, float, float]]]:
     """(time, port -> (pid, RSS MB, CPU s)) of every replica still running."""
     now, out = time.time(), {}
-    for port, pid in replica_pids(folder).items():
+    for port, pid in read_replicas(folder).items():
         with contextlib.suppress(OSError):  # a replica that just died: serve.py restarts it
             out[port] = (pid, rss_mb(pid), cpu_s(pid))
     return now, out
@@ -231,7 +208,7 @@ def run(replicas: int, users: int, seconds: float, pages: list[str]) -> dict:
         ready = len(said())
         results, samples = asyncio.run(drive(url, folder, pages, users, seconds))
         access = (folder / "access.log").read_text()
-        ports = set(replica_pids(folder))
+        ports = set(read_replicas(folder))
         after = said()[ready:].strip()
     for u in results:
         u["replicas"] = upstreams(access, u.pop("cookie"), ports)
@@ -345,7 +322,7 @@ def main(users: int = USERS, seconds: float = SECONDS, replicas: tuple[int, ...]
          write: bool | None = None) -> str:
     """One run per replica count, in order; BENCHMARKS.md is written for the default counts (``write``
     overrides)."""
-    pages = [p for p in page_paths() if p in SLIDERS]
+    pages = list(slider_pages())
     write = (users, seconds, tuple(replicas)) == (USERS, SECONDS, REPLICAS) if write is None else write
     t0 = time.time()
     warm_disk_cache(pages[:users])

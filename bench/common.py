@@ -24,6 +24,18 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def slider_pages(only: list[str] | None = None) -> dict[str, str]:
+    """page url path -> its main slider's key, in the app's order (tests/e2e/harness.py SLIDERS): every page with
+    one, or those in ``only`` (SystemExit naming the choices when one of them has none)."""
+    from tests.e2e.harness import SLIDERS, page_paths
+
+    pages = {p: SLIDERS[p] for p in page_paths() if p in SLIDERS}
+    unknown = sorted(set(only or ()) - set(pages))
+    if unknown:
+        raise SystemExit(f"no such page with a main slider: {', '.join(unknown)}; choose from {', '.join(pages)}")
+    return {p: k for p, k in pages.items() if not only or p in only}
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds (user + system, every thread) that process ``pid`` has used so far, from /proc/<pid>/stat."""
     # The fields after the command name, which is in parentheses and may hold spaces; utime and stime are the

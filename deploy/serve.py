@@ -112,6 +112,23 @@ def wait_until_healthy(name: str, proc: subprocess.Popen, port: int, log: Path) 
         time.sleep(0.5)
 
 
+def free_ports(n: int) -> int:
+    """A port P with P .. P+n-1 all free (nginx on P, the replicas on the next ones): for tests and benches that
+    start this script beside other servers."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + n <= 65536 and all(port_free(p) for p in range(port, port + n)):
+            return port
+
+
+def read_replicas(folder: Path) -> dict[int, int]:
+    """port -> pid of each replica, as .serve/PORT/replicas lists them now (rewritten after a restart)."""
+    pairs = (line.split() for line in (folder / "replicas").read_text().splitlines() if line.strip())
+    return {int(port): int(pid) for port, pid in pairs}
+
+
 def write_replicas(folder: Path, replicas: list[Replica]) -> None:
     """.serve/PORT/replicas, replaced whole (the benches read it while a restart rewrites it)."""
     tmp = folder / "replicas.tmp"

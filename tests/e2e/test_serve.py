@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,7 +14,7 @@ import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
-from deploy.serve import port_free
+from deploy.serve import free_ports, port_free, read_replicas
 from tests.e2e.harness import ROOT, SLIDERS, plot_data
 from tests.e2e.test_sharing_and_export import move_slider, open_page, shown_link
 
@@ -23,16 +22,6 @@ READY = re.compile(r"wviz: \d+ replicas? behind nginx at (\S+)")
 PAGES = ("attention_transport", "gaussian_w2")
 START_S, STOP_S = 300, 60
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no $http_proxy for 127.0.0.1
-
-
-def free_ports(n: int) -> int:
-    """A port P with P .. P+n-1 all free (nginx on P, the replicas on the next ones)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + n <= 65536 and all(port_free(p) for p in range(port, port + n)):
-            return port
 
 
 def stat_fields(pid: int) -> list[str]:
@@ -50,12 +39,6 @@ def alive(pid: int) -> bool:
 def workers(master: int) -> list[int]:
     """nginx's worker processes: the children of its master."""
     return [int(p.name) for p in Path("/proc").glob("[0-9]*") if stat_fields(int(p.name))[1:2] == [str(master)]]
-
-
-def replicas(folder: Path) -> dict[int, int]:
-    """port -> pid, as serve.py lists them in .serve/<port>/replicas."""
-    lines = (folder / "replicas").read_text().splitlines()
-    return {int(port): int(pid) for port, pid in (line.split() for line in lines if line.strip())}
 
 
 def access_log(folder: Path) -> list[dict]:
@@ -125,7 +108,7 @@ def test_make_serve_two_replicas_sticky_sessions_share_links_and_ctrl_c(browser)
     port = free_ports(3)
     folder = ROOT / ".serve" / str(port)
     with started(["make", "serve", "REPLICAS=2", f"PORT={port}"], port, 2) as (proc, url, said):
-        pids = replicas(folder)
+        pids = read_replicas(folder)
         assert sorted(pids) == [port + 1, port + 2], pids
         master = int((folder / "nginx.pid").read_text())
         nginx = [master, *workers(master)]
@@ -193,14 +176,14 @@ def test_serve_restarts_a_replica_that_died_and_exits_0_on_sigterm():
     command = [sys.executable, "deploy/serve.py", "--replicas", "1", "--port", str(port)]
     with started(command, port, 1) as (proc, url, said):
         assert "wviz: 1 replica behind nginx" in said()
-        (pid,) = replicas(folder).values()
+        (pid,) = read_replicas(folder).values()
         os.kill(pid, signal.SIGKILL)
         deadline = time.time() + START_S
         while "is back" not in said():
             assert time.time() < deadline and proc.poll() is None, said()
             time.sleep(1)
         assert f"the replica on port {port + 1} was killed by signal 9; restarting it" in said()
-        (new_pid,) = replicas(folder).values()
+        (new_pid,) = read_replicas(folder).values()
         assert new_pid != pid and alive(new_pid)
         with DIRECT.open(f"{url}/_stcore/health", timeout=30) as answer:
             assert answer.read() == b"ok"
