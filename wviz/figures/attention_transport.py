@@ -52,8 +52,7 @@ def side_by_side(w, key_labels: list[str], side: str) -> go.Figure:
     return weights_bars(w.p, key_labels, f"{side}: tau = {w.tau:.3g}")
 
 
-SQRT3_2 = np.sqrt(3) / 2
-CORNERS = ((0.5, SQRT3_2, "bottom"), (0.0, 0.0, "top"), (1.0, 0.0, "top"))   # where p_j = 1, and its label's side
+LABEL_SIDES = ("bottom", "top", "top")   # each corner's label: above the top corner, under the bottom ones
 
 
 def simplex_landscape(land, key_labels: list[str], title: str) -> go.Figure:
@@ -65,24 +64,27 @@ def simplex_landscape(land, key_labels: list[str], title: str) -> go.Figure:
         x=to_numpy(land.x), y=to_numpy(land.y), z=z,
         colorscale="Viridis", reversescale=True, hoverongaps=False, colorbar=dict(title="objective", len=0.8),
         name="objective", hovertemplate="objective %{z:.4f}<extra></extra>"))
+    cx, cy = land.xy(np.eye(3))   # the corners, where p_j = 1
+    top = cy[0]
     for side in (0.0, 1.0):   # white over the cells the slanted sides cut: the triangle keeps straight sides
-        fig.add_scatter(x=[side, 0.5, side, side], y=[0.0, SQRT3_2, SQRT3_2, 0.0], mode="lines", fill="toself",
+        fig.add_scatter(x=[side, cx[0], side, side], y=[0.0, top, top, 0.0], mode="lines", fill="toself",
                         fillcolor="white", line=dict(width=0), name="outside", hoverinfo="skip", showlegend=False)
-    fig.add_scatter(x=[c[0] for c in CORNERS[:3] + CORNERS[:1]], y=[c[1] for c in CORNERS[:3] + CORNERS[:1]],
-                    mode="lines", line=dict(color="black", width=1), name="simplex", hoverinfo="skip", showlegend=False)
+    fig.add_scatter(x=[*cx, cx[0]], y=[*cy, cy[0]], mode="lines", line=dict(color="black", width=1), name="simplex",
+                    hoverinfo="skip", showlegend=False)
     for name, p, symbol, size in (("closed form p*", land.closed_form, "star", 16),
                                   ("numerical argmin", land.numerical, "circle-open", 26)):
         p = to_numpy(p)
-        fig.add_scatter(x=[p[0] / 2 + p[2]], y=[SQRT3_2 * p[0]], mode="markers", name=name,
+        x, y = land.xy(p)
+        fig.add_scatter(x=[x], y=[y], mode="markers", name=name,
                         marker=dict(symbol=symbol, size=size, color="#D55E00", line=dict(width=3, color="black")),
                         hovertemplate=f"p = ({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})<extra>{name}</extra>")
-    for (cx, cy, side), label in zip(CORNERS, key_labels):
-        fig.add_annotation(x=cx, y=cy, text=f"p({label}) = 1", showarrow=False, yanchor=side,
+    for x, y, side, label in zip(cx, cy, LABEL_SIDES, key_labels):
+        fig.add_annotation(x=x, y=y, text=f"p({label}) = 1", showarrow=False, yanchor=side,
                            yshift=14 if side == "bottom" else -14)   # clear of a marker on the corner
     hidden = dict(visible=False, showgrid=False, zeroline=False)
     fig.update_layout(title=title, height=500, margin=dict(t=60, b=30), plot_bgcolor="white",
                       xaxis=dict(hidden, range=[-0.12, 1.12]),
-                      yaxis=dict(hidden, range=[-0.1, SQRT3_2 + 0.12], scaleanchor="x"),
+                      yaxis=dict(hidden, range=[-0.1, top + 0.12], scaleanchor="x"),
                       legend=dict(orientation="h", y=-0.05))
     return fig
 

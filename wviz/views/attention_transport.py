@@ -72,6 +72,11 @@ class Landscape:
         """The largest difference between the closed-form and the numerical argmin."""
         return float((self.closed_form - self.numerical).abs().max())
 
+    @staticmethod
+    def xy(p):
+        """Where the point p (..., 3) of the simplex is drawn on the triangle: x = p_1/2 + p_3, y = sqrt(3)/2 p_1."""
+        return p[..., 0] / 2 + p[..., 2], HEIGHT * p[..., 0]
+
 
 HEIGHT = math.sqrt(3) / 2   # of the equilateral triangle with unit sides that pictures the simplex
 
