@@ -96,10 +96,11 @@ def draw(w: av.Weights):
     st.subheader("Weights")
     ui.show_figure(figs.weights_bars(w.p, w.inputs.labels), key="bars")
     numbers = st.container()  # the numbers sit under the bars but are sent after the views: the bars come first
-    ui.views({"Objective on the simplex (m = 3)": landscape_view(w), "tau sweep": sweep_view(w),
-              "Side by side": side_view(w), "Many queries": many_view(w)},
-             help="The objective over the simplex (three keys), each weight as tau goes from 1e-3 to 1e3 (and as an "
-                  "animation), the weights at two temperatures next to each other, or many random queries at once. "
+    # Side by side first: it has its own temperatures, so a tau move does not send it again (ui.View.live)
+    ui.views({"Side by side": side_view(w), "Objective on the simplex (m = 3)": landscape_view(w),
+              "tau sweep": sweep_view(w), "Many queries": many_view(w)},
+             help="The weights at two temperatures next to each other, the objective over the simplex (three keys), "
+                  "each weight as tau goes from 1e-3 to 1e3 (and as an animation), or many random queries at once. "
                   "The lecture bundle holds them all.")
     with numbers:
         st.dataframe(av.summary(w), hide_index=True)

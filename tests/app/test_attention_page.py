@@ -12,12 +12,15 @@ from tests.app.test_fenchel_page import rendered_width
 from wviz.views import attention_transport as av
 
 PAGE = "attention_transport.py"
+LANDSCAPE = "Objective on the simplex (m = 3)"
 # The page's default: q = (1, 0.3), keys (1, 0.2), (0.2, 1), (-0.8, -0.4), so s_j = <q, k_j>:
 S_DEFAULT = np.array([1.0 * 1 + 0.3 * 0.2, 1.0 * 0.2 + 0.3 * 1, -0.8 - 0.3 * 0.4])
 
 
 def bars(at) -> dict:
-    fig = [f for f in figures(at) if f["layout"].get("barmode") == "group"]
+    """The main figure's weights (not those of the side-by-side view, whose titles name their side)."""
+    fig = [f for f in figures(at) if f["layout"].get("barmode") == "group"
+           and not f["layout"].get("title", {}).get("text", "").startswith(("Left", "Right"))]
     assert len(fig) == 1
     return {trace["name"]: np.array(trace["y"]) for trace in fig[0]["data"]}
 
@@ -37,7 +40,13 @@ def test_default_page_shows_the_closed_forms(open_page):
     assert w["entmax"][2] == 0.0
     # 1.5-entmax of s / tau by the entmax package (sort-based, Peters et al. 2019): same Tsallis objective
     np.testing.assert_allclose(w["entmax"], entmax15(torch.tensor(S_DEFAULT)).numpy(), atol=1e-12)
-    # the m = 3 landscape: the generic solver lands on the closed form
+    # the view drawn first is side by side (tau 0.1 and 10)
+    assert figure_titled(at, "Left: tau = 0.1") and figure_titled(at, "Right: tau = 10")
+
+
+def test_the_landscape_marks_the_closed_form_where_the_solver_lands(open_page):
+    """The m = 3 landscape: the generic solver lands on the closed form, drawn on the triangle."""
+    at = open_page(PAGE, view=LANDSCAPE)
     land = figure_titled(at, "softmax: -<s, p>")
     marks = {t["name"]: (t["x"][0], t["y"][0]) for t in land["data"] if t["name"] in ("closed form p*",
                                                                                       "numerical argmin")}
@@ -93,7 +102,7 @@ def test_bad_scores_show_an_error_and_keep_the_last_good_state(open_page):
 
 
 def test_masked_key_and_random_source(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view=LANDSCAPE)
     at.sidebar.radio(key="source").set_value("typed scores").run()
     at.sidebar.text_input(key="scores").set_value("1, -inf, 0.5").run()
     no_exception(at)
@@ -168,7 +177,7 @@ def test_a_bad_prior_entered_later_keeps_the_last_good_weights(open_page):
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     at = open_page(PAGE, view="tau sweep")
     assert len(figures(at)) == 2 and figure_titled(at, "softmax: weights against tau")
-    check_views(at, "view", {"Objective on the simplex (m = 3)": ["bars", "land"], "tau sweep": ["bars", "sweep"],
+    check_views(at, "view", {LANDSCAPE: ["bars", "land"], "tau sweep": ["bars", "sweep"],
                              "Side by side": ["bars", "side_left", "side_right"], "Many queries": ["bars", "many"]})
 
 

@@ -175,3 +175,27 @@ def test_after_a_slider_move_the_bundle_has_the_new_values_once(server, page):
     drawn = sorted(n[:-4] for n in bundle.namelist() if n.endswith(".svg"))
     assert drawn == ["bars", "land", "many", "side_left", "side_right", "sweep"]
     assert json.loads(bundle.read("params.json"))["tau"] == 1.21
+
+
+def test_a_view_the_slider_does_not_change_is_not_sent_again_by_its_moves(server, page):
+    """Side by side has its own temperatures (View.live False): a tau move sends the bars again, not its two
+    figures, which stay on the page; choosing a view that tau changes replaces them, and choosing them again
+    brings them back (ui.runs.below)."""
+    received = []   # the server's messages (protobuf; a figure's JSON is in them as text)
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(
+        frame if isinstance(frame, bytes) else frame.encode())))
+    open_page(page, f"{server}/attention_transport?view=Side+by+side")
+    before = plot_data(page)
+    received.clear()
+    move_slider(page, "tau", presses=2)
+    after = plot_data(page)
+    assert after[0] != before[0] and after[1:] == before[1:]   # the bars, then Left and Right
+    sent = b"".join(received)
+    assert b"weight p_j" in sent and b"Left: tau" not in sent and b"Right: tau" not in sent
+    titles = ("() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
+              ".map(gd => ((gd.layout.title || {}).text || '').replace(/<\\/?b>/g, '').split(':')[0])")
+    for choice, shown in (("Objective on the simplex (m = 3)", ["", "softmax"]),
+                          ("Side by side", ["", "Left", "Right"])):
+        page.locator(".st-key-view").get_by_text(choice, exact=True).click()
+        wait_until_idle(page)
+        assert page.evaluate(titles) == shown

@@ -12,7 +12,7 @@ import streamlit as st
 from wviz import animation as animation_lib
 from wviz import export
 from wviz.ui import lecture, state, style
-from wviz.ui.runs import guarded
+from wviz.ui.runs import below, guarded
 from wviz.ui.widgets import log_slider, view_selector
 
 
@@ -51,11 +51,14 @@ class View:
     figures  the keys of the figures it draws
     build    those figures in that order, at the view's default settings, for the lecture bundle when the view
              is not drawn (called at most once per bundle, on click)
+    live     whether the page's main slider changes it; a view it does not change is drawn below the slider's
+             fragment, so that a move does not send it again (runs.below)
     """
 
     draw: Callable[[], None]
     figures: tuple[str, ...]
     build: Callable[[], Sequence[go.Figure]]
+    live: bool = True
 
 
 def figure_view(key: str, build: Callable[[], go.Figure]) -> View:
@@ -68,7 +71,8 @@ def side_by_side(label: str, key: str, lo: float, hi: float, defaults: tuple[flo
     """The "Side by side" view: the page's figure at two values of its main parameter next to each other. Each
     value has its own log slider ``label (left|right)`` over lo..hi (keys ``key_left``, ``key_right``, bound to the
     URL; ``help`` may name ``{side}``); ``build(side, value)`` makes that side's figure, drawn under side_left /
-    side_right and guarded on its own (a bad value shows its message, the other side stays)."""
+    side_right and guarded on its own (a bad value shows its message, the other side stays). The page's main
+    slider does not change it, so its moves do not redraw it (View.live)."""
     sides = ("left", "right")
 
     def draw() -> None:
@@ -82,7 +86,7 @@ def side_by_side(label: str, key: str, lo: float, hi: float, defaults: tuple[flo
         st.caption(caption)
 
     return View(draw, tuple(f"side_{side}" for side in sides),
-                lambda: [build(side, value) for side, value in zip(sides, defaults)])
+                lambda: [build(side, value) for side, value in zip(sides, defaults)], live=False)
 
 
 def views(choices: dict[str, View], help: str, key: str = "view", label: str = "View") -> str:
@@ -92,7 +96,11 @@ def views(choices: dict[str, View], help: str, key: str = "view", label: str = "
     chosen = view_selector(label, list(choices), key, help)
     for name, view in choices.items():
         if name == chosen:
-            view.draw()
+            if view.live:
+                below(None)   # and a view the last full run drew below goes
+                view.draw()
+            elif not below(name, view.draw):
+                view.draw()
             continue
         build = functools.cache(view.build)
         for i, fig_key in enumerate(view.figures):

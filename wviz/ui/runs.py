@@ -2,6 +2,7 @@
 message instead of an exception."""
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Callable, TypeVar
 
 import streamlit as st
@@ -10,6 +11,11 @@ from wviz.ui import lecture, state
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+# What live() draws below its fragment (see below()): a list while live() runs the fragment in a full run, () while
+# the fragment reruns alone, None outside live().
+_below: ContextVar[list | tuple | None] = ContextVar("wviz_below", default=None)
+_BELOW = "_wviz_below"   # the view the last full run drew below the fragment, or None
 
 
 def guarded(key: str, compute: Callable[[], R]) -> R | None:
@@ -67,9 +73,38 @@ def live(key: str, slot, slider: Callable[[Any], T], compute: Callable[[T], R | 
     """
     @fragment
     def run() -> None:
-        value = slider(slot)
-        result = guarded(key, lambda: compute(value))
-        if result is not None:
-            draw(result)
+        token = _below.set(() if _below.get() is None else _below.get())
+        try:
+            value = slider(slot)
+            result = guarded(key, lambda: compute(value))
+            if result is not None:
+                draw(result)
+        finally:
+            _below.reset(token)
 
-    run()
+    below_draws: list[Callable[[], None]] = []
+    st.session_state[_BELOW] = None
+    token = _below.set(below_draws)
+    try:
+        run()
+    finally:
+        _below.reset(token)
+    for draw_below in below_draws:
+        draw_below()
+
+
+def below(view: str | None, draw: Callable[[], None] | None = None) -> bool:
+    """Draw the view named ``view`` below live()'s fragment instead of inside it, when the main slider does not
+    change it: a full run draws it after the fragment, and the slider's moves leave it standing instead of sending
+    it again. ``view`` None: nothing below (the chosen view is drawn inside). A fragment rerun that wants another
+    view below than the last full run drew reruns the page. False outside live(): the caller draws in place."""
+    where = _below.get()
+    if where is None:
+        return False
+    if isinstance(where, list):
+        st.session_state[_BELOW] = view
+        if draw is not None:
+            where.append(draw)
+    elif st.session_state.get(_BELOW) != view:
+        st.rerun()
+    return True
