@@ -51,7 +51,6 @@ def alpha_slider(where):
 
 
 def draw(s: fv.Solution):
-    st.subheader("Exact h and its attention approximations (Figure 3)")
     ui.show_figure(figs.estimates(s), key="estimates")
     st.caption("The red square is the exact estimate (12) from the dual maximiser; the open purple square is "
                "attention (18); the open green diamond uses the second-order $\\lambda$ of (15). Shrink "
@@ -59,12 +58,6 @@ def draw(s: fv.Solution):
                "$\\mu + z$, while attention can only reach the hull of the templates with weights tilted by "
                "$e^{\\alpha \\langle t_i, z\\rangle}$.")
     metrics(s)
-    ui.equation(r"\begin{aligned} \tilde p_i &= \frac{u_i e^{\langle t_i, \lambda^*\rangle}}"
-                r"{\sum_j u_j e^{\langle t_j, \lambda^*\rangle}} && (11) \\ \hat h &= \sum_i t_i\,\tilde p_i"
-                r" && (12) \end{aligned}")
-    ui.equation(r"\lambda^* \approx \alpha (I + \alpha\Sigma)^{-1} z\;\;(15)\;\approx\; \alpha z\;\;(16)")
-    ui.equation(r"\hat h \approx \sum_i t_i\,\frac{u_i e^{\alpha\langle t_i, z\rangle}}"
-                r"{\sum_j u_j e^{\alpha\langle t_j, z\rangle}}\qquad (18)")
     gaussian_section(s)
     ui.views({"Attention weights": weights_view(s), "The dual problem (9)": dual_view(s),
               "Figure 3 grid": grid_view(s), "T5 (19)-(20)": t5_view(s), "OT-based attention": ot_view(s)},
@@ -238,5 +231,14 @@ def ot_view(s: fv.Solution) -> ui.View:
     return ui.View(draw_view, ("ot_map", "ot_bars", "ot_sweep"), lambda: ot_default(s))
 
 
+# The estimates' equations above their figure, outside ui.live: alpha does not change them, so its moves do not
+# send them again.
+st.subheader("Exact h and its attention approximations (Figure 3)")
+ui.equation(r"\begin{aligned} \tilde p_i &= \frac{u_i e^{\langle t_i, \lambda^*\rangle}}"
+            r"{\sum_j u_j e^{\langle t_j, \lambda^*\rangle}} && (11) \\ \hat h &= \sum_i t_i\,\tilde p_i"
+            r" && (12) \end{aligned}")
+ui.equation(r"\lambda^* \approx \alpha (I + \alpha\Sigma)^{-1} z\;\;(15)\;\approx\; \alpha z\;\;(16)")
+ui.equation(r"\hat h \approx \sum_i t_i\,\frac{u_i e^{\alpha\langle t_i, z\rangle}}"
+            r"{\sum_j u_j e^{\alpha\langle t_j, z\rangle}}\qquad (18)")
 ui.live("fenchel/main", alpha_slot, alpha_slider,
         lambda alpha: None if templates is None else fv.solve(templates, z, alpha), draw)
