@@ -82,7 +82,8 @@ def draw(a: wv.Attention):
     i = a.inputs
     ui.views({"Outputs along the sequence": ui.figure_view("sequences", lambda: figs.sequences(
                   i.X, {"Y (Wasserstein)": a.ours.Y, "Y (dot product)": a.dot.Y})),
-              "The pipeline": ui.figure_view("flow", lambda: figs.flow_diagram(i.representation, i.weight_map))},
+              "The pipeline": ui.figure_view("flow", lambda: figs.flow_diagram(i.representation, i.weight_map),
+                                             live=False)},
              help="Outputs: the first channels of X and of Y = AV for both attentions. Pipeline: the note's diagram "
                   "from X to Y. The lecture bundle holds both.")
 

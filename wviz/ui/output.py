@@ -61,9 +61,9 @@ class View:
     live: bool = True
 
 
-def figure_view(key: str, build: Callable[[], go.Figure]) -> View:
-    """A view that is one figure, drawn under ``key``."""
-    return View(lambda: show_figure(build(), key), (key,), lambda: [build()])
+def figure_view(key: str, build: Callable[[], go.Figure], live: bool = True) -> View:
+    """A view that is one figure, drawn under ``key``; live=False when the page's main slider does not change it."""
+    return View(lambda: show_figure(build(), key), (key,), lambda: [build()], live)
 
 
 def side_by_side(label: str, key: str, lo: float, hi: float, defaults: tuple[float, float],
