@@ -72,7 +72,7 @@ def side_by_side(label: str, key: str, lo: float, hi: float, defaults: tuple[flo
     value has its own log slider ``label (left|right)`` over lo..hi (keys ``key_left``, ``key_right``, bound to the
     URL; ``help`` may name ``{side}``); ``build(side, value)`` makes that side's figure, drawn under side_left /
     side_right and guarded on its own (a bad value shows its message, the other side stays). The page's main
-    slider does not change it, so its moves do not redraw it (View.live)."""
+    slider does not change it, so its moves do not send it again (View.live)."""
     sides = ("left", "right")
 
     def draw() -> None:

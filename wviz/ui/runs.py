@@ -73,6 +73,7 @@ def live(key: str, slot, slider: Callable[[Any], T], compute: Callable[[T], R | 
     """
     @fragment
     def run() -> None:
+        # Streamlit reruns run() alone on a move: () tells below() that nothing will be drawn after it this time
         token = _below.set(() if _below.get() is None else _below.get())
         try:
             value = slider(slot)
