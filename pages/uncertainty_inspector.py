@@ -102,6 +102,26 @@ def get_image():
 picked = ui.guarded("vit/image", get_image)
 if picked is None:
     st.stop()
+
+region = sb.selectbox("Corrupt a region", uv.REGION_KINDS, key="region", bind="query-params",
+                      help="Occlude a square of patches (set to 0, the digits' background) or add Gaussian noise to "
+                           "it, and watch the per-patch tr(Sigma) and the class probabilities' whiskers respond.")
+box, strength = None, 0.5
+if region != "none":
+    g = cfg.grid
+    r1, r2 = sb.columns(2)
+    row = r1.number_input("Top row", 0, g - 1, g // 4, key="region_row", bind="query-params",
+                          help="Patch row of the region's top-left patch (0 = top).")
+    col = r2.number_input("Left column", 0, g - 1, g // 4, key="region_col", bind="query-params",
+                          help="Patch column of the region's top-left patch (0 = left).")
+    size = sb.slider("Region side (patches)", 1, g, max(1, g // 2), key="region_size", bind="query-params",
+                     help="The square's side in patches; a square past the image's edge is cut there.")
+    if region == "noise":
+        strength = sb.slider("Noise standard deviation", 0.05, 1.0, 0.5, 0.05, key="region_strength",
+                             bind="query-params", help="Added to every pixel of the region (a fixed seed: a "
+                                                       "link shows the same noise), then clipped to [0, 1].")
+    box = uv.region_box(row, col, size, g)
+image = uv.corrupt_region(picked.image, region, box, cfg.patch_size, strength) if box else picked.image
 if picked.pre is not None:
     ui.show_figure(figs.preprocessing(picked.pre.steps), key="vit_pre")
     st.caption("What the model sees: the last panel. A digit that is too thin, off-centre or framed differently "
@@ -115,7 +135,7 @@ samples = sb.select_slider("Monte-Carlo samples S", [1, 2, 4, 8, 16, 32, 64, 128
 seed = sb.number_input("Sampling seed", 0, 10_000, 0, key="seed", bind="query-params",
                        help="Seed of the Monte-Carlo draws, so that a link reproduces them.")
 with st.spinner(f"Running {samples} Monte-Carlo draws through {len(models.by_name)} model(s)..."):
-    runs = ui.guarded("vit/inspect", lambda: uv.inspect_all(models, picked.image, samples, seed))
+    runs = ui.guarded("vit/inspect", lambda: uv.inspect_all(models, image, samples, seed))
 if runs is None:
     st.stop()
 
@@ -135,13 +155,16 @@ st.caption("Predictive entropy: 0 for a sure prediction, log C for a uniform one
 
 
 def draw_inside(v: uv.Inside):
-    image, grid, blk = picked.image, cfg.grid, v.heads.block
+    grid, blk = cfg.grid, v.heads.block
     if v.trace is not None:
         ui.show_figure(figs.map_over_image(image, v.trace, f"Per-patch uncertainty tr(Sigma) at layer {v.layer}",
-                                           "tr(Sigma) per patch", v.mark), key="vit_trace")
+                                           "tr(Sigma) per patch", v.mark, box), key="vit_trace")
         st.caption(r"The trace of each patch token's covariance. The embedding layer (0) depends on the patch alone; "
                    r"later layers add the variance carried by attention, $(A \odot A)\,\Sigma_v$: the variance of "
-                   r"$\sum_j A_{ij} v_j$ for independent $v_j$.")
+                   r"$\sum_j A_{ij} v_j$ for independent $v_j$. It says where the embedding noise does no harm "
+                   "to the classification, not whether the image is a digit (docs/TRAINING.md measures this)."
+                   + (" In the dashed box: the corrupted patches; compare their tr(Sigma) and the whiskers above "
+                      "with region 'none'." if box else ""))
         ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top")
     else:
         st.info("The uploaded model is deterministic: it has no covariances to show.")
@@ -153,7 +176,7 @@ def draw_inside(v: uv.Inside):
                r"path, $\prod_l (\bar A_l + I)/2$ with $\bar A_l$ the heads' mean "
                f"({ui.cite('abnar2020')}).")
     ui.show_figure(figs.map_over_image(image, v.one, f"Attention of the query (red) in block {blk + 1}, head {v.head}",
-                                       "weight on each patch", v.mark), key="vit_attention_head")
+                                       "weight on each patch", v.mark, box), key="vit_attention_head")
     st.caption(f"The same weights over the image; head {v.head} puts {v.class_weight:.1%} of the query's attention on "
                "the class token. W2 attention favours keys whose Gaussians are close in mean *and* in spread.")
     if v.twin_grid is not None:
@@ -194,11 +217,18 @@ if not models.reads_digits:
     st.info("The dataset panel evaluates on the digits test split; this model takes other images.")
     st.stop()
 d1, d2 = st.columns(2)
-score = d1.selectbox("OOD score", uv.score_choices(models.stochastic), key="score",
-                     bind="query-params", help="Larger = more likely out of distribution: 1 - max softmax, the "
-                                               "predictive entropy, or the tokens' mean covariance trace.")
+score = d1.selectbox("OOD score", uv.score_choices(models.stochastic), key="score", bind="query-params",
+                     help="Larger = more likely out of distribution.  \n"
+                          "- max-softmax: 1 - the largest class probability;  \n"
+                          "- predictive entropy: H of the mean of the S draws;  \n"
+                          "- mutual information (BALD): H[E p] - E H[p], how much the draws disagree;  \n"
+                          "- class spread: the share of draws whose class is not the most frequent one;  \n"
+                          "- covariance trace: the mean tr(Sigma) of the last layer's tokens.  \n"
+                          "The last three only for the stochastic model.")
 ood_name = d2.selectbox("OOD set", list(uv.OOD_SETS), key="ood", bind="query-params",
-                        help="Crops of scikit-learn's two sample photographs, or uniform noise, shaped like digits.")
+                        help="Far from the digits: crops of scikit-learn's two sample photographs, or uniform noise. "
+                             "Near: mixed digits, the left half of a test digit beside the right half of a digit of "
+                             "another class. All shaped like the digits.")
 jobs = uv.panel_jobs(models)
 for j in jobs:
     if j.capped:
@@ -227,6 +257,8 @@ ui.equation(r"\mathrm{ECE} = \sum_b \frac{n_b}{N}\,\big|\mathrm{acc}_b - \mathrm
 ui.show_figure(figs.ood_histograms(uv.ood_scores(reports, ood_name, score), score, ood_name), key="vit_ood")
 st.caption("AUROC: the probability that a random OOD image scores higher than a random test digit (0.5 = "
            "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
+ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - \tfrac1S \textstyle\sum_s H[p_s],"
+            r"\qquad \text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\}")
 ui.show_figure(figs.corruption_curves(uv.corruption_curves(jobs, reports), uv.SEVERITIES), key="vit_corruption")
 recorded = [j.name for j in jobs if j.from_record]
 measured = [j.name for j in jobs if not j.from_record]
@@ -234,3 +266,13 @@ st.caption("Test error under Gaussian noise, blur and contrast loss at severitie
            + (f"{', '.join(recorded)}: from the bundled checkpoint's training record (the same evaluation, run at "
               "the end of training). " if recorded else "")
            + (f"{', '.join(measured)}: measured here." if measured else ""))
+aurocs = uv.corruption_aurocs(jobs, reports, score)
+old = [n for n, v in aurocs.items() if v is None]
+if old:
+    st.info(f"{', '.join(old)}: this checkpoint's record predates the per-score corruption AUROCs; retrain it with "
+            "`python -m wviz.vit.train` to see them.")
+shown = {n: v for n, v in aurocs.items() if v is not None}
+if shown:
+    ui.show_figure(figs.corruption_aurocs(shown, uv.SEVERITIES, score), key="vit_corruption_auroc")
+    st.caption(f"How well '{score}' tells each corrupted test digit from the clean ones: 1 = every corrupted digit "
+               "scores higher, 0.5 = the score does not see the corruption, below 0.5 = it falls.")

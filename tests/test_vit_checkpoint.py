@@ -255,6 +255,11 @@ def _fuzz(st, st_end, pt, pt_end):
     ({"metrics": {"corruption_error": {"blur": [0.1, 0.2]}}}, r"metrics 'corruption_error' must be"),
     ({"metrics": {"corruption_error": {"blur": [0.1, 0.2, 0.3, 0.4, 7]}}}, r"metrics 'corruption_error' must be"),
     ({"metrics": {"corruption_error": {"blur": "bad"}}}, r"metrics 'corruption_error' must be"),
+    ({"metrics": {"corruption_auroc": {"blur": [0.5] * 5}}}, r"metrics 'corruption_auroc' must be \{corruption: "
+                                                             r"\{score: \[5 numbers"),
+    ({"metrics": {"corruption_auroc": {"blur": {"max-softmax": [0.5] * 4}}}}, r"metrics 'corruption_auroc' must be"),
+    ({"metrics": {"corruption_auroc": {"blur": {"max-softmax": [0.5, 0.6, 0.7, 0.8, 1.5]}}}},
+     r"metrics 'corruption_auroc' must be"),
     ({"eval_samples": 10 ** 7}, r"'eval_samples' must be a whole number from 1 to 4096, got 10000000"),
     ({"eval_samples": 0}, r"'eval_samples' must be a whole number from 1 to 4096"),
     ({"eval_samples": "16"}, r"'eval_samples' must be a whole number from 1 to 4096, got '16'"),
@@ -300,7 +305,8 @@ def test_record_written_by_training_passes_the_checks():
               "class_names": [str(i) for i in range(10)], "train_seconds": 152.3,
               "metrics": {"accuracy": 0.99, "nll": 0.03, "ece": 0.015,
                           "auroc": {"uniform noise": {"max-softmax": 0.9, "covariance trace": 0.2}},
-                          "corruption_error": {"blur": [0.0, 0.01, 0.03, 0.06, 1.0]}}}
+                          "corruption_error": {"blur": [0.0, 0.01, 0.03, 0.06, 1.0]},
+                          "corruption_auroc": {"blur": {"class spread": [0.5, 0.52, 0.6, 0.8, 1.0]}}}}
     assert check_record(record, 10) is record
 
 

@@ -115,6 +115,20 @@ def test_ood_sets_and_corruptions():
         data.corrupt(x, "fog", 1)
 
 
+def test_mixed_digits_join_halves_of_two_test_digits_of_different_classes():
+    """The near-OOD set: every image's left half is the left half of a test digit and its right half the right half
+    of a test digit of another class (found by exact search over the test split)."""
+    mixed = data.ood_set("mixed digits", 40)
+    xt, yt = data.load_dataset("digits", "test")
+    assert mixed.shape == (40, 1, 16, 16) and torch.equal(mixed, data.ood_set("mixed digits", 40))
+    flat_l, flat_r = xt[..., :8].reshape(len(xt), -1), xt[..., 8:].reshape(len(xt), -1)
+    for im in mixed:
+        left = (flat_l == im[..., :8].reshape(1, -1)).all(1).nonzero()[:, 0]
+        right = (flat_r == im[..., 8:].reshape(1, -1)).all(1).nonzero()[:, 0]
+        assert len(left) and len(right)
+        assert not set(yt[left].tolist()) & set(yt[right].tolist())  # no one class owns both halves
+
+
 def test_augment_shifts_by_at_most_one_pixel():
     x = torch.zeros(64, 1, 16, 16)
     x[:, 0, 8, 8] = 1.0

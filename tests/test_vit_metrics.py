@@ -59,11 +59,41 @@ def test_auroc_against_sklearn_with_ties():
 
 def test_ood_scores():
     p = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
-    s = metrics.ood_scores(p, torch.tensor([1.0, 2.0]))
+    draws = torch.stack([p, p])
+    s = metrics.ood_scores(p, torch.tensor([1.0, 2.0]), draws)
     torch.testing.assert_close(s["max-softmax"], torch.tensor([0.0, 0.5]))
     torch.testing.assert_close(s["predictive entropy"], torch.tensor([0.0, math.log(2)]))
     assert set(s) == set(metrics.SCORES)
-    assert "covariance trace" not in metrics.ood_scores(p)
+    assert set(metrics.ood_scores(p)) == set(metrics.SCORES) - set(metrics.EPISTEMIC)
+
+
+def test_mutual_information_by_hand_and_against_scipy():
+    from scipy.stats import entropy as scipy_entropy
+
+    # two draws, each sure of a different class: the mean is (1/2, 1/2), each draw has entropy 0: I = log 2
+    sure = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])
+    torch.testing.assert_close(metrics.mutual_information(sure), torch.tensor([math.log(2)]))
+    # draws that agree carry no epistemic spread however flat they are: I = 0 (the entropy is all aleatoric)
+    flat = torch.full((4, 1, 3), 1 / 3)
+    torch.testing.assert_close(metrics.mutual_information(flat), torch.tensor([0.0]))
+    # random draws: H(mean) - mean H, each entropy from scipy; 0 <= I <= H(mean) <= log C
+    g = torch.Generator().manual_seed(0)
+    d = torch.rand(8, 5, 4, generator=g, dtype=torch.float64).softmax(-1)
+    ref = [scipy_entropy(d[:, i].mean(0)) - np.mean([scipy_entropy(d[s, i]) for s in range(8)]) for i in range(5)]
+    mi = metrics.mutual_information(d)
+    np.testing.assert_allclose(mi.numpy(), ref, rtol=1e-12)
+    assert (mi.numpy() > 0).all() and (mi.numpy() <= scipy_entropy(d.mean(0).numpy().T)).all()
+
+
+def test_class_spread_is_the_variation_ratio():
+    # four draws of one image voting classes 0, 0, 1, 2: the modal class has 2 of 4 votes, spread 1 - 2/4
+    votes = torch.tensor([0, 0, 1, 2])
+    draws = torch.nn.functional.one_hot(votes, 3).float()[:, None] * 0.8 + 0.2 / 3
+    torch.testing.assert_close(metrics.class_spread(draws), torch.tensor([0.5]))
+    agree = torch.tensor([[[0.6, 0.4]], [[0.9, 0.1]]])
+    torch.testing.assert_close(metrics.class_spread(agree), torch.tensor([0.0]))
+    with pytest.raises(ValueError, match=r"\(S, N, C\)"):
+        metrics.class_spread(torch.rand(3, 2))
 
 
 def test_bad_shapes():

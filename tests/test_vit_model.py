@@ -7,8 +7,8 @@ import torch.nn.functional as F
 
 from wviz import gaussian
 from wviz.vit import data
-from wviz.vit.model import (DeterministicViT, StochasticViT, ViTConfig, build_model, entropy, loss_fn, mc_predict,
-                            w2_regulariser)
+from wviz.vit.model import (DeterministicViT, StochasticViT, ViTConfig, build_model, covariance_kl, entropy, loss_fn,
+                            mask_patches, mc_predict, pretrain_loss, w2_regulariser)
 
 CFG = ViTConfig(dim=16, depth=2, heads=2)
 
@@ -111,6 +111,56 @@ def test_loss_has_gradients_for_every_parameter():
     loss.backward()
     assert set(parts) == {"ce", "w2"}
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_mask_patches_zeroes_whole_patches_and_nothing_else():
+    x = _images(5) + 0.01  # no pixel is 0 before masking
+    out, masked = mask_patches(x, 4, 0.25, torch.Generator().manual_seed(3))
+    assert masked.shape == (5, 16) and masked.sum(1).tolist() == [4] * 5  # round(0.25 x 16) per image
+    for b in range(5):
+        for p in range(16):
+            r, c = divmod(p, 4)
+            block, orig = out[b, :, 4 * r:4 * r + 4, 4 * c:4 * c + 4], x[b, :, 4 * r:4 * r + 4, 4 * c:4 * c + 4]
+            assert torch.equal(block, torch.zeros_like(block) if masked[b, p] else orig)
+
+
+def test_pretrain_loss_pulls_each_masked_patch_to_its_unmasked_self():
+    """The masked-patch term equals w2_regulariser on the last layer's patch Gaussians, gathered here by a loop:
+    anchor = the masked image's token at a masked patch, positive = the unmasked image's token there, every other
+    masked patch of the batch a negative. The same seeds give the same mask and the same embedding draws."""
+    model = StochasticViT(CFG)
+    x = _images(3)
+    torch.manual_seed(7)
+    loss, parts = pretrain_loss(model, x, 0.5, generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(7)
+    xm, masked = mask_patches(x, 4, 0.5, torch.Generator().manual_seed(1))
+    out = model(torch.cat([xm, x]), sample=True)
+    mu, cov = out.means[-1], out.covariances[-1]
+    cells = [(b, p) for b in range(3) for p in range(16) if masked[b, p]]
+    anchor = [torch.stack([t[b, 1 + p] for b, p in cells]) for t in (mu, cov)]
+    positive = [torch.stack([t[3 + b, 1 + p] for b, p in cells]) for t in (mu, cov)]
+    ref = w2_regulariser(anchor[0], anchor[1], positive[0], positive[1], torch.arange(len(cells)))
+    torch.testing.assert_close(loss, ref)
+    assert set(parts) == {"pre"}
+    loss.backward()  # it trains the embeddings and every block, not the classifier (no labels)
+    assert model.embed_cov.weight.grad.abs().sum() > 0 and model.blocks[0].attn.qkv_cov.weight.grad.abs().sum() > 0
+    assert model.head.weight.grad is None
+
+
+def test_covariance_kl_is_the_kl_to_a_standard_normal():
+    cov = torch.rand(2, 5, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 3 + 0.01
+    ref = torch.distributions.kl_divergence(torch.distributions.Normal(0.0, cov.sqrt()),
+                                            torch.distributions.Normal(0.0, torch.ones_like(cov))).sum(-1).mean()
+    torch.testing.assert_close(covariance_kl(cov), ref)
+    assert float(covariance_kl(torch.ones(4, 3))) == 0.0  # the prior itself
+    model = StochasticViT(CFG)
+    x, y = _images(4), torch.tensor([0, 1, 2, 3])
+    torch.manual_seed(0)
+    with_kl, parts = loss_fn(model, x, y, kl=0.5)
+    torch.manual_seed(0)
+    plain, _ = loss_fn(model, x, y)
+    torch.testing.assert_close(with_kl, plain + 0.5 * covariance_kl(model.embed_gaussians(x)[1]))
+    assert set(parts) == {"ce", "kl"}
 
 
 def test_bad_config_and_bad_images():

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from torch.utils.data import DistributedSampler, TensorDataset
 
@@ -97,3 +98,59 @@ def test_torchrun_two_cpu_processes_average_their_gradients(tmp_path):
             a, b, init[k] = a[keep], b[keep], init[k][keep]
         torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4, msg=k)
         assert not torch.equal(b, init[k]), k  # the two steps moved every weight
+
+
+def test_pretraining_epochs_run_before_fine_tuning_and_are_recorded(tmp_path):
+    common = ["--data", "digits", "--limit", "64", "--batch", "32", "--dim", "8", "--depth", "1", "--heads", "2",
+              "--no-eval", "--no-progress", "--threads", "1", "--epochs", "1"]
+    plain = train.main(common + ["--out", str(tmp_path / "plain.safetensors")])
+    rec = train.main(common + ["--pretrain-epochs", "1", "--kl", "0.01", "--out", str(tmp_path / "pre.safetensors")])
+    assert (rec["pretrain_epochs"], rec["mask_ratio"], rec["kl"]) == (1, 0.5, 0.01)
+    assert (plain["pretrain_epochs"], plain["mask_ratio"], plain["kl"]) == (0, None, 0.0)
+    a, _ = load_checkpoint(tmp_path / "plain.safetensors")
+    b, _ = load_checkpoint(tmp_path / "pre.safetensors")
+    assert not torch.equal(a.embed_cov.weight, b.embed_cov.weight)
+    for bad in (["--kind", "deterministic", "--pretrain-epochs", "1"], ["--kind", "deterministic", "--kl", "0.1"],
+                ["--mask-ratio", "1.0"]):
+        with pytest.raises(SystemExit):
+            train.parse_args(bad + ["--out", "x.safetensors"])
+
+
+def test_torchrun_pretraining_leaves_the_classifier_out_and_ddp_accepts_it(tmp_path):
+    """Pre-training does not use the classifier; under DistributedDataParallel it gets a zero gradient (DDP waits
+    for every parameter's), and both stages run."""
+    out = tmp_path / "pre.safetensors"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "wviz.vit.train", "--data", "digits", "--pretrain-epochs", "2", "--epochs", "1", "--limit", "64",
+           "--batch", "16", "--dim", "8", "--depth", "1", "--heads", "2", "--device", "cpu",
+           "--no-eval", "--no-progress", "--threads", "1", "--out", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    _, record = load_checkpoint(out)
+    assert record["processes"] == 2 and record["pretrain_epochs"] == 2
+
+
+def test_ablation_tables_are_the_mean_and_spread_of_the_seeds(tmp_path):
+    """Two tiny recipes x two seeds: each cell is mean +- sample standard deviation of the checkpoints' records;
+    a second call trains nothing (the checkpoints are there) and prints the same tables."""
+    from wviz.vit import ablation
+
+    argv = ["--seeds", "0", "1", "--jobs", "2", "--out-dir", str(tmp_path), "--recipes", "deterministic twin",
+            "stochastic, no W2 term", "--data", "digits", "--limit", "64", "--batch", "32", "--epochs", "1",
+            "--dim", "8", "--depth", "1", "--heads", "2", "--eval-samples", "2"]
+    text = ablation.main(argv)
+    files = sorted(tmp_path.glob("*.safetensors"))
+    assert len(files) == 4
+    recs = {f.name: load_checkpoint(f)[1]["metrics"] for f in files}
+    acc = [recs[f"deterministic_twin_seed{s}.safetensors"]["accuracy"] for s in (0, 1)]
+    mean, sd = sum(acc) / 2, abs(acc[0] - acc[1]) / 2 ** 0.5
+    assert f"| deterministic twin | {mean:.4f} +- {sd:.4f} |" in text
+    mi = [recs[f"stochastic__no_W2_term_seed{s}.safetensors"]["auroc"]["mixed digits"]["mutual information"]
+          for s in (0, 1)]
+    row = next(line for line in text.splitlines() if line.startswith("| stochastic, no W2 term | mixed digits |"))
+    assert row.split(" | ")[4] == f"{sum(mi) / 2:.3f} +- {abs(mi[0] - mi[1]) / 2 ** 0.5:.3f}"
+    twin_row = next(line for line in text.splitlines() if line.startswith("| deterministic twin | mixed digits |"))
+    assert twin_row.split(" | ")[4] == "-"  # the twin has no mutual information
+    stamps = [f.stat().st_mtime_ns for f in files]
+    assert ablation.main(argv) == text and [f.stat().st_mtime_ns for f in files] == stamps

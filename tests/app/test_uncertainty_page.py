@@ -75,6 +75,12 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
         assert abs(shown - rec["metrics"]["auroc"]["sample-image crops"]["max-softmax"]) < 1e-3
     curves = figure_titled(at, "Test error under corruption")
     assert len(curves["data"]) == 6
+    seen = figure_titled(at, "Does 'max-softmax' see the corruption?")
+    assert len(seen["data"]) == 6
+    for t in seen["data"]:
+        kind, corruption = t["name"].split(": ")
+        np.testing.assert_allclose(np.asarray(t["y"], dtype=float),
+                                   models[kind][1]["metrics"]["corruption_auroc"][corruption]["max-softmax"])
     no_exception(at)
 
 
@@ -94,6 +100,24 @@ def test_widgets_move_the_views(open_page):
     heads = figure_titled(at, "stochastic: attention")["data"]
     np.testing.assert_allclose(np.asarray(heads[0]["z"], dtype=float).ravel(),
                                out.attentions[0][0, 0, 6, 1:].detach().numpy(), atol=1e-6)
+
+
+def test_a_noisy_region_is_what_the_models_see(open_page):
+    """The region control (noise, default square of the middle 2 x 2 patches) corrupts the image every view draws
+    and every model runs on: the drawn input and the class probabilities are those of the corrupted image."""
+    at = open_page(PAGE)
+    at.sidebar.selectbox(key="region").set_value("noise").run()
+    at.sidebar.slider(key="region_strength").set_value(0.8).run()
+    no_exception(at)
+    x, _ = data.load_dataset("digits", "test")
+    noisy = views.corrupt_region(x[0], "noise", (1, 1, 3, 3), 4, 0.8)
+    drawn = figure_titled(at, "Per-patch uncertainty")["data"][0]
+    np.testing.assert_allclose(np.asarray(drawn["z"], dtype=float), noisy[0].numpy(), atol=1e-6)
+    bars = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Class probabilities")["data"]}
+    for kind, (model, _) in _models().items():
+        np.testing.assert_allclose(bars[kind], mc_predict(model, noisy[None], samples=32, seed=0).mean[0].numpy(),
+                                   atol=1e-6)
+    assert not np.allclose(np.asarray(drawn["z"], dtype=float), x[0, 0].numpy())
 
 
 class Evil:
@@ -237,10 +261,10 @@ def test_upload_with_another_patch_size_high_query_and_measured_panel(open_page,
     for h in range(2):
         np.testing.assert_allclose(np.asarray(heads[h]["z"], dtype=float),
                                    out.attentions[0][0, h, 40, 1:].reshape(8, 8).detach().numpy(), atol=1e-6)
-    # the upload's evaluation (the only one with corruptions): 18 passes (test split, 2 OOD sets, 3 corruptions x 5
+    # the upload's evaluation (the only one with corruptions): 19 passes (test split, 3 OOD sets, 3 corruptions x 5
     # severities) reported as they start, then 1.0
     (fractions,) = [c for c in calls if len(c) > 4]
-    assert fractions == [i / 18 for i in range(18)] + [1.0]
+    assert fractions == [i / 19 for i in range(19)] + [1.0]
     measured = real(model, x, y, ood_sets={}, samples=2).corruption
     shown = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Test error under corr")["data"]}
     for kind, err in measured.items():
@@ -285,15 +309,30 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
     assert not at.error, [e.value for e in at.error]
     for key, value in item.params.items():
         assert at.session_state[key] == value, key
-    if "layer" in item.params:                      # tr(Sigma) grows from the embeddings to the last layer
+    x, _ = data.load_dataset("digits", "test")
+    model = _models()["stochastic"][0]
+    if item.params.get("layer") == 3:               # tr(Sigma) grows from the embeddings to the last layer
         trace = [t for t in figure_titled(at, "Per-patch uncertainty")["data"] if t["type"] == "heatmap"][1]
-        x, _ = data.load_dataset("digits", "test")
-        first = _models()["stochastic"][0](x[:1]).covariances[0][0, 1:].sum(-1).detach().numpy()
-        assert np.asarray(trace["z"], dtype=float).mean() > 20 * first.mean()
+        first = model(x[:1]).covariances[0][0, 1:].sum(-1).detach().numpy()
+        assert np.asarray(trace["z"], dtype=float).mean() > 10 * first.mean()
+    if "region" in item.params:                     # the blanked middle: larger tr(Sigma), a 3, wide whiskers
+        trace = [t for t in figure_titled(at, "Per-patch uncertainty")["data"] if t["type"] == "heatmap"][1]
+        z = np.asarray(trace["z"], dtype=float)
+        clean = model(x[:1]).covariances[0][0, 1:].sum(-1).reshape(4, 4).detach().numpy()
+        assert (z[1:3, 1:3] > 0.6).all() and (clean[1:3, 1:3] < 0.6).all()
+        probs = next(t for t in figure_titled(at, "Class probabilities")["data"] if t["name"] == "stochastic")
+        y = np.asarray(probs["y"], dtype=float)
+        low = y - np.asarray(probs["error_y"]["arrayminus"], dtype=float)
+        high = y + np.asarray(probs["error_y"]["array"], dtype=float)
+        assert y.argmax() == 3 and 0.5 < y[3] < 0.6 and low[3] < 0.2 and high[3] > 0.85
     if "index" in item.params:                      # the twin wrong and sure, the stochastic model right
         bars = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Class probabilities")["data"]}
         assert bars["deterministic"].argmax() == 9 and bars["stochastic"].argmax() == 8
     if "ood" in item.params:
         ood = figure_titled(at, f"OOD score '{item.params['score']}': digits vs {item.params['ood']}")
         aurocs = [float(a["text"].split("AUROC ")[1]) for a in ood["layout"]["annotations"]]
-        assert (max(aurocs) < 0.3) if item.params["score"] == "covariance trace" else (min(aurocs) > 0.9)
+        if item.params["score"] == "covariance trace":
+            assert max(aurocs) < 0.3
+        else:                                       # the stochastic model alone has the score, above the twin's best
+            twin = _models()["deterministic"][1]["metrics"]["auroc"][item.params["ood"]]
+            assert len(aurocs) == 1 and aurocs[0] > max(twin.values()) + 0.05

@@ -160,8 +160,38 @@ def test_panel_jobs_cap_samples_and_read_curves_from_the_record(models):
     (job,) = uv.panel_jobs(uv.Models({greedy.name: greedy}, models.twin))
     assert job.capped and job.samples == 64 and job.asked == 4096
     assert not job.from_record                                   # an upload's record is only a claim
-    assert uv.score_choices(True) == ["max-softmax", "predictive entropy", "covariance trace"]
+    assert uv.score_choices(True) == ["max-softmax", "predictive entropy", "mutual information", "class spread",
+                                      "covariance trace"]
     assert uv.score_choices(False) == ["max-softmax", "predictive entropy"]
+
+
+def test_a_corrupted_region_changes_its_pixels_only_and_the_maps_follow(models):
+    """corrupt_region touches exactly the box's pixels; the trace map the page draws for the corrupted image is the
+    model's own on that image, and occluding the middle of the test 6 raises the embeddings' tr(Sigma) there."""
+    x, _ = uv.test_split()
+    image = x[0]
+    assert uv.region_box(1, 1, 2, 4) == (1, 1, 3, 3)
+    assert uv.region_box(3, -2, 9, 4) == (3, 0, 4, 4)           # clamped to the grid
+    inside = torch.zeros_like(image, dtype=torch.bool)
+    inside[:, 4:12, 4:12] = True
+    occluded = uv.corrupt_region(image, "occlude", (1, 1, 3, 3), 4)
+    assert torch.equal(occluded[~inside], image[~inside]) and not occluded[inside].any()
+    noisy = uv.corrupt_region(image, "noise", (1, 1, 3, 3), 4, strength=0.3, seed=2)
+    assert torch.equal(noisy[~inside], image[~inside]) and not torch.equal(noisy[inside], image[inside])
+    assert torch.equal(noisy, uv.corrupt_region(image, "noise", (1, 1, 3, 3), 4, strength=0.3, seed=2))
+    assert 0 <= noisy.min() and noisy.max() <= 1
+    assert uv.corrupt_region(image, "none", (1, 1, 3, 3), 4) is image
+    with pytest.raises(ValueError, match="unknown region corruption"):
+        uv.corrupt_region(image, "fog", (1, 1, 3, 3), 4)
+    model = models.main.model
+    clean, hit = (uv.inspect_all(models, im, 8, 0)[models.main.name] for im in (image, occluded))
+    with torch.no_grad():
+        direct = model(occluded[None]).covariances[0][0, 1:].sum(-1).reshape(4, 4)
+    torch.testing.assert_close(uv.patch_map(hit.out, 0, 4), direct)
+    before, after = uv.patch_map(clean.out, 0, 4), uv.patch_map(hit.out, 0, 4)
+    assert bool((after[1:3, 1:3] > before[1:3, 1:3]).all())      # blank patches take the background's variance
+    torch.testing.assert_close(after[0], before[0])               # the embeddings outside depend on their patch
+    assert float(hit.mc.entropy) > 5 * float(clean.mc.entropy)
 
 
 def test_panel_curves_and_scores():
@@ -177,7 +207,7 @@ def test_panel_curves_and_scores():
     jobs = uv.panel_jobs(uv.Models({up.name: up, bund.name: bund}, bund))
     seen = []
     measured = uv.evaluate_panel(jobs[0], lambda done, total: seen.append(done / total))
-    assert seen == [i / 18 for i in range(18)] + [1.0]          # 1 test split + 2 OOD sets + 3 x 5 corruptions
+    assert seen == [i / 19 for i in range(19)] + [1.0]          # 1 test split + 3 OOD sets + 3 x 5 corruptions
     reports = {up.name: measured, bund.name: uv.evaluate_panel(jobs[1])}
     assert reports[bund.name].corruption == {}                  # read from the record: not re-measured
     x, y = uv.test_split()
@@ -194,6 +224,15 @@ def test_panel_curves_and_scores():
         p = tiny(x).logits.softmax(-1).double().numpy()
     np.testing.assert_allclose(scores[up.name][0].numpy(), 1 - p.max(-1), atol=1e-6)
     assert uv.ood_scores(reports, "uniform noise", "covariance trace") == {}
+    # the corruption AUROCs: measured for the upload, None for a record from before they were measured
+    aurocs = uv.corruption_aurocs(jobs, reports, "max-softmax")
+    assert aurocs[bund.name] is None
+    for kind in data.CORRUPTIONS:
+        torch.testing.assert_close(aurocs[up.name][kind], measured.corruption_auroc[kind]["max-softmax"])
+    assert uv.corruption_aurocs(jobs, reports, "mutual information") == {bund.name: None}  # the twin has none
+    rec["metrics"]["corruption_auroc"] = {k: {"max-softmax": [0.5, 0.6, 0.7, 0.8, 0.9]} for k in data.CORRUPTIONS}
+    np.testing.assert_allclose(uv.corruption_aurocs(jobs, reports, "max-softmax")[bund.name]["blur"].numpy(),
+                               [0.5, 0.6, 0.7, 0.8, 0.9])
 
 
 def test_the_panel_is_evaluated_once_for_every_server_process(monkeypatch, tmp_path):

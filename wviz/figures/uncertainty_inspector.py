@@ -9,6 +9,8 @@ from wviz.figures.common import PALETTE, to_numpy
 
 MODEL_COLORS = {"stochastic": PALETTE[0], "deterministic": PALETTE[1]}
 SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy": "predictive entropy (nats)",
+              "mutual information": "mutual information H[E p] - E H[p] (nats)",
+              "class spread": "class spread (share of draws off the modal class)",
               "covariance trace": "mean tr(Sigma) of the last layer's tokens"}
 
 
@@ -56,9 +58,11 @@ def class_probabilities(preds: dict, names: list[str], samples: int) -> go.Figur
     return fig
 
 
-def map_over_image(image, values, title: str, label: str, mark: tuple[int, int] | None = None) -> go.Figure:
+def map_over_image(image, values, title: str, label: str, mark: tuple[int, int] | None = None,
+                   box: tuple[int, int, int, int] | None = None) -> go.Figure:
     """The image beside a per-patch map (grid x grid), each with its colour bar; ``mark`` (row, col) outlines one
-    patch on both."""
+    patch on both, ``box`` (top, left, bottom, right in patches, bottom and right excluded) a corrupted region
+    (dashed)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("input", label), horizontal_spacing=0.2)
     fig.add_trace(_image_trace(image), row=1, col=1)
     v = to_numpy(values)
@@ -72,6 +76,12 @@ def map_over_image(image, values, title: str, label: str, mark: tuple[int, int] 
         for col, (x0, y0, s) in ((1, (c * p - 0.5, r * p - 0.5, p)), (2, (c - 0.5, r - 0.5, 1))):
             fig.add_shape(type="rect", x0=x0, y0=y0, x1=x0 + s, y1=y0 + s, line=dict(color="red", width=2),
                           row=1, col=col)
+    if box is not None:
+        top, left, bottom, right = box
+        p = side / g
+        for col, scale in ((1, p), (2, 1)):
+            fig.add_shape(type="rect", x0=left * scale - 0.5, y0=top * scale - 0.5, x1=right * scale - 0.5,
+                          y1=bottom * scale - 0.5, line=dict(color=PALETTE[1], width=3, dash="dash"), row=1, col=col)
     _square_axes(fig, 2)
     image_bar = dict(PIXELS, colorbar=dict(title="pixel", x=fig.layout.xaxis.domain[1] + 0.02, xanchor="left"))
     fig.update_layout(title=title, coloraxis=image_bar,
@@ -194,4 +204,22 @@ def corruption_curves(curves: dict, severities) -> go.Figure:
     fig.update_layout(title="Test error under corruption, by severity", xaxis=dict(title="severity", dtick=1),
                       yaxis_title="error", yaxis_range=[0, 1], height=420, margin=dict(t=50, b=40),
                       legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    return fig
+
+
+def corruption_aurocs(curves: dict, severities, score: str) -> go.Figure:
+    """AUROC of one score for corrupted against clean test digits, by severity: ``curves`` maps model name ->
+    {corruption: (5,) AUROC}; 0.5 (dotted) is chance, below it the score falls as the image degrades."""
+    fig = go.Figure()
+    dashes = ["solid", "dash", "dot"]
+    for name, per in curves.items():
+        for j, (kind, auc) in enumerate(per.items()):
+            fig.add_scatter(x=list(severities), y=to_numpy(auc), mode="lines+markers", name=f"{name}: {kind}",
+                            line=dict(color=MODEL_COLORS.get(name, PALETTE[2]), dash=dashes[j % 3]),
+                            hovertemplate="severity %{x}: AUROC %{y:.3f}<extra>" + f"{name}: {kind}</extra>")
+    fig.add_hline(y=0.5, line=dict(color="grey", dash="dot"), annotation_text="chance",
+                  annotation_position="bottom right")
+    fig.update_layout(title=f"Does '{score}' see the corruption?", xaxis=dict(title="severity", dtick=1),
+                      yaxis_title="AUROC, corrupted vs clean digits", yaxis_range=[0, 1.02], height=420,
+                      margin=dict(t=50, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return fig

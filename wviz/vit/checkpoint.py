@@ -254,6 +254,12 @@ def check_record(record, n_classes: int) -> dict:
     if not (isinstance(curves, dict) and all(isinstance(err, list) and len(err) == len(SEVERITIES)
                                              and all(_number(e, 0, 1) for e in err) for err in curves.values())):
         bad("metrics 'corruption_error'", f"{{corruption: [{len(SEVERITIES)} error rates from 0 to 1]}}", curves)
+    seen = metrics.get("corruption_auroc", {})
+    if not (isinstance(seen, dict) and all(
+            isinstance(per, dict) and all(isinstance(a, list) and len(a) == len(SEVERITIES)
+                                          and all(_number(x, 0, 1) for x in a) for a in per.values())
+            for per in seen.values())):
+        bad("metrics 'corruption_auroc'", f"{{corruption: {{score: [{len(SEVERITIES)} numbers from 0 to 1]}}}}", seen)
     return record
 
 

@@ -188,15 +188,36 @@ def class_names(name: str, root: str | Path | None = None) -> list[str]:
 
 # --------------------------------------------------------------------------------- OOD sets, corruptions
 
-OOD_SETS = ("sample-image crops", "uniform noise")
+# Two far sets (no digit in them) and a near one (digit strokes, but no single digit).
+OOD_SETS = ("sample-image crops", "uniform noise", "mixed digits")
+
+
+def _mixed_digits(n: int, size: int, g: torch.Generator) -> torch.Tensor:
+    """The left half of one test digit beside the right half of a test digit of another class (a cut-and-mix):
+    strokes like the training digits', but no digit the classes name."""
+    x, y = _digits_split("test")
+    x = resize(x, size)
+    i = torch.randint(0, len(x), (n,), generator=g)
+    j = torch.randint(0, len(x), (n,), generator=g)
+    for _ in range(100):  # redraw partners of the same class (a 1/10 chance each round)
+        same = y[i] == y[j]
+        if not same.any():
+            break
+        j[same] = torch.randint(0, len(x), (int(same.sum()),), generator=g)
+    out = x[i].clone()
+    out[..., size // 2:] = x[j][..., size // 2:]
+    return out
 
 
 def ood_set(kind: str, n: int, size: int = DIGIT_SIZE, seed: int = 0) -> torch.Tensor:
     """n single-channel images (n, 1, size, size) in [0, 1] that are not digits: random square crops (side 24 to
-    96 pixels) of scikit-learn's two sample photographs in grey, resized; or uniform noise."""
+    96 pixels) of scikit-learn's two sample photographs in grey, resized; uniform noise; or mixed digits (near
+    OOD: halves of two test digits of different classes side by side)."""
     g = torch.Generator().manual_seed(seed)
     if kind == "uniform noise":
         return torch.rand(n, 1, size, size, generator=g)
+    if kind == "mixed digits":
+        return _mixed_digits(n, size, g)
     if kind != "sample-image crops":
         raise ValueError(f"unknown OOD set {kind!r}: choose one of {', '.join(OOD_SETS)}")
     from sklearn.datasets import load_sample_images

@@ -1,5 +1,6 @@
 """A model's whole evaluation on a test split (004's protocol at demo scale): predictive probabilities, accuracy,
-NLL, ECE and reliability, OOD scores and AUROC against the OOD sets, error per corruption and severity.
+NLL, ECE and reliability, OOD scores and AUROC against the OOD sets, error per corruption and severity, and how
+well each score tells a corrupted image from its clean original (AUROC per corruption, score and severity).
 
 The stochastic model's prediction is its Monte-Carlo predictive (``samples`` draws, :func:`wviz.vit.model.
 mc_predict`); the deterministic model's is its softmax. Everything runs in batches on the model's device.
@@ -18,38 +19,47 @@ __all__ = ["Predictions", "Report", "predict", "evaluate", "summary"]
 
 @dataclass(frozen=True)
 class Predictions:
-    """probs (N, C) the predictive distribution; trace (N,) the mean covariance trace of the last layer's tokens
-    (None for the deterministic model)."""
+    """probs (N, C) the predictive distribution; draws (S, N, C) its Monte-Carlo draws and trace (N,) the mean
+    covariance trace of the last layer's tokens (both None for the deterministic model)."""
 
     probs: torch.Tensor
     trace: torch.Tensor | None
+    draws: torch.Tensor | None = None
+
+    def scores(self) -> dict[str, torch.Tensor]:
+        return metrics.ood_scores(self.probs, self.trace, self.draws)
 
 
 @dataclass(frozen=True)
 class Report:
     """accuracy, nll, reliability (with .ece); ood[set][score] = (in-distribution scores, OOD scores, AUROC);
-    corruption[kind] = (N_SEV,) error rates at severities 1..5."""
+    corruption[kind] = (N_SEV,) error rates at severities 1..5; corruption_auroc[kind][score] = (N_SEV,) AUROC of
+    the score for the corrupted test images against the clean ones (0.5: the score does not see the corruption)."""
 
     accuracy: float
     nll: float
     reliability: metrics.Reliability
     ood: dict
     corruption: dict
+    corruption_auroc: dict
 
 
 @torch.no_grad()
 def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, seed: int = 0) -> Predictions:
-    """Predictive probabilities and covariance traces of ``images`` (moved to the model's device in batches).
+    """Predictive probabilities, their Monte-Carlo draws and covariance traces of ``images`` (moved to the model's
+    device in batches).
     ValueError when the model's output overflows (inf or NaN) rather than scoring NaN."""
     device = next(model.parameters()).device
-    probs, traces = [], []
+    probs, draws, traces = [], [], []
     for i in range(0, len(images), batch):
         x = images[i:i + batch].to(device)
-        probs.append(mc_predict(model, x, samples=samples, seed=seed + i).mean)
+        mc = mc_predict(model, x, samples=samples, seed=seed + i)
+        probs.append(mc.mean)
         out = model(x)
         if out.covariances is not None:
+            draws.append(mc.probs)
             traces.append(out.covariances[-1].sum(-1).mean(-1))
-    p = Predictions(torch.cat(probs), torch.cat(traces) if traces else None)
+    p = Predictions(torch.cat(probs), torch.cat(traces) if traces else None, torch.cat(draws, 1) if draws else None)
     if not (bool(torch.isfinite(p.probs).all()) and (p.trace is None or bool(torch.isfinite(p.trace).all()))):
         raise ValueError("the model's output is not a finite number (inf or NaN) on some images: its weights push "
                          "the computation beyond float range")
@@ -58,7 +68,7 @@ def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, se
 
 def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor] | None = None,
              samples: int = 16, corruptions: bool = True, progress=None) -> Report:
-    """The full report. ``ood_sets``: name -> images (default: the two OOD sets of :mod:`wviz.vit.data`, 360 each,
+    """The full report. ``ood_sets``: name -> images (default: the OOD sets of :mod:`wviz.vit.data`, 360 each,
     shaped like ``images``); ``progress(fraction, text)`` is called before each pass over a set of images (the test
     split, each OOD set, each corruption and severity), with the fraction of those passes done, and with 1.0 at
     the end."""
@@ -77,21 +87,22 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
 
     p = run(images, "test split")
     rel = metrics.reliability(p.probs, labels)
-    in_scores = metrics.ood_scores(p.probs, p.trace)
-    ood = {}
-    for name, x in ood_sets.items():
-        q = run(x, f"OOD: {name}")
-        out_scores = metrics.ood_scores(q.probs, q.trace)
-        ood[name] = {s: (in_scores[s], out_scores[s], metrics.auroc(in_scores[s], out_scores[s])) for s in in_scores}
-    curves = {}
+    in_scores = p.scores()
+
+    def aurocs(q: Predictions) -> dict:
+        return {s: (in_scores[s], v, metrics.auroc(in_scores[s], v)) for s, v in q.scores().items()}
+
+    ood = {name: aurocs(run(x, f"OOD: {name}")) for name, x in ood_sets.items()}
+    errors, seen = {}, {}
     if corruptions:
         for kind in data.CORRUPTIONS:
-            errs = [1 - metrics.accuracy(run(data.corrupt(images, kind, sev, seed=sev),
-                                             f"corruption: {kind}, severity {sev}").probs, labels)
-                    for sev in data.SEVERITIES]
-            curves[kind] = torch.tensor(errs)
+            qs = [run(data.corrupt(images, kind, sev, seed=sev), f"corruption: {kind}, severity {sev}")
+                  for sev in data.SEVERITIES]
+            errors[kind] = torch.tensor([1 - metrics.accuracy(q.probs, labels) for q in qs])
+            per_sev = [aurocs(q) for q in qs]
+            seen[kind] = {s: torch.tensor([a[s][2] for a in per_sev]) for s in in_scores}
     report(1.0, "done")
-    return Report(metrics.accuracy(p.probs, labels), metrics.nll(p.probs, labels), rel, ood, curves)
+    return Report(metrics.accuracy(p.probs, labels), metrics.nll(p.probs, labels), rel, ood, errors, seen)
 
 
 def summary(report: Report) -> dict:
@@ -100,4 +111,6 @@ def summary(report: Report) -> dict:
         "accuracy": round(report.accuracy, 4), "nll": round(report.nll, 4), "ece": round(report.reliability.ece, 4),
         "auroc": {name: {s: round(v[2], 4) for s, v in scores.items()} for name, scores in report.ood.items()},
         "corruption_error": {k: [round(float(e), 4) for e in v] for k, v in report.corruption.items()},
+        "corruption_auroc": {k: {s: [round(float(a), 4) for a in v] for s, v in scores.items()}
+                             for k, scores in report.corruption_auroc.items()},
     }

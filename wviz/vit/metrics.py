@@ -1,5 +1,6 @@
 """The evaluation of 004: accuracy, NLL, expected calibration error, reliability diagrams, OOD AUROC, error under
-corruption. Plain functions of predicted probabilities (N, C) and labels (N,); torch in, floats or tensors out, on
+corruption, and the epistemic scores of a Monte-Carlo predictive (mutual information, class spread). Plain functions
+of predicted probabilities (N, C), Monte-Carlo draws (S, N, C) and labels (N,); torch in, floats or tensors out, on
 any device.
 """
 from __future__ import annotations
@@ -7,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
-__all__ = ["accuracy", "nll", "Reliability", "reliability", "ece", "auroc", "ood_scores", "SCORES"]
+__all__ = ["accuracy", "nll", "Reliability", "reliability", "ece", "auroc", "mutual_information", "class_spread",
+           "ood_scores", "SCORES", "EPISTEMIC"]
 
 N_BINS = 15
 
@@ -87,15 +90,47 @@ def auroc(in_scores: torch.Tensor, out_scores: torch.Tensor) -> float:
     return float(u / (len(a) * len(b)))
 
 
-SCORES = ("max-softmax", "predictive entropy", "covariance trace")
+def _check_draws(draws: torch.Tensor) -> None:
+    if draws.dim() != 3 or draws.shape[0] < 1:
+        raise ValueError(f"Monte-Carlo draws must be (S, N, C) with S >= 1, got {tuple(draws.shape)}")
 
 
-def ood_scores(probs: torch.Tensor, trace: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """OOD scores, larger = more likely out of distribution: 1 - max softmax probability, the predictive entropy,
-    and (stochastic model) the mean covariance trace of the tokens (``trace``, (N,))."""
+def mutual_information(draws: torch.Tensor) -> torch.Tensor:
+    """BALD (Houlsby et al. 2011): the mutual information between the label and the sampled embedding,
+    I = H[E_s p_s] - E_s H[p_s] >= 0 (the entropy of the mean minus the mean entropy; >= 0 by the concavity of H),
+    per image: (S, N, C) -> (N,). Zero when every draw gives the same probabilities (no epistemic spread), however
+    flat they are; the clamp only removes rounding below zero."""
+    from wviz.vit.model import entropy
+
+    _check_draws(draws)
+    return (entropy(draws.mean(0)) - entropy(draws).mean(0)).clamp_min(0)
+
+
+def class_spread(draws: torch.Tensor) -> torch.Tensor:
+    """The spread of the predicted class across draws, as the variation ratio (Freeman 1965): 1 - (draws whose
+    argmax is the most frequent class) / S, per image: (S, N, C) -> (N,), in [0, 1 - 1/S]; 0 when all draws agree."""
+    _check_draws(draws)
+    S, _, C = draws.shape
+    votes = F.one_hot(draws.argmax(-1), C).sum(0)  # (N, C): draws per predicted class
+    return 1 - votes.max(-1).values.to(draws.dtype) / S
+
+
+SCORES = ("max-softmax", "predictive entropy", "mutual information", "class spread", "covariance trace")
+# The scores that need a stochastic model: the spread of its Monte-Carlo draws and its covariances.
+EPISTEMIC = ("mutual information", "class spread", "covariance trace")
+
+
+def ood_scores(probs: torch.Tensor, trace: torch.Tensor | None = None,
+               draws: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """OOD scores, larger = more likely out of distribution: 1 - max softmax probability and the predictive entropy
+    of ``probs`` (N, C); with the stochastic model's Monte-Carlo ``draws`` (S, N, C), the mutual information and
+    the class spread; with its ``trace`` (N,), the mean covariance trace of the last layer's tokens."""
     from wviz.vit.model import entropy
 
     out = {"max-softmax": 1 - probs.max(-1).values, "predictive entropy": entropy(probs)}
+    if draws is not None:
+        out["mutual information"] = mutual_information(draws)
+        out["class spread"] = class_spread(draws)
     if trace is not None:
         out["covariance trace"] = trace
     return out

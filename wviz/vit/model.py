@@ -37,7 +37,7 @@ from torch import nn
 from wviz import gaussian
 
 __all__ = ["ViTConfig", "ViTOutput", "MCPrediction", "StochasticViT", "DeterministicViT", "build_model",
-           "mc_predict", "w2_regulariser", "loss_fn"]
+           "mc_predict", "w2_regulariser", "mask_patches", "pretrain_loss", "covariance_kl", "loss_fn"]
 
 # Bounds for a config read from an untrusted checkpoint: big enough for CIFAR-size models, small enough that
 # building the model cannot exhaust memory (dim 1024 x depth 24 is about 300 M parameters at most).
@@ -326,18 +326,71 @@ def w2_regulariser(mu: torch.Tensor, cov: torch.Tensor, mu_pos: torch.Tensor, co
     return (pull + push).mean()
 
 
+def mask_patches(images: torch.Tensor, patch_size: int, ratio: float,
+                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(masked images, masked (B, P) bool): round(ratio x P) patches of each image, drawn at random, set to zero."""
+    B, _, H, W = images.shape
+    gh, gw = H // patch_size, W // patch_size
+    k = max(1, round(ratio * gh * gw))
+    rank = torch.rand(B, gh * gw, generator=generator, device=images.device).argsort(1).argsort(1)
+    masked = rank < k
+    pixels = masked.reshape(B, 1, gh, 1, gw, 1).expand(-1, -1, -1, patch_size, -1, patch_size)
+    return images.masked_fill(pixels.reshape(B, 1, H, W), 0.0), masked
+
+
+def pretrain_loss(model, images: torch.Tensor, ratio: float = 0.5, kl: float = 0.0,
+                  generator: torch.Generator | None = None) -> tuple[torch.Tensor, dict]:
+    """004's pre-training term (Sec. 4.2: L_p <- L_p - lambda log sigma(-W2^2(z_out, f_z(y+)))), self-supervised:
+    the last layer's Gaussian z_out at each masked patch of a masked image is pulled towards z+, the Gaussian at
+    the same patch of the unmasked image, and pushed from the other masked patches' z+ of the batch (the contrastive
+    form of :func:`w2_regulariser`, each masked patch its own class, so that the pull alone cannot be met by one
+    Gaussian for every patch), + kl x :func:`covariance_kl`. Images (B, C, H, W); both versions go through the
+    model in one sampled pass. Returns (loss, parts as floats for logging)."""
+    inner = getattr(model, "module", model)
+    masked_images, masked = mask_patches(images, inner.config.patch_size, ratio, generator)
+    out = model(torch.cat([masked_images, images]), sample=True)
+    mu, cov = out.means[-1][:, 1:], out.covariances[-1][:, 1:]  # the patches' tokens (not the class token)
+    pick = torch.cat([masked, masked])
+    z_mu, z_cov = mu[pick].reshape(2, -1, mu.shape[-1]), cov[pick].reshape(2, -1, cov.shape[-1])
+    reg = w2_regulariser(z_mu[0], z_cov[0], z_mu[1], z_cov[1], torch.arange(z_mu.shape[1], device=mu.device))
+    parts = {"pre": reg.item()}
+    if isinstance(model, nn.parallel.DistributedDataParallel):
+        # DDP waits for a gradient of every parameter and the classifier takes no part here: give it a zero one
+        # (in one process it has none, so AdamW's weight decay leaves it as it is)
+        reg = reg + 0 * out.logits.float().sum()
+    return _with_prior(reg, parts, out, kl)
+
+
+def _with_prior(loss: torch.Tensor, parts: dict, out: ViTOutput, kl: float) -> tuple[torch.Tensor, dict]:
+    """loss + kl x covariance_kl of the pass's embeddings (when kl > 0 and the model is stochastic)."""
+    if not kl or out.covariances is None:
+        return loss, parts
+    prior = covariance_kl(out.covariances[0])
+    return loss + kl * prior, {**parts, "kl": prior.item()}
+
+
+def covariance_kl(cov: torch.Tensor) -> torch.Tensor:
+    """Mean over tokens of KL(N(0, diag Sigma) || N(0, I)) = 1/2 sum_d (Sigma_d - 1 - log Sigma_d): the standard
+    normal prior of the variational information bottleneck (Alemi et al. 2017) on the embeddings' variances. It
+    keeps Sigma from collapsing towards zero (or one value) wherever the task does not need it small."""
+    cov = _wide(cov)
+    return 0.5 * (cov - 1 - cov.log()).sum(-1).mean()
+
+
 def loss_fn(model, images: torch.Tensor, labels: torch.Tensor, views: torch.Tensor | None = None,
-            lam: float = 0.0) -> tuple[torch.Tensor, dict]:
+            lam: float = 0.0, kl: float = 0.0) -> tuple[torch.Tensor, dict]:
     """Cross-entropy of the (sampled, for the stochastic model) prediction + lam x the regulariser above, whose
-    positives are ``views`` (augmented copies of ``images``; the cross-entropy then covers the views too). Returns
-    (loss, parts as floats for logging). ``model`` may be wrapped (DistributedDataParallel)."""
+    positives are ``views`` (augmented copies of ``images``; the cross-entropy then covers the views too), + kl x
+    :func:`covariance_kl` of the embeddings. Returns (loss, parts as floats for logging). ``model`` may be wrapped
+    (DistributedDataParallel)."""
     use_views = lam != 0 and views is not None and isinstance(getattr(model, "module", model), StochasticViT)
     B = len(images)
     # images and their views in one forward pass (one pass per step is also what DistributedDataParallel expects)
     out = model(torch.cat([images, views]) if use_views else images, sample=True)
     ce = F.cross_entropy(out.logits.float(), labels.repeat(2) if use_views else labels)
-    if not use_views:
-        return ce, {"ce": ce.item()}
-    mu, cov = out.means[-1][:, 0], out.covariances[-1][:, 0]
-    reg = w2_regulariser(mu[:B], cov[:B], mu[B:], cov[B:], labels)
-    return ce + lam * reg, {"ce": ce.item(), "w2": reg.item()}
+    loss, parts = ce, {"ce": ce.item()}
+    if use_views:
+        mu, cov = out.means[-1][:, 0], out.covariances[-1][:, 0]
+        reg = w2_regulariser(mu[:B], cov[:B], mu[B:], cov[B:], labels)
+        loss, parts = ce + lam * reg, {**parts, "w2": reg.item()}
+    return _with_prior(loss, parts, out, kl)

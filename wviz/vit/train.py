@@ -10,7 +10,10 @@ and the model is wrapped in torch's DistributedDataParallel (NCCL on GPUs, gloo 
 bar and writes the files. After every epoch the training state (weights, optimiser, schedule, epoch) goes to
 <out>.state.pt; --resume continues from it and the file is removed once the checkpoint is written.
 
-Loss: cross-entropy + lambda x the Wasserstein fine-tuning regulariser of 004 (:func:`wviz.vit.model.loss_fn`).
+Loss: the first --pretrain-epochs epochs are self-supervised, 004's masked-patch W2 term
+(:func:`wviz.vit.model.pretrain_loss`); the --epochs after them fine-tune with cross-entropy + lambda x 004's
+Wasserstein fine-tuning regulariser (:func:`wviz.vit.model.loss_fn`). Both add --kl x the standard normal prior on
+the embeddings' variances (:func:`wviz.vit.model.covariance_kl`). One warm-up + cosine schedule spans all epochs.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from wviz.device import get_device
 from wviz.vit import data as vdata
 from wviz.vit.checkpoint import save_checkpoint
 from wviz.vit.evaluate import evaluate, summary
-from wviz.vit.model import ViTConfig, build_model, loss_fn
+from wviz.vit.model import ViTConfig, build_model, loss_fn, pretrain_loss
 
 __all__ = ["parse_args", "main", "train_steps"]
 
@@ -41,11 +44,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data", default="digits", choices=vdata.DATASETS)
     p.add_argument("--data-root", default=None, help="folder with the CIFAR python folders or class folders")
     p.add_argument("--kind", default="stochastic", choices=("stochastic", "deterministic"))
-    p.add_argument("--epochs", type=int, default=40)
+    p.add_argument("--epochs", type=int, default=40, help="supervised (fine-tuning) epochs")
+    p.add_argument("--pretrain-epochs", type=int, default=0,
+                   help="self-supervised epochs before them: 004's masked-patch W2 term (stochastic model only)")
+    p.add_argument("--mask-ratio", type=float, default=0.5, help="fraction of patches masked in pre-training")
     p.add_argument("--batch", type=int, default=64, help="global batch size (split across processes)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--weight-decay", type=float, default=0.05)
     p.add_argument("--lam", type=float, default=0.1, help="weight lambda of the W2 regulariser (0: off)")
+    p.add_argument("--kl", type=float, default=0.0,
+                   help="weight of the standard normal prior on the embeddings' variances (0: off)")
     p.add_argument("--dim", type=int, default=48)
     p.add_argument("--depth", type=int, default=3)
     p.add_argument("--heads", type=int, default=3)
@@ -65,6 +73,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not args.out.endswith(".safetensors"):
         p.error("--out must end in .safetensors")
+    if args.kind == "deterministic" and (args.pretrain_epochs or args.kl):
+        p.error("--pretrain-epochs and --kl act on Gaussian embeddings: stochastic model only")
+    if not 0 < args.mask_ratio < 1:
+        p.error("--mask-ratio must be between 0 and 1")
     return args
 
 
@@ -177,7 +189,7 @@ def _model(args, x, y, n_classes: int, place: _Place) -> _Training:
     dataset = TensorDataset(x, y)
     per_rank = max(1, args.batch // place.world)
     steps_per_epoch = math.ceil(len(dataset) / place.world / per_rank)
-    sched = _schedule(opt, args.epochs * steps_per_epoch)
+    sched = _schedule(opt, (args.pretrain_epochs + args.epochs) * steps_per_epoch)
     autocast, scaler = _amp(place.device, not args.no_amp)
     return _Training(cfg, model, model, opt, sched, autocast, scaler, dataset, per_rank, steps_per_epoch)
 
@@ -203,9 +215,18 @@ def _save_state(t: _Training, epoch: int, state_path: Path) -> None:
                 "config": t.cfg.to_dict()}, state_path)
 
 
+def _step_loss(t: _Training, args, epoch: int, xb, yb, g: torch.Generator):
+    """Epochs before --pretrain-epochs: the masked-patch term (pretrain_loss, no labels); after: cross-entropy +
+    lambda x the W2 regulariser (loss_fn) on augmented views."""
+    if epoch < args.pretrain_epochs:
+        return pretrain_loss(t.net, xb, args.mask_ratio, args.kl, generator=g)
+    views = vdata.augment(xb) if args.lam > 0 and args.kind == "stochastic" else None
+    return loss_fn(t.net, xb, yb, views, args.lam, args.kl)
+
+
 def _epoch(t: _Training, args, epoch: int, place: _Place, bar) -> None:
-    """One pass over the training images: cross-entropy + lambda x the W2 regulariser of 004 (loss_fn) on augmented
-    views. The batch order depends on (seed, epoch) only, so a resumed run sees the same batches."""
+    """One pass over the training images (:func:`_step_loss`). The batch order depends on (seed, epoch) only, so a
+    resumed run sees the same batches."""
     g = torch.Generator().manual_seed(args.seed * 1000 + epoch)
     torch.manual_seed(args.seed * 1000 + epoch * 7 + place.rank)  # embedding samples
     sampler = (DistributedSampler(t.dataset, place.world, place.rank, seed=args.seed) if place.world > 1
@@ -213,11 +234,11 @@ def _epoch(t: _Training, args, epoch: int, place: _Place, bar) -> None:
     if place.world > 1:
         sampler.set_epoch(epoch)
     t.net.train()
+    mask_g = torch.Generator(device=place.device).manual_seed(args.seed * 1000 + epoch)
     for xb, yb in DataLoader(t.dataset, batch_size=t.per_rank, sampler=sampler):
         xb, yb = xb.to(place.device, non_blocking=True), yb.to(place.device, non_blocking=True)
-        views = vdata.augment(xb) if args.lam > 0 and args.kind == "stochastic" else None
         with t.autocast:
-            loss, parts = loss_fn(t.net, xb, yb, views, args.lam)
+            loss, parts = _step_loss(t, args, epoch, xb, yb, mask_g)
         t.opt.zero_grad(set_to_none=True)
         t.scaler.scale(loss).backward()
         t.scaler.step(t.opt)
@@ -228,12 +249,13 @@ def _epoch(t: _Training, args, epoch: int, place: _Place, bar) -> None:
 
 
 def _loop(t: _Training, args, place: _Place, state_path: Path) -> None:
-    """The epochs from t.start to --epochs, the state saved after each (rank 0)."""
+    """The epochs from t.start to --pretrain-epochs + --epochs, the state saved after each (rank 0)."""
     from tqdm import tqdm
 
-    bar = tqdm(total=args.epochs * t.steps_per_epoch, initial=t.start * t.steps_per_epoch, unit="step",
+    epochs = args.pretrain_epochs + args.epochs
+    bar = tqdm(total=epochs * t.steps_per_epoch, initial=t.start * t.steps_per_epoch, unit="step",
                disable=place.rank != 0 or args.no_progress, desc=f"{args.kind} ViT on {args.data}")
-    for epoch in range(t.start, args.epochs):
+    for epoch in range(t.start, epochs):
         t0 = time.perf_counter()
         _epoch(t, args, epoch, place, bar)
         t.seconds += time.perf_counter() - t0
@@ -244,8 +266,9 @@ def _loop(t: _Training, args, place: _Place, state_path: Path) -> None:
 
 def _record(args, argv, t: _Training, n_images: int, names: list[str], place: _Place) -> dict:
     """What the checkpoint records of its training (the Uncertainty inspector lists it)."""
-    return {"data": args.data, "epochs": args.epochs, "seed": args.seed,
-            "lambda": args.lam if args.kind == "stochastic" else 0.0, "batch": args.batch, "lr": args.lr,
+    return {"data": args.data, "epochs": args.epochs, "pretrain_epochs": args.pretrain_epochs,
+            "mask_ratio": args.mask_ratio if args.pretrain_epochs else None, "seed": args.seed,
+            "lambda": args.lam if args.kind == "stochastic" else 0.0, "kl": args.kl, "batch": args.batch, "lr": args.lr,
             "train_images": n_images, "class_names": names, "train_seconds": round(t.seconds, 1),
             "device": str(place.device), "processes": place.world, "torch": torch.__version__,
             "eval_samples": args.eval_samples,

@@ -1,0 +1,38 @@
+"""wviz.vit.evaluate: the report's epistemic scores and its corruption AUROCs against scikit-learn on the same
+predictions, for a tiny untrained stochastic model."""
+import numpy as np
+import torch
+from sklearn.metrics import roc_auc_score
+
+from wviz.vit import data, evaluate, metrics
+from wviz.vit.model import StochasticViT, ViTConfig
+
+
+def test_report_scores_and_corruption_aurocs_against_sklearn():
+    torch.manual_seed(0)
+    model = StochasticViT(ViTConfig(dim=8, depth=1, heads=2)).eval()
+    x, y = data.load_dataset("digits", "test")
+    x, y = x[:60], y[:60]
+    noise = data.ood_set("uniform noise", 60)
+    report = evaluate.evaluate(model, x, y, ood_sets={"uniform noise": noise}, samples=4)
+    clean = evaluate.predict(model, x, 4)
+    assert clean.draws.shape == (4, 60, 10)
+    torch.testing.assert_close(clean.draws.mean(0), clean.probs)
+    out = evaluate.predict(model, noise, 4)
+    for score, (s_in, s_out, auc) in report.ood["uniform noise"].items():
+        labels = np.r_[np.zeros(60), np.ones(60)]
+        assert abs(auc - roc_auc_score(labels, np.r_[s_in.numpy(), s_out.numpy()])) < 1e-12, score
+    torch.testing.assert_close(report.ood["uniform noise"]["mutual information"][1],
+                               metrics.mutual_information(out.draws))
+    assert set(report.corruption_auroc) == set(data.CORRUPTIONS)
+    for kind in data.CORRUPTIONS:
+        assert set(report.corruption_auroc[kind]) == set(metrics.SCORES)
+        for sev in (1, 5):
+            bad = evaluate.predict(model, data.corrupt(x, kind, sev, seed=sev), 4).scores()
+            for score, s_in in clean.scores().items():
+                labels = np.r_[np.zeros(60), np.ones(60)]
+                want = roc_auc_score(labels, np.r_[s_in.numpy(), bad[score].numpy()])
+                assert abs(float(report.corruption_auroc[kind][score][sev - 1]) - want) < 1e-6, (kind, sev, score)
+    summary = evaluate.summary(report)
+    assert summary["corruption_auroc"]["blur"]["class spread"] == [
+        round(float(a), 4) for a in report.corruption_auroc["blur"]["class spread"]]
