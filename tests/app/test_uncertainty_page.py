@@ -104,15 +104,24 @@ def test_widgets_move_the_views(open_page):
 
 def test_a_noisy_region_is_what_the_models_see(open_page):
     """The region control (noise, default square of the middle 2 x 2 patches) corrupts the image every view draws
-    and every model runs on: the drawn input and the class probabilities are those of the corrupted image."""
+    and every model runs on: the drawn input, the tr(Sigma) map and the class probabilities are those of the
+    corrupted image, and the region is outlined."""
     at = open_page(PAGE)
+    x, _ = data.load_dataset("digits", "test")
+    model = _models()["stochastic"][0]
+    clean = model(x[:1]).covariances[1][0, 1:].sum(-1).reshape(4, 4).detach().numpy()
     at.sidebar.selectbox(key="region").set_value("noise").run()
     at.sidebar.slider(key="region_strength").set_value(0.8).run()
     no_exception(at)
-    x, _ = data.load_dataset("digits", "test")
     noisy = views.corrupt_region(x[0], "noise", (1, 1, 3, 3), 4, 0.8)
-    drawn = figure_titled(at, "Per-patch uncertainty")["data"][0]
+    shown = figure_titled(at, "Per-patch uncertainty")
+    drawn, trace = shown["data"][0], np.asarray(shown["data"][1]["z"], dtype=float)
     np.testing.assert_allclose(np.asarray(drawn["z"], dtype=float), noisy[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(trace, model(noisy[None]).covariances[1][0, 1:].sum(-1).reshape(4, 4).detach().numpy(),
+                               rtol=1e-5)
+    assert np.abs(trace[1:3, 1:3] - clean[1:3, 1:3]).min() > 1e-3    # every patch of the region moved
+    dashed = [s for s in shown["layout"]["shapes"] if s["line"].get("dash") == "dash"]
+    assert [(s["x0"], s["y0"], s["x1"], s["y1"]) for s in dashed] == [(3.5, 3.5, 11.5, 11.5), (0.5, 0.5, 2.5, 2.5)]
     bars = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Class probabilities")["data"]}
     for kind, (model, _) in _models().items():
         np.testing.assert_allclose(bars[kind], mc_predict(model, noisy[None], samples=32, seed=0).mean[0].numpy(),
@@ -265,11 +274,17 @@ def test_upload_with_another_patch_size_high_query_and_measured_panel(open_page,
     # severities) reported as they start, then 1.0
     (fractions,) = [c for c in calls if len(c) > 4]
     assert fractions == [i / 19 for i in range(19)] + [1.0]
-    measured = real(model, x, y, ood_sets={}, samples=2).corruption
+    report = real(model, x, y, ood_sets={}, samples=2)
+    measured = report.corruption
     shown = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Test error under corr")["data"]}
     for kind, err in measured.items():
         np.testing.assert_allclose(shown[f"uploaded (stochastic): {kind}"], err.numpy(), atol=1e-6)
     assert any(shown[f"uploaded (stochastic): {k}"].max() > 0 for k in measured)  # not the file's zeros
+    # the score's AUROC per corruption: the upload's measured here, the twin's from its record
+    seen = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Does 'max-softmax' see")["data"]}
+    assert len(seen) == 6
+    for kind, per in report.corruption_auroc.items():
+        np.testing.assert_allclose(seen[f"uploaded (stochastic): {kind}"], per["max-softmax"].numpy(), atol=1e-6)
     assert any("uploaded (stochastic): measured here" in c.value for c in at.caption)
 
 

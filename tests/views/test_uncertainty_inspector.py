@@ -323,6 +323,9 @@ def test_try_this_items_are_valid_settings(models):
         assert 0 <= p.get("layer", 1) <= models.config.depth and 0 <= p.get("index", 0) < 360
         assert p.get("score", "max-softmax") in uv.score_choices(True)
         assert p.get("ood", "uniform noise") in uv.OOD_SETS and t.watch.endswith(".")
+        assert p.get("region", "none") in uv.REGION_KINDS
+        row, col, size = p.get("region_row", 0), p.get("region_col", 0), p.get("region_size", 1)
+        assert min(row, col) >= 0 and max(row, col) + size <= models.config.grid  # not cut by the clamp
 
 
 def test_the_twin_is_wrong_and_sure_where_the_guided_link_says(models):
@@ -407,3 +410,39 @@ def test_ood_histograms_share_bins_and_leave_headroom():
     assert list(digits.x) == list(ood.x)                                   # the same bins for both sets
     assert int(sum(digits.y)) == 360 and int(sum(ood.y)) == 500
     assert fig.layout.yaxis.range[1] >= 1.1 * max(max(digits.y), max(ood.y))
+
+
+def test_corruption_auroc_figure_draws_the_reports_numbers():
+    """One line per model and corruption over severities 1..5, its points the measured report's AUROCs of the
+    chosen score (a stochastic model measures all five), chance drawn at 0.5."""
+    from wviz.figures import uncertainty_inspector as figs
+    from wviz.vit import data
+
+    torch.manual_seed(0)
+    tiny = build_model(ViTConfig(kind="stochastic", dim=8, depth=1, heads=2))
+    up = uv.Loaded("uploaded (stochastic)", tiny, {"eval_samples": 2}, "upload:tiny-stochastic")
+    (job,) = uv.panel_jobs(uv.Models({up.name: up}, up))
+    report = uv.evaluate_panel(job)
+    assert set(report.corruption_auroc) == set(data.CORRUPTIONS)
+    for score in ("max-softmax", "mutual information"):
+        fig = figs.corruption_aurocs(uv.corruption_aurocs((job,), {up.name: report}, score), uv.SEVERITIES, score)
+        drawn = {t.name: t for t in fig.data}
+        assert set(drawn) == {f"{up.name}: {k}" for k in data.CORRUPTIONS}
+        for kind in data.CORRUPTIONS:
+            line = drawn[f"{up.name}: {kind}"]
+            assert list(line.x) == list(uv.SEVERITIES)
+            np.testing.assert_allclose(np.asarray(line.y, dtype=float),
+                                       report.corruption_auroc[kind][score].numpy(), atol=1e-7)
+        assert fig.layout.shapes[0].y0 == fig.layout.shapes[0].y1 == 0.5         # the chance line
+        assert score in fig.layout.title.text and fig.layout.xaxis.title.text == "severity"
+
+
+def test_the_region_is_outlined_on_the_image_and_on_the_map(models, runs, images):
+    """map_over_image draws the region (top, left, bottom, right in patches) dashed around its pixels on the image
+    (4 pixels a patch here) and around its cells on the per-patch map."""
+    from wviz.figures import uncertainty_inspector as figs
+
+    v = uv.inside(models, runs, layer=0, head=0, query=0)
+    fig = figs.map_over_image(images[0][1], v.trace, "t", "tr(Sigma) per patch", None, (1, 2, 3, 4))
+    dashed = [(s.xref, s.x0, s.y0, s.x1, s.y1) for s in fig.layout.shapes if s.line.dash == "dash"]
+    assert dashed == [("x", 7.5, 3.5, 15.5, 11.5), ("x2", 1.5, 0.5, 3.5, 2.5)]

@@ -541,7 +541,7 @@ TRY_THIS = (
     Try("Occlude the middle of the digit", {"region": "occlude", "region_row": 1, "region_col": 1,
                                             "region_size": 2, "layer": 0},
         "The four blanked patches take the background's larger tr(Sigma) (0.16-0.59 become 0.66-0.80), the 6 turns "
-        "into a 3 at 56 %, and the 5-95 % interval of the draws widens from 0.985-0.997 to 0.14-0.90."),
+        "into a 3 at 56 %, and the top class's whisker (5-95 % of the draws) widens from 0.985-0.997 to 0.14-0.90."),
     Try("Noise images, scored by the covariance trace", {"score": "covariance trace", "ood": "uniform noise"},
         "AUROC about 0.26, below chance: noise gets smaller covariances than the digits, while 1 - max softmax "
         "tells them apart (AUROC about 0.95)."),
