@@ -18,6 +18,7 @@ One module per family, as in POT:
     costs.py        cost_matrix
     entropic.py     sinkhorn: the stages of epsilon scaling, convergence checks, warm starts, the one-sided form
     scaling.py      the stabilised scaling form P = diag(u) K diag(v): kernel, iterations, absorption, the plan
+    lean.py         the same for one problem on the CPU, in numpy on fixed buffers, with a float32 start
     relaxation.py   adaptive over-relaxation (Young's SOR theory)
     batch.py        converged problems leaving a batch early
     exact.py        emd (POT's network simplex)

@@ -7,6 +7,7 @@ The solver runs in stages, one per gamma of the epsilon-scaling schedule; each s
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -14,10 +15,11 @@ import torch
 from wviz._checks import positive
 
 from .batch import leave, worth_leaving
+from .lean import LeanScalings, one_blas_thread, use_lean
 from .problem import (OTResult, check_cost, check_iter_args, check_mass, dot, finish, init_potentials, prepare,
                       tensors)
 from .relaxation import OverRelaxation, check_omega
-from .scaling import ABSORB, Scalings, mv
+from .scaling import ABSORB, Scalings
 
 _EPS_FACTOR = 0.1     # epsilon scaling: each stage solves for gamma_k = gamma_{k-1} * _EPS_FACTOR
 _EPS_START = 0.01     # ... for the gammas below this fraction of the cost range (above it one stage is cheaper)
@@ -40,7 +42,10 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     u <- u^(1 - omega) (a / K v)^omega, with omega in [1, 2) adapted from the observed convergence rate (Young's
     SOR theory; Thibault et al. 2021, Lehmann et al. 2022). The plan is the log-domain plan of the final potentials.
     In a batch, problems that have converged leave it once the others still need many iterations, so that one slow
-    problem does not hold the whole batch's matrix-vector products.
+    problem does not hold the whole batch's matrix-vector products. A single problem on the CPU (no record_plans)
+    runs the same algorithm in numpy on buffers allocated once (wviz.ot.lean); there a float64 problem of at least
+    512 x 512 with omega=None starts each stage on a float32 copy of the kernel and finishes in float64 (every
+    returned number is float64's).
 
     Arguments: a (..., n) and b (..., m) non-negative masses of equal totals (zeros allowed: those rows and columns
     get no mass), C (..., n, m) finite costs, gamma > 0 a float in the units of C (think of gamma / max|C|).
@@ -68,25 +73,30 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     check_every = _check_interval(check_every, record, C)
     warm = None if init is None else init_potentials(init, a, b, *C.shape)
     f, g, f_is_zero, gamma0 = _start_potentials(warm, a, b, info, gamma)
-    batch = Scalings(a, b, C, f, g, info["zero_a"], info["zero_b"])
+    lean = use_lean(C, record)
+    if lean:   # one problem on the CPU; a fixed omega asks for exact float64 iterations
+        batch = LeanScalings(a, b, C, f, g, info["zero_a"], info["zero_b"], low=omega is None)
+    else:
+        batch = Scalings(a, b, C, f, g, info["zero_a"], info["zero_b"])
     top = gamma0 if gamma0 is not None else _EPS_START * (info["hi_max"] - info["lo_min"])
     schedule = _schedule(gamma, top) if eps_scaling and not record else [gamma]
     relax = OverRelaxation(C.shape[0], None if omega is None else float(omega))
     run = _Run(tol, max_iter, check_every, record, relax, C)
-    for stage, gam in enumerate(schedule):
-        final = stage == len(schedule) - 1
-        if stage == 0 and warm is None and (info["hi_max"] - info["lo_min"]) / gam < batch.clamp:
-            batch.cold_start(gam, f_is_zero)
-        else:
-            # a new gamma, a warm start, or a cold start at a gamma so small that whole columns of the kernel would
-            # sit at the clamp (and take its value, not theirs): normalised, no row or column is lost
-            batch.rebuild(batch.ma, batch.mb, gam)
-        _stage(batch, run, gam, final)
-        if run.failures > _MAX_FAILURES or run.it >= max_iter:
-            break
-        if not final:
-            batch.absorb(batch.u, batch.v, gam)
-    return _result(batch, run, shape, gam, gamma)
+    with one_blas_thread() if lean else contextlib.nullcontext():
+        for stage, gam in enumerate(schedule):
+            final = stage == len(schedule) - 1
+            if stage == 0 and warm is None and (info["hi_max"] - info["lo_min"]) / gam < batch.clamp:
+                batch.cold_start(gam, f_is_zero)
+            else:
+                # a new gamma, a warm start, or a cold start at a gamma so small that whole columns of the kernel
+                # would sit at the clamp (and take its value, not theirs): normalised, no row or column is lost
+                batch.rebuild(batch.ma, batch.mb, gam)
+            _stage(batch, run, gam, final)
+            if run.failures > _MAX_FAILURES or run.it >= max_iter:
+                break
+            if not final:
+                batch.absorb(batch.u, batch.v, gam)
+        return _result(batch, run, shape, gam, gamma)
 
 
 def _check_interval(check_every, record: int, C) -> int:
@@ -167,9 +177,9 @@ def _stage(batch: Scalings, run: _Run, gam: float, final: bool):
     batch.set_omega(omega)
     if run.record:
         run.record_plan(batch)
-    saved = (batch.u, batch.v)   # the last scalings that passed a check
+    saved = batch.save()   # the last scalings that passed a check
     best, best_it, n_checks = math.inf, run.it, 0
-    batch.Kv = mv(batch.K, batch.v)
+    batch.start()
     while True:
         steps = run.steps()
         batch.iterate(steps)
@@ -179,10 +189,10 @@ def _stage(batch: Scalings, run: _Run, gam: float, final: bool):
         if checked is None:   # an overflow: back to the last good scalings, unless that keeps failing
             if _recover(batch, run, saved, gam):
                 return
-            saved = (batch.u, batch.v)
+            saved = batch.save()
             continue
         errs, worst, done = checked
-        saved = (batch.u, batch.v)
+        saved = batch.save()
         run.history.append((run.it, worst))
         if run.record and run.it % run.record_every == 0:
             run.record_plan(batch)
@@ -196,7 +206,7 @@ def _stage(batch: Scalings, run: _Run, gam: float, final: bool):
         if final and not run.record and worth_leaving(conv, errs, run.relax.lam, run.tol):
             leave(batch, conv, gam)
             run.relax.keep(~conv)
-            errs, saved = errs[~conv], (batch.u, batch.v)
+            errs, saved = errs[~conv], batch.save()
         if run.relax.update(errs, run.it):
             batch.set_omega(run.relax.omega)
             batch.plain = False
@@ -217,7 +227,7 @@ def _check(batch: Scalings, run: _Run, gam: float, stage_tol: float, n_checks: i
         return None
     if log_range > run.max_log_range:
         batch.rebuild(batch.u, batch.v, gam)
-        batch.Kv, batch.KTu = mv(batch.K, batch.v), mv(batch.KT, batch.u)
+        batch.refresh()
         errs = batch.errors()
         worst = float(errs.max())
         done = worst <= stage_tol or run.it >= run.max_iter
@@ -233,7 +243,7 @@ def _recover(batch: Scalings, run: _Run, saved, gam: float) -> bool:
         batch.u, batch.v = saved
         return True
     batch.rebuild(*saved, gam)
-    batch.Kv = mv(batch.K, batch.v)
+    batch.start(low=False)
     return False
 
 
@@ -241,7 +251,7 @@ def _result(batch: Scalings, run: _Run, shape, gam: float, gamma: float) -> OTRe
     """The log-domain plan of the final potentials, joined to those of problems that left the batch early. A run
     stopped by max_iter before the last stage returns a plan for a larger gamma, never "converged"."""
     if run.failures > _MAX_FAILURES:   # could not recover from repeated overflow: the last good plan, as it is
-        batch.Kv, batch.KTu = mv(batch.K, batch.v), mv(batch.KT, batch.u)
+        batch.refresh()
     P, *parts = batch.plan_parts(gam)
     parts.append((parts[0] <= run.tol) & (gam == gamma) & (run.failures <= _MAX_FAILURES))
     if batch.finished is not None:   # the batch was compacted: the rest join those that finished earlier

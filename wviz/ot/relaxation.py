@@ -28,7 +28,7 @@ def check_omega(omega):
 
 def optimal_omega(r):
     """Young's optimal over-relaxation for a 2-cyclic iteration whose plain (omega = 1) rate is r per iteration."""
-    return 2.0 / (1.0 + np.sqrt(np.clip(1.0 - r, 0.0, 1.0)))
+    return 2.0 / (1.0 + np.sqrt(np.maximum(np.minimum(1.0 - r, 1.0), 0.0)))
 
 
 class OverRelaxation:
@@ -88,6 +88,8 @@ class OverRelaxation:
             return False
         omega = self.omega
         steady = (lam < 1) & (lam > omega - 1 + 0.02) & (np.abs(lam - self.lam) <= 0.1 * (1 - lam)) & (err > 0)
+        if not steady.any():
+            return False
         with np.errstate(divide="ignore", invalid="ignore"):
             r = (lam + omega - 1) ** 2 / (lam * omega ** 2)
         omega_new = np.minimum(optimal_omega(r), _OMEGA_MAX)
@@ -109,8 +111,8 @@ class OverRelaxation:
         older = [e for i, e in self.trace if it - horizon - _WINDOW < i <= it - horizon]
         if not older:
             return False
-        recent = np.max([e for i, e in self.trace if i > it - _WINDOW], axis=0)
-        bad = (recent >= np.max(older, axis=0)) & (self.omega > 1)
+        recent = np.maximum.reduce([e for i, e in self.trace if i > it - _WINDOW])
+        bad = (recent >= np.maximum.reduce(older)) & (self.omega > 1)
         if not bad.any():
             return False
         self.omega = np.where(bad, 1 + (self.omega - 1) / 2, self.omega)

@@ -50,7 +50,10 @@ def kernel(C, f, g, gamma, out, clamp, normalize=False):
         shifts = r, c.mT
     if clamp is not None:
         out.clamp_(-clamp, clamp / 2)
-    out.exp_()
+    if out.device.type == "cpu":   # numpy's exp is faster than torch's on the CPU (BENCHMARKS.md)
+        np.exp(out.numpy(), out=out.numpy())
+    else:
+        out.exp_()
     return shifts
 
 
@@ -124,6 +127,18 @@ class Scalings:
         """The over-relaxation factors (B,) for the updates of :meth:`iterate`."""
         omega = torch.as_tensor(omega, dtype=self.C.dtype, device=self.C.device).view(-1, 1, 1)
         self.omega_minus_1 = omega - 1
+
+    def start(self, low: bool = True):
+        """Kv = K v: what the first row update reads (low: for wviz.ot.lean's interface)."""
+        self.Kv = mv(self.K, self.v)
+
+    def refresh(self):
+        """Kv and KTu of the current scalings (after a rebuild, for the marginals)."""
+        self.Kv, self.KTu = mv(self.K, self.v), mv(self.KT, self.u)
+
+    def save(self):
+        """The current scalings, to go back to after an overflow (iterations replace them, never change them)."""
+        return self.u, self.v
 
     def iterate(self, steps: int):
         """steps Sinkhorn iterations: u <- u^(1 - omega) (a / K v)^omega, then the same for v (Cuturi 2013's

@@ -1,0 +1,275 @@
+"""The lean path of Sinkhorn: one problem (B = 1) on the CPU, iterated in numpy on buffers allocated once.
+
+The same algorithm as wviz.ot.scaling.Scalings (same kernel, over-relaxed updates, checks, absorption and stages,
+driven by the same code of wviz.ot.entropic), with the work of an iteration done differently: each vector
+operation is one numpy ufunc writing into a preallocated buffer (cheaper than a torch operation and its new
+tensor), the matrix-vector products are numpy's (BLAS) into fixed outputs, and the kernel's exp is numpy's, which
+is faster than torch's on the CPU (BENCHMARKS.md). The kernel, the potentials and the plan
+stay torch tensors sharing memory with the numpy arrays: the passes over the n x m buffer that torch does in one
+operation (scale and shift, clamp, row scaling) stay torch's. Large float64 problems start each stage on a float32
+copy of the kernel and finish in float64 (below).
+"""
+from __future__ import annotations
+
+import math
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from .relaxation import _RELAX_HI, _RELAX_LO
+from .scaling import CLAMP, kernel
+
+# A float64 problem of at least _LOW_SIZE entries runs each stage's first iterations on a float32 copy of its
+# kernel (half the bytes per product; below that size the copy costs about what it saves) and finishes in float64:
+# the float32 iterations hand over once the marginal error is below _LOW_SWITCH (well above float32's rounding
+# floor), at anything non-finite, or once the scalings stop fitting (_low_fits). Entries of the copy below
+# exp(-_LOW_CLAMP) are raised to it, so that neither they nor their products with the scalings (kept within
+# exp(+-_LOW_MIN)) are subnormal numbers, which make products slow (wviz.ot.scaling). Every plan, potential and
+# error that a solve returns is float64's.
+_LOW_SIZE = 1 << 18
+_LOW_SWITCH = 1e-4
+_LOW_CLAMP = CLAMP[torch.float32]
+_LOW_MIN = 25.0
+# what a precision holds: masses, scalings, products, scratch vectors, the kernel and its transpose
+_VECTORS = ("a", "b", "u", "v", "Kv", "KTu", "tn", "sn", "tm", "sm", "Km", "KTm")
+
+
+# numpy's BLAS runs the products on one thread while lean solves run (the caller's setting comes back when the last
+# concurrent one ends): with its default of a thread per core, its workers keep spinning after each product and
+# fight torch's intra-op threads for the same cores, which made small solves ten times slower (BENCHMARKS.md).
+_blas = {"lock": threading.Lock(), "users": 0, "libs": None, "saved": ()}
+
+
+def _blas_libs() -> list:
+    """threadpoolctl's controllers of the BLAS libraries loaded (numpy's OpenBLAS), found once; [] without
+    threadpoolctl (a dependency of scikit-learn)."""
+    if _blas["libs"] is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+            _blas["libs"] = ThreadpoolController().select(user_api="blas").lib_controllers
+        except ImportError:
+            _blas["libs"] = []
+    return _blas["libs"]
+
+
+@contextmanager
+def one_blas_thread():
+    """numpy's BLAS limited to one thread for the duration (nested and concurrent uses share one limit)."""
+    with _blas["lock"]:
+        if _blas["users"] == 0:
+            _blas["saved"] = [(lib, lib.num_threads) for lib in _blas_libs()]
+            for lib, n in _blas["saved"]:
+                if n != 1:
+                    lib.set_num_threads(1)
+        _blas["users"] += 1
+    try:
+        yield
+    finally:
+        with _blas["lock"]:
+            _blas["users"] -= 1
+            if _blas["users"] == 0:
+                for lib, n in _blas["saved"]:
+                    if n != 1:
+                        lib.set_num_threads(n)
+
+
+def use_lean(C: torch.Tensor, record: int) -> bool:
+    """The lean path is taken for a single problem (B = 1) on the CPU whose plans are not recorded; batches, CUDA
+    tensors and record_plans go the general way (wviz.ot.scaling.Scalings)."""
+    return C.device.type == "cpu" and C.shape[0] == 1 and not record
+
+
+class LeanScalings:
+    """One problem in scaling form, P = diag(u) K diag(v), K = exp((f + g - C) / gamma), with the interface of
+    wviz.ot.scaling.Scalings. C (1, n, m), K its kernel (1, n, m) and f (1, n), g (1, m) are torch tensors; the
+    scalings u, v, the products Kv = K v, KTu = K^T u and the kernel Km they are iterated with are numpy arrays of
+    the active precision (the problem's own, or float32 while low), updated in place; spare holds the other's."""
+
+    __slots__ = _VECTORS + ("C", "K", "Kn", "Cn", "f", "g", "za", "zb", "ma", "mb", "w1", "plain", "finished",
+                            "clamp", "low", "low_ok", "spare", "total", "stale")
+
+    def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool, low: bool = True):
+        n, m = C.shape[1:]
+        self.Cn, self.a, self.b = (t.detach().numpy()[0] for t in (C, a, b))
+        dtype = self.Cn.dtype
+        # the points without mass: potential -inf, scalings set back to 0 after each update (0 / 0 there otherwise)
+        self.za = np.flatnonzero(self.a == 0) if zero_a else None
+        self.zb = np.flatnonzero(self.b == 0) if zero_b else None
+        if zero_a:
+            f[:, self.za] = -torch.inf
+        if zero_b:
+            g[:, self.zb] = -torch.inf
+        self.C, self.f, self.g = C, f, g
+        # numpy's buffer: it asks the kernel for huge pages (fewer page faults on the first write, BENCHMARKS.md)
+        self.Kn = np.empty((n, m), dtype=dtype)
+        self.Km, self.KTm, self.K = self.Kn, self.Kn.T, torch.from_numpy(self.Kn)[None]
+        self.ma, self.mb = (self.a > 0).astype(dtype), (self.b > 0).astype(dtype)
+        self.u, self.v = self.ma.copy(), self.mb.copy()
+        self.Kv, self.tn, self.sn = np.empty(n, dtype), np.empty(n, dtype), np.empty(n, dtype)
+        self.KTu, self.tm, self.sm = np.empty(m, dtype), np.empty(m, dtype), np.empty(m, dtype)
+        self.clamp = CLAMP[C.dtype]
+        self.w1, self.plain, self.finished = 0.0, True, None
+        self.low, self.spare, self.stale = False, None, False
+        self.low_ok = low and dtype == np.float64 and n * m >= _LOW_SIZE
+        self.total = float(self.a.sum())
+
+    # ---- precision ----------------------------------------------------------------------------------------------
+
+    def _use(self, low: bool):
+        """Make float32 (low) or the problem's own precision the active one, carrying u, v over (and Kv back
+        from float32: the next iteration's starting point; KTu is stale until then)."""
+        if low == self.low:
+            return
+        if self.spare is None:   # the float32 buffers, allocated once
+            n, m = self.Kn.shape
+            K32 = np.empty((n, m), dtype=np.float32)
+            self.spare = (self.a.astype(np.float32), self.b.astype(np.float32)) + tuple(
+                np.empty(k, np.float32) for k in (n, m, n, m, n, n, m, m)) + (K32, K32.T)
+        if low:   # a new float32 copy of the current kernel (torch's copy and clamp: numpy's casting pass is slower)
+            torch.from_numpy(self.spare[-2]).copy_(self.K[0]).clamp_(min=math.exp(-_LOW_CLAMP))
+        mine = tuple(getattr(self, k) for k in _VECTORS)
+        for i in (2, 3) if low else (2, 3, 4):
+            np.copyto(self.spare[i], mine[i], casting="same_kind")
+        for k, x in zip(_VECTORS, self.spare):
+            setattr(self, k, x)
+        self.spare, self.low, self.stale = mine, low, True
+
+    # ---- kernel and potentials (rare: once per stage or absorption) --------------------------------------------
+
+    def cold_start(self, gamma: float, f_is_zero: bool):
+        """As Scalings.cold_start: the first kernel with no clamp, scalings 1 on the points with mass."""
+        self._use(False)
+        kernel(self.C, None if f_is_zero else self.f, self.g, gamma, self.K, None)
+        self.u[:], self.v[:] = self.ma, self.mb
+
+    def absorb(self, u, v, gamma: float):
+        """f += gamma log u, g += gamma log v (u = 0, a zero mass, gives -inf)."""
+        self.f = self.f + gamma * torch.from_numpy(u).log()[None]
+        self.g = self.g + gamma * torch.from_numpy(v).log()[None]
+
+    def rebuild(self, u, v, gamma: float):
+        """As Scalings.rebuild: absorb u, v and rebuild the normalised kernel for gamma."""
+        self._use(False)
+        self.absorb(u, v, gamma)
+        r, c = kernel(self.C, self.f, self.g, gamma, self.K, self.clamp, normalize=True)
+        self.f = self.f - gamma * r[:, :, 0]
+        self.g = self.g - gamma * c[:, :, 0]
+        np.multiply(np.exp(r.numpy()[0, :, 0]), self.ma, out=self.u)
+        np.multiply(np.exp(c.numpy()[0, :, 0]), self.mb, out=self.v)
+
+    def set_omega(self, omega: np.ndarray):
+        """The over-relaxation factor (an array of one) for the updates of :meth:`iterate`."""
+        self.w1 = float(omega[0]) - 1.0
+
+    # ---- iterations and checks ----------------------------------------------------------------------------------
+
+    def start(self, low: bool = True):
+        """Kv = K v, what the first row update of a stage reads; a float64 stage starts in float32 (low=False
+        after an overflow: from then on float64 only)."""
+        self.low_ok = self.low_ok and low
+        self._use(self.low_ok and self._low_fits())
+        np.dot(self.Km, self.v, out=self.Kv)
+        if self.low:   # unless the rows are already within _LOW_SWITCH (a warm start near the solution)
+            np.subtract(np.multiply(self.u, self.Kv, out=self.tn), self.a, out=self.tn)
+            if np.add.reduce(np.abs(self.tn, out=self.tn)) <= _LOW_SWITCH:
+                self._use(False)
+                np.dot(self.Km, self.v, out=self.Kv)
+
+    def refresh(self):
+        """Kv and KTu of the current scalings (after a rebuild, for the marginals)."""
+        np.dot(self.Km, self.v, out=self.Kv)
+        np.dot(self.KTm, self.u, out=self.KTu)
+        self.stale = False
+
+    def save(self):
+        """A copy of the scalings (they are updated in place), to go back to after an overflow."""
+        return self.u.copy(), self.v.copy()
+
+    def iterate(self, steps: int):
+        """steps Sinkhorn iterations, as Scalings.iterate: u <- t clamp(t / u)^(omega - 1) with t = a / K v (the
+        plain update t at omega = 1), then the same for v; every operation writes into a fixed buffer."""
+        K, KT, a, b, u, v, Kv, KTu = self.Km, self.KTm, self.a, self.b, self.u, self.v, self.Kv, self.KTu
+        tn, sn, tm, sm, za, zb, w1, plain = self.tn, self.sn, self.tm, self.sm, self.za, self.zb, self.w1, self.plain
+        dot, div, mul, pw, lo, hi = np.dot, np.divide, np.multiply, np.power, np.maximum, np.minimum
+        with np.errstate(all="ignore"):   # 0 / 0 at a zero mass (reset below); overflow is caught by the checks
+            for _ in range(steps):
+                if plain:
+                    div(a, Kv, out=u)
+                else:
+                    div(a, Kv, out=tn)
+                    div(tn, u, out=sn)
+                    pw(lo(hi(sn, _RELAX_HI, out=sn), _RELAX_LO, out=sn), w1, out=sn)
+                    mul(tn, sn, out=u)
+                if za is not None:
+                    u[za] = 0.0
+                dot(KT, u, out=KTu)
+                if plain:
+                    div(b, KTu, out=v)
+                else:
+                    div(b, KTu, out=tm)
+                    div(tm, v, out=sm)
+                    pw(lo(hi(sm, _RELAX_HI, out=sm), _RELAX_LO, out=sm), w1, out=sm)
+                    mul(tm, sm, out=v)
+                if zb is not None:
+                    v[zb] = 0.0
+                dot(K, v, out=Kv)
+        self.stale = False
+
+    def errors(self) -> np.ndarray:
+        """The marginal error max(||u * Kv - a||_1, ||v * KTu - b||_1), as an array of one; the float32
+        iterations hand over to float64 here (module comment), which then measures it."""
+        tn, tm = self.tn, self.tm
+        with np.errstate(all="ignore"):   # an overflow shows as a non-finite error, which the checks handle
+            np.subtract(np.multiply(self.u, self.Kv, out=tn), self.a, out=tn)
+            np.subtract(np.multiply(self.v, self.KTu, out=tm), self.b, out=tm)
+            err = np.maximum(np.add.reduce(np.abs(tn, out=tn)), np.add.reduce(np.abs(tm, out=tm)), out=np.empty(1))
+        if self.low and not (err[0] > _LOW_SWITCH and self._low_fits()):
+            self._use(False)
+        return err
+
+    def _extremes(self):
+        """The smallest and largest scaling over the points with mass (NaN after an overflow)."""
+        u, v = self.u, self.v
+        if self.za is None and self.zb is None:
+            return np.minimum(u.min(), v.min()), np.maximum(u.max(), v.max())
+        return (np.minimum(u.min(where=self.ma > 0, initial=np.inf), v.min(where=self.mb > 0, initial=np.inf)),
+                np.maximum(u.max(), v.max()))
+
+    def log_range(self) -> float:
+        """max |log u|, |log v| over the points with mass (inf after an overflow)."""
+        lo, hi = self._extremes()
+        if not (lo > 0 and hi < np.inf):   # NaN, 0 or inf: an overflow
+            return np.inf
+        return float(max(-np.log(lo), np.log(hi)))
+
+    def _low_fits(self) -> bool:
+        """Whether the scalings fit the float32 iteration: all within exp(+-_LOW_MIN), and the mass that the
+        raised entries of the copy can add, at most exp(-_LOW_CLAMP) sum(u) sum(v), under _LOW_SWITCH / 1000 of
+        the total mass."""
+        lo, hi = self._extremes()
+        added = float(self.u.sum()) * float(self.v.sum()) * math.exp(-_LOW_CLAMP)
+        return bool(lo >= math.exp(-_LOW_MIN) and hi <= math.exp(_LOW_MIN)) and \
+            added <= 1e-3 * _LOW_SWITCH * self.total
+
+    # ---- the result ---------------------------------------------------------------------------------------------
+
+    def plan_parts(self, gamma: float):
+        """P (written over K) and (marginal error, f, g, <C, P>, <C, P> - gamma H(P)) as torch tensors of a batch
+        of one, as Scalings.plan_parts."""
+        if self.low or self.stale:
+            self._use(False)
+            self.refresh()
+        u, v = self.u, self.v
+        row, col = u * self.Kv, v * self.KTu
+        err = np.maximum(np.abs(row - self.a).sum(), np.abs(col - self.b).sum())
+        P = self.K.mul_(torch.from_numpy(u)[:, None]).mul_(torch.from_numpy(v))
+        with np.errstate(divide="ignore"):   # log 0 = -inf at a zero mass
+            f = self.f.numpy()[0] + gamma * np.log(u)
+            g = self.g.numpy()[0] + gamma * np.log(v)
+        # <C, P> - gamma H(P) = <f, P 1> + <g, P^T 1> over the points with mass (module scaling)
+        reg = np.dot(f if self.za is None else np.where(self.ma > 0, f, 0), row) + \
+            np.dot(g if self.zb is None else np.where(self.mb > 0, g, 0), col)
+        parts = torch.from_numpy(np.array([err, np.vdot(self.Cn, self.Kn), reg], dtype=self.Cn.dtype))
+        return P, parts[0:1], torch.from_numpy(f)[None], torch.from_numpy(g)[None], parts[1:2], parts[2:3]
