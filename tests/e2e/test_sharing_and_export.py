@@ -94,7 +94,9 @@ def test_a_table_edit_and_a_second_slider_travel_in_the_link(server, browser):
 
 
 def download(page, button) -> bytes:
-    with page.expect_download(timeout=60_000) as info:
+    # a lecture bundle renders every figure of the page twice through kaleido's chromium: seconds alone, but past
+    # 60 s once (the attention page) in a full suite on 2 loaded cores; the tests check the content, not the time
+    with page.expect_download(timeout=180_000) as info:
         button.click()
     return open(info.value.path(), "rb").read()
 

@@ -38,7 +38,7 @@ BUNDLED = {"stochastic": ASSETS / "vit_digits_stochastic.safetensors",
 OOD_SETS = data.OOD_SETS
 SEVERITIES = data.SEVERITIES
 MAX_PANEL_SAMPLES = 64  # S x 360 test digits x 18 sets of images per model: the dataset panel's budget
-RECORD_SHOWN = ("data", "epochs", "seed", "lambda", "train_seconds", "metrics")
+RECORD_SHOWN = ("data", "pretrain_epochs", "epochs", "seed", "lambda", "kl", "train_seconds", "metrics")
 
 
 # ---- models ----------------------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def choose_models(source: str, file_name: str, upload: Callable[[], Loaded],
 
 
 def record_summary(record: dict) -> dict:
-    """The entries of a training record the page lists (data, epochs, seed, lambda, seconds, metrics)."""
+    """The entries of a training record the page lists (data, epochs, seed, the loss weights, seconds, metrics)."""
     return {k: record[k] for k in RECORD_SHOWN if k in record}
 
 
