@@ -190,32 +190,29 @@ class LeanScalings:
     def iterate(self, steps: int):
         """steps Sinkhorn iterations, as Scalings.iterate: u <- t clamp(t / u)^(omega - 1) with t = a / K v (the
         plain update t at omega = 1), then the same for v; every operation writes into a fixed buffer."""
-        K, KT, a, b, u, v, Kv, KTu = self.Km, self.KTm, self.a, self.b, self.u, self.v, self.Kv, self.KTu
-        tn, sn, tm, sm, za, zb, w1, plain = self.tn, self.sn, self.tm, self.sm, self.za, self.zb, self.w1, self.plain
-        dot, div, mul, pw, lo, hi = np.dot, np.divide, np.multiply, np.power, np.maximum, np.minimum
+        K, KT, u, v, Kv, KTu = self.Km, self.KTm, self.u, self.v, self.Kv, self.KTu
+        rows = (u, self.a, Kv, self.tn, self.sn, self.za)
+        cols = (v, self.b, KTu, self.tm, self.sm, self.zb)
         with np.errstate(all="ignore"):   # 0 / 0 at a zero mass (reset below); overflow is caught by the checks
             for _ in range(steps):
-                if plain:
-                    div(a, Kv, out=u)
-                else:
-                    div(a, Kv, out=tn)
-                    div(tn, u, out=sn)
-                    pw(lo(hi(sn, _RELAX_HI, out=sn), _RELAX_LO, out=sn), w1, out=sn)
-                    mul(tn, sn, out=u)
-                if za is not None:
-                    u[za] = 0.0
-                dot(KT, u, out=KTu)
-                if plain:
-                    div(b, KTu, out=v)
-                else:
-                    div(b, KTu, out=tm)
-                    div(tm, v, out=sm)
-                    pw(lo(hi(sm, _RELAX_HI, out=sm), _RELAX_LO, out=sm), w1, out=sm)
-                    mul(tm, sm, out=v)
-                if zb is not None:
-                    v[zb] = 0.0
-                dot(K, v, out=Kv)
+                self._update(*rows)
+                np.dot(KT, u, out=KTu)
+                self._update(*cols)
+                np.dot(K, v, out=Kv)
         self.stale = False
+
+    def _update(self, x, mass, prod, t, s, zero):
+        """One side's scaling in place: x <- mass / prod (plain), or t clamp(t / x)^(omega - 1) with t = mass / prod;
+        0 at the points without mass (``zero``)."""
+        if self.plain:
+            np.divide(mass, prod, out=x)
+        else:
+            np.divide(mass, prod, out=t)
+            np.divide(t, x, out=s)
+            np.power(np.maximum(np.minimum(s, _RELAX_HI, out=s), _RELAX_LO, out=s), self.w1, out=s)
+            np.multiply(t, s, out=x)
+        if zero is not None:
+            x[zero] = 0.0
 
     def errors(self) -> np.ndarray:
         """The marginal error max(||u * Kv - a||_1, ||v * KTu - b||_1), as an array of one; the float32
