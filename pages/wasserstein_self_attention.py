@@ -80,12 +80,13 @@ def draw(a: wv.Attention):
     st.caption("With identity projections every token is compared with itself at distance 0, so the diagonal of A is "
                "its largest entry in each row; the dot product instead favours the keys with the largest norm.")
     i = a.inputs
-    ui.views({"Outputs along the sequence": ui.figure_view("sequences", lambda: figs.sequences(
-                  i.X, {"Y (Wasserstein)": a.ours.Y, "Y (dot product)": a.dot.Y})),
-              "The pipeline": ui.figure_view("flow", lambda: figs.flow_diagram(i.representation, i.weight_map),
-                                             live=False)},
-             help="Outputs: the first channels of X and of Y = AV for both attentions. Pipeline: the note's diagram "
-                  "from X to Y. The lecture bundle holds both.")
+    # The pipeline first: tau does not change it, so a tau move does not send it again (ui.View.live)
+    ui.views({"The pipeline": ui.figure_view("flow", lambda: figs.flow_diagram(i.representation, i.weight_map),
+                                             live=False),
+              "Outputs along the sequence": ui.figure_view("sequences", lambda: figs.sequences(
+                  i.X, {"Y (Wasserstein)": a.ours.Y, "Y (dot product)": a.dot.Y}))},
+             help="Pipeline: the note's diagram from X to Y. Outputs: the first channels of X and of Y = AV for both "
+                  "attentions. The lecture bundle holds both.")
 
 
 ui.live("wsa/run", tau_slot, tau_slider, lambda tau: None if inputs is None else wv.attend(inputs, tau), draw)

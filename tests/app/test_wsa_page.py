@@ -76,7 +76,7 @@ def softmax_rows(S):
 def test_random_projections_and_random_preset_outputs_by_hand(open_page):
     """Identity off (W_Q, W_K, W_V ~ N(0, 1/d) from the seed) on the "random" sequence: W, A and both outputs
     Y = A V recomputed in numpy from X and the projections."""
-    at = open_page(PAGE)
+    at = open_page(PAGE, view="Outputs along the sequence")
     at.sidebar.selectbox(key="sequence").set_value("random").run()
     at.sidebar.toggle(key="identity").set_value(False).run()
     no_exception(at)
@@ -103,7 +103,7 @@ def test_random_projections_and_random_preset_outputs_by_hand(open_page):
 
 
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
-    at = open_page(PAGE, view="The pipeline")
+    at = open_page(PAGE)   # the pipeline first: a tau move does not send it again
     assert [f["layout"]["title"]["text"][:9] for f in figures(at)] == ["Distances", "Wasserstei"[:9]]
     check_views(at, "view", {"Outputs along the sequence": ["matrices", "sequences"],
                              "The pipeline": ["matrices", "flow"]})

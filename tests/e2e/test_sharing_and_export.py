@@ -147,13 +147,13 @@ def test_a_view_chosen_in_the_browser_travels_in_the_link(server, browser):
     open_page(page, f"{server}/wasserstein_self_attention")
     titles = ("() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
               ".map(gd => gd.layout.title.text.replace(/<\\/?b>/g, ''))")  # Streamlit bolds titles
-    assert "Input and outputs along the sequence" in page.evaluate(titles)
-    page.locator(".st-key-view").get_by_text("The pipeline", exact=True).click()
+    assert any(t.startswith("Wasserstein self-attention") for t in page.evaluate(titles))   # the pipeline first
+    page.locator(".st-key-view").get_by_text("Outputs along the sequence", exact=True).click()
     wait_until_idle(page)
     shown = page.evaluate(titles)
-    assert any(t.startswith("Wasserstein self-attention") for t in shown), shown
-    assert "Input and outputs along the sequence" not in shown
-    assert parse_qs(urlsplit(page.url).query)["view"] == ["The pipeline"], page.url
+    assert "Input and outputs along the sequence" in shown, shown
+    assert not any(t.startswith("Wasserstein self-attention") for t in shown), shown
+    assert parse_qs(urlsplit(page.url).query)["view"] == ["Outputs along the sequence"], page.url
     link = shown_link(page)
     assert link.split("?")[1] == page.url.split("?")[1], (link, page.url)
     fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
