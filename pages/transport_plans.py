@@ -119,13 +119,15 @@ def solve(gamma_rel):
 def draw(t: tv.Transport):
     numbers = st.container()  # the numbers sit above the plan but are sent after it: the browser draws it first
     ui.show_figure(figs.plan_with_marginals(t.plan, t.problem.a, t.problem.b, f"{t.solver} plan P"), key="plan")
-    choices = {"Mass moved": ui.figure_view("lines", lambda: lines_figure(t))} if t.problem.clouds else {}
+    # Side by side first: it has its own gammas, so a gamma move does not send it again (ui.View.live)
+    choices = {SIDE: side_view(t)}
+    if t.problem.clouds:
+        choices["Mass moved"] = ui.figure_view("lines", lambda: lines_figure(t))
     if t.solver == "sinkhorn":
         choices[CONVERGE] = scrub_view(t)
     choices["Cost against gamma"] = sweep_view(t)
-    choices[SIDE] = side_view(t)
-    ui.views(choices, help="The plan drawn between the two clouds, plain Sinkhorn's iterations one by one (and "
-                           "their animation), the entropic cost as gamma shrinks, or the plans at two gammas. The "
+    ui.views(choices, help="The plans at two gammas, the plan drawn between the two clouds, plain Sinkhorn's "
+                           "iterations one by one (and their animation), or the entropic cost as gamma shrinks. The "
                            "lecture bundle holds them all.")
     with numbers:
         show_numbers(t)

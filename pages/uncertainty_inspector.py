@@ -155,7 +155,7 @@ st.caption("Predictive entropy: 0 for a sure prediction, log C for a uniform one
 
 
 def draw_inside(v: uv.Inside):
-    grid, blk = cfg.grid, v.heads.block
+    grid = cfg.grid
     if v.trace is not None:
         ui.show_figure(figs.map_over_image(image, v.trace, f"Per-patch uncertainty tr(Sigma) at layer {v.layer}",
                                            "tr(Sigma) per patch", v.mark, box), key="vit_trace")
@@ -168,26 +168,54 @@ def draw_inside(v: uv.Inside):
         ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top")
     else:
         st.info("The uploaded model is deterministic: it has no covariances to show.")
-    ui.show_figure(figs.attention_heads(list(v.heads.per_head), v.heads.rollout,
-                                        f"{main.name}: attention per head (block {blk + 1}) and rollout"),
-                   key="vit_attention")
-    st.caption("Weights of the query on the patches in each head of the block that produced the chosen layer (block 1 "
-               "for layer 0). Rollout: the class token's share of every patch through all blocks, with the residual "
-               r"path, $\prod_l (\bar A_l + I)/2$ with $\bar A_l$ the heads' mean "
-               f"({ui.cite('abnar2020')}).")
-    ui.show_figure(figs.map_over_image(image, v.one, f"Attention of the query (red) in block {blk + 1}, head {v.head}",
-                                       "weight on each patch", v.mark, box), key="vit_attention_head")
-    st.caption(f"The same weights over the image; head {v.head} puts {v.class_weight:.1%} of the query's attention on "
-               "the class token. W2 attention favours keys whose Gaussians are close in mean *and* in spread.")
+    ui.views(attention_views(v, box), key="view", label="Attention",
+             help="Over the image: the chosen head's weights of the query on the patches. Heads: every head of the "
+                  "block and the rollout. Twin: the deterministic model's heads for the same query. The lecture "
+                  "bundle holds them all.")
     if v.twin_grid is not None:
         st.info(f"The deterministic twin cuts the image into {v.twin_grid} x {v.twin_grid} patches, this model "
                 f"into {grid} x {grid}: there is no same query to compare, so the twin's attention is not drawn.")
-    elif v.twin is not None:
-        ui.show_figure(figs.attention_heads(list(v.twin.per_head), v.twin.rollout,
-                                            "deterministic twin: dot-product attention of the same query"),
-                       key="vit_attention_twin")
-        st.caption(r"The same query under $\operatorname{softmax}(q k^\top / \sqrt{d_h})$: compare where the two "
-                   "models look.")
+
+
+def attention_views(v: uv.Inside, box) -> dict[str, ui.View]:
+    """The attention maps of the query, one drawn at a time (each figure a layer move does not redraw saves a
+    browser redraw, BENCHMARKS.md)."""
+    blk = v.heads.block
+
+    def over_image():
+        return figs.map_over_image(image, v.one, f"Attention of the query (red) in block {blk + 1}, head {v.head}",
+                                   "weight on each patch", v.mark, box)
+
+    def heads():
+        return figs.attention_heads(list(v.heads.per_head), v.heads.rollout,
+                                    f"{main.name}: attention per head (block {blk + 1}) and rollout")
+
+    def twin():
+        return figs.attention_heads(list(v.twin.per_head), v.twin.rollout,
+                                    "deterministic twin: dot-product attention of the same query")
+
+    def view(key, build, caption):
+        def draw():
+            ui.show_figure(build(), key=key)
+            st.caption(caption)
+        return ui.View(draw, (key,), lambda: [build()])
+
+    views = {
+        "Over the image": view("vit_attention_head", over_image,
+                               f"Head {v.head}'s weights of the query over the image; it puts {v.class_weight:.1%} "
+                               "of the query's attention on the class token. W2 attention favours keys whose "
+                               "Gaussians are close in mean *and* in spread."),
+        "Heads and rollout": view("vit_attention", heads,
+                                  "Weights of the query on the patches in each head of the block that produced the "
+                                  "chosen layer (block 1 for layer 0). Rollout: the class token's share of every "
+                                  r"patch through all blocks, with the residual path, $\prod_l (\bar A_l + I)/2$ "
+                                  rf"with $\bar A_l$ the heads' mean ({ui.cite('abnar2020')})."),
+    }
+    if v.twin is not None:
+        views["Deterministic twin"] = view("vit_attention_twin", twin,
+                                           r"The same query under $\operatorname{softmax}(q k^\top / \sqrt{d_h})$: "
+                                           "compare where the two models look.")
+    return views
 
 
 @ui.fragment

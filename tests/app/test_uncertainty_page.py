@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from tests.app.conftest import figure_titled, figures, link_params, no_exception, settle
+from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception, settle
 from wviz.vit import data
 from wviz.views import uncertainty_inspector as views
 from wviz.vit import evaluate as vit_evaluate
@@ -22,7 +22,7 @@ def _models():
 
 
 def test_bundled_demo_matches_the_models(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view="Heads and rollout")
     models = _models()
     x, y = data.load_dataset("digits", "test")
     probs = figure_titled(at, "Class probabilities")
@@ -85,7 +85,7 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
 
 
 def test_widgets_move_the_views(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view="Heads and rollout")
     at.sidebar.number_input(key="index").set_value(7).run()
     at.selectbox(key="query").set_value(6).run()
     at.slider(key="layer").set_value(0).run()
@@ -141,7 +141,7 @@ def demo_still_shown(at) -> None:
     """The page goes on with the bundled demo: both bundled models' class probabilities and the panels below."""
     bars = {t["name"] for t in figure_titled(at, "Class probabilities")["data"]}
     assert bars == {"stochastic", "deterministic"}
-    figure_titled(at, "stochastic: attention")
+    figure_titled(at, "Attention of the query (red)")
     assert any("bundled demo" in i.value for i in at.info)
 
 
@@ -207,6 +207,22 @@ def test_head_selector_draws_that_head_over_the_image(open_page):
     assert (rect_img["x0"], rect_img["y0"]) == (2 * 4 - 0.5, 2 * 4 - 0.5)  # 4 x 4 pixels per patch
 
 
+def test_attention_views_one_at_a_time_and_the_twin_by_hand(open_page):
+    """The query's attention maps are views (one drawn per layer move, all in the lecture bundle); the twin's are
+    its dot-product weights of the same query (the class token, block 1)."""
+    at = open_page(PAGE)
+    check_views(at, "view", {"Over the image": ["vit_trace", "vit_attention_head"],
+                             "Heads and rollout": ["vit_trace", "vit_attention"],
+                             "Deterministic twin": ["vit_trace", "vit_attention_twin"]})
+    x, _ = data.load_dataset("digits", "test")
+    twin = _models()["deterministic"][0]
+    out = twin(x[:1])
+    heads = figure_titled(at, "deterministic twin: dot-product attention")["data"]
+    for h in range(twin.config.heads):
+        np.testing.assert_allclose(np.asarray(heads[h]["z"], dtype=float).ravel(),
+                                   out.attentions[0][0, h, 0, 1:].detach().numpy(), atol=1e-6)
+
+
 def test_uploaded_checkpoints_replace_the_bundled_model(open_page):
     at = open_page(PAGE)
     at.sidebar.radio(key="ckpt").set_value("upload").run()
@@ -263,9 +279,11 @@ def test_upload_with_another_patch_size_high_query_and_measured_panel(open_page,
     assert not at.error, [e.value for e in at.error]
     assert any("4 x 4 patches, this model into 8 x 8" in i.value for i in at.info)
     assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith("deterministic twin")]
+    assert "Deterministic twin" not in at.segmented_control(key="view").options
     model = load_checkpoint(raw, name="p2.safetensors")[0]
     x, y = data.load_dataset("digits", "test")
     out = model(x[:1])
+    at.segmented_control(key="view").set_value("Heads and rollout").run()
     heads = figure_titled(at, "uploaded (stochastic): attention")["data"]
     for h in range(2):
         np.testing.assert_allclose(np.asarray(heads[h]["z"], dtype=float),
