@@ -11,6 +11,7 @@ within 1.25x of its main figure's alone. Writes "## Slider latency in the browse
 
     python -m bench latency                                       every page; writes BENCHMARKS.md
     python -m bench.bench_latency attention_transport particles   these pages only; prints, writes nothing
+    python -m bench.bench_latency "transport_plans?view=Mass+moved"   a page opened with these URL parameters
 """
 from __future__ import annotations
 
@@ -104,8 +105,9 @@ def run(pages: dict[str, str]) -> list[dict]:
         rows = [{"page": "floor (one slider, one small bar chart)", "key": "x", "figure": "floor",
                  "ms": measure(page, floor, "x")}]
         for path, key in pages.items():
-            row = {"page": path, "key": key, "figure": figure_key(path), "ms": measure(page, f"{app}/{path}", key),
-                   "alone": measure(page, f"{alone}/?page={path}", key)}
+            stem = path.split("?")[0]
+            row = {"page": path, "key": key, "figure": figure_key(stem), "ms": measure(page, f"{app}/{path}", key),
+                   "alone": measure(page, f"{alone}/?page={stem}", key)}
             rows.append(row)
             print(f"{path}: p50 {pct(row['ms'], 50):.0f} ms, its figure alone {pct(row['alone'], 50):.0f} ms",
                   flush=True)
@@ -134,9 +136,10 @@ def table(rows: list[dict]) -> str:
 
 
 def main(only: list[str] | None = None, write: bool | None = None) -> str:
-    """Every page with a main slider (tests/e2e/harness.py SLIDERS), or only those named; the table goes to
-    BENCHMARKS.md when every page ran (``write`` overrides)."""
-    pages = slider_pages(only)
+    """Every page with a main slider (tests/e2e/harness.py SLIDERS), or only those named (each may carry URL
+    parameters after a "?"); the table goes to BENCHMARKS.md when every page ran (``write`` overrides)."""
+    keys = slider_pages([o.split("?")[0] for o in only] if only else None)
+    pages = {o: keys[o.split("?")[0]] for o in only} if only else keys
     write = not only if write is None else write
     t0 = time.time()
     tab = table(run(pages))
