@@ -1,6 +1,8 @@
 """Figures of the "Wasserstein self-attention" page."""
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -68,27 +70,39 @@ def sequences(X, outputs: dict, channels: int = 3) -> go.Figure:
 
 
 def flow_diagram(representation: str, weight_map: str) -> go.Figure:
-    """The note's pipeline: X -> Q, K, V -> distributions -> W(q_i, k_j) -> A = f(W) -> Y = A V."""
+    """The note's pipeline: X -> Q, K, V -> distributions -> W(q_i, k_j) -> A = f(W) -> Y = A V.
+
+    Three columns, the chain turning back along the bottom row: each box has a third of the width, which holds its
+    text at 480 px (a projector's 1024 px less the sidebar); six boxes in a row did not and overlapped."""
     boxes = [
-        (0.05, 0.5, "X<br>(n x d)"),
-        (0.22, 0.8, "Q = X W_Q"), (0.22, 0.5, "K = X W_K"), (0.22, 0.15, "V = X W_V"),
-        (0.42, 0.65, f"q_i, k_j as<br>distributions<br>({representation})"),
-        (0.6, 0.65, "W_ij = W(q_i, k_j)<br>Wasserstein"),
-        (0.78, 0.65, f"A_ij = f(W_ij)<br>({weight_map})"),
-        (0.93, 0.4, "Y = A V"),
+        (0.08, 0.62, "X<br>(n x d)"),
+        (0.4, 0.9, "Q = X W_Q"), (0.4, 0.62, "K = X W_K"), (0.4, 0.34, "V = X W_V"),
+        (0.82, 0.78, f"q_i, k_j as<br>distributions<br>({representation})"),
+        (0.82, 0.3, "W_ij =<br>W(q_i, k_j)<br>Wasserstein"),
+        (0.52, 0.07, f"A_ij = f(W_ij)<br>({weight_map})"),
+        (0.12, 0.07, "Y = A V"),
     ]
     arrows = [(0, 1), (0, 2), (0, 3), (1, 4), (2, 4), (4, 5), (5, 6), (6, 7), (3, 7)]
     fig = go.Figure()
     for i, j in arrows:
-        (x0, y0, _), (x1, y1, _) = boxes[i], boxes[j]
+        (x0, y0, t0), (x1, y1, t1) = boxes[i], boxes[j]
         fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
                            showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=1.5, arrowcolor="#777",
-                           standoff=42, startstandoff=38)
+                           standoff=_to_edge(t1, x0 - x1, y0 - y1), startstandoff=_to_edge(t0, x1 - x0, y1 - y0))
     for k, (x, y, text) in enumerate(boxes):
         fig.add_annotation(x=x, y=y, text=text, showarrow=False, font=dict(size=13),
                            bgcolor="#FFFFFF", bordercolor=PALETTE[k % len(PALETTE)], borderwidth=2, borderpad=6)
     fig.update_xaxes(visible=False, range=[-0.02, 1.02])
     fig.update_yaxes(visible=False, range=[0, 1])
     fig.update_layout(title="Wasserstein self-attention: small distance, large weight",
-                      height=300, margin=dict(t=50, b=10, l=10, r=10), plot_bgcolor="rgba(0,0,0,0)")
+                      height=440, margin=dict(t=50, b=10, l=10, r=10), plot_bgcolor="rgba(0,0,0,0)")
     return fig
+
+
+def _to_edge(text: str, dx: float, dy: float, width: float = 700, height: float = 380) -> float:
+    """Pixels from a box's centre to its border towards (dx, dy) (axis units of a width x height plot), so that
+    an arrow ends at the box and its head shows; the box's size is estimated from its text (13 px font)."""
+    lines = text.split("<br>")
+    half_w, half_h = 3.7 * max(map(len, lines)) + 9, 8.5 * len(lines) + 9
+    px, py = abs(dx) * width, abs(dy) * height
+    return min(half_w / px if px else math.inf, half_h / py if py else math.inf) * math.hypot(px, py) + 2
