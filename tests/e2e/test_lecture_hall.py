@@ -11,7 +11,7 @@ from wviz.export import TEXT_PX
 VIEWPORTS = ((1400, 1000), (1024, 768), (800, 1000))
 
 # Every metric (label and value) and display equation whose content is wider than its box (cut, scrolled or
-# ellipsised) or that runs past the right edge of the main column.
+# ellipsised) or that runs past the right edge of the main column, and every two text boxes of a chart that overlap.
 CUT = """() => {
   const column = document.querySelector('[data-testid="stMain"] .stMainBlockContainer').getBoundingClientRect();
   const cut = [];
@@ -28,6 +28,16 @@ CUT = """() => {
     const room = d.closest('[data-testid="stMarkdown"]') || d;
     if (d.scrollWidth > room.clientWidth + 3) cut.push(`equation cut: ${d.innerText.slice(0, 80)}`);
     past(room, 'equation');
+  });
+  // The bordered text boxes of a chart (a diagram's boxes) must not overlap one another.
+  document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot').forEach(gd => {
+    const boxes = Array.from(gd.querySelectorAll('g.annotation'))
+      .filter(a => a.textContent.trim() && parseFloat(getComputedStyle(a.querySelector('rect.bg')).strokeWidth) > 0)
+      .map(a => [a.textContent.trim(), a.querySelector('rect.bg').getBoundingClientRect()]);
+    boxes.forEach(([t1, r1], i) => boxes.slice(i + 1).forEach(([t2, r2]) => {
+      if (r1.left < r2.right && r2.left < r1.right && r1.top < r2.bottom && r2.top < r1.bottom)
+        cut.push(`boxes overlap: ${t1.slice(0, 30)} / ${t2.slice(0, 30)}`);
+    }));
   });
   return cut;
 }"""

@@ -61,7 +61,7 @@ def attention_maps(maps: dict, tokens, layer: int, head: int) -> go.Figure:
     # between two rows: the upright key labels and the axis title (at presentation size, 20 px), the next titles
     gap = 0.6 * 20 * max(len(t) for t in labels[::step_x]) + 100
     height = rows * panel_h + (rows - 1) * gap + 170
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.1,
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=_panel_titles(names), horizontal_spacing=0.1,
                         vertical_spacing=gap / height if rows > 1 else 0.1)
     for i, name in enumerate(names):
         r, col = i // cols + 1, i % cols + 1
