@@ -93,16 +93,11 @@ def gaussian_section(s: fv.Solution):
 
 
 def weights_view(s: fv.Solution) -> ui.View:
-    def figure():
-        return figs.attention_weights(fv.weights(s), s.templates.names)
-
-    def draw_view():
-        ui.show_figure(figure(), key="weights")
-        st.caption("The exact weights solve (4); attention (18) is "
-                   "$\\mathrm{softmax}_i(\\log u_i + \\alpha \\langle t_i, z\\rangle)$. With uniform u and "
-                   "$\\alpha = 1$ it is dot-product attention.")
-
-    return ui.View(draw_view, ("weights",), lambda: [figure()])
+    return ui.figure_view(
+        "weights", lambda: figs.attention_weights(fv.weights(s), s.templates.names),
+        caption="The exact weights solve (4); attention (18) is "
+                "$\\mathrm{softmax}_i(\\log u_i + \\alpha \\langle t_i, z\\rangle)$. With uniform u and "
+                "$\\alpha = 1$ it is dot-product attention.")
 
 
 def dual_figures(s: fv.Solution):
@@ -124,15 +119,10 @@ def dual_view(s: fv.Solution) -> ui.View:
 
 
 def grid_view(s: fv.Solution) -> ui.View:
-    def figure():
-        return figs.estimates_grid(s, fv.figure3(s))
-
-    def draw_view():
-        ui.show_figure(figure(), key="grid")
-        st.caption("The paper's Figure 3 grid, alpha in {0.1, 0.5, 1, 2, 5}, for the templates and z above: the "
-                   "approximation is close for alpha up to about 1 while h is still far from mu (so z matters).")
-
-    return ui.View(draw_view, ("grid",), lambda: [figure()])
+    return ui.figure_view(
+        "grid", lambda: figs.estimates_grid(s, fv.figure3(s)),
+        caption="The paper's Figure 3 grid, alpha in {0.1, 0.5, 1, 2, 5}, for the templates and z above: the "
+                "approximation is close for alpha up to about 1 while h is still far from mu (so z matters).")
 
 
 def panel(title: str, caption: str):

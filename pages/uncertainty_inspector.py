@@ -178,8 +178,8 @@ def draw_inside(v: uv.Inside):
 
 
 def attention_views(v: uv.Inside, box) -> dict[str, ui.View]:
-    """The attention maps of the query, one drawn at a time (each figure a layer move does not redraw saves a
-    browser redraw, BENCHMARKS.md)."""
+    """The attention maps of the query, one drawn at a time: a layer move redraws the trace map and the chosen map,
+    not four figures (BENCHMARKS.md)."""
     blk = v.heads.block
 
     def over_image():
@@ -194,27 +194,24 @@ def attention_views(v: uv.Inside, box) -> dict[str, ui.View]:
         return figs.attention_heads(list(v.twin.per_head), v.twin.rollout,
                                     "deterministic twin: dot-product attention of the same query")
 
-    def view(key, build, caption):
-        def draw():
-            ui.show_figure(build(), key=key)
-            st.caption(caption)
-        return ui.View(draw, (key,), lambda: [build()])
-
     views = {
-        "Over the image": view("vit_attention_head", over_image,
-                               f"Head {v.head}'s weights of the query over the image; it puts {v.class_weight:.1%} "
-                               "of the query's attention on the class token. W2 attention favours keys whose "
-                               "Gaussians are close in mean *and* in spread."),
-        "Heads and rollout": view("vit_attention", heads,
-                                  "Weights of the query on the patches in each head of the block that produced the "
-                                  "chosen layer (block 1 for layer 0). Rollout: the class token's share of every "
-                                  r"patch through all blocks, with the residual path, $\prod_l (\bar A_l + I)/2$ "
-                                  rf"with $\bar A_l$ the heads' mean ({ui.cite('abnar2020')})."),
+        "Over the image": ui.figure_view(
+            "vit_attention_head", over_image,
+            caption=f"Head {v.head}'s weights of the query over the image; it puts {v.class_weight:.1%} of the "
+                    "query's attention on the class token. W2 attention favours keys whose Gaussians are close in "
+                    "mean *and* in spread."),
+        "Heads and rollout": ui.figure_view(
+            "vit_attention", heads,
+            caption="Weights of the query on the patches in each head of the block that produced the chosen layer "
+                    "(block 1 for layer 0). Rollout: the class token's share of every patch through all blocks, with "
+                    r"the residual path, $\prod_l (\bar A_l + I)/2$ with $\bar A_l$ the heads' mean "
+                    f"({ui.cite('abnar2020')})."),
     }
     if v.twin is not None:
-        views["Deterministic twin"] = view("vit_attention_twin", twin,
-                                           r"The same query under $\operatorname{softmax}(q k^\top / \sqrt{d_h})$: "
-                                           "compare where the two models look.")
+        views["Deterministic twin"] = ui.figure_view(
+            "vit_attention_twin", twin,
+            caption=r"The same query under $\operatorname{softmax}(q k^\top / \sqrt{d_h})$: compare where the two "
+                    "models look.")
     return views
 
 

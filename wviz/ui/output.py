@@ -61,9 +61,15 @@ class View:
     live: bool = True
 
 
-def figure_view(key: str, build: Callable[[], go.Figure], live: bool = True) -> View:
-    """A view that is one figure, drawn under ``key``; live=False when the page's main slider does not change it."""
-    return View(lambda: show_figure(build(), key), (key,), lambda: [build()], live)
+def figure_view(key: str, build: Callable[[], go.Figure], live: bool = True, caption: str | None = None) -> View:
+    """A view that is one figure, drawn under ``key`` with ``caption`` below it; live=False when the page's main
+    slider does not change it."""
+    def draw() -> None:
+        show_figure(build(), key)
+        if caption:
+            st.caption(caption)
+
+    return View(draw, (key,), lambda: [build()], live)
 
 
 def side_by_side(label: str, key: str, lo: float, hi: float, defaults: tuple[float, float],
