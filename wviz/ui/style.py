@@ -21,20 +21,22 @@ _ALWAYS = """
 
 # A display equation wider than its column is drawn smaller until it fits (KaTeX sizes are in em): the pages split
 # their long equations over lines, this catches what is left at 800 px. Runs in the page (st.html with scripts),
-# once per browser tab, and again after every change to the page or its width.
+# once per browser tab. Sizes come from a ResizeObserver, which the browser feeds after its own layout: a slider
+# move that changes no equation and no column reads no layout (reading each column's width after every change to
+# the page forced a layout in the middle of Plotly's redraw, BENCHMARKS.md "Slider latency").
 _FIT_EQUATIONS = """
 <script>
 (() => {
   if (window.__wvizFit) return;
   window.__wvizFit = true;
-  const fit = () => document.querySelectorAll('.katex-display').forEach(box => {
+  // The equation's own box shrinks to its content; the element around it has the column's width.
+  const roomOf = box => box.closest('[data-testid="stMarkdown"]') || box;
+  const fit = box => {
     const katex = box.querySelector(':scope > .katex');
-    // The equation's own box shrinks to its content; the element around it has the column's width.
-    const room = (box.closest('[data-testid="stMarkdown"]') || box).clientWidth;
-    if (!katex || room === 0) return;  // not laid out yet (a closed expander, a hidden tab)
-    // Every slider move changes the page: only an equation whose text or room changed is measured again.
+    const room = roomOf(box).clientWidth;
+    if (!box.isConnected || !katex || room === 0) return;  // gone, or not laid out (a closed expander)
     const fitted = `${room}|${katex.textContent}`;
-    if (box.dataset.wvizFitted === fitted) return;
+    if (box.dataset.wvizFitted === fitted) return;  // our own resizing of it, reported back
     box.dataset.wvizFitted = fitted;
     katex.style.fontSize = '';
     // Scale by the overshoot, then step down: parts of an equation (spacing, tags) do not scale with it.
@@ -43,12 +45,37 @@ _FIT_EQUATIONS = """
       katex.style.fontSize = `${size}%`;
       size -= 2;
     }
-  });
+  };
+  const resized = new Set();
   let queued = false;
-  const later = () => { if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; fit(); }); } };
-  new MutationObserver(later).observe(document.body, { childList: true, subtree: true });
-  new ResizeObserver(later).observe(document.body);
-  later();
+  const later = () => { if (!queued) { queued = true; requestAnimationFrame(() => {
+    queued = false; resized.forEach(fit); resized.clear(); }); } };
+  const sizes = new ResizeObserver(entries => {
+    entries.forEach(({ target }) => {
+      if (target.classList.contains('katex')) resized.add(target.parentElement);
+      else target.querySelectorAll('.katex-display').forEach(box => resized.add(box));
+    });
+    later();
+  });
+  const watched = new Set();  // boxes whose equation and column are observed
+  const watch = () => {
+    watched.forEach(box => {  // React replaced it: let it go
+      if (box.isConnected) return;
+      watched.delete(box);
+      box.querySelectorAll(':scope > .katex').forEach(k => sizes.unobserve(k));
+      if (!roomOf(box).isConnected) sizes.unobserve(roomOf(box));
+    });
+    document.querySelectorAll('.katex-display').forEach(box => {
+      if (watched.has(box)) return;
+      watched.add(box);
+      sizes.observe(roomOf(box));
+      box.querySelectorAll(':scope > .katex').forEach(k => sizes.observe(k));
+    });
+  };
+  let watching = false;
+  new MutationObserver(() => { if (!watching) { watching = true; requestAnimationFrame(() => {
+    watching = false; watch(); }); } }).observe(document.body, { childList: true, subtree: true });
+  watch();
 })();
 </script>
 """
