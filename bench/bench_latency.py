@@ -5,9 +5,9 @@ and bench/main_figure_app.py (per page, ``?page=<stem>``: the page's main figure
 figures functions at the page's defaults, under a slider with the page's key and option grid).
 Debian's chromium (Playwright) moves one sidebar slider per page by keyboard, one step at a time, alternating
 right and left, and times keypress -> the browser's Plotly data differs from before (polled every animation
-frame). After each change it waits for the run to end, so moves never overlap. Each page is measured, then its
-reference right after it. p50 and p95 per page at the default sizes; the goal of issue 16 is the page's p50
-within 1.25x of its main figure's alone. Writes "## Slider latency in the browser (issue 8)" of BENCHMARKS.md.
+frame). After each change it waits for the run to end, so moves never overlap. A page and its reference are open
+in two tabs that take turns, move by move. p50 and p95 per page at the default sizes; the goal of issue 16 is the
+page's p50 within 1.25x of its main figure's alone. Writes "## Slider latency in the browser (issue 8)" of BENCHMARKS.md.
 
     python -m bench latency                                       every page; writes BENCHMARKS.md
     python -m bench.bench_latency attention_transport particles   these pages only; prints, writes nothing
@@ -42,8 +42,9 @@ computation, the other figures the slider redraws and the secondary view drawn, 
 menus and the share link. Issue 16's goal is at most 1.25. "figure alone / floor" is the cost of drawing the
 figure itself against Streamlit's floor (one slider, one small bar chart): a 40 x 30 heatmap with its marginals
 as bars (transport_plans) is about 2.2x, whatever the library, which is why the goal is per page and not
-against the floor. Each page is measured right before its reference, so that a change of load on this shared
-machine hits both alike.
+against the floor. A page and its reference take turns move by move (two tabs, the moving one brought to
+the front), so that a change of load on this shared machine hits both alike: measured one after the other, 30
+moves each, a page's ratio moved by 0.15-0.3 between runs.
 
 Where the time goes. Frame timings (the page's websocket) and Chrome's profiler show the server's answer
 reaching the browser well before the chart changes. In between, the browser's main thread is busy: Plotly
@@ -57,24 +58,42 @@ Two server settings cut the time of every move:
   the same garbage-collector set-up, so the ratios compare like with like."""
 
 
-def measure(page, url: str, key: str, moves: int = MOVES) -> list[float]:
-    """Milliseconds from each keypress on slider ``key`` to the changed chart."""
-    page.goto(url)
-    wait_until_idle(page)
-    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
-    thumb = page.locator(f".st-key-{key}").get_by_role("slider")
-    thumb.focus()
-    times = []
-    for i in range(moves + WARMUP):
-        before = page.evaluate(SNAPSHOT)
+class Slider:
+    """A browser tab open on ``url``, whose slider ``key`` is moved by keyboard."""
+
+    def __init__(self, context, url: str, key: str):
+        self.page = context.new_page()
+        self.page.goto(url)
+        wait_until_idle(self.page)
+        self.page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+        self.thumb = self.page.locator(f".st-key-{key}").get_by_role("slider")
+
+    def move(self, right: bool) -> float:
+        """Milliseconds from one keypress to the changed chart; returns once the run has ended."""
+        self.page.bring_to_front()  # a tab behind another gets its animation frames once a second
+        self.thumb.focus()
+        before = self.page.evaluate(SNAPSHOT)
         t0 = time.perf_counter()
-        thumb.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
-        page.wait_for_function(f"(before) => ({SNAPSHOT})() !== before", arg=before, polling="raf",
-                               timeout=60_000)
+        self.thumb.press("ArrowRight" if right else "ArrowLeft")
+        self.page.wait_for_function(f"(before) => ({SNAPSHOT})() !== before", arg=before, polling="raf",
+                                    timeout=60_000)
         ms = (time.perf_counter() - t0) * 1e3
-        wait_until_idle(page)
-        if i >= WARMUP:
-            times.append(ms)
+        wait_until_idle(self.page)
+        return ms
+
+    def close(self):
+        self.page.close()
+
+
+def measure(tabs: list[Slider], moves: int = MOVES) -> list[list[float]]:
+    """Each tab's milliseconds per move, the tabs taking turns move by move (so that a change of load on this
+    shared machine hits them alike), after WARMUP moves each."""
+    times = [[] for _ in tabs]
+    for i in range(moves + WARMUP):
+        for tab, ms in zip(tabs, times):
+            t = tab.move(right=i % 2 == 0)
+            if i >= WARMUP:
+                ms.append(t)
     return times
 
 
@@ -93,7 +112,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run(pages: dict[str, str]) -> list[dict]:
-    """The floor's row, then one row per page: its moves and its main figure's moves alone, measured back to back."""
+    """The floor's row, then one row per page: its moves and its main figure's moves alone, taking turns."""
     from playwright.sync_api import sync_playwright
 
     from bench.main_figure_app import figure_key
@@ -101,13 +120,18 @@ def run(pages: dict[str, str]) -> list[dict]:
     with running_app() as app, running_app(HERE / "floor_app.py") as floor, \
             running_app(HERE / "main_figure_app.py") as alone, sync_playwright() as pw:
         browser = launch_browser(pw)
-        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        floor_tab = Slider(context, floor, "x")
         rows = [{"page": "floor (one slider, one small bar chart)", "key": "x", "figure": "floor",
-                 "ms": measure(page, floor, "x")}]
+                 "ms": measure([floor_tab])[0]}]
+        floor_tab.close()
         for path, key in pages.items():
             stem = path.split("?")[0]
-            row = {"page": path, "key": key, "figure": figure_key(stem), "ms": measure(page, f"{app}/{path}", key),
-                   "alone": measure(page, f"{alone}/?page={stem}", key)}
+            tabs = [Slider(context, f"{app}/{path}", key), Slider(context, f"{alone}/?page={stem}", key)]
+            row = {"page": path, "key": key, "figure": figure_key(stem)}
+            row["ms"], row["alone"] = measure(tabs)
+            for tab in tabs:
+                tab.close()
             rows.append(row)
             print(f"{path}: p50 {pct(row['ms'], 50):.0f} ms, its figure alone {pct(row['alone'], 50):.0f} ms",
                   flush=True)
