@@ -6,8 +6,9 @@ figures functions at the page's defaults, under a slider with the page's key and
 Debian's chromium (Playwright) moves one sidebar slider per page by keyboard, one step at a time, alternating
 right and left, and times keypress -> the browser's Plotly data differs from before (polled every animation
 frame). After each change it waits for the run to end, so moves never overlap. A page and its reference are open
-in two tabs that take turns, move by move. p50 and p95 per page at the default sizes; the goal of issue 16 is the
-page's p50 within 1.25x of its main figure's alone. Writes "## Slider latency in the browser (issue 8)" of BENCHMARKS.md.
+in two browsers that take turns, move by move. p50 and p95 per page at the default sizes; the goal of issue 16 is the
+page's p50 within 1.25x of its main figure's alone. Writes "## Slider latency in the browser (issue 8)" of
+BENCHMARKS.md.
 
     python -m bench latency                                       every page; writes BENCHMARKS.md
     python -m bench.bench_latency attention_transport particles   these pages only; prints, writes nothing
@@ -42,27 +43,31 @@ computation, the other figures the slider redraws and the secondary view drawn, 
 menus and the share link. Issue 16's goal is at most 1.25. "figure alone / floor" is the cost of drawing the
 figure itself against Streamlit's floor (one slider, one small bar chart): a 40 x 30 heatmap with its marginals
 as bars (transport_plans) is about 2.2x, whatever the library, which is why the goal is per page and not
-against the floor. A page and its reference take turns move by move (two tabs, the moving one brought to
-the front), so that a change of load on this shared machine hits both alike: measured one after the other, 30
-moves each, a page's ratio moved by 0.15-0.3 between runs.
+against the floor. A page and its reference take turns move by move, each in a browser of its own, so that a
+change of load on this shared machine hits both alike.
 
 Where the time goes. Frame timings (the page's websocket) and Chrome's profiler show the server's answer
 reaching the browser well before the chart changes. In between, the browser's main thread is busy: Plotly
 relays out and redraws each changed figure (forced layouts, SVG attribute writes), and Streamlit re-renders its
-elements. The browser is headless chromium drawing in software on the same 2 cores as the server.
+elements: every element of the page on every run, a fragment's included (an element's rendering depends on the
+run), so a page also pays for the elements outside its slider's fragment. The browser is headless chromium
+drawing in software on the same 2 cores as the server.
 
-Two server settings cut the time of every move:
+Three settings cut the time of every move:
 - `.streamlit/config.toml` turns off the file watcher.
 - `wviz.ui.freeze_imports` keeps the libraries' objects out of the gc.collect() that Streamlit runs after
   each rerun. With torch loaded, that collection held the GIL for 130-160 ms. The floor and the references get
-  the same garbage-collector set-up, so the ratios compare like with like."""
+  the same garbage-collector set-up, so the ratios compare like with like.
+- The script that fits display equations to their column (`wviz.ui.style`) takes sizes from a ResizeObserver.
+  Reading each column's width after every change to the page forced a layout in the middle of Plotly's redraw,
+  10-17 ms a move in Chrome's profiler of WSA; a move that changes no equation now reads no layout."""
 
 
 class Slider:
     """A browser tab open on ``url``, whose slider ``key`` is moved by keyboard."""
 
-    def __init__(self, context, url: str, key: str):
-        self.page = context.new_page()
+    def __init__(self, browser, url: str, key: str):
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
         self.page.goto(url)
         wait_until_idle(self.page)
         self.page.wait_for_selector(".js-plotly-plot", timeout=60_000)
@@ -70,7 +75,6 @@ class Slider:
 
     def move(self, right: bool) -> float:
         """Milliseconds from one keypress to the changed chart; returns once the run has ended."""
-        self.page.bring_to_front()  # a tab behind another gets its animation frames once a second
         self.thumb.focus()
         before = self.page.evaluate(SNAPSHOT)
         t0 = time.perf_counter()
@@ -119,15 +123,16 @@ def run(pages: dict[str, str]) -> list[dict]:
 
     with running_app() as app, running_app(HERE / "floor_app.py") as floor, \
             running_app(HERE / "main_figure_app.py") as alone, sync_playwright() as pw:
-        browser = launch_browser(pw)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        floor_tab = Slider(context, floor, "x")
+        # page and reference in browsers of their own: each tab always in front, in its own renderer process (two
+        # tabs of one browser: the one behind is reniced and gets its animation frames once a second)
+        browsers = [launch_browser(pw), launch_browser(pw)]
+        floor_tab = Slider(browsers[0], floor, "x")
         rows = [{"page": "floor (one slider, one small bar chart)", "key": "x", "figure": "floor",
                  "ms": measure([floor_tab])[0]}]
         floor_tab.close()
         for path, key in pages.items():
             stem = path.split("?")[0]
-            tabs = [Slider(context, f"{app}/{path}", key), Slider(context, f"{alone}/?page={stem}", key)]
+            tabs = [Slider(browsers[0], f"{app}/{path}", key), Slider(browsers[1], f"{alone}/?page={stem}", key)]
             row = {"page": path, "key": key, "figure": figure_key(stem)}
             row["ms"], row["alone"] = measure(tabs)
             for tab in tabs:
@@ -135,7 +140,8 @@ def run(pages: dict[str, str]) -> list[dict]:
             rows.append(row)
             print(f"{path}: p50 {pct(row['ms'], 50):.0f} ms, its figure alone {pct(row['alone'], 50):.0f} ms",
                   flush=True)
-        browser.close()
+        for browser in browsers:
+            browser.close()
     floor_p50 = pct(rows[0]["ms"], 50)
     for r in rows:
         r.update(p50=pct(r["ms"], 50), p95=pct(r["ms"], 95))
