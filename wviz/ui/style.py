@@ -46,10 +46,13 @@ _FIT_EQUATIONS = """
       size -= 2;
     }
   };
+  // run() at the next frame, once however often it is asked for before then
+  const onceAFrame = run => {
+    let queued = false;
+    return () => { if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; run(); }); } };
+  };
   const resized = new Set();
-  let queued = false;
-  const later = () => { if (!queued) { queued = true; requestAnimationFrame(() => {
-    queued = false; resized.forEach(fit); resized.clear(); }); } };
+  const later = onceAFrame(() => { resized.forEach(fit); resized.clear(); });
   const sizes = new ResizeObserver(entries => {
     entries.forEach(({ target }) => {
       if (target.classList.contains('katex')) resized.add(target.parentElement);
@@ -72,9 +75,7 @@ _FIT_EQUATIONS = """
       box.querySelectorAll(':scope > .katex').forEach(k => sizes.observe(k));
     });
   };
-  let watching = false;
-  new MutationObserver(() => { if (!watching) { watching = true; requestAnimationFrame(() => {
-    watching = false; watch(); }); } }).observe(document.body, { childList: true, subtree: true });
+  new MutationObserver(onceAFrame(watch)).observe(document.body, { childList: true, subtree: true });
   watch();
 })();
 </script>
