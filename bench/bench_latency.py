@@ -53,14 +53,23 @@ elements: every element of the page on every run, a fragment's included (an elem
 run), so a page also pays for the elements outside its slider's fragment. The browser is headless chromium
 drawing in software on the same 2 cores as the server.
 
-Three settings cut the time of every move:
+Four settings cut the time of every move, and a fifth change is less work:
 - `.streamlit/config.toml` turns off the file watcher.
 - `wviz.ui.freeze_imports` keeps the libraries' objects out of the gc.collect() that Streamlit runs after
   each rerun. With torch loaded, that collection held the GIL for 130-160 ms. The floor and the references get
   the same garbage-collector set-up, so the ratios compare like with like.
 - The script that fits display equations to their column (`wviz.ui.style`) takes sizes from a ResizeObserver.
   Reading each column's width after every change to the page forced a layout in the middle of Plotly's redraw,
-  10-17 ms a move in Chrome's profiler of WSA; a move that changes no equation now reads no layout."""
+  10-17 ms a move in Chrome's profiler of WSA; a move that changes no equation now reads no layout.
+- One torch thread on this 2-core machine (`wviz.ui.process.torch_threads`: a core is left to the browser and
+  the other sessions). With 2 threads, MKL runs even a 2 x 2 Cholesky on both and waits for a core: called from
+  a new thread (Streamlit starts one per run) while another process kept a core busy, it took 0.4-8 ms a call,
+  against 0.02 ms on one thread. The Fenchel page's solve (about six such calls) took a median 34 ms a move in the
+  server instead of 12 (8 moves each).
+- A fragment run draws the share link once, at its end; it also drew it at its start, one more message before
+  the figures. Measured with one torch thread, 40 moves each, taking turns with the reference: Fenchel 1.12
+  with the first copy, 1.00 without; Attention 1.02 and 1.11, inside the spread of runs. Kept for being less
+  work, not for a measured gain."""
 
 
 class Slider:

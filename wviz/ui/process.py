@@ -3,18 +3,27 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import pkgutil
 
 import torch
 
-# Streamlit serves several sessions from one process: more torch threads than cores made a 14 ms loop take
-# 3.2 s on a 2-core machine (shared/OT-NOTES.md, item 6).
-TORCH_THREADS = 2
+
+def torch_threads(cores: int) -> int:
+    """Torch threads for a server on ``cores`` cores: one core left to the rest, at most 2.
+
+    Streamlit serves several sessions from one process, and on a lecturer's laptop the browser draws on the same
+    cores. A parallel region waits for every one of its threads to get a core: more torch threads than cores made a
+    14 ms loop take 3.2 s (shared/OT-NOTES.md, item 6), and with 2 threads on 2 cores while the browser drew, MKL's
+    Cholesky of a 2 x 2 matrix took 0.4-8 ms instead of 0.02 (BENCHMARKS.md, "Slider latency").
+    """
+    return max(1, min(2, cores - 1))
 
 
 def limit_threads() -> None:
-    """At most TORCH_THREADS torch threads for this process."""
-    torch.set_num_threads(min(TORCH_THREADS, torch.get_num_threads()))
+    """At most torch_threads(cores) torch threads for this process (fewer when OMP_NUM_THREADS says so)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    torch.set_num_threads(min(torch_threads(cores), torch.get_num_threads()))
 
 
 def freeze_imports() -> None:
