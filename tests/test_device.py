@@ -15,6 +15,17 @@ def test_cpu_forced(monkeypatch):
     assert describe(torch.device("cpu")).startswith("CPU (")
 
 
+def test_cpu_label_counts_torch_threads():
+    saved = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)   # what the server uses on a 2-core machine (wviz.ui.process)
+        assert describe(torch.device("cpu")) == "CPU (1 thread)"
+        torch.set_num_threads(2)
+        assert describe(torch.device("cpu")) == "CPU (2 threads)"
+    finally:
+        torch.set_num_threads(saved)
+
+
 def test_unknown_choice_is_a_plain_error(monkeypatch):
     monkeypatch.setenv("WVIZ_DEVICE", "tpu")
     with pytest.raises(ValueError, match="auto, cpu, cuda"):

@@ -25,4 +25,5 @@ def describe(device: torch.device | None = None) -> str:
     device = device or get_device()
     if device.type == "cuda":
         return f"GPU: {torch.cuda.get_device_name(device)}"
-    return f"CPU ({torch.get_num_threads()} threads)"
+    n = torch.get_num_threads()
+    return f"CPU ({n} thread{'' if n == 1 else 's'})"

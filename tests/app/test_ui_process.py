@@ -1,9 +1,7 @@
 """wviz.ui.process: the server's torch threads leave a core to the browser and the other sessions."""
-import os
-
 import torch
 
-from wviz.ui.process import limit_threads, torch_threads
+from wviz.ui.process import cores, limit_threads, torch_threads
 
 
 def test_one_core_is_left_to_the_rest_and_at_most_two_threads():
@@ -15,7 +13,7 @@ def test_limit_threads_lowers_the_count_and_never_raises_it():
     try:
         torch.set_num_threads(2)
         limit_threads()
-        assert torch.get_num_threads() == torch_threads(len(os.sched_getaffinity(0)))
+        assert torch.get_num_threads() == torch_threads(cores())
         torch.set_num_threads(1)   # as OMP_NUM_THREADS=1 would leave it
         limit_threads()
         assert torch.get_num_threads() == 1

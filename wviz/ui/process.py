@@ -14,16 +14,21 @@ def torch_threads(cores: int) -> int:
 
     Streamlit serves several sessions from one process, and on a lecturer's laptop the browser draws on the same
     cores. A parallel region waits for every one of its threads to get a core: more torch threads than cores made a
-    14 ms loop take 3.2 s (shared/OT-NOTES.md, item 6), and with 2 threads on 2 cores while the browser drew, MKL's
-    Cholesky of a 2 x 2 matrix took 0.4-8 ms instead of 0.02 (BENCHMARKS.md, "Slider latency").
+    14 ms loop take 3.2 s (shared/OT-NOTES.md, item 6), and with 2 threads on 2 cores, MKL runs even a 2 x 2
+    Cholesky on both: while the browser drew, the Fenchel page's solve took a median 34 ms a move instead of 12
+    (BENCHMARKS.md, "Slider latency").
     """
     return max(1, min(2, cores - 1))
 
 
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def limit_threads() -> None:
-    """At most torch_threads(cores) torch threads for this process (fewer when OMP_NUM_THREADS says so)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    torch.set_num_threads(min(torch_threads(cores), torch.get_num_threads()))
+    """At most torch_threads(cores()) torch threads for this process (fewer when OMP_NUM_THREADS says so)."""
+    torch.set_num_threads(min(torch_threads(cores()), torch.get_num_threads()))
 
 
 def freeze_imports() -> None:
