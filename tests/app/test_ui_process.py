@@ -5,7 +5,7 @@ from wviz.ui.process import cores, limit_threads, torch_threads
 
 
 def test_one_core_is_left_to_the_rest_and_at_most_two_threads():
-    assert [torch_threads(cores) for cores in (1, 2, 3, 4, 16)] == [1, 1, 2, 2, 2]
+    assert [torch_threads(n) for n in (1, 2, 3, 4, 16)] == [1, 1, 2, 2, 2]
 
 
 def test_limit_threads_lowers_the_count_and_never_raises_it():
