@@ -59,11 +59,14 @@ def draw(s: fv.Solution):
                "$e^{\\alpha \\langle t_i, z\\rangle}$.")
     metrics(s)
     gaussian_section(s)
-    ui.views({"Attention weights": weights_view(s), "The dual problem (9)": dual_view(s),
-              "Figure 3 grid": grid_view(s), "T5 (19)-(20)": t5_view(s), "OT-based attention": ot_view(s)},
-             help="The weights of (11) and (18) side by side, the dual problem (9) and how the approximations "
-                  "degrade with alpha, the paper's Figure 3 grid, T5's masks and position biases as a preference, "
-                  "or OT-based attention. The lecture bundle holds them all.")
+    # The page opens on Figure 3, which alpha does not change: a move then redraws one chart, not two (each chart
+    # the browser redraws delays the first; BENCHMARKS.md "Slider latency").
+    ui.views({"Figure 3 grid": grid_view(s), "Attention weights": weights_view(s),
+              "The dual problem (9)": dual_view(s), "T5 (19)-(20)": t5_view(s), "OT-based attention": ot_view(s)},
+             help="The paper's Figure 3 grid (alpha from 0.1 to 5, so the slider leaves it standing), the weights "
+                  "of (11) and (18) side by side, the dual problem (9) and how the approximations degrade with "
+                  "alpha, T5's masks and position biases as a preference, or OT-based attention. The lecture "
+                  "bundle holds them all.")
 
 
 def metrics(s: fv.Solution):
@@ -120,7 +123,7 @@ def dual_view(s: fv.Solution) -> ui.View:
 
 def grid_view(s: fv.Solution) -> ui.View:
     return ui.figure_view(
-        "grid", lambda: figs.estimates_grid(s, fv.figure3(s)),
+        "grid", lambda: figs.estimates_grid(s, fv.figure3(s)), live=False,
         caption="The paper's Figure 3 grid, alpha in {0.1, 0.5, 1, 2, 5}, for the templates and z above: the "
                 "approximation is close for alpha up to about 1 while h is still far from mu (so z matters).")
 
@@ -164,7 +167,7 @@ def t5_view(s: fv.Solution) -> ui.View:
                     r" + \mathbf 1_{\mathrm{masked}}(i)\big) \qquad (20) \\ \mathbf 1_{\mathrm{masked}}(i) &= -\infty"
                     r" \text{ if } i \text{ masked, else } 0 \end{aligned}")
 
-    return ui.View(draw_view, ("t5",), lambda: [t5_figure(s, 0, [names[0]], fv.T5_BIAS)])
+    return ui.View(draw_view, ("t5",), lambda: [t5_figure(s, 0, [names[0]], fv.T5_BIAS)], live=False)
 
 
 def ot_figures(s: fv.Solution, ot: fv.OTAttention):

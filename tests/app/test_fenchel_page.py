@@ -75,7 +75,7 @@ def test_figure3_view_matches_the_dual_solved_by_scipy(open_page):
 
 
 def test_alpha_slider_and_weights(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, view="Attention weights")
     at.sidebar.select_slider(key="alpha").set_value(0.1).run()
     no_exception(at)
     alpha = at.sidebar.select_slider(key="alpha").value
@@ -179,6 +179,23 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
                              "The dual problem (9)": ["estimates", "dual", "sweep"],
                              "Figure 3 grid": ["estimates", "grid"], "T5 (19)-(20)": ["estimates", "t5"],
                              "OT-based attention": ["estimates", "ot_map", "ot_bars", "ot_sweep"]})
+
+
+@pytest.mark.parametrize("view, key", [("Figure 3 grid", "grid"), ("T5 (19)-(20)", "t5")])
+def test_views_the_slider_leaves_standing_do_not_depend_on_alpha(open_page, view, key):
+    """Figure 3 (the page's first view) and T5 are drawn below alpha's fragment (View.live False), so an alpha move
+    does not redraw them: they must be the same figures whatever alpha."""
+    at = open_page(PAGE, view=view)
+    assert at.segmented_control(key="view").value == view
+
+    def drawn(alpha):   # the estimates' and the view's figures as sent
+        at.sidebar.select_slider(key="alpha").set_value(alpha).run()
+        no_exception(at)
+        return [next(c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{k}"))
+                for k in ("estimates", key)]
+
+    small, large = drawn(0.1), drawn(5.0)
+    assert small[0] != large[0] and small[1] == large[1]
 
 
 def metric_values(at) -> dict:
