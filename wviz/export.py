@@ -58,7 +58,9 @@ def _render(fig: go.Figure, fmt: str, scale: float) -> bytes:
             if not _server_started:
                 if browser_path() is None:
                     raise ExportError(NO_BROWSER)
-                kaleido.start_sync_server(silence_warnings=True)
+                # No MathJax, as on the page (Streamlit's Plotly has none): kaleido would load it from a CDN on each
+                # reload of its tab, outside its render timeout, and wait on it offline (BENCHMARKS.md).
+                kaleido.start_sync_server(mathjax=False, silence_warnings=True)
                 atexit.register(kaleido.stop_sync_server, silence_warnings=True)
                 _server_started = True
             return kaleido.calc_fig_sync(fig, opts=dict(format=fmt, scale=scale))

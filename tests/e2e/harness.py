@@ -34,16 +34,31 @@ def page_paths() -> list[str]:
 
 
 def wait_until_idle(page, timeout_ms=120_000, quiet_ms=1000):
-    """Wait until the page's script has finished: Streamlit's 'running' status widget gone and staying gone for
-    ``quiet_ms`` (a page can end one run and start another, e.g. after st.rerun)."""
-    status = '[data-testid="stStatusWidget"]'
+    """Wait until the page's script has finished: Streamlit's run state (stApp's data-test-script-state, set on
+    every run, a fragment's included) 'notRunning' and unchanged for ``quiet_ms``, counted from this call (a slider
+    press may send its rerun a moment later; a page can end one run and start another, e.g. after st.rerun, and a
+    progress bar's fragment reruns every second until its work is done).
+
+    Not the status widget: Streamlit shows it only once one run state has lasted 500 ms, so quick successive
+    fragment runs (three slider presses) never show it and a test would read the page between two of them."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_timeout(500)
-    while True:
-        page.wait_for_selector(status, state="detached", timeout=timeout_ms)
-        page.wait_for_timeout(quiet_ms)
-        if page.locator(status).count() == 0:
-            return
+    page.evaluate(_WATCH_RUN_STATE)
+    page.wait_for_function("quiet => { const app = document.querySelector('[data-testid=\"stApp\"]');"
+                           " return app.getAttribute('data-test-script-state') === 'notRunning'"
+                           " && performance.now() - app.wvizChanged >= quiet; }",
+                           arg=quiet_ms, timeout=timeout_ms)
+
+
+# Records when the run state last changed (a MutationObserver sees every change, however short the run), starting
+# the count now.
+_WATCH_RUN_STATE = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app.wvizObserver) {
+        app.wvizObserver = new MutationObserver(() => { app.wvizChanged = performance.now(); });
+        app.wvizObserver.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+    }
+    app.wvizChanged = performance.now();
+}"""
 
 
 def plot_data(page) -> list:

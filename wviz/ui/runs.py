@@ -40,9 +40,10 @@ def fragment(func: Callable[[], None]) -> Callable[[], None]:
     outside it) reruns ``func`` alone, not the page, so a slider move redraws only the figures it drives.
 
     The share link changes with that widget, and a fragment may redraw a container made outside it only if it
-    wrote there during the last full run: so it draws the link on every run, at its end, when the URL has settled
-    after quick successive moves (once: a second copy at its start was one more message before the figures). A
-    rerun replaces the equations it recorded in the lecture, keeping those the page recorded after it.
+    wrote there during the last full run: so each run draws the link once, at its end (state.link_at_end), when
+    the URL has settled; the figures' own copies (ui.show_figure) are left out, each one more message before the
+    next figure. A rerun replaces the equations it recorded in the lecture, keeping those the page recorded after
+    it.
     """
     span = []  # where this fragment's equations sit in the lecture's list, from its last run
 
@@ -53,8 +54,8 @@ def fragment(func: Callable[[], None]) -> Callable[[], None]:
         after = equations[end:]
         del equations[start:]
         try:
-            func()
-            state.show_link(force=True)
+            with state.link_at_end():
+                func()
         finally:
             span[:] = [start, len(equations)]
             equations.extend(after)

@@ -1,13 +1,16 @@
 """Page state in the URL: the share link, tables mirrored in query parameters, the settings of a run."""
 from __future__ import annotations
 
+import contextlib
 import json
+from contextvars import ContextVar
 from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
 
 _LINK = "_wviz_link"  # session key: (placeholder of the share link, the link it shows)
+_AT_END: ContextVar[bool] = ContextVar("wviz_link_at_end", default=False)  # inside link_at_end()
 
 
 def link_slot() -> None:
@@ -22,15 +25,28 @@ def show_link(force: bool = False) -> None:
     The URL changes after the link is first drawn within the same run (table_editor writes its table, Streamlit
     corrects a bound widget's value) and no rerun follows, so the link is redrawn after each table and each
     figure: the widgets above them have settled by then, and the link shown is the URL at the end of the run.
+    Inside link_at_end() only a forced call draws.
     """
     placeholder, shown = st.session_state.get(_LINK, (None, None))
-    if placeholder is None:
+    if placeholder is None or (_AT_END.get() and not force):
         return
     query = urlencode(st.query_params.to_dict())
     link = f"{st.context.url or ''}{'?' + query if query else ''}"
     if force or link != shown:  # redraw only on a change: one message per new URL, not one per figure
         placeholder.code(link, language=None, wrap_lines=True)
         st.session_state[_LINK] = (placeholder, link)
+
+
+@contextlib.contextmanager
+def link_at_end():
+    """Within: show_link() draws nothing; at the end (unless an exception ends it), the link is drawn once, even
+    unchanged (a fragment's run: Streamlit removes what the fragment's last run drew and this run did not)."""
+    token = _AT_END.set(True)
+    try:
+        yield
+    finally:
+        _AT_END.reset(token)
+    show_link(force=True)
 
 
 def settings() -> dict:
