@@ -66,7 +66,6 @@ def test_unknown_image_format_is_a_value_error():
 
 def test_missing_browser_gives_a_plain_message(monkeypatch):
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
-    monkeypatch.setattr(export, "_server_started", False)
     export.browser_path.cache_clear()
     try:
         assert export.browser_path() is None
@@ -174,3 +173,27 @@ def test_lecture_bundle_contents():
     for key in ("plan", "A"):
         for fmt in ("svg", "png", "csv"):
             check(fmt, zf.read(f"{key}.{fmt}"))
+
+
+def test_an_image_past_its_timeout_is_stopped_and_the_browser_restarted():
+    export.to_image(figure(), "svg")  # the browser is open
+    first = export._browser
+    with pytest.raises(export.ExportError, match="took over 0 s and was stopped"):
+        export.to_image(figure(), "png", timeout=1e-4)
+    img = check("png", export.to_image(figure(), "png", scale=1))  # drawn by a new browser
+    assert export._browser is not first and img.size == (400, 300)
+
+
+def test_a_bundle_keeps_the_csv_of_a_figure_it_cannot_draw_and_says_why(monkeypatch):
+    draw = export.to_image
+
+    def to_image(fig, fmt, **kwargs):
+        if fig.layout.title.text == "weights":
+            raise export.ExportError("Drawing the figure as SVG took over 60 s and was stopped")
+        return draw(fig, fmt, **kwargs)
+
+    monkeypatch.setattr(export, "to_image", to_image)
+    zf = zipfile.ZipFile(io.BytesIO(export.lecture_bundle(export.Lecture("T", "", {"plan": figure(), "A": heatmap()}))))
+    assert set(zf.namelist()) == {"README.md", "params.json", "plan.svg", "plan.png", "plan.csv", "A.csv"}
+    assert "- `A`: Drawing the figure as SVG took over 60 s and was stopped" in zf.read("README.md").decode()
+    np.testing.assert_array_equal(pd.read_csv(io.BytesIO(zf.read("A.csv")))[["k1", "k2"]].to_numpy(), Z)

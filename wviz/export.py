@@ -1,12 +1,16 @@
 """Figures out of the app and into a lecture: images (PNG, SVG, PDF), interactive HTML, the data behind a figure
 (CSV, JSON), a per-page zip bundle, and the presentation style.
 
-Images go through kaleido, which drives the installed Chromium (Debian's ``chromium``). One kaleido server per
-process keeps that browser open, so only the first image pays for starting it.
+Images go through kaleido, which drives the installed Chromium (Debian's ``chromium``). One kaleido browser per
+process stays open, so only the first image pays for starting it; an image that takes too long is stopped with a
+message and the browser restarted.
 """
 from __future__ import annotations
 
+import asyncio
 import atexit
+import concurrent.futures
+import contextlib
 import functools
 import io
 import json
@@ -30,7 +34,7 @@ NO_BROWSER = ("PNG, SVG and PDF export needs a Chromium browser (kaleido draws t
 
 
 class ExportError(RuntimeError):
-    """An export that cannot be made here (no browser); the message says what to install."""
+    """An image that cannot be made here (no browser, or one that stopped answering); the message says what to do."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -43,36 +47,80 @@ def browser_path() -> str | None:
     return path if path and os.access(path, os.X_OK) else None
 
 
-_server_lock = threading.Lock()
-_server_started = False
+RENDER_TIMEOUT_S = 60.0  # one image; seconds alone (first: starting chromium), a minute on a loaded 2-core server
+
+_lock = threading.Lock()  # one image at a time: one browser, one tab, shared by every session of the process
+_loop: asyncio.AbstractEventLoop | None = None  # the thread that drives the browser (choreographer is asyncio)
+_browser = None  # a kaleido.Kaleido opened in _loop, or None until the next image
 
 
-def _render(fig: go.Figure, fmt: str, scale: float) -> bytes:
+def _in_loop(coro, timeout: float):
+    """Run ``coro`` in the browser's loop and wait at most ``timeout`` s; cancel it past that."""
+    future = asyncio.run_coroutine_threadsafe(coro, _loop)
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise
+
+
+async def _open():
     import kaleido
+
+    # No MathJax, as on the page (Streamlit's Plotly has none): kaleido would load it from a CDN on each reload of
+    # its tab, outside its own render timeout, and wait on it offline (BENCHMARKS.md).
+    browser = kaleido.Kaleido(mathjax=False)
+    await browser.open()
+    return browser
+
+
+def _close() -> None:
+    global _browser
+    browser, _browser = _browser, None
+    if browser is not None:
+        with contextlib.suppress(Exception):
+            _in_loop(browser.close(), 10)
+
+
+def _unless_closed(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """Report the loop's stray exceptions, except those of kaleido's tasks left running in a browser _close()
+    shut down (the caller had its ExportError)."""
+    from choreographer.channels import ChannelClosedError
+
+    if not isinstance(context.get("exception"), ChannelClosedError):
+        loop.default_exception_handler(context)
+
+
+def _render(fig: go.Figure, fmt: str, scale: float, timeout: float) -> bytes:
     from choreographer.browsers.chromium import ChromeNotFoundError
 
-    global _server_started
-    # One request at a time: kaleido's sync server is a process-wide singleton shared by every session.
-    with _server_lock:
+    global _loop, _browser
+    with _lock:
+        if browser_path() is None:
+            raise ExportError(NO_BROWSER)
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            _loop.set_exception_handler(_unless_closed)
+            threading.Thread(target=_loop.run_forever, name="wviz-kaleido", daemon=True).start()
+            atexit.register(_close)
         try:
-            if not _server_started:
-                if browser_path() is None:
-                    raise ExportError(NO_BROWSER)
-                # No MathJax, as on the page (Streamlit's Plotly has none): kaleido would load it from a CDN on each
-                # reload of its tab, outside its render timeout, and wait on it offline (BENCHMARKS.md).
-                kaleido.start_sync_server(mathjax=False, silence_warnings=True)
-                atexit.register(kaleido.stop_sync_server, silence_warnings=True)
-                _server_started = True
-            return kaleido.calc_fig_sync(fig, opts=dict(format=fmt, scale=scale))
+            if _browser is None:
+                _browser = _in_loop(_open(), timeout)
+            return _in_loop(_browser.calc_fig(fig, opts=dict(format=fmt, scale=scale)), timeout)
+        except concurrent.futures.TimeoutError:
+            _close()  # a browser that stopped answering: the next image starts a new one
+            raise ExportError(f"Drawing the figure as {fmt.upper()} took over {timeout:.0f} s and was stopped; try "
+                              "again (the next image starts a new export browser).") from None
         except ChromeNotFoundError:
             raise ExportError(NO_BROWSER) from None
 
 
-def to_image(fig: go.Figure, fmt: str, scale: float = 2.0) -> bytes:
-    """The figure as PNG (``scale`` x its pixel size, crisp on a projector), SVG or PDF bytes."""
+def to_image(fig: go.Figure, fmt: str, scale: float = 2.0, timeout: float = RENDER_TIMEOUT_S) -> bytes:
+    """The figure as PNG (``scale`` x its pixel size, crisp on a projector), SVG or PDF bytes; ExportError if there
+    is no browser, or if drawing it takes over ``timeout`` s."""
     if fmt not in IMAGE_FORMATS:
         raise ValueError(f"image format must be one of {', '.join(IMAGE_FORMATS)}, not {fmt!r}")
-    return _render(fig, fmt, scale)
+    return _render(fig, fmt, scale, timeout)
 
 
 def to_html(fig: go.Figure) -> str:
@@ -225,25 +273,35 @@ class Lecture:
     params: dict = field(default_factory=dict)
 
 
-def _readme(lecture: Lecture) -> str:
+def _readme(lecture: Lecture, not_drawn: dict[str, str]) -> str:
     lines = [f"# {lecture.title}", "", lecture.intro, "", "## Equations", ""]
     lines += [f"$$ {eq} $$\n" for eq in lecture.equations] or ["(none)", ""]
     lines += ["## Parameters", ""] + [f"- `{k}` = {v!r}" for k, v in sorted(lecture.params.items())]
     lines += ["", "## Figures", "", "Each figure as `<name>.svg` (vector, for slides), `<name>.png` (2x pixels) "
               "and `<name>.csv` (the plotted values).", ""]
     lines += [f"- `{key}`: {fig.layout.title.text or ''}" for key, fig in lecture.figures.items()]
+    if not_drawn:
+        lines += ["", "Not drawn as images (their CSV is here):", ""]
+        lines += [f"- `{key}`: {why}" for key, why in not_drawn.items()]
     lines += ["", "Made with wviz (attention as optimal transport).", ""]
     return "\n".join(lines)
 
 
 def lecture_bundle(lecture: Lecture) -> bytes:
-    """A zip: every figure as SVG + PNG + CSV, params.json and a README.md with the equations and parameters."""
+    """A zip: every figure as SVG + PNG + CSV, params.json and a README.md with the equations and parameters.
+    A figure whose images cannot be drawn (ExportError) keeps its CSV, and the README says why."""
     buf = io.BytesIO()
+    not_drawn = {}
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("README.md", _readme(lecture))
         zf.writestr("params.json", json.dumps(lecture.params, indent=2, sort_keys=True, default=str))
         for key, fig in lecture.figures.items():
-            zf.writestr(f"{key}.svg", to_image(fig, "svg"))
-            zf.writestr(f"{key}.png", to_image(fig, "png"))
             zf.writestr(f"{key}.csv", to_csv(fig))
+            try:
+                images = {fmt: to_image(fig, fmt) for fmt in ("svg", "png")}
+            except ExportError as err:
+                not_drawn[key] = str(err)
+                continue
+            for fmt, data in images.items():
+                zf.writestr(f"{key}.{fmt}", data)
+        zf.writestr("README.md", _readme(lecture, not_drawn))
     return buf.getvalue()
