@@ -67,9 +67,9 @@ Four settings cut the time of every move, and a fifth change is less work:
   against 0.02 ms on one thread. The Fenchel page's solve (about six such calls) took a median 34 ms a move in the
   server instead of 12 (8 moves each).
 - A fragment run draws the share link once, at its end (before 2026-11-26 also after its first figure when the
-  URL had changed); it also drew it at its start, one more message before the figures. Measured with one torch thread, 40 moves each, taking turns with the reference: Fenchel 1.12
-  with the first copy, 1.00 without; Attention 1.02 and 1.11, inside the spread of runs. Kept for being less
-  work, not for a measured gain."""
+  URL had changed); it also drew it at its start, one more message before the figures. Measured with one torch
+  thread, 40 moves each, taking turns with the reference: Fenchel 1.12 with the first copy, 1.00 without;
+  Attention 1.02 and 1.11, inside the spread of runs. Kept for being less work, not for a measured gain."""
 
 
 class Slider:
