@@ -44,8 +44,9 @@ def open_page(browser, url: str):
     page.goto(url, timeout=120_000)
     page.wait_for_selector(".js-plotly-plot", timeout=120_000)
     progress = '[data-testid="stProgress"]'
-    wait_until_idle(page)
-    # A background job shows a progress bar, polled by a fragment, until its result is drawn by one more rerun.
+    # A background job shows a progress bar, polled by a fragment, until its result is drawn by one more rerun;
+    # wait_until_idle sees the polls as runs, so it waits through the job: give it the job's time.
+    wait_until_idle(page, timeout_ms=BACKGROUND_S * 1000)
     while page.locator(progress).count():
         page.wait_for_selector(progress, state="detached", timeout=BACKGROUND_S * 1000)
         wait_until_idle(page)

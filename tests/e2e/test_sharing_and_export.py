@@ -37,6 +37,14 @@ def move_slider(page, key, presses=3):
         wait_until_idle(page)
 
 
+def server_messages(page) -> list[bytes]:
+    """A list that fills with the server's websocket messages to ``page`` (protobuf bytes) as they arrive."""
+    received = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(
+        frame if isinstance(frame, bytes) else frame.encode())))
+    return received
+
+
 def test_every_page_has_a_slider_for_the_browser_tests():
     assert set(page_paths()[1:]) <= set(SLIDERS), "add the new page's main slider to SLIDERS in harness.py"
 
@@ -66,9 +74,7 @@ def test_a_slider_redraws_the_chart_and_the_link_reproduces_it(server, browser, 
 
 def test_a_move_sends_the_new_link_once(server, page):
     """A fragment's run draws the share link once, at its end (state.link_at_end), not also after a figure."""
-    received = []   # the server's messages (protobuf; the link is in them as text)
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(
-        frame if isinstance(frame, bytes) else frame.encode())))
+    received = server_messages(page)   # the link is in them as text
     open_page(page, f"{server}/attention_transport")
     received.clear()
     move_slider(page, "tau", presses=1)
@@ -200,9 +206,7 @@ def test_a_view_the_slider_does_not_change_is_not_sent_again_by_its_moves(server
     """Side by side has its own temperatures (View.live False): a tau move sends the bars again, not its two
     figures, which stay on the page; choosing a view that tau changes replaces them, and choosing them again
     brings them back (ui.runs.below)."""
-    received = []   # the server's messages (protobuf; a figure's JSON is in them as text)
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(
-        frame if isinstance(frame, bytes) else frame.encode())))
+    received = server_messages(page)   # a figure's JSON is in them as text
     open_page(page, f"{server}/attention_transport?view=Side+by+side")
     before = plot_data(page)
     received.clear()
