@@ -1,6 +1,7 @@
 """Optimal transport on torch tensors: cost matrices, entropic OT (Sinkhorn), exact OT, squared-L2-regularised OT.
 
-The notation follows eq. (23) of the Fenchel-dual paper (shared/seeds/002, Sec. 9),
+The notation follows eq. (23) of the Fenchel-dual paper 002 (*Deciphering Attention Mechanisms: Optimization and
+Fenchel Dual Solutions*, Sec. 9; "002" on the References page),
 
     W_gamma(p, u; M) = min_{X in U(p, u)} <M, X> - gamma H(X),   H(X) = -sum_ij X_ij log X_ij,
 
@@ -9,14 +10,17 @@ b (..., m) are the masses, C (..., n, m) the cost, P the plan. Every solver is b
 (a, b and C broadcast against each other), runs on CPU and CUDA in float32 or float64, takes no gradients, and
 returns an :class:`OTResult`.
 
-Marginal error (all solvers): max(||P 1 - a||_1, ||P^T 1 - b||_1), the L1 error of the worse of the two marginals;
-a solver has converged when it is <= tol for every problem of the batch.
+Marginal error (all solvers, :func:`marginal_error`): max(||P 1 - a||_1, ||P^T 1 - b||_1), the L1 error of the worse
+of the two marginals; a solver has converged when it is <= tol for every problem of the batch.
 
 One module per family, as in POT:
 
-    problem.py      OTResult, input checks, a problem flattened to a batch and its result restored
+    problem.py      OTResult, input checks, a problem flattened to a batch (ProblemFacts) and its result restored,
+                    marginal_error
     costs.py        cost_matrix
-    entropic.py     sinkhorn: the stages of epsilon scaling, convergence checks, warm starts, the one-sided form
+    entropic.py     sinkhorn: the stages of epsilon scaling, convergence checks, the stopping rule, warm starts, the
+                    one-sided form
+    loop.py         the contract of the scaling loop (ScalingLoop, BatchLoop) that the two below implement
     scaling.py      the stabilised scaling form P = diag(u) K diag(v): kernel, iterations, absorption, the plan
     lean.py         the same for one problem on the CPU, in numpy on fixed buffers, with a float32 start
     relaxation.py   adaptive over-relaxation (Young's SOR theory)
@@ -28,12 +32,13 @@ References: Cuturi 2013 (Sinkhorn distances); Schmitzer 2019 (stabilised sparse 
 regularised transport problems: absorption of the scalings into log-domain potentials, epsilon scaling);
 Thibault, Chizat, Dossal & Papadakis 2021 and Lehmann, von Renesse, Sambale & Uschmajew 2022 (over-relaxed Sinkhorn
 and its optimal omega, from Young's SOR theory); Blondel, Seguy & Rolet 2018 (smooth and sparse OT); the 001 note
-(shared/seeds/001, eqs. (4)-(5): attention as one-sided entropic OT).
+(MTandHJ 2025, *Scaled-Dot-Product Attention as One-Sided Entropic Optimal Transport*, eqs. (4)-(5): attention as
+one-sided entropic OT; "001" on the References page).
 """
 from .costs import COST_KINDS, cost_matrix
 from .entropic import sinkhorn
 from .exact import emd
-from .problem import OTResult
+from .problem import OTResult, marginal_error
 from .quadratic import quadratic_ot
 
-__all__ = ["OTResult", "COST_KINDS", "cost_matrix", "sinkhorn", "emd", "quadratic_ot"]
+__all__ = ["OTResult", "COST_KINDS", "cost_matrix", "sinkhorn", "emd", "quadratic_ot", "marginal_error"]

@@ -46,6 +46,14 @@ def cost_matrix(x, y, kind: str = "sqeuclidean") -> torch.Tensor:
     kinds: "sqeuclidean" ||x - y||^2 (the cost M(t, t') = d(t, t')^rho with rho = 2 of 002 Sec. 9),
     "euclidean" ||x - y||, "l1" sum_k |x_k - y_k|, "cosine" 1 - <x, y> / (||x|| ||y||), and
     "dot" -<x, y> (the cost C_j = -<q, k_j> that turns one-sided entropic OT into softmax attention, 001 eq. (4)).
+
+    >>> import torch
+    >>> from wviz.ot import cost_matrix
+    >>> x, y = torch.tensor([[0.0, 0.0], [1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
+    >>> cost_matrix(x, y).tolist()                                        # ||x_i - y_j||^2
+    [[1.0], [2.0]]
+    >>> [round(c, 4) for c in cost_matrix(x, y, "euclidean")[:, 0].tolist()]   # ||x_i - y_j||
+    [1.0, 1.4142]
     """
     if kind not in COST_KINDS:
         raise ValueError(f"unknown cost kind {kind!r}; choose from {', '.join(COST_KINDS)}")

@@ -2,8 +2,10 @@
 stabilised Sinkhorn algorithm (Cuturi 2013; Schmitzer 2019) with epsilon scaling, over-relaxation (Thibault et al.
 2021) and batch compaction, and its one-sided form (001 eqs. (4)-(5)).
 
-The solver runs in stages, one per gamma of the epsilon-scaling schedule; each stage iterates on the scalings
-(wviz.ot.scaling) and checks the marginal error every few iterations (:func:`_check`).
+The solver runs in stages, one per gamma_k of the epsilon-scaling schedule; each stage iterates on the scalings
+of a loop (the contract wviz.ot.loop.ScalingLoop: wviz.ot.scaling for batches, wviz.ot.lean for one problem on the
+CPU) and checks the marginal error every few iterations (:func:`_check`) until the stopping rule
+(:meth:`_Run.stop`) ends it.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from wviz._checks import positive
 
 from .batch import leave, worth_leaving
 from .lean import LeanScalings, one_blas_thread, use_lean
-from .problem import (OTResult, check_cost, check_iter_args, check_mass, dot, finish, init_potentials, prepare,
-                      tensors)
+from .loop import BatchLoop, ScalingLoop
+from .problem import (OTResult, ProblemFacts, check_cost, check_iter_args, check_mass, dot, finish, init_potentials,
+                      marginal_error, prepare, tensors)
 from .relaxation import OverRelaxation, check_omega
 from .scaling import ABSORB, Scalings
 
@@ -25,6 +28,7 @@ _EPS_FACTOR = 0.1     # epsilon scaling: each stage solves for gamma_k = gamma_{
 _EPS_START = 0.01     # ... for the gammas below this fraction of the cost range (above it one stage is cheaper)
 _STAGE_TOL = 1e-3     # marginal error at which an intermediate stage hands over to the next (smaller) gamma
 _MAX_FAILURES = 5     # overflow recoveries before a run gives up and returns its last good plan
+_FLOOR_ITERS = 50     # iterations without a 10 % fall of the error below the rounding floor: stuck there
 
 
 @torch.no_grad()
@@ -62,41 +66,62 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     (omega=1: plain Sinkhorn). record_plans=k keeps the plan every k iterations in result.plans (solving at gamma
     directly, so that every recorded plan is an iterate for this gamma; at most about 256 MB of them: when more
     come, every other one is dropped and the interval doubles).
+
+    The plan meets both marginals to tol, and its cost tends to the exact one (emd) as gamma -> 0, within
+    gamma log(n m); with b=None each row is a_i softmax(-C_i / gamma):
+
+    >>> import torch
+    >>> from wviz.ot import cost_matrix, emd, sinkhorn
+    >>> g = torch.Generator().manual_seed(0)
+    >>> x, y = torch.rand(5, 2, generator=g, dtype=torch.float64), torch.rand(4, 2, generator=g, dtype=torch.float64)
+    >>> C = cost_matrix(x, y)
+    >>> a, b = torch.full((5,), 1 / 5, dtype=torch.float64), torch.full((4,), 1 / 4, dtype=torch.float64)
+    >>> res = sinkhorn(a, b, C, gamma=0.01)
+    >>> bool(res.converged), float(res.marginal_error) <= 1e-6
+    (True, True)
+    >>> torch.allclose(res.plan.sum(1), a, atol=1e-6), torch.allclose(res.plan.sum(0), b, atol=1e-6)
+    (True, True)
+    >>> exact = float(emd(a, b, C).cost)
+    >>> [round(float(sinkhorn(a, b, C, gamma).cost) - exact, 4) for gamma in (0.1, 0.01, 0.001)]
+    [0.0296, 0.0008, 0.0]
+    >>> torch.allclose(sinkhorn(a, None, C, 0.5).plan, a[:, None] * torch.softmax(-C / 0.5, dim=1))
+    True
     """
     gamma = positive(gamma, "gamma")
     check_iter_args(tol, max_iter)
     check_omega(omega)
     if b is None:
         return _one_sided(a, C, gamma)
-    a, b, C, shape, info = prepare(a, b, C)
+    a, b, C, shape, facts = prepare(a, b, C)
     record = int(record_plans or 0)
     check_every = _check_interval(check_every, record, C)
     warm = None if init is None else init_potentials(init, a, b, *C.shape)
-    f, g, f_is_zero, gamma0 = _start_potentials(warm, a, b, info, gamma)
+    f, g, f_is_zero, gamma0 = _start_potentials(warm, a, b, facts, gamma)
     lean = use_lean(C, record)
+    loop: ScalingLoop
     if lean:   # one problem on the CPU; a fixed omega asks for exact float64 iterations
-        batch = LeanScalings(a, b, C, f, g, info["zero_a"], info["zero_b"], low=omega is None)
+        loop = LeanScalings(a, b, C, f, g, facts.zero_a, facts.zero_b, low=omega is None)
     else:
-        batch = Scalings(a, b, C, f, g, info["zero_a"], info["zero_b"])
-    top = gamma0 if gamma0 is not None else _EPS_START * (info["hi_max"] - info["lo_min"])
+        loop = Scalings(a, b, C, f, g, facts.zero_a, facts.zero_b)
+    top = gamma0 if gamma0 is not None else _EPS_START * facts.cost_range
     schedule = _schedule(gamma, top) if eps_scaling and not record else [gamma]
     relax = OverRelaxation(C.shape[0], None if omega is None else float(omega))
     run = _Run(tol, max_iter, check_every, record, relax, C)
     with one_blas_thread() if lean else contextlib.nullcontext():
-        for stage, gam in enumerate(schedule):
-            final = stage == len(schedule) - 1
-            if stage == 0 and warm is None and (info["hi_max"] - info["lo_min"]) / gam < batch.clamp:
-                batch.cold_start(gam, f_is_zero)
+        for k, gamma_k in enumerate(schedule):
+            final = k == len(schedule) - 1
+            if k == 0 and warm is None and facts.cost_range / gamma_k < loop.clamp:
+                loop.cold_start(gamma_k, f_is_zero)
             else:
                 # a new gamma, a warm start, or a cold start at a gamma so small that whole columns of the kernel
                 # would sit at the clamp (and take its value, not theirs): normalised, no row or column is lost
-                batch.rebuild(batch.ma, batch.mb, gam)
-            _stage(batch, run, gam, final)
-            if run.failures > _MAX_FAILURES or run.it >= max_iter:
+                loop.rebuild(gamma_k)
+            _stage(loop, run, gamma_k, final)
+            if run.stop() is not None:
                 break
             if not final:
-                batch.absorb(batch.u, batch.v, gam)
-        return _result(batch, run, shape, gam, gamma)
+                loop.absorb(gamma_k)
+        return _result(loop, run, shape, gamma_k, gamma)
 
 
 def _check_interval(check_every, record: int, C) -> int:
@@ -112,18 +137,18 @@ def _check_interval(check_every, record: int, C) -> int:
     return check_every
 
 
-def _start_potentials(warm, a, b, info, gamma):
+def _start_potentials(warm, a, b, facts: ProblemFacts, gamma):
     """(f, g, f_is_zero, gamma0): the warm start's potentials and gamma, or a cold start's shift of the cost by its
     row minima (the plan does not change: any f_i + g_j added to -C_ij is absorbed by the scalings)."""
     if warm is not None:
         f, g, gamma0 = warm
         return f, g, False, gamma0
-    if info["lo_max"] - info["lo_min"] <= gamma * ABSORB[a.dtype] / 2:
+    if facts.max_row_min - facts.min_cost <= gamma * ABSORB[a.dtype] / 2:
         # row minima within a few gamma of each other: one scalar shift keeps every row of the first kernel
         # within exp(-ABSORB / 2) of 1, and f = 0 saves a pass
-        return torch.zeros_like(a), torch.full_like(b, info["lo_min"]), True, None
+        return torch.zeros_like(a), torch.full_like(b, facts.min_cost), True, None
     # shift every row by its minimum: each row of the first kernel has an entry exp(0) = 1
-    return info["lo"].clone(), torch.zeros_like(b), False, None
+    return facts.row_min.clone(), torch.zeros_like(b), False, None
 
 
 def _schedule(gamma: float, top: float) -> list[float]:
@@ -138,127 +163,163 @@ def _schedule(gamma: float, top: float) -> list[float]:
 
 
 class _Run:
-    """What one sinkhorn call carries across its stages: the stopping rule, the iteration count, the history of
-    checks, the recorded plans, the over-relaxation and the overflow recoveries."""
+    """What one sinkhorn call carries across its stages: the stopping rule (:meth:`stop`) and what it reads, the
+    iteration count, the history of checks, the recorded plans, the over-relaxation, the overflow recoveries and the
+    problems that left the batch early (wviz.ot.batch)."""
 
     __slots__ = ("tol", "max_iter", "check_every", "record", "relax", "history", "plans", "record_every", "max_plans",
-                 "it", "failures", "range_every", "tiny", "max_log_range")
+                 "it", "failures", "range_every", "tiny", "max_log_range", "finished", "final", "stage_tol", "best",
+                 "best_it", "checks")
 
     def __init__(self, tol, max_iter, check_every, record, relax, C):
         self.tol, self.max_iter, self.check_every, self.record, self.relax = tol, max_iter, check_every, record, relax
         self.history, self.plans, self.record_every = [], [], record
         plan_bytes = C.numel() * C.element_size()
         self.max_plans = max(2, min(256, (256 << 20) // max(plan_bytes, 1)))
-        self.it, self.failures = 0, 0
+        self.it, self.failures, self.finished = 0, 0, None
         # float32 overflows within a few iterations; recorded iterates must never lean on the clamp for long
         self.range_every = 1 if C.dtype == torch.float32 or record else 4
         self.tiny = 1000 * torch.finfo(C.dtype).eps   # the rounding floor of the marginal error
         self.max_log_range = ABSORB[C.dtype]   # the scalings stay within exp(+-ABSORB) (wviz.ot.scaling)
+        self.start_stage(True)
+
+    def start_stage(self, final: bool):
+        """A new gamma_k: its tolerance, no progress and no check yet."""
+        self.final = final
+        self.stage_tol = self.tol if final else max(self.tol, _STAGE_TOL)
+        self.best, self.best_it, self.checks = math.inf, self.it, 0
+
+    def stop(self, worst: float | None = None) -> str | None:
+        """The stopping rule of sinkhorn, the one place it is stated: why the run or its stage ends now, or None.
+
+        Asked after each check with worst, the largest marginal error of the batch, and after a stage or an
+        overflow without it. The run ends:
+          "overflow"  after more than _MAX_FAILURES overflow recoveries: the last good scalings are the result;
+          "max_iter"  once max_iter iterations have run, all stages together.
+        A stage ends:
+          "tol"       when worst <= the stage's tolerance: tol at the final gamma; max(tol, _STAGE_TOL) before it,
+                      where a stage only hands a warm start over to the next, smaller gamma;
+          "floor"     at the final gamma, when worst is below the rounding floor (1000 eps of the dtype) and has not
+                      fallen by 10 % over the last _FLOOR_ITERS iterations (float32 cannot always reach tol).
+        The result has converged when its marginal error is <= tol at the final gamma and the run did not give up
+        (:func:`_result`); "floor" and "max_iter" return converged=False where tol was not met.
+        """
+        if self.failures > _MAX_FAILURES:
+            return "overflow"
+        if self.it >= self.max_iter:
+            return "max_iter"
+        if worst is None:
+            return None
+        if worst <= self.stage_tol:
+            return "tol"
+        # progress, for "floor": 10 % below the best error of the stage so far (see progress)
+        if self.final and worst < self.tiny and self.it - self.best_it >= _FLOOR_ITERS and not worst < self.best * 0.9:
+            return "floor"
+        return None
+
+    def progress(self, worst: float):
+        """Note a check's worst error that did not stop the stage: the new best when it is 10 % below the best."""
+        if worst < self.best * 0.9:
+            self.best, self.best_it = worst, self.it
 
     def steps(self) -> int:
         """Iterations until the next check: at the next multiple of check_every, or at max_iter."""
         return max(1, min(self.check_every - self.it % self.check_every, self.max_iter - self.it))
 
-    def record_plan(self, batch: Scalings):
+    def record_plan(self, loop: ScalingLoop):
         """Keep the current plan diag(u) K diag(v); beyond max_plans keep the first and every other one of the
         rest, and record half as often."""
-        self.plans.append((self.it, batch.u * batch.K * batch.v.mT))
+        self.plans.append((self.it, loop.plan()))
         if len(self.plans) > self.max_plans:
             self.plans[1:] = self.plans[2::2]
             self.record_every *= 2
 
 
-def _stage(batch: Scalings, run: _Run, gam: float, final: bool):
-    """Iterate at one gamma of the schedule until the marginal error meets the stage's tolerance (tol at the
-    final gamma, _STAGE_TOL before it), max_iter, the rounding floor, or repeated overflow."""
-    stage_tol = run.tol if final else max(run.tol, _STAGE_TOL)
-    omega = run.relax.start_stage(gam)
-    batch.plain = bool((omega == 1).all())
-    batch.set_omega(omega)
+def _stage(loop: ScalingLoop, run: _Run, gamma_k: float, final: bool):
+    """Iterate at gamma_k, one gamma of the schedule, until the stopping rule (:meth:`_Run.stop`) ends the stage;
+    recover from overflows; let converged problems leave a batch whose rest is slow (wviz.ot.batch)."""
+    run.start_stage(final)
+    loop.set_omega(run.relax.start_stage(gamma_k))
     if run.record:
-        run.record_plan(batch)
-    saved = batch.save()   # the last scalings that passed a check
-    best, best_it, n_checks = math.inf, run.it, 0
-    batch.start()
+        run.record_plan(loop)
+    saved = loop.save()   # the last scalings that passed a check
+    loop.start()
     while True:
         steps = run.steps()
-        batch.iterate(steps)
+        loop.iterate(steps)
         run.it += steps
-        n_checks += 1
-        checked = _check(batch, run, gam, stage_tol, n_checks)
+        checked = _check(loop, run, gamma_k)
         if checked is None:   # an overflow: back to the last good scalings, unless that keeps failing
-            if _recover(batch, run, saved, gam):
+            if _recover(loop, run, saved, gamma_k):
                 return
-            saved = batch.save()
+            saved = loop.save()
             continue
-        errs, worst, done = checked
-        saved = batch.save()
+        errs, worst, why = checked
+        saved = loop.save()
         run.history.append((run.it, worst))
         if run.record and run.it % run.record_every == 0:
-            run.record_plan(batch)
-        if done:
+            run.record_plan(loop)
+        if why is not None:
             return
-        if worst < best * 0.9:
-            best, best_it = worst, run.it
-        elif final and worst < run.tiny and run.it - best_it >= 50:
-            return   # stuck at the rounding floor (float32): stop honestly, converged=False
+        run.progress(worst)
         conv = errs <= run.tol   # converged problems leave a batch whose rest is slow (wviz.ot.batch)
-        if final and not run.record and worth_leaving(conv, errs, run.relax.lam, run.tol):
-            leave(batch, conv, gam)
+        if final and not run.record and worth_leaving(conv, errs, run.relax.lam, run.tol) and \
+                isinstance(loop, BatchLoop):
+            run.finished = leave(loop, conv, gamma_k, run.finished)
             run.relax.keep(~conv)
-            errs, saved = errs[~conv], batch.save()
+            errs, saved = errs[~conv], loop.save()
         if run.relax.update(errs, run.it):
-            batch.set_omega(run.relax.omega)
-            batch.plain = False
+            loop.set_omega(run.relax.omega)
 
 
-def _check(batch: Scalings, run: _Run, gam: float, stage_tol: float, n_checks: int):
-    """The marginal errors of the plan diag(u) K diag(v): (errors, worst, done), or None after an overflow.
+def _check(loop: ScalingLoop, run: _Run, gamma_k: float):
+    """The marginal errors of the plan diag(u) K diag(v): (errors, worst, why the stage stops or None), or None
+    after an overflow.
 
-    Every range_every checks (and before stopping) the scalings are measured: beyond exp(+-ABSORB) they are
-    absorbed into the potentials before they overflow (Schmitzer 2019), the same plan on new potentials except for
-    entries that sat at the clamp, which now take their exact values; hence new errors.
+    Every range_every checks, and before the stage stops, the scalings are measured: beyond exp(+-ABSORB) they
+    are absorbed into the potentials before they overflow (Schmitzer 2019), the same plan on new potentials except
+    for entries that sat at the clamp, which now take their exact values; hence new errors.
     """
-    errs = batch.errors()
+    run.checks += 1
+    errs = loop.errors()
     worst = float(errs.max())
-    done = worst <= stage_tol or run.it >= run.max_iter
-    log_range = batch.log_range() if (done or n_checks % run.range_every == 0 or not math.isfinite(worst)) else 0.0
+    why = run.stop(worst)
+    measure = why is not None or run.checks % run.range_every == 0 or not math.isfinite(worst)
+    log_range = loop.log_range() if measure else 0.0
     if not math.isfinite(worst) or not math.isfinite(log_range):
         return None
     if log_range > run.max_log_range:
-        batch.rebuild(batch.u, batch.v, gam)
-        batch.refresh()
-        errs = batch.errors()
+        loop.absorb(gamma_k)
+        loop.rebuild(gamma_k)
+        loop.refresh()
+        errs = loop.errors()
         worst = float(errs.max())
-        done = worst <= stage_tol or run.it >= run.max_iter
-    return errs, worst, done
+        why = run.stop(worst)
+    return errs, worst, why
 
 
-def _recover(batch: Scalings, run: _Run, saved, gam: float) -> bool:
+def _recover(loop: ScalingLoop, run: _Run, saved, gamma_k: float) -> bool:
     """After an overflow in spite of the bounds: rebuild from the last good scalings on a normalised kernel and
-    check every time from now on. True when it has failed too often (then the last good scalings stay)."""
+    measure the scalings at every check from now on. True when the stopping rule gives up (then the last good
+    scalings are the result)."""
     run.failures += 1
     run.range_every = 1
-    if run.failures > _MAX_FAILURES:
-        batch.u, batch.v = saved
+    if run.stop() == "overflow":
+        loop.restore(saved)
         return True
-    batch.rebuild(*saved, gam)
-    batch.start(low=False)
+    loop.recover(saved, gamma_k)
     return False
 
 
-def _result(batch: Scalings, run: _Run, shape, gam: float, gamma: float) -> OTResult:
+def _result(loop: ScalingLoop, run: _Run, shape, gamma_k: float, gamma: float) -> OTResult:
     """The log-domain plan of the final potentials, joined to those of problems that left the batch early. A run
     stopped by max_iter before the last stage returns a plan for a larger gamma, never "converged"."""
-    if run.failures > _MAX_FAILURES:   # could not recover from repeated overflow: the last good plan, as it is
-        batch.refresh()
-    P, *parts = batch.plan_parts(gam)
-    parts.append((parts[0] <= run.tol) & (gam == gamma) & (run.failures <= _MAX_FAILURES))
-    if batch.finished is not None:   # the batch was compacted: the rest join those that finished earlier
-        batch.finished.store(batch.orig, P, parts)
-        P, parts = batch.finished.P, batch.finished.parts
+    P, *parts = loop.plan_parts(gamma_k)
+    parts.append((parts[0] <= run.tol) & (gamma_k == gamma) & (run.stop() != "overflow"))
+    if run.finished is not None:   # the batch was compacted: the rest join those that finished earlier
+        P, parts = run.finished.join(P, parts)
     err, f, g, cost, reg, converged = parts
-    return finish(shape, P, cost, reg, run.it, err, converged, run.history, f, g, gam, run.plans)
+    return finish(shape, P, cost, reg, run.it, err, converged, run.history, f, g, gamma_k, run.plans)
 
 
 def _one_sided(a, C, gamma) -> OTResult:
@@ -282,6 +343,6 @@ def _one_sided(a, C, gamma) -> OTResult:
     f = torch.where(a > 0, gamma * (a.log() + logp[:, :, 0]) + C[:, :, 0], -torch.inf)
     cost = dot(C, P)
     reg = (torch.where(a > 0, f, 0) * P.sum(-1)).sum(-1)   # sum P (C + gamma log P) = sum_i f_i a_i
-    err = (P.sum(-1) - a).abs().sum(-1)
+    err = marginal_error(a, None, P.sum(-1))
     return finish(shape, P, cost, reg, 0, err, torch.ones_like(err, dtype=torch.bool), [], f,
                   torch.zeros(B, m, dtype=C.dtype, device=C.device), gamma)

@@ -1,13 +1,13 @@
 """The lean path of Sinkhorn: one problem (B = 1) on the CPU, iterated in numpy on buffers allocated once.
 
 The same algorithm as wviz.ot.scaling.Scalings (same kernel, over-relaxed updates, checks, absorption and stages,
-driven by the same code of wviz.ot.entropic), with the work of an iteration done differently: each vector
-operation is one numpy ufunc writing into a preallocated buffer (cheaper than a torch operation and its new
-tensor), the matrix-vector products are numpy's (BLAS) into fixed outputs, and the kernel's exp is numpy's, which
-is faster than torch's on the CPU (BENCHMARKS.md). The kernel, the potentials and the plan
-stay torch tensors sharing memory with the numpy arrays: the passes over the n x m buffer that torch does in one
-operation (scale and shift, clamp, row scaling) stay torch's. Large float64 problems start each stage on a float32
-copy of the kernel and finish in float64 (below).
+driven by the same code of wviz.ot.entropic through the contract wviz.ot.loop.ScalingLoop), with the work of an
+iteration done differently: each vector operation is one numpy ufunc writing into a preallocated buffer (cheaper
+than a torch operation and its new tensor), the matrix-vector products are numpy's (BLAS) into fixed outputs, and
+the kernel's exp is numpy's, which is faster than torch's on the CPU (BENCHMARKS.md). The kernel, the potentials and
+the plan stay torch tensors sharing memory with the numpy arrays: the passes over the n x m buffer that torch does
+in one operation (scale and shift, clamp, row scaling) stay torch's. Large float64 problems start each stage on a
+float32 copy of the kernel and finish in float64 (below).
 """
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from .relaxation import _RELAX_HI, _RELAX_LO
+from .loop import PlanParts
+from .problem import marginal_error
+from .relaxation import RELAX_HI, RELAX_LO
 from .scaling import CLAMP, kernel
 
 # A float64 problem of at least _LOW_SIZE entries runs each stage's first iterations on a float32 copy of its
@@ -82,13 +84,14 @@ def use_lean(C: torch.Tensor, record: int) -> bool:
 
 
 class LeanScalings:
-    """One problem in scaling form, P = diag(u) K diag(v), K = exp((f + g - C) / gamma), with the interface of
-    wviz.ot.scaling.Scalings. C (1, n, m), K its kernel (1, n, m) and f (1, n), g (1, m) are torch tensors; the
-    scalings u, v, the products Kv = K v, KTu = K^T u and the kernel Km they are iterated with are numpy arrays of
-    the active precision (the problem's own, or float32 while low), updated in place; spare holds the other's."""
+    """One problem in scaling form, P = diag(u) K diag(v), K = exp((f + g - C) / gamma): the
+    :class:`wviz.ot.loop.ScalingLoop` in numpy. C (1, n, m), K its kernel (1, n, m) and f (1, n), g (1, m) are torch
+    tensors; the scalings u, v, the products Kv = K v, KTu = K^T u and the kernel Km they are iterated with are numpy
+    arrays of the active precision (the problem's own, or float32 while low), updated in place; spare holds the
+    other's. low=False: never the float32 start (a fixed omega asks for exact float64 iterations)."""
 
-    __slots__ = _VECTORS + ("C", "K", "Kn", "Cn", "f", "g", "za", "zb", "ma", "mb", "w1", "plain", "finished",
-                            "clamp", "low", "low_ok", "spare", "total", "stale")
+    __slots__ = _VECTORS + ("C", "K", "Kn", "Cn", "f", "g", "za", "zb", "ma", "mb", "w1", "plain", "clamp", "low",
+                            "low_ok", "spare", "total", "stale")
 
     def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool, low: bool = True):
         n, m = C.shape[1:]
@@ -110,7 +113,7 @@ class LeanScalings:
         self.Kv, self.tn, self.sn = np.empty(n, dtype), np.empty(n, dtype), np.empty(n, dtype)
         self.KTu, self.tm, self.sm = np.empty(m, dtype), np.empty(m, dtype), np.empty(m, dtype)
         self.clamp = CLAMP[C.dtype]
-        self.w1, self.plain, self.finished = 0.0, True, None
+        self.w1, self.plain = 0.0, True
         self.low, self.spare, self.stale = False, None, False
         self.low_ok = low and dtype == np.float64 and n * m >= _LOW_SIZE
         self.total = float(self.a.sum())
@@ -139,20 +142,23 @@ class LeanScalings:
     # ---- kernel and potentials (rare: once per stage or absorption) --------------------------------------------
 
     def cold_start(self, gamma: float, f_is_zero: bool):
-        """As Scalings.cold_start: the first kernel with no clamp, scalings 1 on the points with mass."""
+        """The first kernel without the clamp (ScalingLoop.cold_start), scalings 1 on the points with mass."""
         self._use(False)
         kernel(self.C, None if f_is_zero else self.f, self.g, gamma, self.K, None)
         self.u[:], self.v[:] = self.ma, self.mb
 
-    def absorb(self, u, v, gamma: float):
+    def _absorb(self, u, v, gamma: float):
         """f += gamma log u, g += gamma log v (u = 0, a zero mass, gives -inf)."""
         self.f = self.f + gamma * torch.from_numpy(u).log()[None]
         self.g = self.g + gamma * torch.from_numpy(v).log()[None]
 
-    def rebuild(self, u, v, gamma: float):
-        """As Scalings.rebuild: absorb u, v and rebuild the normalised kernel for gamma."""
+    def absorb(self, gamma: float):
+        """The current scalings, of the active precision, into the potentials (ScalingLoop.absorb)."""
+        self._absorb(self.u, self.v, gamma)
+
+    def rebuild(self, gamma: float):
+        """The normalised kernel for gamma (ScalingLoop.rebuild), in the problem's own precision."""
         self._use(False)
-        self.absorb(u, v, gamma)
         r, c = kernel(self.C, self.f, self.g, gamma, self.K, self.clamp, normalize=True)
         self.f = self.f - gamma * r[:, :, 0]
         self.g = self.g - gamma * c[:, :, 0]
@@ -161,34 +167,47 @@ class LeanScalings:
 
     def set_omega(self, omega: np.ndarray):
         """The over-relaxation factor (an array of one) for the updates of :meth:`iterate`."""
+        self.plain = bool(omega[0] == 1)
         self.w1 = float(omega[0]) - 1.0
 
     # ---- iterations and checks ----------------------------------------------------------------------------------
 
-    def start(self, low: bool = True):
-        """Kv = K v, what the first row update of a stage reads; a float64 stage starts in float32 (low=False
-        after an overflow: from then on float64 only)."""
-        self.low_ok = self.low_ok and low
+    def start(self):
+        """Kv = K v, what the first row update of a stage reads; a large float64 stage starts in float32 unless
+        the scalings do not fit it or the rows are already within _LOW_SWITCH (a warm start near the solution)."""
         self._use(self.low_ok and self._low_fits())
         np.dot(self.Km, self.v, out=self.Kv)
-        if self.low:   # unless the rows are already within _LOW_SWITCH (a warm start near the solution)
-            np.subtract(np.multiply(self.u, self.Kv, out=self.tn), self.a, out=self.tn)
-            if np.add.reduce(np.abs(self.tn, out=self.tn)) <= _LOW_SWITCH:
-                self._use(False)
-                np.dot(self.Km, self.v, out=self.Kv)
+        # the rows' error ||u * K v - a||_1 (the columns' needs K^T u, which the first iteration computes)
+        if self.low and marginal_error(self.a, None, self.Kv, scalings=(self.u, None),
+                                       work=(self.tn, None)) <= _LOW_SWITCH:
+            self._use(False)
+            np.dot(self.Km, self.v, out=self.Kv)
 
     def refresh(self):
-        """Kv and KTu of the current scalings (after a rebuild, for the marginals)."""
+        """Kv and KTu of the current scalings."""
         np.dot(self.Km, self.v, out=self.Kv)
         np.dot(self.KTm, self.u, out=self.KTu)
         self.stale = False
 
     def save(self):
-        """A copy of the scalings (they are updated in place), to go back to after an overflow."""
+        """A copy of the scalings (they are updated in place)."""
         return self.u.copy(), self.v.copy()
 
+    def restore(self, saved):
+        """The scalings saved (copies: iterations update the scalings in place), with their Kv and KTu."""
+        self.u, self.v = saved[0].copy(), saved[1].copy()
+        self.refresh()
+
+    def recover(self, saved, gamma: float):
+        """The scalings saved, absorbed and rebuilt for gamma in float64, which the rest of the solve keeps."""
+        self.low_ok = False
+        self._use(False)
+        self._absorb(*saved, gamma)
+        self.rebuild(gamma)
+        self.start()
+
     def iterate(self, steps: int):
-        """steps Sinkhorn iterations, as Scalings.iterate: u <- t clamp(t / u)^(omega - 1) with t = a / K v (the
+        """steps Sinkhorn iterations (ScalingLoop.iterate): u <- t clamp(t / u)^(omega - 1) with t = a / K v (the
         plain update t at omega = 1), then the same for v; every operation writes into a fixed buffer."""
         K, KT, u, v, Kv, KTu = self.Km, self.KTm, self.u, self.v, self.Kv, self.KTu
         rows = (u, self.a, Kv, self.tn, self.sn, self.za)
@@ -209,19 +228,18 @@ class LeanScalings:
         else:
             np.divide(mass, prod, out=t)
             np.divide(t, x, out=s)
-            np.power(np.maximum(np.minimum(s, _RELAX_HI, out=s), _RELAX_LO, out=s), self.w1, out=s)
+            np.power(np.maximum(np.minimum(s, RELAX_HI, out=s), RELAX_LO, out=s), self.w1, out=s)
             np.multiply(t, s, out=x)
         if zero is not None:
             x[zero] = 0.0
 
     def errors(self) -> np.ndarray:
-        """The marginal error max(||u * Kv - a||_1, ||v * KTu - b||_1), as an array of one; the float32
-        iterations hand over to float64 here (module comment), which then measures it."""
-        tn, tm = self.tn, self.tm
+        """The marginal error, as an array of one, computed in the scratch buffers tn, tm; the float32 iterations
+        hand over to float64 here (module comment), which then measures it."""
+        err = np.empty(1)
         with np.errstate(all="ignore"):   # an overflow shows as a non-finite error, which the checks handle
-            np.subtract(np.multiply(self.u, self.Kv, out=tn), self.a, out=tn)
-            np.subtract(np.multiply(self.v, self.KTu, out=tm), self.b, out=tm)
-            err = np.maximum(np.add.reduce(np.abs(tn, out=tn)), np.add.reduce(np.abs(tm, out=tm)), out=np.empty(1))
+            err[0] = marginal_error(self.a, self.b, self.Kv, self.KTu, scalings=(self.u, self.v),
+                                    work=(self.tn, self.tm))
         if self.low and not (err[0] > _LOW_SWITCH and self._low_fits()):
             self._use(False)
         return err
@@ -252,15 +270,18 @@ class LeanScalings:
 
     # ---- the result ---------------------------------------------------------------------------------------------
 
-    def plan_parts(self, gamma: float):
-        """P (written over K) and (marginal error, f, g, <C, P>, <C, P> - gamma H(P)) as torch tensors of a batch
-        of one, as Scalings.plan_parts."""
+    def plan(self) -> torch.Tensor:
+        """diag(u) K diag(v) as a new (1, n, m) tensor of the problem's precision."""
+        return (torch.from_numpy(self.u)[:, None] * self.K[0] * torch.from_numpy(self.v))[None]
+
+    def plan_parts(self, gamma: float) -> PlanParts:
+        """P (written over K) and its parts as torch tensors of a batch of one, in the problem's precision."""
         if self.low or self.stale:
             self._use(False)
             self.refresh()
         u, v = self.u, self.v
         row, col = u * self.Kv, v * self.KTu
-        err = np.maximum(np.abs(row - self.a).sum(), np.abs(col - self.b).sum())
+        err = marginal_error(self.a, self.b, row, col)
         P = self.K.mul_(torch.from_numpy(u)[:, None]).mul_(torch.from_numpy(v))
         with np.errstate(divide="ignore"):   # log 0 = -inf at a zero mass
             f = self.f.numpy()[0] + gamma * np.log(u)
@@ -269,4 +290,4 @@ class LeanScalings:
         reg = np.dot(f if self.za is None else np.where(self.ma > 0, f, 0), row) + \
             np.dot(g if self.zb is None else np.where(self.mb > 0, g, 0), col)
         parts = torch.from_numpy(np.array([err, np.vdot(self.Cn, self.Kn), reg], dtype=self.Cn.dtype))
-        return P, parts[0:1], torch.from_numpy(f)[None], torch.from_numpy(g)[None], parts[1:2], parts[2:3]
+        return PlanParts(P, parts[0:1], torch.from_numpy(f)[None], torch.from_numpy(g)[None], parts[1:2], parts[2:3])

@@ -64,6 +64,20 @@ def quadratic_ot(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 5000, *, ini
 
     gamma is in units of C times mass^-1: plans spread out when gamma is comparable to max|C| n m.
     init: a previous OTResult of quadratic_ot (or a pair (f, g)) to warm-start from.
+
+    The plan is [f + g - C]_+ / gamma, meets both marginals to tol and has exact zeros, where sinkhorn's has none:
+
+    >>> import torch
+    >>> from wviz.ot import cost_matrix, quadratic_ot, sinkhorn
+    >>> g = torch.Generator().manual_seed(0)
+    >>> x, y = torch.rand(5, 2, generator=g, dtype=torch.float64), torch.rand(4, 2, generator=g, dtype=torch.float64)
+    >>> C = cost_matrix(x, y)
+    >>> a, b = torch.full((5,), 1 / 5, dtype=torch.float64), torch.full((4,), 1 / 4, dtype=torch.float64)
+    >>> res = quadratic_ot(a, b, C, gamma=0.1)
+    >>> bool(res.converged), torch.allclose(res.plan, (res.f[:, None] + res.g[None, :] - C).clamp_min(0) / 0.1)
+    (True, True)
+    >>> int((res.plan == 0).sum()), int((sinkhorn(a, b, C, 0.1).plan == 0).sum())   # zeros of the 20 entries
+    (11, 0)
     """
     gamma = positive(gamma, "gamma")
     check_iter_args(tol, max_iter)
@@ -89,7 +103,7 @@ def quadratic_ot(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 5000, *, ini
         it += 1
         if it % check_every == 0 or it >= max_iter:
             torch.add(G, g[:, None, :], out=G).clamp_min_(0)     # gamma P
-            err = torch.maximum((G.sum(-1) / gamma - a).abs().sum(-1), (G.sum(-2) / gamma - b).abs().sum(-1))
+            err = marginal_error(a, b, G.sum(-1) / gamma, G.sum(-2) / gamma)   # the marginals of P = G / gamma
             errs = err.cpu().numpy()
             worst = float(errs.max())
             history.append((it, worst))
@@ -98,7 +112,7 @@ def quadratic_ot(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 5000, *, ini
             if relax.update(errs, it):
                 omegas = torch.as_tensor(relax.omega, dtype=dtype, device=device).view(B, 1)
     P = torch.sub(f[:, :, None], C).add_(g[:, None, :]).clamp_min_(0).div_(gamma)
-    err = marginal_error(P, a, b)
+    err = marginal_error(a, b, P.sum(-1), P.sum(-2))
     cost = dot(C, P)
     reg = cost + gamma / 2 * (P * P).sum((-2, -1))
     return finish(shape, P, cost, reg, it, err, err <= tol, history, f, g, gamma)

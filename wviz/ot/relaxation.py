@@ -16,7 +16,9 @@ import torch
 
 _OMEGA_MAX = 1.99
 _OMEGA_START = 1.3   # first omega before any rate is known: never slower than omega = 1 when r >= 0.3
-_RELAX_LO, _RELAX_HI = math.exp(-1.0), math.exp(1.0)
+# the over-relaxation part of an update, clamp(t / u)^(omega - 1), clamps t / u to [RELAX_LO, RELAX_HI] (see
+# relaxed(); wviz.ot.lean's numpy update uses the same bounds)
+RELAX_LO, RELAX_HI = math.exp(-1.0), math.exp(1.0)
 _WINDOW = 4          # iterations over which a convergence rate is measured
 
 
@@ -136,5 +138,5 @@ def relaxed(u, a, Ku, omega_minus_1, masked, pos):
     other way, which is how over-relaxation diverges. masked: some masses are 0 (pos False), whose scalings stay 0.
     """
     t = a / Ku                                    # the plain Sinkhorn update
-    u = t * (t / u).clamp_(_RELAX_LO, _RELAX_HI).pow_(omega_minus_1)
+    u = t * (t / u).clamp_(RELAX_LO, RELAX_HI).pow_(omega_minus_1)
     return torch.where(pos, u, 0) if masked else u

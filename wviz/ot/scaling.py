@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .problem import dot
+from .loop import PlanParts
+from .problem import dot, marginal_error
 from .relaxation import relaxed
 
 # Kernel exponents (f_i + g_j - C_ij) / gamma are clamped to [-CLAMP, CLAMP / 2]: below about -708 (float64) or
@@ -57,35 +58,35 @@ def kernel(C, f, g, gamma, out, clamp, normalize=False):
     return shifts
 
 
-def _plan_parts(K, u, v, Kv, KTu, f, g, C, a3, b3, pos_a, pos_b, gamma):
-    """The plan of the scalings, P = diag(u) K diag(v) written over K, and (marginal error, f, g, <C, P>,
-    <C, P> - gamma H(P)) with the scalings absorbed into the potentials f, g."""
+def _plan_parts(K, u, v, Kv, KTu, f, g, C, a3, b3, pos_a, pos_b, gamma) -> PlanParts:
+    """The plan of the scalings, P = diag(u) K diag(v) written over K, and its parts with the scalings absorbed
+    into the potentials f, g."""
     row, col = u * Kv, v * KTu
-    err = torch.maximum((row - a3).abs().sum((1, 2)), (col - b3).abs().sum((1, 2)))
+    err = marginal_error(a3, b3, row, col, dim=(1, 2))
     P = K.mul_(u).mul_(v.mT)
     f = f + gamma * u.log()[:, :, 0]
     g = g + gamma * v.log()[:, :, 0]
     cost = dot(C, P)
     # <C, P> - gamma H(P) = sum_ij P_ij (C_ij + gamma log P_ij) = sum_ij P_ij (f_i + g_j) = <f, P 1> + <g, P^T 1>
     reg = (torch.where(pos_a, f, 0) * row[:, :, 0]).sum(-1) + (torch.where(pos_b, g, 0) * col[:, :, 0]).sum(-1)
-    return P, err, f, g, cost, reg
+    return PlanParts(P, err, f, g, cost, reg)
 
 
 class Scalings:
-    """A batch of problems in scaling form and its iterates: P = diag(u) K diag(v), K = exp((f + g - C) / gamma).
+    """A batch of problems in scaling form and its iterates, P = diag(u) K diag(v), K = exp((f + g - C) / gamma):
+    the :class:`wviz.ot.loop.BatchLoop` in torch, on any device.
 
     C (B, n, m) cost; K its kernel, the only n x m buffer (finally the plan), KT = K^T a view; f (B, n), g (B, m)
-    potentials; u (B, n, 1), v (B, m, 1) scalings, Kv = K v and KTu = K^T u; a3, b3 the masses as columns, na3, nb3
-    their negatives, pa3, pb3 (pos_a, pos_b) where they are positive, ma, mb the same as 0/1; omega_minus_1
-    (B, 1, 1) the over-relaxation exponent (plain: omega = 1 everywhere); orig the problems' indices in the
-    caller's batch and finished their stored results once some have left the batch (wviz.ot.batch).
+    potentials; u (B, n, 1), v (B, m, 1) scalings, Kv = K v and KTu = K^T u; a3, b3 the masses as columns, pa3, pb3
+    (pos_a, pos_b) where they are positive, ma, mb the same as 0/1; omega_minus_1 (B, 1, 1) the over-relaxation
+    exponent, plain when omega = 1 everywhere.
     """
 
-    __slots__ = ("C", "K", "KT", "f", "g", "u", "v", "Kv", "KTu", "a3", "b3", "na3", "nb3", "pa3", "pb3", "ma", "mb",
-                 "pos_a", "pos_b", "zero_a", "zero_b", "omega_minus_1", "plain", "orig", "finished", "clamp")
+    __slots__ = ("C", "K", "KT", "f", "g", "u", "v", "Kv", "KTu", "a3", "b3", "pa3", "pb3", "ma", "mb", "pos_a",
+                 "pos_b", "zero_a", "zero_b", "omega_minus_1", "plain", "clamp")
     # every tensor with one row per problem: what a compaction of the batch selects
-    BATCHED = ("K", "u", "v", "Kv", "KTu", "f", "g", "C", "a3", "b3", "na3", "nb3", "pa3", "pb3", "ma", "mb",
-               "pos_a", "pos_b", "omega_minus_1", "orig")
+    BATCHED = ("K", "u", "v", "Kv", "KTu", "f", "g", "C", "a3", "b3", "pa3", "pb3", "ma", "mb", "pos_a", "pos_b",
+               "omega_minus_1")
 
     def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool):
         pos_a, pos_b = a > 0, b > 0
@@ -95,29 +96,28 @@ class Scalings:
         self.pos_a, self.pos_b, self.zero_a, self.zero_b = pos_a, pos_b, zero_a, zero_b
         self.ma, self.mb = pos_a.to(C.dtype)[:, :, None], pos_b.to(C.dtype)[:, :, None]
         self.a3, self.b3, self.pa3, self.pb3 = a[:, :, None], b[:, :, None], pos_a[:, :, None], pos_b[:, :, None]
-        self.na3, self.nb3 = -self.a3, -self.b3
-        self.orig = torch.arange(C.shape[0], device=C.device)
         self.clamp = CLAMP[C.dtype]
-        self.u = self.v = self.Kv = self.KTu = self.omega_minus_1 = self.finished = None
+        self.u = self.v = self.Kv = self.KTu = self.omega_minus_1 = None
         self.plain = True
 
     def cold_start(self, gamma: float, f_is_zero: bool):
-        """The first kernel of a cold start whose exponents lie in [-(max C - min C) / gamma, 0]: none reaches the
-        clamp, so it is skipped, and so is f where it is 0; scalings u = v = 1 on the points with mass."""
+        """The first kernel without the clamp (ScalingLoop.cold_start); u = v = 1 on the points with mass."""
         kernel(self.C, None if f_is_zero else self.f, self.g, gamma, self.K, None)
         self.u, self.v = self.ma.clone(), self.mb.clone()
 
-    def absorb(self, u, v, gamma: float):
-        """f += gamma log u, g += gamma log v: the scalings move into the potentials (Schmitzer 2019). u = 0 (zero
-        mass) gives -inf: that row stays empty."""
+    def _absorb(self, u, v, gamma: float):
+        """f += gamma log u, g += gamma log v (u = 0, a zero mass, gives -inf: that row stays empty)."""
         self.f = self.f + gamma * u.log()[:, :, 0]
         self.g = self.g + gamma * v.log()[:, :, 0]
 
-    def rebuild(self, u, v, gamma: float):
-        """Absorb the scalings u, v into the potentials and rebuild the normalised kernel for gamma; the new
-        scalings self.u, self.v represent the same plan on the new kernel (up to entries that sat at the clamp,
-        which now take their exact values)."""
-        self.absorb(u, v, gamma)
+    def absorb(self, gamma: float):
+        """The current scalings into the potentials (ScalingLoop.absorb)."""
+        self._absorb(self.u, self.v, gamma)
+
+    def rebuild(self, gamma: float):
+        """The normalised kernel for gamma (ScalingLoop.rebuild): its shifts r, c move from the potentials into
+        the scalings u = exp(r), v = exp(c), so the plan stays the potentials' (up to entries that sat at the
+        clamp, which now take their exact values)."""
         r, c = kernel(self.C, self.f, self.g, gamma, self.K, self.clamp, normalize=True)
         self.f = self.f - gamma * r[:, :, 0]
         self.g = self.g - gamma * c[:, :, 0]
@@ -125,20 +125,32 @@ class Scalings:
 
     def set_omega(self, omega: np.ndarray):
         """The over-relaxation factors (B,) for the updates of :meth:`iterate`."""
+        self.plain = all(w == 1 for w in omega.tolist())
         omega = torch.as_tensor(omega, dtype=self.C.dtype, device=self.C.device).view(-1, 1, 1)
         self.omega_minus_1 = omega - 1
 
-    def start(self, low: bool = True):
-        """Kv = K v: what the first row update reads (low: for wviz.ot.lean's interface)."""
+    def start(self):
+        """Kv = K v: what the first row update reads."""
         self.Kv = mv(self.K, self.v)
 
     def refresh(self):
-        """Kv and KTu of the current scalings (after a rebuild, for the marginals)."""
+        """Kv and KTu of the current scalings."""
         self.Kv, self.KTu = mv(self.K, self.v), mv(self.KT, self.u)
 
     def save(self):
-        """The current scalings, to go back to after an overflow (iterations replace them, never change them)."""
+        """The current scalings (iterations replace them, never change them in place)."""
         return self.u, self.v
+
+    def restore(self, saved):
+        """The scalings saved, with their Kv and KTu."""
+        self.u, self.v = saved
+        self.refresh()
+
+    def recover(self, saved, gamma: float):
+        """The scalings saved, absorbed and rebuilt for gamma, with their Kv."""
+        self._absorb(*saved, gamma)
+        self.rebuild(gamma)
+        self.start()
 
     def iterate(self, steps: int):
         """steps Sinkhorn iterations: u <- u^(1 - omega) (a / K v)^omega, then the same for v (Cuturi 2013's
@@ -160,9 +172,8 @@ class Scalings:
         self.u, self.v, self.Kv, self.KTu = u, v, Kv, KTu
 
     def errors(self) -> np.ndarray:
-        """Marginal error of every problem: the plan diag(u) K diag(v) has marginals u * Kv and v * KTu."""
-        err = torch.maximum(torch.addcmul(self.na3, self.u, self.Kv).abs_().sum((1, 2)),
-                            torch.addcmul(self.nb3, self.v, self.KTu).abs_().sum((1, 2)))
+        """The marginal errors: the plan diag(u) K diag(v) has marginals u * Kv and v * KTu."""
+        err = marginal_error(self.a3, self.b3, self.Kv, self.KTu, scalings=(self.u, self.v), dim=(1, 2))
         return np.array(err.tolist())
 
     def log_range(self) -> float:
@@ -170,8 +181,12 @@ class Scalings:
         ext = torch.cat([torch.where(self.pa3, self.u, 1).reshape(-1), torch.where(self.pb3, self.v, 1).reshape(-1)])
         return ext.log_().abs_().amax().item()
 
-    def plan_parts(self, gamma: float, idx: torch.Tensor | None = None):
-        """P and (marginal error, f, g, <C, P>, <C, P> - gamma H(P)) of the problems idx (all by default)."""
+    def plan(self) -> torch.Tensor:
+        """diag(u) K diag(v) as a new tensor."""
+        return self.u * self.K * self.v.mT
+
+    def plan_parts(self, gamma: float, idx: torch.Tensor | None = None) -> PlanParts:
+        """P and its parts of the problems idx (all by default; then P is written over K)."""
         parts = (self.K, self.u, self.v, self.Kv, self.KTu, self.f, self.g, self.C, self.a3, self.b3, self.pos_a,
                  self.pos_b)
         if idx is not None:
@@ -183,4 +198,3 @@ class Scalings:
         for name in self.BATCHED:
             setattr(self, name, getattr(self, name).index_select(0, idx))
         self.KT = self.K.mT
-

@@ -1,0 +1,72 @@
+"""wviz.ot.scaling: the kernel of the scaling form (clamped, normalised with exact shifts), the batched
+matrix-vector product, and compaction of a batch."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from tests.ot_problems import F64, random_problem
+from wviz.ot.problem import prepare
+from wviz.ot.scaling import CLAMP, Scalings, kernel, mv
+
+
+def test_kernel_is_the_exponential_of_the_potentials():
+    """K_ij = exp((f_i + g_j - C_ij) / gamma), exponents clamped to [-CLAMP, CLAMP / 2]; f=None stands for 0."""
+    g = torch.Generator().manual_seed(0)
+    C = torch.rand(2, 5, 4, generator=g, dtype=F64)
+    f, gg = torch.rand(2, 5, generator=g, dtype=F64), torch.rand(2, 4, generator=g, dtype=F64)
+    K = torch.empty_like(C)
+    assert kernel(C, f, gg, 0.1, K, CLAMP[F64]) is None
+    torch.testing.assert_close(K, torch.exp((f[:, :, None] + gg[:, None, :] - C) / 0.1), rtol=1e-14, atol=0)
+    kernel(C, None, gg, 0.1, K, None)
+    torch.testing.assert_close(K, torch.exp((gg[:, None, :] - C) / 0.1), rtol=1e-14, atol=0)
+    kernel(C, f, gg, 1e-4, K, 60.0)   # exponents down to -10^4: clamped at -60
+    torch.testing.assert_close(K.min(), torch.tensor(np.exp(-60.0), dtype=F64), rtol=1e-14, atol=0)
+
+
+def test_a_normalised_kernel_keeps_every_row_and_column_and_its_shifts_are_exact():
+    """normalize=True: every row and column of the kernel has largest entry 1 (none is lost to the clamp at a tiny
+    gamma), and exp(r_i) K_ij exp(c_j) is the unnormalised kernel; a row of zero mass (f = -inf) sits at the clamp
+    (its scaling, 0, keeps the plan's row empty) and is left out of the column shifts."""
+    a, b, C = random_problem(6, 5, seed=1)
+    C, f, gg = C[None], torch.zeros(1, 6, dtype=F64), torch.zeros(1, 5, dtype=F64)
+    f[0, 2] = -torch.inf
+    K = torch.empty_like(C)
+    r, c = kernel(C, f, gg, 1e-3, K, CLAMP[F64], normalize=True)
+    keep = torch.ones(6, dtype=torch.bool)
+    keep[2] = False
+    torch.testing.assert_close(K[0, keep].amax(-1), torch.ones(5, dtype=F64))
+    torch.testing.assert_close(K[0, keep].amax(0), torch.ones(5, dtype=F64))
+    assert bool((K[0, 2] == np.exp(-CLAMP[F64])).all()) and float(r[0, 2, 0]) == 0
+    log_plain = (f[:, :, None] + gg[:, None, :] - C) / 1e-3
+    exact = K > np.exp(-CLAMP[F64])   # the entries above the clamp
+    assert int(exact[0, keep].sum()) >= 10
+    torch.testing.assert_close((K.log() + r + c.mT)[exact], log_plain[exact], rtol=1e-12, atol=1e-9)
+
+
+def test_mv_is_the_batched_matrix_vector_product():
+    g = torch.Generator().manual_seed(2)
+    for B in (1, 3):
+        K, v = torch.rand(B, 7, 4, generator=g, dtype=F64), torch.rand(B, 4, 1, generator=g, dtype=F64)
+        torch.testing.assert_close(mv(K, v), torch.bmm(K, v), rtol=1e-14, atol=0)
+        torch.testing.assert_close(mv(K.mT, torch.rand(B, 7, 1, dtype=F64)).shape, torch.Size([B, 4, 1]))
+
+
+def test_keep_compacts_every_batched_tensor():
+    """Scalings.keep(idx): every tensor with one row per problem (Scalings.BATCHED) keeps the rows idx, and the
+    loop goes on with the problems as they were."""
+    probs = [random_problem(6, 5, seed=s) for s in range(3)]
+    a, b, C = (torch.stack([p[i] for p in probs]) for i in range(3))
+    a, b, C, _, facts = prepare(a, b, C)
+    loop = Scalings(a, b, C, facts.row_min.clone(), torch.zeros_like(b), False, False)
+    loop.cold_start(0.1, False)
+    loop.set_omega(np.ones(3))
+    loop.start()
+    loop.iterate(2)
+    before = {name: getattr(loop, name).clone() for name in Scalings.BATCHED}
+    P = loop.plan()
+    loop.keep(torch.tensor([2, 0]))
+    for name in Scalings.BATCHED:
+        torch.testing.assert_close(getattr(loop, name), before[name][[2, 0]], rtol=0, atol=0)
+    torch.testing.assert_close(loop.plan(), P[[2, 0]], rtol=0, atol=0)
+    assert loop.KT.data_ptr() == loop.K.data_ptr()
