@@ -56,24 +56,24 @@ def load_models():
                             lambda kind: bundled(kind, str(device)))
 
 
+def show_choice(choice: uv.ModelChoice):
+    """Why the bundled demo is shown instead of an upload, and each model's training record; the models shown."""
+    if choice.refused:
+        st.error(choice.refused, icon=":material/block:")
+        st.info("Meanwhile the page shows the bundled demo model.")
+    elif choice.waiting:
+        st.info("Upload a checkpoint in the sidebar (the example under the uploader is one); meanwhile the page shows "
+                "the bundled demo model.")
+    with sb.expander("Training record", icon=":material/description:"):
+        for m in choice.models.by_name.values():
+            st.caption(m.name + ("" if m.bundled else ": as recorded in the file, not re-measured (the dataset panel "
+                                                      "measures the model itself)"))
+            st.json(uv.record_summary(m.record), expanded=False)
+    return choice.models
+
+
 choice = ui.guarded("vit/models", load_models)
-if choice is None:
-    st.stop()
-if choice.refused:
-    st.error(choice.refused, icon=":material/block:")
-    st.info("Meanwhile the page shows the bundled demo model.")
-elif choice.waiting:
-    st.info("Upload a checkpoint in the sidebar (the example under the uploader is one); meanwhile the page shows "
-            "the bundled demo model.")
-models = choice.models
-main = models.main
-cfg = models.config
-names = models.class_names
-with sb.expander("Training record", icon=":material/description:"):
-    for m in models.by_name.values():
-        st.caption(m.name + ("" if m.bundled else ": as recorded in the file, not re-measured (the dataset panel "
-                                                  "measures the model itself)"))
-        st.json(uv.record_summary(m.record), expanded=False)
+models = None if choice is None else show_choice(choice)  # None: the page draws nothing that needs a model
 
 # -------------------------------------------------------------------------------------------------- image
 
@@ -95,20 +95,19 @@ else:
 
 def get_image():
     if image_source == "test set":
-        return uv.test_image(cfg, index)
-    return uv.uploaded_image(None if img_file is None else img_file.getvalue(), cfg, invert)
+        return uv.test_image(models.config, index)
+    return uv.uploaded_image(None if img_file is None else img_file.getvalue(), models.config, invert)
 
 
-picked = ui.guarded("vit/image", get_image)
-if picked is None:
-    st.stop()
-
-region = sb.selectbox("Corrupt a region", uv.REGION_KINDS, key="region", bind="query-params",
-                      help="Occlude a square of patches (set to 0, the digits' background) or add Gaussian noise to "
-                           "it, and watch the per-patch tr(Sigma) and the class probabilities' whiskers respond.")
-box, strength = None, 0.5
-if region != "none":
-    g = cfg.grid
+def corrupted(picked: uv.Picked):
+    """The region controls; the image as the models see it (its region corrupted) and the region's box, or None."""
+    region = sb.selectbox("Corrupt a region", uv.REGION_KINDS, key="region", bind="query-params",
+                          help="Occlude a square of patches (set to 0, the digits' background) or add Gaussian noise "
+                               "to it, and watch the per-patch tr(Sigma) and the class probabilities' whiskers "
+                               "respond.")
+    if region == "none":
+        return picked.image, None
+    g, strength = models.config.grid, 0.5
     r1, r2 = sb.columns(2)
     row = r1.number_input("Top row", 0, g - 1, g // 4, key="region_row", bind="query-params",
                           help="Patch row of the region's top-left patch (0 = top).")
@@ -121,54 +120,79 @@ if region != "none":
                              bind="query-params", help="Added to every pixel of the region (a fixed seed: a "
                                                        "link shows the same noise), then clipped to [0, 1].")
     box = uv.region_box(row, col, size, g)
-image = uv.corrupt_region(picked.image, region, box, cfg.patch_size, strength) if box else picked.image
-if picked.pre is not None:
-    ui.show_figure(figs.preprocessing(picked.pre.steps), key="vit_pre")
-    st.caption("What the model sees: the last panel. A digit that is too thin, off-centre or framed differently "
-               "from the training digits is out of distribution, and the uncertainty views below should say so.")
+    return uv.corrupt_region(picked.image, region, box, models.config.patch_size, strength), box
+
+
+picked = None if models is None else ui.guarded("vit/image", get_image)
+runs = None  # the image through every model shown: what everything down to the dataset panel draws
+if picked is not None:
+    image, box = corrupted(picked)
+    if picked.pre is not None:
+        ui.show_figure(figs.preprocessing(picked.pre.steps), key="vit_pre")
+        st.caption("What the model sees: the last panel. A digit that is too thin, off-centre or framed differently "
+                   "from the training digits is out of distribution, and the uncertainty views below should say so.")
+    samples = sb.select_slider("Monte-Carlo samples S", list(uv.SAMPLES), uv.DEFAULT_SAMPLES, key="samples",
+                               bind="query-params", help="Draws of the patch embeddings from their Gaussians (eq. "
+                                                         "(5)); the prediction is the mean of the S softmax outputs.")
+    seed = sb.number_input("Sampling seed", 0, 10_000, 0, key="seed", bind="query-params",
+                           help="Seed of the Monte-Carlo draws, so that a link reproduces them.")
+    with st.spinner(f"Running {samples} Monte-Carlo draws through {len(models.by_name)} model(s)..."):
+        runs = ui.guarded("vit/inspect", lambda: uv.inspect_all(models, image, samples, seed))
 
 # ------------------------------------------------------------------------------------------------ one image
 
-samples = sb.select_slider("Monte-Carlo samples S", [1, 2, 4, 8, 16, 32, 64, 128, 256], 32, key="samples",
-                           bind="query-params", help="Draws of the patch embeddings from their Gaussians (eq. (5)); "
-                                                      "the prediction is the mean of the S softmax outputs.")
-seed = sb.number_input("Sampling seed", 0, 10_000, 0, key="seed", bind="query-params",
-                       help="Seed of the Monte-Carlo draws, so that a link reproduces them.")
-with st.spinner(f"Running {samples} Monte-Carlo draws through {len(models.by_name)} model(s)..."):
-    runs = ui.guarded("vit/inspect", lambda: uv.inspect_all(models, image, samples, seed))
-if runs is None:
-    st.stop()
 
-st.subheader("Prediction")
-if picked.label is not None:
-    st.markdown(f"True class: **{names[picked.label]}**. " + ", ".join(
-        f"{n}: **{names[c]}** ({p:.1%})" for n, (c, p) in uv.predictions(runs).items()))
-ui.show_figure(figs.class_probabilities({n: r.mc for n, r in runs.items()}, names, int(samples)), key="vit_probs")
-st.caption("Bars: the predictive distribution, the mean over S draws of softmax(logits). Whiskers: 5 % to 95 % of "
-           "the draws, the per-class spread. The deterministic twin has no embedding noise: no whiskers.")
-ui.equation(r"p(y\mid x) \approx \frac1S \sum_{s=1}^S \operatorname{softmax}\big(f(z^{(s)})\big),\quad "
-            r"z^{(s)} = \mu + \Sigma^{1/2}\varepsilon^{(s)}")
-ui.equation(r"H(p) = -\sum_c p_c \log p_c")
-ui.show_figure(figs.entropy_bars(uv.entropies(runs), cfg.n_classes), key="vit_entropy")
-st.caption("Predictive entropy: 0 for a sure prediction, log C for a uniform one. Compare a clean test digit with "
-           "an uploaded scribble.")
+def show_prediction():
+    names = models.class_names
+    st.subheader("Prediction")
+    if picked.label is not None:
+        st.markdown(f"True class: **{names[picked.label]}**. " + ", ".join(
+            f"{n}: **{names[c]}** ({p:.1%})" for n, (c, p) in uv.predictions(runs).items()))
+    ui.show_figure(figs.class_probabilities({n: r.mc for n, r in runs.items()}, names, int(samples)),
+                   key="vit_probs")
+    st.caption("Bars: the predictive distribution, the mean over S draws of softmax(logits). Whiskers: 5 % to 95 % "
+               "of the draws, the per-class spread. The deterministic twin has no embedding noise: no whiskers.")
+    ui.equation(r"p(y\mid x) \approx \frac1S \sum_{s=1}^S \operatorname{softmax}\big(f(z^{(s)})\big),\quad "
+                r"z^{(s)} = \mu + \Sigma^{1/2}\varepsilon^{(s)}")
+    ui.equation(r"H(p) = -\sum_c p_c \log p_c")
+    ui.show_figure(figs.entropy_bars(uv.entropies(runs), models.config.n_classes), key="vit_entropy")
+    st.caption("Predictive entropy: 0 for a sure prediction, log C for a uniform one. Compare a clean test digit "
+               "with an uploaded scribble.")
 
 
-def draw_inside(v: uv.Inside):
-    grid = cfg.grid
+def layer_slider(where) -> int:
+    depth = models.config.depth
+    return where.slider("Layer", 0, depth, min(uv.DEFAULT_LAYER, depth), key="layer", bind="query-params",
+                        help="0: the patch embeddings of eq. (5); l: the tokens after block l.")
+
+
+def look_inside(layer: int) -> uv.LayerMaps:
+    """The maps at ``layer`` of the head and query chosen beside the Layer slider. They are drawn here, in ui.live's
+    fragment, so that a head or query move reruns it alone too (the prediction above and the dataset panel below
+    do not depend on them)."""
+    cfg = models.config
+    head = head_slot.selectbox("Head", list(range(cfg.heads)), key="head", bind="query-params",
+                               help="Which attention head's map to show (the rollout averages the heads).")
+    query = query_slot.selectbox("Query token", list(range(1 + cfg.n_patches)), key="query", bind="query-params",
+                                 format_func=lambda q: uv.token_label(q, cfg.grid),
+                                 help="The token whose attention weights are drawn.")
+    return uv.layer_maps(models, runs, image, box, layer, int(head), int(query))
+
+
+def draw_inside(v: uv.LayerMaps):
+    grid = models.config.grid
     if v.trace is not None:
-        ui.show_figure(figs.map_over_image(image, v.trace, f"Per-patch uncertainty tr(Sigma) at layer {v.layer}",
-                                           "tr(Sigma) per patch", v.mark, box), key="vit_trace")
+        ui.show_figure(figs.main_figure(v), key="vit_trace")
         st.caption(r"The trace of each patch token's covariance. The embedding layer (0) depends on the patch alone; "
                    r"later layers add the variance carried by attention, $(A \odot A)\,\Sigma_v$: the variance of "
                    r"$\sum_j A_{ij} v_j$ for independent $v_j$. It says where the embedding noise does no harm "
                    "to the classification, not whether the image is a digit (docs/TRAINING.md measures this)."
                    + (" In the dashed box: the corrupted patches; compare their tr(Sigma) and the whiskers above "
-                      "with region 'none'." if box else ""))
+                      "with region 'none'." if v.box else ""))
         ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top")
     else:
         st.info("The uploaded model is deterministic: it has no covariances to show.")
-    ui.views(attention_views(v, box), key="view", label="Attention",
+    ui.views(attention_views(v), key="view", label="Attention",
              help="Over the image: the chosen head's weights of the query on the patches. Heads: every head of the "
                   "block and the rollout. Twin: the deterministic model's heads for the same query. The lecture "
                   "bundle holds them all.")
@@ -177,18 +201,18 @@ def draw_inside(v: uv.Inside):
                 f"into {grid} x {grid}: there is no same query to compare, so the twin's attention is not drawn.")
 
 
-def attention_views(v: uv.Inside, box) -> dict[str, ui.View]:
+def attention_views(v: uv.LayerMaps) -> dict[str, ui.View]:
     """The attention maps of the query, one drawn at a time: a layer move redraws the trace map and the chosen map,
     not four figures (BENCHMARKS.md)."""
     blk = v.heads.block
 
     def over_image():
-        return figs.map_over_image(image, v.one, f"Attention of the query (red) in block {blk + 1}, head {v.head}",
-                                   "weight on each patch", v.mark, box)
+        return figs.map_over_image(v.image, v.one, f"Attention of the query (red) in block {blk + 1}, head {v.head}",
+                                   "weight on each patch", v.mark, v.box)
 
     def heads():
         return figs.attention_heads(list(v.heads.per_head), v.heads.rollout,
-                                    f"{main.name}: attention per head (block {blk + 1}) and rollout")
+                                    f"{models.main.name}: attention per head (block {blk + 1}) and rollout")
 
     def twin():
         return figs.attention_heads(list(v.twin.per_head), v.twin.rollout,
@@ -215,89 +239,92 @@ def attention_views(v: uv.Inside, box) -> dict[str, ui.View]:
     return views
 
 
-@ui.fragment
-def inside():
-    """The layer, head and query controls and the maps they drive: moving one reruns this alone, not the page
-    (the prediction above and the dataset panel below do not depend on them)."""
+if runs is not None:
+    show_prediction()
     st.subheader("Inside the stochastic model")
-    c1, c2, c3 = st.columns(3)
-    layer = c1.slider("Layer", 0, cfg.depth, min(1, cfg.depth), key="layer", bind="query-params",
-                      help="0: the patch embeddings of eq. (5); l: the tokens after block l.")
-    head = c2.selectbox("Head", list(range(cfg.heads)), key="head", bind="query-params",
-                        help="Which attention head's map to show (the rollout averages the heads).")
-    query = c3.selectbox("Query token", list(range(1 + cfg.n_patches)), key="query", bind="query-params",
-                         format_func=lambda q: uv.token_label(q, cfg.grid),
-                         help="The token whose attention weights are drawn.")
-    v = ui.guarded("vit/inside", lambda: uv.inside(models, runs, layer, int(head), int(query)))
-    if v is not None:
-        draw_inside(v)
-
-
-inside()
+    layer_slot, head_slot, query_slot = st.columns(3)  # the layer drawn by ui.live, the head and query in its run
+    ui.live("vit/inside", layer_slot, layer_slider, look_inside, draw_inside)
 
 # ---------------------------------------------------------------------------------------------- dataset
 
-st.subheader("On the whole digits test split")
-if not models.reads_digits:
-    st.info("The dataset panel evaluates on the digits test split; this model takes other images.")
-    st.stop()
-d1, d2 = st.columns(2)
-score = d1.selectbox("OOD score", uv.score_choices(models.stochastic), key="score", bind="query-params",
-                     help="Larger = more likely out of distribution.  \n"
-                          "- max-softmax: 1 - the largest class probability;  \n"
-                          "- predictive entropy: H of the mean of the S draws;  \n"
-                          "- mutual information (BALD): H[E p] - E H[p], how much the draws disagree;  \n"
-                          "- class spread: the share of draws whose class is not the most frequent one;  \n"
-                          "- covariance trace: the mean tr(Sigma) of the last layer's tokens.  \n"
-                          "The last three only for the stochastic model.")
-ood_name = d2.selectbox("OOD set", list(uv.OOD_SETS), key="ood", bind="query-params",
-                        help="Far from the digits: crops of scikit-learn's two sample photographs, or uniform noise. "
-                             "Near: mixed digits, the left half of a test digit beside the right half of a digit of "
-                             "another class. All shaped like the digits.")
-jobs = uv.panel_jobs(models)
-for j in jobs:
-    if j.capped:
-        st.caption(f"{j.name}: its record asks for {j.asked} Monte-Carlo samples per image; the panel uses "
-                   f"{j.samples}.")
-# Each model's evaluation (seconds per pass over 360 images) runs once per (weights, S, corruptions) for the
-# server, in the background: the controls above answer meanwhile (ui.background).
-keys = {j.name: ("vit/panel", *j.key, str(device)) for j in jobs}
-try:
-    reports = {j.name: ui.background(keys[j.name], lambda progress, j=j: uv.evaluate_panel(j, progress))[0]
-               for j in jobs}
-except ValueError as err:
-    st.error(str(err))
-    st.stop()
-waiting = [j for j in jobs if reports[j.name] is None]
-if waiting:
-    ui.wait_for(keys[waiting[0].name], f"Evaluating {waiting[0].name} on the test split and the OOD sets"
-                                       + ("" if waiting[0].from_record else " and the corruptions") + "...")
-    st.stop()
-ui.show_figure(figs.reliability({n: r.reliability for n, r in reports.items()}), key="vit_reliability")
-st.caption("Above, each bar: the accuracy of the test digits whose top probability fell in one of 15 bins (bins "
-           "holding no digit are left out); on the diagonal the model is as accurate as it is confident. Below: how "
-           "many digits each bin holds (log scale): almost all sit in the top bin, so a bar over 1 to 3 digits "
-           "weighs little in the ECE.")
-ui.equation(r"\mathrm{ECE} = \sum_b \frac{n_b}{N}\,\big|\mathrm{acc}_b - \mathrm{conf}_b\big|")
-ui.show_figure(figs.ood_histograms(uv.ood_scores(reports, ood_name, score), score, ood_name), key="vit_ood")
-st.caption("AUROC: the probability that a random OOD image scores higher than a random test digit (0.5 = "
-           "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
-ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - \tfrac1S \textstyle\sum_s H[p_s],"
-            r"\qquad \text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\}")
-ui.show_figure(figs.corruption_curves(uv.corruption_curves(jobs, reports), uv.SEVERITIES), key="vit_corruption")
-recorded = [j.name for j in jobs if j.from_record]
-measured = [j.name for j in jobs if not j.from_record]
-st.caption("Test error under Gaussian noise, blur and contrast loss at severities 1 to 5. "
-           + (f"{', '.join(recorded)}: from the bundled checkpoint's training record (the same evaluation, run at "
-              "the end of training). " if recorded else "")
-           + (f"{', '.join(measured)}: measured here." if measured else ""))
-aurocs = uv.corruption_aurocs(jobs, reports, score)
-old = [n for n, v in aurocs.items() if v is None]
-if old:
-    st.info(f"{', '.join(old)}: this checkpoint's record predates the per-score corruption AUROCs; retrain it with "
-            "`python -m wviz.vit.train` to see them.")
-shown = {n: v for n, v in aurocs.items() if v is not None}
-if shown:
-    ui.show_figure(figs.corruption_aurocs(shown, uv.SEVERITIES, score), key="vit_corruption_auroc")
-    st.caption(f"How well '{score}' tells each corrupted test digit from the clean ones: 1 = every corrupted digit "
-               "scores higher, 0.5 = the score does not see the corruption, below 0.5 = it falls.")
+
+def panel_reports(jobs) -> dict | None:
+    """Each model's report, or None while one is still being evaluated (its progress bar drawn) or failed (its
+    message shown). Each evaluation (seconds per pass over 360 images) runs once per (weights, S, corruptions) for
+    the server, in the background: the controls above answer meanwhile (ui.background)."""
+    job_keys = {j.name: ("vit/panel", *j.cache_key, str(device)) for j in jobs}
+    try:
+        reports = {j.name: ui.background(job_keys[j.name], lambda progress, j=j: uv.evaluate_panel(j, progress))[0]
+                   for j in jobs}
+    except ValueError as err:
+        st.error(str(err))
+        return None
+    waiting = [j for j in jobs if reports[j.name] is None]
+    if waiting:
+        ui.wait_for(job_keys[waiting[0].name], f"Evaluating {waiting[0].name} on the test split and the OOD sets"
+                                               + ("" if waiting[0].from_record else " and the corruptions") + "...")
+        return None
+    return reports
+
+
+def dataset_panel():
+    d1, d2 = st.columns(2)
+    score = d1.selectbox("OOD score", uv.score_choices(models.stochastic), key="score", bind="query-params",
+                         help="Larger = more likely out of distribution.  \n"
+                              "- max-softmax: 1 - the largest class probability;  \n"
+                              "- predictive entropy: H of the mean of the S draws;  \n"
+                              "- mutual information (BALD): H[E p] - E H[p], how much the draws disagree;  \n"
+                              "- class spread: the share of draws whose class is not the most frequent one;  \n"
+                              "- covariance trace: the mean tr(Sigma) of the last layer's tokens.  \n"
+                              "The last three only for the stochastic model.")
+    ood_name = d2.selectbox("OOD set", list(uv.OOD_SETS), key="ood", bind="query-params",
+                            help="Far from the digits: crops of scikit-learn's two sample photographs, or uniform "
+                                 "noise. Near: mixed digits, the left half of a test digit beside the right half of a "
+                                 "digit of another class. All shaped like the digits.")
+    jobs = uv.panel_jobs(models)
+    for j in jobs:
+        if j.capped:
+            st.caption(f"{j.name}: its record asks for {j.asked} Monte-Carlo samples per image; the panel uses "
+                       f"{j.samples}.")
+    reports = panel_reports(jobs)
+    if reports is not None:
+        draw_panel(jobs, reports, score, ood_name)
+
+
+def draw_panel(jobs, reports: dict, score: str, ood_name: str):
+    ui.show_figure(figs.reliability({n: r.reliability for n, r in reports.items()}), key="vit_reliability")
+    st.caption("Above, each bar: the accuracy of the test digits whose top probability fell in one of 15 bins "
+               "(bins holding no digit are left out); on the diagonal the model is as accurate as it is confident. "
+               "Below: how many digits each bin holds (log scale): almost all sit in the top bin, so a bar over 1 to 3 "
+               "digits weighs little in the ECE.")
+    ui.equation(r"\mathrm{ECE} = \sum_b \frac{n_b}{N}\,\big|\mathrm{acc}_b - \mathrm{conf}_b\big|")
+    ui.show_figure(figs.ood_histograms(uv.ood_scores(reports, ood_name, score), score, ood_name), key="vit_ood")
+    st.caption("AUROC: the probability that a random OOD image scores higher than a random test digit (0.5 = "
+               "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
+    ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - \tfrac1S \textstyle\sum_s H[p_s],"
+                r"\qquad \text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\}")
+    ui.show_figure(figs.corruption_curves(uv.corruption_curves(jobs, reports), uv.SEVERITIES), key="vit_corruption")
+    recorded = [j.name for j in jobs if j.from_record]
+    measured = [j.name for j in jobs if not j.from_record]
+    st.caption("Test error under Gaussian noise, blur and contrast loss at severities 1 to 5. "
+               + (f"{', '.join(recorded)}: from the bundled checkpoint's training record (the same evaluation, run at "
+                  "the end of training). " if recorded else "")
+               + (f"{', '.join(measured)}: measured here." if measured else ""))
+    aurocs = uv.corruption_aurocs(jobs, reports, score)
+    old = [n for n, v in aurocs.items() if v is None]
+    if old:
+        st.info(f"{', '.join(old)}: this checkpoint's record predates the per-score corruption AUROCs; retrain it "
+                "with `python -m wviz.vit.train` to see them.")
+    shown = {n: v for n, v in aurocs.items() if v is not None}
+    if shown:
+        ui.show_figure(figs.corruption_aurocs(shown, uv.SEVERITIES, score), key="vit_corruption_auroc")
+        st.caption(f"How well '{score}' tells each corrupted test digit from the clean ones: 1 = every corrupted "
+                   "digit scores higher, 0.5 = the score does not see the corruption, below 0.5 = it falls.")
+
+
+if models is not None:
+    st.subheader("On the whole digits test split")
+    if models.reads_digits:
+        dataset_panel()
+    else:
+        st.info("The dataset panel evaluates on the digits test split; this model takes other images.")

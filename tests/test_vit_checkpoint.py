@@ -14,7 +14,7 @@ from safetensors.torch import save as st_save
 from wviz.vit.checkpoint import MAX_WEIGHT, check_record, load_checkpoint, save_checkpoint
 from wviz.vit.evaluate import predict
 from wviz.vit.model import ViTConfig, build_model
-from wviz.views.uncertainty_inspector import inspect_image
+from wviz.vit.inspection import inspect_image
 
 CFG = ViTConfig(dim=16, depth=1, heads=2)
 RECORD = {"data": "digits", "epochs": 3, "seed": 7, "metrics": {"accuracy": 0.5}, "class_names": list("0123456789")}

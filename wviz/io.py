@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
+
+from wviz.vit.data import image_from_bytes, resize
 
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024  # a 2-D cloud or cost matrix for an interactive page is far smaller
 MAX_POINTS = 4096
@@ -226,3 +229,47 @@ def parse_masses(text: str, size: int, name: str, per: str = "point") -> torch.T
     if problems:
         fail(f"masses of {name}", problems)
     return torch.tensor(values, dtype=torch.float64)
+
+
+# ---- pictures -------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Preprocessed:
+    """An uploaded picture on its way to a model: steps = [(caption, (C, H, W) image in [0, 1])], the last one
+    being the model's input; inverted says whether dark-on-light was turned into light-on-dark like the digits."""
+
+    steps: list
+    image: torch.Tensor
+    inverted: bool
+
+
+def _preprocess(raw: bytes, channels: int, size: int, invert: str) -> Preprocessed:
+    if invert not in ("auto", "yes", "no"):
+        raise ValueError(f"invert must be 'auto', 'yes' or 'no', got {invert!r}")
+    full = image_from_bytes(raw, channels, 128)
+    small = resize(full[None], size)[0]
+    inverted = invert == "yes" or (invert == "auto" and float(small.mean()) > 0.5)
+    x = 1 - small if inverted else small
+    lo, hi = float(x.min()), float(x.max())
+    if hi - lo < 1e-6:
+        raise ValueError("the picture is a single flat colour: there is nothing for the model to read")
+    x = (x - lo) / (hi - lo)
+    steps = [("upload, grey, square", full), (f"{size} x {size}", small)]
+    if inverted:
+        steps.append(("inverted", 1 - small))
+    steps.append(("[0, 1]: model input", x))
+    return Preprocessed(steps, x, inverted)
+
+
+def read_image(raw: bytes, channels: int, size: int, invert: str = "auto") -> Preprocessed:
+    """An uploaded PNG/JPG of a digit -> a ViT's input: grey (or RGB), centre-cropped to a square, resized to
+    size x size, inverted when ``invert`` is 'yes', or 'auto' and the picture is mostly light (the digits are light
+    strokes on black), then stretched to [0, 1] like the training digits (whose strokes reach 1). A file that is
+    not such a picture raises a ValueError saying what is wrong and what a valid image is."""
+    try:
+        return _preprocess(raw, channels, size, invert)
+    except ValueError as err:
+        raise ValueError(f"your image was not used: {str(err).rstrip('.')}. A valid image is a PNG or JPG picture "
+                         f"of one digit, light on dark or dark on light, of any size (it is turned grey, "
+                         f"centre-cropped to a square and resized to {size} x {size}); the example image under the "
+                         "uploader is one.") from None

@@ -1,6 +1,7 @@
 """The "Uncertainty inspector" computations against independent references: the bundled ViTs on 2 test digits,
-rollout by an explicit numpy product, tr(Sigma) summed by numpy, attention rows summing to 1 with the class
-token, the panel's choices and curves from the training record."""
+the maps the layer slider drives read from the model's own pass, the panel's choices and curves from the training
+record. (The rollout, the per-patch maps and the corrupted region are wviz.vit's: tests/test_vit_rollout.py,
+test_vit_inspection.py, test_vit_patches.py.)"""
 import io
 
 import numpy as np
@@ -31,7 +32,7 @@ def runs(models, images):
 def test_bundled_models_and_their_set(models):
     assert list(models.by_name) == ["stochastic", "deterministic"]
     assert models.main.name == "stochastic" and models.stochastic and models.reads_digits
-    assert models.main.bundled and models.main.key == "bundled:stochastic"
+    assert models.main.bundled and models.main.weights_id == "bundled:stochastic"
     assert models.class_names == [str(i) for i in range(10)]
     assert set(uv.record_summary(models.main.record)) == set(uv.RECORD_SHOWN)  # the bundled record has them all
     # a model reading other images leaves the twin out, and the panel with it
@@ -43,13 +44,13 @@ def test_bundled_models_and_their_set(models):
         uv.load_upload(None, "", "cpu")
 
 
-def test_upload_key_is_the_sha256_of_the_file():
+def test_upload_weights_id_is_the_sha256_of_the_file():
     import hashlib
 
     raw = uv.BUNDLED["deterministic"].read_bytes()
     up = uv.load_upload(raw, "twin.safetensors", "cpu")
     assert up.name == "uploaded (deterministic)" and not up.bundled
-    assert up.key == "upload:" + hashlib.sha256(raw).hexdigest()
+    assert up.weights_id == "upload:" + hashlib.sha256(raw).hexdigest()
 
 
 def test_test_image_and_the_upload(models, images):
@@ -82,52 +83,16 @@ def test_inspection_predictions_and_entropy(models, runs, images):
         assert abs(uv.entropies(runs)[name] - -(p[p > 0] * np.log(p[p > 0])).sum()) < 1e-5
 
 
-@pytest.mark.parametrize("layer", [0, 1, 3])
-def test_patch_map_is_the_covariance_trace(runs, layer):
+def test_token_labels():
+    assert uv.token_label(0, 4) == "class token"
+    assert uv.token_label(11, 4) == "patch 11 (row 2, col 2)" and uv.token_label(16, 4) == "patch 16 (row 3, col 3)"
+
+
+def test_layer_maps_gather_the_maps_of_both_models(models, runs, images):
+    image = images[0][1]
+    v = uv.layer_maps(models, runs, image, None, layer=2, head=1, query=6)
     out = runs["stochastic"].out
-    cov = out.covariances[layer][0].detach().numpy()          # (1 + P, D) diagonal covariances
-    want = cov[1:].sum(axis=-1).reshape(4, 4)
-    np.testing.assert_allclose(uv.patch_map(out, layer, 4).numpy(), want, rtol=1e-6)
-    assert uv.patch_map(runs["deterministic"].out, layer, 4) is None
-    with pytest.raises(ValueError, match="layer must be"):
-        uv.patch_map(out, 9, 4)
-
-
-def test_query_attention_rows_sum_to_one_with_the_class_token(runs):
-    out = runs["stochastic"].out
-    for block in range(len(out.attentions)):
-        for head in range(out.attentions[block].shape[1]):
-            for query in (0, 6, 16):
-                patches, cls = uv.query_attention(out, block, head, query, 4)
-                assert patches.shape == (4, 4)
-                assert abs(float(patches.sum()) + cls - 1) < 1e-5
-                A = out.attentions[block][0, head, query].detach().numpy()
-                np.testing.assert_allclose(patches.numpy().ravel(), A[1:], atol=0)
-
-
-def test_rollout_is_the_product_of_averaged_attention_plus_identity(runs):
-    for r in runs.values():
-        attn = [A[0].detach().double().numpy() for A in r.out.attentions]
-        n = attn[0].shape[-1]
-        R = np.eye(n)
-        for A in attn:
-            R = 0.5 * (A.mean(axis=0) + np.eye(n)) @ R
-        got = uv.rollout(r.out.attentions, 4).double().numpy()
-        np.testing.assert_allclose(got.ravel(), R[0, 1:], atol=1e-6)
-        assert abs(got.sum() + R[0, 0] - 1) < 1e-5                # rows of the product still sum to one
-
-
-def test_token_labels_and_blocks():
-    assert uv.token_label(0, 4) == "class token" and uv.patch_of(0, 4) is None
-    assert uv.token_label(11, 4) == "patch 11 (row 2, col 2)" and uv.patch_of(11, 4) == (2, 2)
-    assert uv.patch_of(16, 4) == (3, 3)
-    assert [uv.block_of(layer) for layer in range(4)] == [0, 0, 1, 2]
-
-
-def test_inside_gathers_the_maps_of_both_models(models, runs):
-    v = uv.inside(models, runs, layer=2, head=1, query=6)
-    out = runs["stochastic"].out
-    assert v.heads.block == 1 and v.mark == (1, 1)
+    assert v.heads.block == 1 and v.mark == (1, 1) and v.image is image and v.box is None
     torch.testing.assert_close(v.trace, uv.patch_map(out, 2, 4))
     torch.testing.assert_close(v.one, out.attentions[1][0, 1, 6, 1:].reshape(4, 4))
     assert abs(v.class_weight - float(out.attentions[1][0, 1, 6, 0])) < 1e-7
@@ -140,13 +105,55 @@ def test_inside_gathers_the_maps_of_both_models(models, runs):
     assert v.twin_grid is None
 
 
-def test_inside_a_model_with_another_grid_draws_no_twin(models, images):
+def test_layer_maps_of_a_model_with_another_grid_draw_no_twin(models, images):
     torch.manual_seed(0)
     small = build_model(ViTConfig(kind="stochastic", patch_size=2, dim=8, depth=1, heads=2))
     ms = uv.model_set(uv.Loaded("uploaded (stochastic)", small, {}, "upload:y"), models.twin)
     runs = uv.inspect_all(ms, images[0][0], samples=2, seed=0)
-    v = uv.inside(ms, runs, layer=1, head=0, query=40)
+    v = uv.layer_maps(ms, runs, images[0][0], None, layer=1, head=0, query=40)
     assert v.twin is None and v.twin_grid == 4 and v.mark == (4, 7) and v.one.shape == (8, 8)
+
+
+def test_main_figure_is_the_trace_map_over_the_image_it_was_computed_on(models):
+    """figs.main_figure(maps) draws what the page drew by hand: the image the models saw (its region corrupted),
+    beside tr(Sigma) per patch summed by the model's own covariances, titled with the layer, the query's patch and
+    the region outlined; a deterministic model has no main figure."""
+    from wviz.figures import uncertainty_inspector as figs
+
+    x, _ = uv.test_split()
+    box = uv.region_box(0, 2, 2, 4)
+    noisy = uv.corrupt_region(x[5], "noise", box, 4, 0.4)
+    runs = uv.inspect_all(models, noisy, 4, 1)
+    v = uv.layer_maps(models, runs, noisy, box, layer=3, head=2, query=11)
+    fig = figs.main_figure(v)
+    assert fig.layout.title.text == "Per-patch uncertainty tr(Sigma) at layer 3"
+    drawn, trace = fig.data
+    np.testing.assert_allclose(np.asarray(drawn.z, dtype=float), noisy[0].numpy(), atol=1e-7)
+    with torch.no_grad():
+        want = models.main.model(noisy[None]).covariances[3][0, 1:].sum(-1).reshape(4, 4).numpy()
+    np.testing.assert_allclose(np.asarray(trace.z, dtype=float), want, rtol=1e-5)
+    solid = [(s.xref, s.x0, s.y0) for s in fig.layout.shapes if s.line.dash != "dash"]
+    dashed = [(s.xref, s.x0, s.y0, s.x1, s.y1) for s in fig.layout.shapes if s.line.dash == "dash"]
+    assert solid == [("x", 7.5, 7.5), ("x2", 1.5, 1.5)]                  # token 11: the patch in row 2, col 2
+    assert dashed == [("x", 7.5, -0.5, 15.5, 7.5), ("x2", 1.5, -0.5, 3.5, 1.5)]
+    twin = uv.layer_maps(uv.Models({"deterministic": models.twin}, models.twin), runs, noisy, box, 1, 0, 0)
+    with pytest.raises(ValueError, match="no covariances"):
+        figs.main_figure(twin)
+
+
+def test_at_defaults_is_the_pages_computation_at_its_defaults(models):
+    """at_defaults(device)(layer): the bundled pair on test digit 0, S = 32 draws of seed 0, head 0 and query 0 (the
+    page's defaults), as the page computes them; the layer slider runs 0..DEFAULT_DEPTH, the bundled depth."""
+    assert uv.DEFAULT_DEPTH == models.config.depth == 3 and uv.DEFAULT_SAMPLES in uv.SAMPLES
+    at = uv.at_defaults("cpu")
+    image = uv.test_image(models.config, 0).image
+    runs = uv.inspect_all(models, image, 32, 0)
+    for layer in range(uv.DEFAULT_DEPTH + 1):
+        got, want = at(layer), uv.layer_maps(models, runs, image, None, layer, 0, 0)
+        assert (got.layer, got.head, got.query, got.mark, got.box) == (layer, 0, 0, None, None)
+        torch.testing.assert_close(got.image, image, rtol=0, atol=0)
+        torch.testing.assert_close(got.trace, want.trace, rtol=0, atol=0)
+        torch.testing.assert_close(got.heads.rollout, want.heads.rollout, rtol=0, atol=0)
 
 
 def test_panel_jobs_cap_samples_and_read_curves_from_the_record(models):
@@ -154,7 +161,7 @@ def test_panel_jobs_cap_samples_and_read_curves_from_the_record(models):
     assert [j.name for j in jobs] == ["stochastic", "deterministic"]
     for j in jobs:
         asked = j.loaded.record.get("eval_samples", 16)
-        assert j.samples == min(asked, uv.MAX_PANEL_SAMPLES) and j.from_record and j.key[2] is False
+        assert j.samples == min(asked, uv.MAX_PANEL_SAMPLES) and j.from_record and j.cache_key[2] is False
     greedy = uv.Loaded("uploaded (deterministic)", models.twin.model,
                        {"eval_samples": 4096, "metrics": {"corruption_error": {"blur": [0.0] * 5}}}, "upload:z")
     (job,) = uv.panel_jobs(uv.Models({greedy.name: greedy}, models.twin))
@@ -165,24 +172,14 @@ def test_panel_jobs_cap_samples_and_read_curves_from_the_record(models):
     assert uv.score_choices(False) == ["max-softmax", "predictive entropy"]
 
 
-def test_a_corrupted_region_changes_its_pixels_only_and_the_maps_follow(models):
-    """corrupt_region touches exactly the box's pixels; the trace map the page draws for the corrupted image is the
-    model's own on that image, and occluding the middle of the test 6 raises the embeddings' tr(Sigma) there."""
+def test_the_maps_follow_a_corrupted_region(models):
+    """The trace map the page draws for a corrupted image is the model's own on that image, and occluding the middle
+    of the test 6 raises the embeddings' tr(Sigma) there. (What corrupt_region does to the pixels:
+    tests/test_vit_patches.py.)"""
     x, _ = uv.test_split()
     image = x[0]
-    assert uv.region_box(1, 1, 2, 4) == (1, 1, 3, 3)
-    assert uv.region_box(3, -2, 9, 4) == (3, 0, 4, 4)           # clamped to the grid
-    inside = torch.zeros_like(image, dtype=torch.bool)
-    inside[:, 4:12, 4:12] = True
-    occluded = uv.corrupt_region(image, "occlude", (1, 1, 3, 3), 4)
-    assert torch.equal(occluded[~inside], image[~inside]) and not occluded[inside].any()
-    noisy = uv.corrupt_region(image, "noise", (1, 1, 3, 3), 4, strength=0.3, seed=2)
-    assert torch.equal(noisy[~inside], image[~inside]) and not torch.equal(noisy[inside], image[inside])
-    assert torch.equal(noisy, uv.corrupt_region(image, "noise", (1, 1, 3, 3), 4, strength=0.3, seed=2))
-    assert 0 <= noisy.min() and noisy.max() <= 1
-    assert uv.corrupt_region(image, "none", (1, 1, 3, 3), 4) is image
-    with pytest.raises(ValueError, match="unknown region corruption"):
-        uv.corrupt_region(image, "fog", (1, 1, 3, 3), 4)
+    box = uv.region_box(1, 1, 2, 4)
+    occluded = uv.corrupt_region(image, "occlude", box, 4)
     model = models.main.model
     clean, hit = (uv.inspect_all(models, im, 8, 0)[models.main.name] for im in (image, occluded))
     with torch.no_grad():
@@ -192,6 +189,10 @@ def test_a_corrupted_region_changes_its_pixels_only_and_the_maps_follow(models):
     assert bool((after[1:3, 1:3] > before[1:3, 1:3]).all())      # blank patches take the background's variance
     torch.testing.assert_close(after[0], before[0])               # the embeddings outside depend on their patch
     assert float(hit.mc.entropy) > 5 * float(clean.mc.entropy)
+    runs = uv.inspect_all(models, occluded, 8, 0)
+    v = uv.layer_maps(models, runs, occluded, box, layer=0, head=0, query=0)
+    assert v.image is occluded and v.box == (1, 1, 3, 3) and v.mark is None
+    torch.testing.assert_close(v.trace, direct)
 
 
 def test_panel_curves_and_scores():
@@ -357,8 +358,8 @@ def colour_bar_titles(fig) -> list[str]:
 def test_every_heatmap_has_a_colour_bar(models, runs, images):
     from wviz.figures import uncertainty_inspector as figs
 
-    v = uv.inside(models, runs, layer=2, head=1, query=6)
     image = images[0][1]
+    v = uv.layer_maps(models, runs, image, None, layer=2, head=1, query=6)
     fig = figs.map_over_image(image, v.trace, "t", "tr(Sigma) per patch", v.mark)
     assert colour_bar_titles(fig) == ["pixel", "tr(Sigma)"]
     bars = [fig.layout.coloraxis.colorbar, fig.layout.coloraxis2.colorbar]
@@ -442,7 +443,19 @@ def test_the_region_is_outlined_on_the_image_and_on_the_map(models, runs, images
     (4 pixels a patch here) and around its cells on the per-patch map."""
     from wviz.figures import uncertainty_inspector as figs
 
-    v = uv.inside(models, runs, layer=0, head=0, query=0)
+    v = uv.layer_maps(models, runs, images[0][1], None, layer=0, head=0, query=0)
     fig = figs.map_over_image(images[0][1], v.trace, "t", "tr(Sigma) per patch", None, (1, 2, 3, 4))
     dashed = [(s.xref, s.x0, s.y0, s.x1, s.y1) for s in fig.layout.shapes if s.line.dash == "dash"]
     assert dashed == [("x", 7.5, 3.5, 15.5, 11.5), ("x2", 1.5, 0.5, 3.5, 2.5)]
+
+
+def test_all_is_what_the_page_uses():
+    """__all__ names exactly the view's names that pages/uncertainty_inspector.py reads (uv.<name>)."""
+    import ast
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[2] / "pages" / "uncertainty_inspector.py"
+    used = {n.attr for n in ast.walk(ast.parse(page.read_text()))
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "uv"}
+    assert sorted(uv.__all__) == sorted(used)
+    assert all(hasattr(uv, name) for name in uv.__all__)

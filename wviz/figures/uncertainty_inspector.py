@@ -17,6 +17,16 @@ SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy"
 PIXELS = dict(colorscale="gray", cmin=0, cmax=1, colorbar=dict(title="pixel"))  # images: 0 black to 1 white
 
 
+def main_figure(maps) -> go.Figure:
+    """The page's main figure: tr(Sigma) per patch at the layer of a wviz.views.uncertainty_inspector.LayerMaps,
+    beside the image the models saw (the query's patch outlined, the corrupted region dashed). A stochastic main
+    model's only: a deterministic one has no covariances (``maps.trace`` None)."""
+    if maps.trace is None:
+        raise ValueError("a deterministic model has no covariances: there is no tr(Sigma) per patch to draw")
+    return map_over_image(maps.image, maps.trace, f"Per-patch uncertainty tr(Sigma) at layer {maps.layer}",
+                          "tr(Sigma) per patch", maps.mark, maps.box)
+
+
 def _image_trace(img, coloraxis: str = "coloraxis") -> go.Heatmap:
     """A (C, H, W) image in [0, 1] as a grey heatmap on ``coloraxis`` (RGB images shown by their mean)."""
     a = to_numpy(img)

@@ -1,2 +1,4 @@
 """Stochastic Vision Transformer of 004: model (Gaussian tokens, W2 attention), data, training CLI, safe
-checkpoints, metrics and evaluation. ``python -m wviz.vit.train --help`` trains one."""
+checkpoints, metrics and evaluation; and what a page reads off a model: inspection (covariances and attention per
+layer for one image), rollout, patches (the patch grid and its corruption), demo (the bundled pair and uploads).
+``python -m wviz.vit.train --help`` trains one."""

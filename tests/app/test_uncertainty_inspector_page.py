@@ -1,6 +1,7 @@
 """The "Uncertainty inspector" page with the bundled checkpoints, checked against the models run directly; and
 bad uploads that must end in a plain error (a pickle that would run code must not run)."""
 import io
+import json
 
 import numpy as np
 import pytest
@@ -369,3 +370,45 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
         else:                                       # the stochastic model alone has the score, above the twin's best
             twin = _models()["deterministic"][1]["metrics"]["auroc"][item.params["ood"]]
             assert len(aurocs) == 1 and aurocs[0] > max(twin.values()) + 0.05
+
+
+def _keys_and_titles(at) -> list[tuple[str, str]]:
+    return [(el.proto.id.rsplit("-", 1)[-1], json.loads(el.proto.spec)["layout"]["title"]["text"])
+            for el in at.get("plotly_chart")]
+
+
+def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
+    """The figures the page draws, by key and title, in order: the layer slider (ui.live) redraws the trace map and
+    the chosen attention view; an occlusion changes the numbers, not the figures."""
+    panel = [("vit_reliability", "Reliability diagram on the digits test split (15 bins)"),
+             ("vit_ood", "OOD score 'max-softmax': digits vs sample-image crops"),
+             ("vit_corruption", "Test error under corruption, by severity"),
+             ("vit_corruption_auroc", "Does 'max-softmax' see the corruption?")]
+    one_image = [("vit_probs", "Class probabilities (mean of 32 draws)"),
+                 ("vit_entropy", "Predictive entropy H(p) of the mean prediction")]
+
+    def inside(layer, block):
+        return [("vit_trace", f"Per-patch uncertainty tr(Sigma) at layer {layer}"),
+                ("vit_attention_head", f"Attention of the query (red) in block {block}, head 0")]
+
+    at = open_page(PAGE)
+    assert _keys_and_titles(at) == one_image + inside(1, 1) + panel
+    at.slider(key="layer").set_value(3).run()
+    no_exception(at)
+    assert _keys_and_titles(at) == one_image + inside(3, 3) + panel
+    at.sidebar.selectbox(key="region").set_value("occlude").run()
+    at.slider(key="layer").set_value(0).run()
+    no_exception(at)
+    assert _keys_and_titles(at) == one_image + inside(0, 1) + panel
+    dashed = [s for s in figure_titled(at, "Per-patch uncertainty")["layout"]["shapes"] if s["line"].get("dash")]
+    assert len(dashed) == 2                                             # the region, on the image and on the map
+
+
+def test_a_missing_image_leaves_the_dataset_panel_drawn(open_page):
+    """The image upload chosen but no file yet: its message, nothing that needs the image (no prediction, no layer
+    slider), and the dataset panel, which needs the models only."""
+    at = open_page(PAGE, img_src="upload")
+    assert [e.value for e in at.error] == ["upload a PNG or JPG in the sidebar (or pick a test image)"]
+    assert [k for k, _ in _keys_and_titles(at)] == ["vit_reliability", "vit_ood", "vit_corruption",
+                                                    "vit_corruption_auroc"]
+    assert not at.get("slider") and "samples" not in at.session_state and "region" not in at.session_state
