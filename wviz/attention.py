@@ -1,8 +1,8 @@
 """Regularised attention maps: attention weights as the argmin of a one-sided optimal transport problem.
 
-Source: the 001 note (shared/seeds/001_*.txt, "Scaled-Dot-Product Attention as One-Sided Entropic Optimal
-Transport", arXiv 2508.08369). Eq. (4)-(5) of the note: softmax(s / tau) is the minimiser over the simplex of
-sum_j C_j p_j - tau H(p) with cost C_j = -<q, k_j>; eq. (13) and the table under it generalise this to
+Source: the 001 note, "Scaled-Dot-Product Attention as One-Sided Entropic Optimal Transport" (MTandHJ, 2025,
+arXiv 2508.08369; see the References page). Eq. (4)-(5) of the note: softmax(s / tau) is the minimiser over the
+simplex of sum_j C_j p_j - tau H(p) with cost C_j = -<q, k_j>; eq. (13) and the table under it generalise this to
 J(p) = -<s, p> + Omega(p) (the note prints -sum_j C_j p_j in (13); with its own C_j = -<q, k_j> the consistent
 form is sum_j C_j p_j + Omega(p) = -<s, p> + Omega(p), which is what is used here).
 
@@ -144,6 +144,16 @@ def softmax(scores: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
     It is the argmin over the simplex of -<s, p> + tau * sum_j p_j log p_j (the one-sided entropic OT problem,
     eq. (4)-(5) of the 001 note, with C_j = -s_j; KKT conditions (9)-(10)). Scores are shifted by their row max
     before dividing by tau, so tiny or huge tau cannot overflow; -inf scores get weight exactly 0.
+
+    Example: every key gets some weight; as tau -> 0 the weights concentrate on the best key (the argmax).
+
+    >>> import torch
+    >>> from wviz.attention import softmax
+    >>> s = torch.tensor([1.0, 2.0, 3.0])
+    >>> [round(x, 4) for x in softmax(s).tolist()]
+    [0.09, 0.2447, 0.6652]
+    >>> [round(x, 4) for x in softmax(s, tau=0.01).tolist()]
+    [0.0, 0.0, 1.0]
     """
     tau = positive(tau, "tau")
     _check_tensor(scores, "scores")
@@ -167,6 +177,16 @@ def prior_softmax(scores: torch.Tensor, prior: torch.Tensor, tau: float = 1.0) -
     It is the argmin over the simplex of -<s, p> + tau * KL(p || pi). ``prior`` (pi) broadcasts to ``scores``,
     is non-negative and sums to 1 along the last dimension; keys with pi_j = 0 (or s_j = -inf) get weight
     exactly 0. A uniform prior gives softmax.
+
+    Example: a key with prior 0 gets weight exactly 0, and a uniform prior gives softmax.
+
+    >>> import torch
+    >>> from wviz.attention import prior_softmax, softmax
+    >>> s = torch.tensor([1.0, 2.0, 3.0])
+    >>> [round(x, 4) for x in prior_softmax(s, torch.tensor([0.5, 0.5, 0.0])).tolist()]
+    [0.2689, 0.7311, 0.0]
+    >>> torch.allclose(prior_softmax(s, torch.full((3,), 1 / 3)), softmax(s))
+    True
     """
     tau = positive(tau, "tau")
     smax = _row_max(scores)
@@ -336,6 +356,16 @@ def sparsemax(scores: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
     NB: the 001 note writes p_j = (<q, k_j> - tau)_+ with tau the threshold; here tau is a temperature, as in
     every map of this module, and the threshold is called theta. Exact: theta comes from a partial sort (top-k,
     k doubled for rows whose support does not fit). -inf scores get weight exactly 0.
+
+    Example: unlike softmax, sparsemax gives low-scoring keys exactly zero weight; a high tau spreads it again.
+
+    >>> import torch
+    >>> from wviz.attention import sparsemax
+    >>> s = torch.tensor([0.0, 0.5, 1.0])
+    >>> [round(x, 4) for x in sparsemax(s).tolist()]
+    [0.0, 0.25, 0.75]
+    >>> [round(x, 4) for x in sparsemax(s, tau=10.0).tolist()]
+    [0.2833, 0.3333, 0.3833]
     """
     tau = positive(tau, "tau")
     smax = _row_max(scores)
@@ -350,6 +380,20 @@ def entmax(scores: torch.Tensor, alpha: float = 1.5, tau: float = 1.0) -> torch.
     alpha == 1 is softmax and alpha == 2 sparsemax (dispatched exactly); alpha == 1.5 uses the exact sort-based
     threshold on a partial sort; other alpha in (1, 2) bisect the threshold in float64 to ~1e-9 (float32 output)
     or ~1e-14 (float64). -inf scores get weight exactly 0.
+
+    Example: alpha = 1 is softmax, alpha = 2 is sparsemax, and 1.5-entmax lies between (sparse, but less so).
+
+    >>> import torch
+    >>> from wviz.attention import entmax, softmax, sparsemax
+    >>> s = torch.tensor([0.0, 1.0, 2.0])
+    >>> torch.allclose(entmax(s, alpha=1.0), softmax(s)), torch.allclose(entmax(s, alpha=2.0), sparsemax(s))
+    (True, True)
+    >>> [round(x, 4) for x in softmax(s).tolist()]
+    [0.09, 0.2447, 0.6652]
+    >>> [round(x, 4) for x in entmax(s, alpha=1.5).tolist()]
+    [0.0, 0.1693, 0.8307]
+    >>> [round(x, 4) for x in sparsemax(s).tolist()]
+    [0.0, 0.0, 1.0]
     """
     alpha = _check_alpha(alpha)
     if alpha == 1.0:
@@ -371,6 +415,18 @@ def regularized_objective(p: torch.Tensor, scores: torch.Tensor, omega: str, tau
     Shannon at alpha = 1, 1/2 ||p||^2 - 1/2 at alpha = 2) or "kl" (KL(p || prior)). Conventions: 0 log 0 = 0,
     a key with p_j = 0 contributes nothing even if s_j = -inf; p_j > 0 on a key with prior 0 (or s_j = -inf)
     gives +inf. p must be non-negative; it is not required to sum to 1.
+
+    Example: softmax attains the minimum of J for Omega = sum p log p, which is -tau logsumexp(s / tau).
+
+    >>> import torch
+    >>> from wviz.attention import regularized_objective, softmax
+    >>> s = torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64)
+    >>> J = regularized_objective(softmax(s), s, "shannon", tau=1.0)
+    >>> round(float(J), 4), round(float(-torch.logsumexp(s, 0)), 4)
+    (-1.6803, -1.6803)
+    >>> uniform = torch.full((3,), 1 / 3, dtype=torch.float64)
+    >>> bool(regularized_objective(uniform, s, "shannon", tau=1.0) > J)
+    True
     """
     omega = _check_omega(omega)
     tau = positive(tau, "tau")
@@ -415,6 +471,16 @@ def solve_simplex(scores: torch.Tensor, omega: str, tau: float, prior: torch.Ten
     The result is within about tol of the argmin per key (about sqrt(tol) for a key exactly at the edge of the
     support, where s_j / tau equals the threshold); masked keys (s_j = -inf, prior 0) get exactly 0. Meant for
     small m (the page's m = 3, tests): an independent check of the closed forms, not a fast path.
+
+    Example: the generic solver finds the closed forms, here sparsemax (Omega = 1/2 ||p||^2) and softmax.
+
+    >>> import torch
+    >>> from wviz.attention import softmax, solve_simplex, sparsemax
+    >>> s = torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64)
+    >>> torch.allclose(solve_simplex(s, "l2", tau=1.0), sparsemax(s), atol=1e-6)
+    True
+    >>> torch.allclose(solve_simplex(s, "shannon", tau=1.0), softmax(s), atol=1e-6)
+    True
     """
     omega = _check_omega(omega)
     tau = positive(tau, "tau")
@@ -468,13 +534,33 @@ def solve_simplex(scores: torch.Tensor, omega: str, tau: float, prior: torch.Ten
 # ----------------------------------------------------------------------------------------------- helpers
 
 def support_size(p: torch.Tensor) -> torch.Tensor:
-    """Number of keys with non-zero weight, |{j : p_j > 0}|, along the last dimension (int64)."""
+    """Number of keys with non-zero weight, |{j : p_j > 0}|, along the last dimension (int64).
+
+    Example: softmax uses every key, sparsemax only those above its threshold.
+
+    >>> import torch
+    >>> from wviz.attention import softmax, sparsemax, support_size
+    >>> s = torch.tensor([0.0, 0.5, 1.0])
+    >>> int(support_size(softmax(s))), int(support_size(sparsemax(s)))
+    (3, 2)
+    """
     _check_tensor(p, "p")
     return (p > 0).sum(dim=-1)
 
 
 def entropy(p: torch.Tensor) -> torch.Tensor:
-    """Shannon entropy H(p) = -sum_j p_j log p_j in nats, with 0 log 0 = 0 (the H of eq. (3)-(4) of the 001 note)."""
+    """Shannon entropy H(p) = -sum_j p_j log p_j in nats, with 0 log 0 = 0 (the H of eq. (3)-(4) of the 001 note).
+
+    Example: uniform weights over m keys have entropy log m, one-hot weights 0.
+
+    >>> import math
+    >>> import torch
+    >>> from wviz.attention import entropy
+    >>> round(float(entropy(torch.full((4,), 0.25))), 4), round(math.log(4), 4)
+    (1.3863, 1.3863)
+    >>> float(entropy(torch.tensor([0.0, 1.0, 0.0]))) == 0
+    True
+    """
     _check_tensor(p, "p")
     return -torch.xlogy(p, p).sum(dim=-1)
 

@@ -1,7 +1,8 @@
 """Attention as the solution of a dual problem: the Fenchel-dual view of the 002 paper.
 
-Source: shared/seeds/002_*.txt, "Deciphering Attention Mechanisms: Optimization and Fenchel Dual Solutions",
-Secs. 4-9 and Appendix D. Notation as there:
+Source: the Fenchel-dual paper 002, "Deciphering Attention Mechanisms: Optimization and Fenchel Dual Solutions"
+(anonymous authors, under double-blind review; see the References page), Secs. 4-9 and Appendix D. Notation as
+there:
 
     templates t_i (..., n, d), a preference distribution u over them (u_i >= 0, sum_i u_i = 1), its mean
     mu = sum_i u_i t_i and covariance Sigma, the evidence z (..., d), the reliability alpha > 0.
@@ -344,14 +345,37 @@ def _mean(pref: Preference) -> torch.Tensor:
 
 def mean_and_covariance(templates, u) -> Moments:
     """mu = sum_i u_i t_i and Sigma = sum_i u_i (t_i - mu)(t_i - mu)^T (or those of a :class:`Preference` u): the
-    moments in the expansion (13) of 002."""
+    moments in the expansion (13) of 002.
+
+    Example: the moments of a uniform preference over three templates.
+
+    >>> from wviz.fenchel import mean_and_covariance
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> m = mean_and_covariance(t, u)
+    >>> [round(x, 4) for x in m.mu.tolist()]
+    [0.0, 0.3333]
+    >>> [[round(x, 4) for x in row] for row in m.sigma.tolist()]
+    [[0.6667, 0.0], [0.0, 0.2222]]
+    """
     pref = _preference(templates, u, _device(templates, u))
     return Moments(mu=_mean(pref), sigma=pref.covariance())
 
 
 def log_mgf(lam, templates, u) -> torch.Tensor:
     """log M(lam), eq. (10) of 002: log sum_i u_i exp<t_i, lam> (discrete u) or that of a :class:`Preference` u,
-    e.g. <mu, lam> + lam' Sigma lam / 2 for a :class:`Gaussian`. lam (..., d) -> (...)."""
+    e.g. <mu, lam> + lam' Sigma lam / 2 for a :class:`Gaussian`. lam (..., d) -> (...).
+
+    Example: log M(0) = 0 for any preference (its weights sum to 1); for N(mu, I) it is <mu, lam> + ||lam||^2 / 2.
+
+    >>> from wviz.fenchel import Gaussian, log_mgf
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> float(log_mgf([0.0, 0.0], t, u))
+    0.0
+    >>> round(float(log_mgf([1.0, 2.0], None, Gaussian([0.5, 0.0]))), 4)
+    3.0
+    """
     device = _device(u, lam, templates)
     pref = _preference(templates, u, device)
     return pref.log_mgf(_vector(lam, pref.d, "lambda", _mean(pref).device)).to(_out_dtype(lam))
@@ -385,6 +409,16 @@ def dual_objective(lam, templates, u, z, alpha) -> torch.Tensor:
     lam (..., d); templates (..., n, d) and u (..., n) a discrete preference, or templates=None and u a
     :class:`Preference` (e.g. a :class:`Gaussian`: its log-MGF is plugged in instead); z (..., d); alpha > 0 (float
     or (...)). Returns (...).
+
+    Example: lambda* of :func:`solve_dual` scores higher on the dual than its approximation alpha z (16).
+
+    >>> from wviz.fenchel import dual_objective, solve_dual
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> z = [0.5, 0.2]
+    >>> lam = solve_dual(t, u, z, 1.0).lam
+    >>> round(float(dual_objective(lam, t, u, z, 1.0)), 4), round(float(dual_objective(z, t, u, z, 1.0)), 4)
+    (0.0933, 0.0642)
     """
     pref, mu, z_, alpha_ = _inputs(templates, u, z, alpha)
     value, _ = _dual(pref, mu + z_, alpha_)
@@ -474,6 +508,19 @@ def solve_dual(templates, u, z, alpha, *, tol: float = 1e-10, max_iter: int = 10
     gradient norm is <= tol (1e-10 by default, in float64); a problem that does not get there in max_iter
     iterations is flagged in ``converged`` (and warned about).
     Returns a :class:`DualSolution` (lam in the dtype of z).
+
+    Example: Newton converges in a few steps; for a Gaussian u the start (15), alpha (I + alpha Sigma)^-1 z, is
+    already lambda* (here z / 2), so no step is taken.
+
+    >>> from wviz.fenchel import Gaussian, solve_dual
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> sol = solve_dual(t, u, [0.5, 0.2], 1.0)
+    >>> bool(sol.converged), sol.n_iter, [round(x, 4) for x in sol.lam.tolist()]
+    (True, 2, [0.3089, 0.1717])
+    >>> sol = solve_dual(None, Gaussian([0.0, 0.0]), [0.5, 0.2], 1.0)
+    >>> sol.n_iter, [round(x, 4) for x in sol.lam.tolist()]
+    (0, [0.25, 0.1])
     """
     pref, mu, z_, alpha_ = _inputs(templates, u, z, alpha)
     lam, gn, conv, it = _solve(pref, mu + z_, alpha_, _start(pref, z_, alpha_, lam0), tol, max_iter, "solve_dual")
@@ -499,7 +546,18 @@ def _lambda2(pref, z, alpha):
 
 
 def tilted_weights(templates, u, lam) -> torch.Tensor:
-    """p~ of (11) (discrete u): p~_i = u_i exp<t_i, lam> / sum_j u_j exp<t_j, lam>; (..., n)."""
+    """p~ of (11) (discrete u): p~_i = u_i exp<t_i, lam> / sum_j u_j exp<t_j, lam>; (..., n).
+
+    Example: at lambda = 0 the weights are the preference u; lambda tilts them towards the templates it points at.
+
+    >>> from wviz.fenchel import tilted_weights
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> [round(x, 4) for x in tilted_weights(t, u, [0.0, 0.0]).tolist()]
+    [0.3333, 0.3333, 0.3333]
+    >>> [round(x, 4) for x in tilted_weights(t, u, [2.0, 0.0]).tolist()]
+    [0.8668, 0.1173, 0.0159]
+    """
     device = _device(u, lam, templates)
     pref = _preference(templates, u, device)
     if not isinstance(pref, Discrete):
@@ -509,7 +567,18 @@ def tilted_weights(templates, u, lam) -> torch.Tensor:
 
 def h_exact(templates, u, z, alpha, *, tol: float = 1e-10) -> torch.Tensor:
     """h of (12) of 002: the mean of p~ (11) at lambda* maximising (9) (the exact solution of problem (4)); for a
-    :class:`Preference` u, its grad at lambda* (mu + Sigma lambda* for a Gaussian u = N(mu, Sigma))."""
+    :class:`Preference` u, its grad at lambda* (mu + Sigma lambda* for a Gaussian u = N(mu, Sigma)).
+
+    Example: for u = N(mu, I), h is the estimate of Sec. 5, mu / (1 + alpha) + alpha (mu + z) / (1 + alpha).
+
+    >>> import torch
+    >>> from wviz.fenchel import Gaussian, gaussian_estimate, h_exact
+    >>> h = h_exact(None, Gaussian([1.0, 0.0]), [0.5, 0.2], 2.0)
+    >>> [round(x, 4) for x in h.tolist()]
+    [1.3333, 0.1333]
+    >>> torch.allclose(h, gaussian_estimate([1.0, 0.0], [0.5, 0.2], 2.0))
+    True
+    """
     pref, mu, z_, alpha_ = _inputs(templates, u, z, alpha)
     lam, *_ = _solve(pref, mu + z_, alpha_, _lambda2(pref, z_, alpha_), tol, 100, "h_exact")
     return pref.grad(lam).to(_out_dtype(z))  # the mean of p~ (11) at lam
@@ -517,7 +586,21 @@ def h_exact(templates, u, z, alpha, *, tol: float = 1e-10) -> torch.Tensor:
 
 def lambda_approx(templates, u, z, alpha, order: int = 1) -> torch.Tensor:
     """The closed-form approximations of lambda*: order 1 is (16), alpha z; order 2 is (15),
-    alpha (I + alpha Sigma)^-1 z, exact when u is Gaussian. (..., d)."""
+    alpha (I + alpha Sigma)^-1 z, exact when u is Gaussian. (..., d).
+
+    Example: order 1 is alpha z; order 2 corrects it with the covariance of the templates and is closer to lambda*.
+
+    >>> from wviz.fenchel import lambda_approx, solve_dual
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> z = [0.5, 0.2]
+    >>> [round(x, 4) for x in lambda_approx(t, u, z, 2.0).tolist()]
+    [1.0, 0.4]
+    >>> [round(x, 4) for x in lambda_approx(t, u, z, 2.0, order=2).tolist()]
+    [0.4286, 0.2769]
+    >>> [round(x, 4) for x in solve_dual(t, u, z, 2.0).lam.tolist()]
+    [0.4633, 0.3069]
+    """
     if order not in (1, 2):
         raise ValueError(f"order must be 1 (eq. 16, lambda = alpha z) or 2 (eq. 15), got {order!r}")
     pref, _, z_, alpha_ = _inputs(templates, u, z, alpha)
@@ -527,7 +610,21 @@ def lambda_approx(templates, u, z, alpha, order: int = 1) -> torch.Tensor:
 
 def h_approx(templates, u, z, alpha, order: int = 1) -> torch.Tensor:
     """Approximate h. order=1: the generalised attention (18) of 002 (= (17); lambda = alpha z),
-    h = sum_i t_i u_i exp(alpha <t_i, z>) / sum_j u_j exp(alpha <t_j, z>). order=2: (12) with lambda of (15)."""
+    h = sum_i t_i u_i exp(alpha <t_i, z>) / sum_j u_j exp(alpha <t_j, z>). order=2: (12) with lambda of (15).
+
+    Example: order 1 is the generalised attention (18): the templates averaged with softmax(log u_i + alpha <t_i, z>).
+
+    >>> import torch
+    >>> from wviz.fenchel import h_approx, h_exact
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> z = [0.5, 0.2]
+    >>> p = torch.softmax(torch.tensor(t) @ torch.tensor(z), dim=0)    # u uniform, alpha = 1
+    >>> torch.allclose(h_approx(t, u, z, 1.0), (p @ torch.tensor(t)).double())
+    True
+    >>> [round(x, 4) for x in h_approx(t, u, z, 1.0).tolist()], [round(x, 4) for x in h_exact(t, u, z, 1.0).tolist()]
+    ([0.2998, 0.3513], [0.1911, 0.3616])
+    """
     lam = lambda_approx(templates, u, z, alpha, order).to(F64)
     pref = _preference(templates, u, lam.device)
     return pref.grad(lam).to(_out_dtype(z))  # the mean of p~ (11) at lam
@@ -535,7 +632,21 @@ def h_approx(templates, u, z, alpha, order: int = 1) -> torch.Tensor:
 
 def attention_weights(templates, u, z, alpha) -> torch.Tensor:
     """The attention weights of (18): softmax_i(log u_i + alpha <t_i, z>); (..., n). With u uniform and alpha = 1
-    this is dot-product attention softmax(<t_i, z>) (Sec. 7)."""
+    this is dot-product attention softmax(<t_i, z>) (Sec. 7).
+
+    Example: with u uniform and alpha = 1 the weights of (18) are dot-product attention, softmax(<t_i, z>).
+
+    >>> import torch
+    >>> from wviz.fenchel import attention_weights
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> z = [0.5, 0.2]
+    >>> p = attention_weights(t, u, z, 1.0)
+    >>> [round(x, 4) for x in p.tolist()]
+    [0.4742, 0.3513, 0.1745]
+    >>> torch.allclose(p, torch.softmax(torch.tensor(t) @ torch.tensor(z), dim=0).double())
+    True
+    """
     return tilted_weights(templates, u, lambda_approx(templates, u, z, alpha, 1))
 
 
@@ -544,6 +655,17 @@ def relative_deviation(lam, z, alpha) -> torch.Tensor:
 
     lam (..., d) is lambda* (e.g. ``solve_dual(...).lam``), z (..., d), alpha a float or (...). lambda* = 0 only
     when z = 0, where alpha z = lambda* and the deviation is 0.
+
+    Example: ||lambda* - alpha z|| / ||lambda*||; alpha z approximates lambda* well only for a small alpha.
+
+    >>> from wviz.fenchel import relative_deviation, solve_dual
+    >>> round(float(relative_deviation([1.0, 0.0], [0.5, 0.0], 1.0)), 4)
+    0.5
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> z = [0.5, 0.2]
+    >>> [round(float(relative_deviation(solve_dual(t, u, z, a).lam, z, a)), 4) for a in (0.1, 1.0, 10.0)]
+    [0.0616, 0.5467, 3.3035]
     """
     device = _device(lam, z)
     lam_ = _tensor(lam, "lambda", device)
@@ -556,7 +678,17 @@ def relative_deviation(lam, z, alpha) -> torch.Tensor:
 
 
 def gaussian_estimate(mu, z, alpha) -> torch.Tensor:
-    """Sec. 5 of 002: for u = N(mu, I) the exact estimate is mu / (1 + alpha) + alpha b / (1 + alpha), b = mu + z."""
+    """Sec. 5 of 002: for u = N(mu, I) the exact estimate is mu / (1 + alpha) + alpha b / (1 + alpha), b = mu + z.
+
+    Example: alpha is the reliability of the evidence z: alpha = 1 goes half way from mu to mu + z, a large alpha
+    nearly all the way.
+
+    >>> from wviz.fenchel import gaussian_estimate
+    >>> [round(x, 4) for x in gaussian_estimate([0.0, 0.0], [1.0, 0.0], 1.0).tolist()]
+    [0.5, 0.0]
+    >>> [round(x, 4) for x in gaussian_estimate([0.0, 0.0], [1.0, 0.0], 99.0).tolist()]
+    [0.99, 0.0]
+    """
     mu_ = _tensor(mu, "mu", _device(mu, z))
     z_ = _vector(z, mu_.shape[-1], "z", mu_.device)
     a = _positive(alpha, "alpha", mu_.device)[..., None]
@@ -592,6 +724,15 @@ def t5_preference(relative_bias, mask, j) -> torch.Tensor:
 
     relative_bias (2R + 1,) holds b_r for offsets r = j - i = -R..R (clipped beyond), mask (..., n) bool
     (True = masked), j the position being inferred (int or tensor (...) of ints). Returns u (..., n).
+
+    Example: four words, the second masked, inferring word j = 2 with biases b_-1 = 0, b_0 = 1, b_1 = 0: the masked
+    word gets 0, the word at offset 0 the most, and the preference sums to 1.
+
+    >>> import torch
+    >>> from wviz.fenchel import t5_preference
+    >>> u = t5_preference([0.0, 1.0, 0.0], torch.tensor([False, True, False, False]), 2)
+    >>> [round(x, 4) for x in u.tolist()], round(float(u.sum()), 4)
+    ([0.2119, 0.0, 0.5761, 0.2119], 1.0)
     """
     bias, mask = _relative_bias(relative_bias, mask, j)
     logits = bias.masked_fill(mask, -math.inf)
@@ -602,7 +743,21 @@ def t5_preference(relative_bias, mask, j) -> torch.Tensor:
 
 def t5_attention(scores, relative_bias, mask, j) -> torch.Tensor:
     """The weights of (20) as T5 computes them: softmax_i(<t_i, z> + b_{j-i} + 1_masked(i)), with
-    1_masked = -inf on masked words. scores (..., n) are <t_i, z>. Equal to (18) with alpha = 1 and u of (19)."""
+    1_masked = -inf on masked words. scores (..., n) are <t_i, z>. Equal to (18) with alpha = 1 and u of (19).
+
+    Example: T5's weights equal the generalised attention (18) with alpha = 1 and the preference (19).
+
+    >>> import torch
+    >>> from wviz.fenchel import attention_weights, t5_attention, t5_preference
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.5, 0.5]]
+    >>> z = [0.5, 0.2]
+    >>> bias, mask = [0.0, 1.0, 0.0], torch.tensor([False, True, False, False])
+    >>> p = t5_attention(torch.tensor(t) @ torch.tensor(z), bias, mask, 2)
+    >>> [round(x, 4) for x in p.tolist()]
+    [0.3496, 0.0, 0.3496, 0.3009]
+    >>> torch.allclose(p.double(), attention_weights(t, t5_preference(bias, mask, 2), z, 1.0))
+    True
+    """
     bias, mask = _relative_bias(relative_bias, mask, j)
     scores_ = _tensor(scores, "scores", bias.device)
     if scores_.shape[-1] != mask.shape[-1]:
@@ -658,7 +813,18 @@ def _plan_conditionals(A, lam, gamma, M):
 def true_preference(u, M, gamma) -> torch.Tensor:
     """The true preference u~ of (40) of 002 (Prop. 1, the minimiser of W_gamma(p, u; M) over p):
     u~(t) = sum_t' u(t') exp(-M(t, t') / gamma) / sum_t'' exp(-M(t', t'') / gamma). u (..., N) over the universe
-    A, M (..., N, N) >= 0 symmetric, gamma > 0. A distribution; u~ -> u as gamma -> 0 when M(t, t) < M(t', t)."""
+    A, M (..., N, N) >= 0 symmetric, gamma > 0. A distribution; u~ -> u as gamma -> 0 when M(t, t) < M(t', t).
+
+    Example: all of u on the first template; transport at temperature gamma spreads it to the cheap neighbours, and
+    u~ returns to u as gamma -> 0.
+
+    >>> from wviz.fenchel import true_preference
+    >>> M = [[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]]
+    >>> [round(x, 4) for x in true_preference([1.0, 0.0, 0.0], M, 1.0).tolist()]
+    [0.7214, 0.2654, 0.0132]
+    >>> [round(x, 4) for x in true_preference([1.0, 0.0, 0.0], M, 0.01).tolist()]
+    [1.0, 0.0, 0.0]
+    """
     device = _device(u, M)
     u_ = _tensor(u, "u", device)
     if u_.ndim < 1:
@@ -673,7 +839,19 @@ def true_preference(u, M, gamma) -> torch.Tensor:
 def ot_weights(templates_all, u, lam, gamma, M) -> torch.Tensor:
     """p of (38) for a given lam: p(t) = sum_t' u(t') exp((<t, lam> - M(t, t')) / gamma) /
     sum_t'' exp((<t'', lam> - M(t', t'')) / gamma); (..., N). lam = alpha z gives (25), lam = lambda* of (39)
-    the exact minimiser of (34)."""
+    the exact minimiser of (34).
+
+    Example: at lambda = alpha z these are the OT attention weights (25); they sum to 1.
+
+    >>> import torch
+    >>> from wviz.fenchel import ot_attention, ot_weights
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> M = [[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]]   # the cost of moving between templates
+    >>> p = ot_weights(t, u, [0.5, 0.2], 1.0, M)
+    >>> torch.allclose(p, ot_attention(t, u, [0.5, 0.2], 1.0, 1.0, M)), round(float(p.sum()), 4)
+    (True, 1.0)
+    """
     device = _device(lam, templates_all, u)
     A, u_, gamma_, M_ = _ot_inputs(templates_all, u, gamma, M, device)
     lam_ = _vector(lam, A.shape[-1], "lambda", A.device)
@@ -685,7 +863,17 @@ def ot_attention(templates_all, u, z, alpha, gamma, M) -> torch.Tensor:
     p*(t) = sum_i u_i exp((alpha <t, z> - M(t, t_i)) / gamma) / Z_i, Z_i = sum_t' exp((alpha <t', z> - M(t', t_i))
     / gamma). Appendix D prints the same formula as (47) with t' in place of t in the numerator, which would not
     sum to 1; (25) and (38) agree on t. templates_all (..., N, d), u (..., N) (zero outside T), z (..., d).
-    The attention output is h = p* @ templates_all."""
+    The attention output is h = p* @ templates_all.
+
+    Example: the preference puts nothing on the third template of the universe A, yet the transport gives it weight.
+
+    >>> from wviz.fenchel import ot_attention
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]
+    >>> M = [[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]]
+    >>> p = ot_attention(t, [0.5, 0.5, 0.0], [0.5, 0.2], 1.0, 1.0, M)
+    >>> [round(x, 4) for x in p.tolist()]
+    [0.5387, 0.4043, 0.057]
+    """
     device = _device(z, templates_all, u)
     z_ = _tensor(z, "z", device)
     alpha_ = _positive(alpha, "alpha", z_.device)
@@ -736,7 +924,21 @@ def _ot_problem(templates_all, u, z, alpha, gamma, M):
 
 def ot_dual_objective(lam, templates_all, u, z, alpha, gamma, M) -> torch.Tensor:
     """The dual (39) of 002: <mu~ + z, lam> - ||lam||^2 / (2 alpha)
-    - gamma sum_t u(t) log sum_t' exp((<t', lam> - M(t, t')) / gamma), mu~ the mean (41) of u~. (...)."""
+    - gamma sum_t u(t) log sum_t' exp((<t', lam> - M(t, t')) / gamma), mu~ the mean (41) of u~. (...).
+
+    Example: lambda* of :func:`solve_ot_dual` scores higher on the dual (39) than alpha z, the approximation of (25).
+
+    >>> from wviz.fenchel import ot_dual_objective, solve_ot_dual
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> M = [[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]]   # the cost of moving between templates
+    >>> z = [0.5, 0.2]
+    >>> lam = solve_ot_dual(t, u, z, 1.0, 1.0, M).lam
+    >>> at_optimum = ot_dual_objective(lam, t, u, z, 1.0, 1.0, M)
+    >>> at_alpha_z = ot_dual_objective(z, t, u, z, 1.0, 1.0, M)
+    >>> round(float(at_optimum), 4), round(float(at_alpha_z), 4)
+    (-0.2882, -0.2969)
+    """
     pref, z_, alpha_ = _ot_problem(templates_all, u, z, alpha, gamma, M)
     value, _ = _dual(pref, pref.mean() + z_, alpha_)
     return value(_vector(lam, pref.d, "lambda", z_.device)).to(_out_dtype(z))
@@ -744,7 +946,18 @@ def ot_dual_objective(lam, templates_all, u, z, alpha, gamma, M) -> torch.Tensor
 
 def solve_ot_dual(templates_all, u, z, alpha, gamma, M, *, tol: float = 1e-10, max_iter: int = 100) -> DualSolution:
     """lambda* maximising (39) of 002 by damped Newton (Hessian I/alpha + (1/gamma) sum_t u(t) Cov_{q_t}),
-    started from alpha z, the approximation behind (25). Arguments as :func:`ot_attention`."""
+    started from alpha z, the approximation behind (25). Arguments as :func:`ot_attention`.
+
+    Example: Newton reaches a gradient norm below tol in a few steps.
+
+    >>> from wviz.fenchel import solve_ot_dual
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> M = [[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]]   # the cost of moving between templates
+    >>> sol = solve_ot_dual(t, u, [0.5, 0.2], 1.0, 1.0, M)
+    >>> bool(sol.converged), sol.n_iter, [round(x, 4) for x in sol.lam.tolist()]
+    (True, 3, [0.3875, 0.1669])
+    """
     pref, z_, alpha_ = _ot_problem(templates_all, u, z, alpha, gamma, M)
     lam, gn, conv, it = _solve(pref, pref.mean() + z_, alpha_, alpha_[..., None] * z_, tol, max_iter, "solve_ot_dual")
     return DualSolution(lam=lam.to(_out_dtype(z)), grad_norm=gn, converged=conv, n_iter=it)
@@ -752,6 +965,19 @@ def solve_ot_dual(templates_all, u, z, alpha, gamma, M, *, tol: float = 1e-10, m
 
 def ot_exact(templates_all, u, z, alpha, gamma, M, *, tol: float = 1e-10) -> torch.Tensor:
     """The exact minimiser p* of (34), eq. (38) of 002 with lambda* maximising (39); (..., N). Compare with the
-    approximation (25) (:func:`ot_attention`), which it approaches as alpha and alpha / gamma shrink."""
+    approximation (25) (:func:`ot_attention`), which it approaches as alpha and alpha / gamma shrink.
+
+    Example: the exact weights approach the OT attention (25) as alpha shrinks.
+
+    >>> from wviz.fenchel import ot_attention, ot_exact
+    >>> t = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]   # three templates t_i in R^2
+    >>> u = [1 / 3, 1 / 3, 1 / 3]                    # a uniform preference over them
+    >>> M = [[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]]   # the cost of moving between templates
+    >>> z = [0.5, 0.2]
+    >>> def gap(alpha):
+    ...     return (ot_exact(t, u, z, alpha, 1.0, M) - ot_attention(t, u, z, alpha, 1.0, M)).abs().max()
+    >>> [round(float(gap(alpha)), 4) for alpha in (1.0, 0.1, 0.01)]
+    [0.0185, 0.0003, 0.0]
+    """
     sol = solve_ot_dual(templates_all, u, z, alpha, gamma, M, tol=tol)
     return ot_weights(templates_all, u, sol.lam.to(F64), gamma, M).to(_out_dtype(z))

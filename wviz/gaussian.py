@@ -1,7 +1,8 @@
 """Gaussian embeddings, the Bures-Wasserstein distance W2 between Gaussians, and W2 attention.
 
-Source: the 004 summary (shared/seeds/004_*.txt, "Stochastic Vision Transformers with Wasserstein Distance-Aware
-Attention", arXiv 2311.18645, Sec. 4.2) and the closed form in shared/seeds/INDEX.md. For N(m1, S1), N(m2, S2):
+Source: 004, a summary of "Stochastic Vision Transformers with Wasserstein Distance-Aware Attention" (Erick et al.,
+arXiv 2311.18645, Sec. 4.2; see the References page), and the Bures-Wasserstein closed form for Gaussians
+N(m1, S1), N(m2, S2):
 
     W2^2 = ||m1 - m2||^2 + tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2})            (mean part + covariance part)
 
@@ -239,11 +240,23 @@ def _prepare(m1, S1, m2, S2, sides, batch_dims: int):
 
 def w2_squared_parts(m1, S1, m2, S2) -> W2Parts:
     """W2^2 between N(m1, S1) and N(m2, S2), split into its mean part ||m1 - m2||^2 and its covariance (Bures) part
-    tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2}): the closed form of shared/seeds/INDEX.md (004, Sec. 4.2, typo
-    corrected). Diagonal variances give the covariance part ||sigma1 - sigma2||^2 with sigma = sqrt(variances).
+    tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2}): the Bures-Wasserstein closed form of the module docstring (004,
+    Sec. 4.2, typo corrected). Diagonal variances give the covariance part ||sigma1 - sigma2||^2 with
+    sigma = sqrt(variances).
 
     m1, m2: (..., d); S1, S2: variances (..., d) or covariance matrices (..., d, d) (see the module docstring); the
     two Gaussians broadcast over leading dims. Returns W2Parts with tensors of the broadcast leading shape.
+
+    Example: the mean part is the squared distance of the means; equal covariances leave no covariance part.
+
+    >>> import torch
+    >>> from wviz.gaussian import w2_squared_parts
+    >>> m1, m2 = torch.tensor([0.0, 0.0]), torch.tensor([3.0, 4.0])
+    >>> parts = w2_squared_parts(m1, torch.tensor([1.0, 1.0]), m2, torch.tensor([4.0, 9.0]))
+    >>> round(float(parts.mean), 4), round(float(parts.covariance), 4), round(float(parts.total), 4)
+    (25.0, 5.0, 30.0)
+    >>> float(w2_squared_parts(m1, torch.eye(2), m2, torch.eye(2)).covariance)
+    0.0
     """
     m1, S1, m2, S2, diagonal = _prepare(m1, S1, m2, S2, ("1", "2"), 1)
     mean = ((m1 - m2) ** 2).sum(-1)
@@ -253,11 +266,25 @@ def w2_squared_parts(m1, S1, m2, S2) -> W2Parts:
 
 
 def w2_squared(m1, S1, m2, S2) -> torch.Tensor:
-    """W2^2(N(m1, S1), N(m2, S2)) = ||m1 - m2||^2 + tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2}), the closed form
-    of shared/seeds/INDEX.md (004, Sec. 4.2); for variances ||m1 - m2||^2 + ||sigma1 - sigma2||^2.
+    """W2^2(N(m1, S1), N(m2, S2)) = ||m1 - m2||^2 + tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2}), the
+    Bures-Wasserstein closed form (004, Sec. 4.2); for variances ||m1 - m2||^2 + ||sigma1 - sigma2||^2.
 
     m1, m2: (..., d); S1, S2: variances (..., d) or matrices (..., d, d); broadcast over leading dims; returns the
     squared distance (...), never NaN. This is W2 squared: POT's ot.gaussian.bures_wasserstein_distance returns W2.
+
+    Example: for diagonal Gaussians W2^2 = ||m1 - m2||^2 + ||s1 - s2||^2 (s the standard deviations), given as
+    variances or as full matrices.
+
+    >>> import torch
+    >>> from wviz.gaussian import w2_squared
+    >>> m1, s1 = torch.tensor([0.0, 0.0]), torch.tensor([1.0, 1.0])
+    >>> m2, s2 = torch.tensor([3.0, 4.0]), torch.tensor([2.0, 3.0])
+    >>> round(float(w2_squared(m1, s1 ** 2, m2, s2 ** 2)), 4)
+    30.0
+    >>> round(float(((m1 - m2) ** 2).sum() + ((s1 - s2) ** 2).sum()), 4)
+    30.0
+    >>> round(float(w2_squared(m1, torch.diag(s1 ** 2), m2, torch.diag(s2 ** 2))), 4)
+    30.0
     """
     return w2_squared_parts(m1, S1, m2, S2).total
 
@@ -279,14 +306,27 @@ def _check_pairwise(mq, Sq, mk, Sk):
 
 
 def pairwise_w2_parts(mq, Sq, mk, Sk) -> W2Parts:
-    """Mean part ||m_i - m_j||^2 and covariance part of W2^2 (INDEX.md closed form, 004) for every query i and key j:
-    W2Parts with tensors (..., n, m). Shapes as in pairwise_w2_squared."""
+    """Mean part ||m_i - m_j||^2 and covariance part of W2^2 (Bures-Wasserstein closed form, 004) for every query i
+    and key j: W2Parts with tensors (..., n, m). Shapes as in pairwise_w2_squared.
+
+    Example: three tokens with one mean and growing spreads differ only in the covariance part.
+
+    >>> import torch
+    >>> from wviz.gaussian import pairwise_w2_parts
+    >>> m = torch.zeros(3, 2)
+    >>> var = torch.tensor([[1.0, 1.0], [4.0, 4.0], [9.0, 9.0]])
+    >>> parts = pairwise_w2_parts(m, var, m, var)
+    >>> float(parts.mean.abs().max())
+    0.0
+    >>> [[round(x, 4) for x in row] for row in parts.covariance.tolist()]
+    [[0.0, 2.0, 8.0], [2.0, 0.0, 2.0], [8.0, 2.0, 0.0]]
+    """
     return _pairwise(*_check_pairwise(mq, Sq, mk, Sk))
 
 
 def pairwise_w2_squared(mq, Sq, mk, Sk) -> torch.Tensor:
     """W2^2(N(mq_i, Sq_i), N(mk_j, Sk_j)) for every query i and key j: the distances behind 004's attention
-    A = softmax(-W2^2(Q, K) / tau), with W2^2 the closed form of shared/seeds/INDEX.md.
+    A = softmax(-W2^2(Q, K) / tau), with W2^2 the Bures-Wasserstein closed form (module docstring).
 
     mq (..., n, d), mk (..., m, d); Sq, Sk variances of the same shapes or matrices (..., n, d, d), (..., m, d, d);
     returns (..., n, m). Variances: ||m_i - m_j||^2 + ||sigma_i - sigma_j||^2, computed as one squared-distance
@@ -295,6 +335,18 @@ def pairwise_w2_squared(mq, Sq, mk, Sk) -> torch.Tensor:
     recomputed from differences, so an identical query and key give exactly 0). Matrices: the symmetric root
     S_j^{1/2} of every key, then the eigenvalues of S_j^{1/2} S_i S_j^{1/2} for all n * m pairs in one batched
     call (memory n m d^2). Inputs too large to square in their dtype raise a ValueError (never inf or NaN).
+
+    Example: with equal covariances W2^2 is the squared distance of the means; a token is at distance 0 from itself.
+
+    >>> import torch
+    >>> from wviz.gaussian import pairwise_w2_squared
+    >>> m = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    >>> var = torch.ones(3, 2)
+    >>> W = pairwise_w2_squared(m, var, m, var)
+    >>> tuple(W.shape)
+    (3, 3)
+    >>> [[round(x, 4) for x in row] for row in W.tolist()]
+    [[0.0, 1.0, 4.0], [1.0, 0.0, 5.0], [4.0, 5.0, 0.0]]
     """
     m1, S1, m2, S2, diagonal = _check_pairwise(mq, Sq, mk, Sk)
     if diagonal:  # one matrix product over [m, sigma]: the mean and covariance parts of W2^2 at once
@@ -307,6 +359,18 @@ def w2_attention(mq, Sq, mk, Sk, tau: float = 1.0) -> torch.Tensor:
 
     Shapes as in pairwise_w2_squared; tau > 0 is the temperature (wviz.attention.softmax checks it). Close, similar
     Gaussians get large weights: the score is minus a distance, not a dot product.
+
+    Example: keys with the query's mean but a wider spread get less weight: the attention sees uncertainty.
+
+    >>> import torch
+    >>> from wviz.gaussian import w2_attention
+    >>> query_mean, query_var = torch.zeros(1, 2), torch.ones(1, 2)
+    >>> key_means, key_vars = torch.zeros(3, 2), torch.tensor([[1.0, 1.0], [4.0, 4.0], [9.0, 9.0]])
+    >>> A = w2_attention(query_mean, query_var, key_means, key_vars)
+    >>> [round(x, 4) for x in A[0].tolist()]
+    [0.8805, 0.1192, 0.0003]
+    >>> round(float(A.sum()), 4)
+    1.0
     """
     W = pairwise_w2_squared(mq, Sq, mk, Sk)
     return attention.softmax(-W, tau=tau)
@@ -321,6 +385,14 @@ def gaussian_from_params(mean_xy, sigma_x, sigma_y, rho) -> torch.Tensor:
     mean_xy (..., 2) fixes the leading shape, dtype and device; sigma_x, sigma_y >= 0 (standard deviations) and
     rho in [-1, 1] (correlation) are numbers or tensors broadcasting to mean_xy.shape[:-1]. |rho| = 1 or a zero
     sigma gives a degenerate (rank-deficient) Gaussian, which is allowed.
+
+    Example: standard deviations 2 and 1 with correlation 0.5 give the covariance [[4, 1], [1, 1]].
+
+    >>> import torch
+    >>> from wviz.gaussian import gaussian_from_params
+    >>> S = gaussian_from_params(torch.zeros(2), sigma_x=2.0, sigma_y=1.0, rho=0.5)
+    >>> S.tolist()
+    [[4.0, 1.0], [1.0, 1.0]]
     """
     _check_float(mean_xy, "mean_xy")
     if mean_xy.dim() == 0 or mean_xy.shape[-1] != 2:
@@ -356,6 +428,18 @@ def ellipse(mean, cov, n_sigma: float = 1.0, n_points: int = 100) -> torch.Tenso
 
     mean (..., 2), cov (..., 2, 2) or variances (..., 2); returns (..., n_points, 2), the first point repeated
     as the last so that a line through them closes. A degenerate covariance gives a segment (or a point).
+
+    Example: the 1-sigma ellipse of N(0, diag(4, 1)) reaches 2 along x and 1 along y, and closes on itself.
+
+    >>> import torch
+    >>> from wviz.gaussian import ellipse
+    >>> pts = ellipse(torch.zeros(2), torch.tensor([4.0, 1.0]), n_points=5)
+    >>> tuple(pts.shape)
+    (5, 2)
+    >>> [round(float(r), 4) for r in pts.norm(dim=-1)]
+    [2.0, 1.0, 2.0, 1.0, 2.0]
+    >>> torch.allclose(pts[0], pts[-1], atol=1e-6)
+    True
     """
     m, S, diagonal = _check_gaussian(mean, cov, "")
     if m.shape[-1] != 2:

@@ -1,6 +1,6 @@
-"""The works wviz implements or cites, in full: the five source documents (shared/seeds/INDEX.md) and the papers
-behind Sinkhorn, sparse regularised transport and attention rollout. The References page lists them; pages link
-to an entry with ui.cite(key)."""
+"""The works wviz implements or cites, in full: the five source documents that the pages implement (000 to 004:
+notes and papers, cited in docstrings by these short names) and the papers behind Sinkhorn, sparse regularised
+transport and attention rollout. The References page lists them; pages link to an entry with ui.cite(key)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,8 +21,10 @@ class Reference:
 
 REFERENCES = {r.key: r for r in (
     Reference("000", "Wasserstein self-attention note (000)",
-              "*Wasserstein Self-Attention Mechanism*. Technical note, source document 000 of wviz "
-              "(`shared/seeds/000_f46914f9fba49497.txt`).",
+              "*Wasserstein Self-Attention Mechanism*. Unpublished technical note (no author or date given), source "
+              "document 000 of wviz. It proposes attention weights A_ij = f(W(q_i, k_j)), with W a Wasserstein "
+              "distance between the distributions that a query and a key stand for and f decreasing (e.g. a "
+              "sigmoid), and outputs Y = A V.",
               used_on="Wasserstein self-attention"),
     Reference("001", "One-sided entropic OT note (001)",
               "MTandHJ. *Scaled-Dot-Product Attention as One-Sided Entropic Optimal Transport*. Note, 29 July "

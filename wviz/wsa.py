@@ -1,5 +1,5 @@
-"""Wasserstein self-attention on a sequence: the 000 note (shared/seeds/000_*.txt, "Wasserstein Self-Attention
-Mechanism").
+"""Wasserstein self-attention on a sequence: the 000 note, "Wasserstein Self-Attention Mechanism" (an unpublished
+technical note; see the References page).
 
 In the note's notation: X = [x_1, ..., x_n] (..., n, d); Q = X W_Q, K = X W_K, V = X W_V; W_ij = W(q_i, k_j), a
 Wasserstein distance between the distributions that q_i and k_j stand for; A_ij = f(W_ij) with f decreasing
@@ -8,7 +8,7 @@ Wasserstein distance between the distributions that q_i and k_j stand for; A_ij 
 How a vector stands for a distribution (``representation``); in every case W_ij is an optimal transport cost:
 
     "gaussian"   first half mean mu, second half log-variance log sigma^2 (the diagonal Gaussian embedding of 004):
-                 W_ij = W2^2 = ||mu_i - mu_j||^2 + ||sigma_i - sigma_j||^2 (wviz.gaussian, INDEX.md closed form)
+                 W_ij = W2^2 = ||mu_i - mu_j||^2 + ||sigma_i - sigma_j||^2 (wviz.gaussian's Bures-Wasserstein form)
     "empirical"  the d_k coordinates as d_k equally weighted points on the line: W_ij = W_p^p
                  = (1/d_k) sum_l |q_(l) - k_(l)|^p with q_(l), k_(l) the sorted coordinates (monotone coupling)
     "cloud"      the vector reshaped into k points of dimension d_k / k with weights 1/k: W_ij = W2^2 = the exact
@@ -112,6 +112,18 @@ def assignment(C: torch.Tensor, rel_eps: float = 1e-10) -> torch.Tensor:
     Why not entropic OT (wviz.ot.sinkhorn) with a small gamma: on these small uniform problems it needs many
     iterations at a small gamma, and its cost <C, P_gamma> is biased, by up to gamma log k relative to the cost;
     the auction is exact.
+
+    Example: the auction finds the cheapest of the 3! assignments, as brute force does.
+
+    >>> from itertools import permutations
+    >>> import torch
+    >>> from wviz.wsa import assignment
+    >>> C = torch.tensor([[4.0, 1.0, 3.0], [2.0, 0.0, 5.0], [3.0, 2.0, 2.0]])
+    >>> s = assignment(C)
+    >>> s.tolist(), float(C[torch.arange(3), s].sum())
+    ([1, 0, 2], 5.0)
+    >>> min(float(C[torch.arange(3), list(p)].sum()) for p in permutations(range(3)))
+    5.0
     """
     if not isinstance(C, torch.Tensor) or C.dim() < 2 or C.shape[-1] != C.shape[-2]:
         raise ValueError("assignment needs square cost matrices, a tensor of shape (..., k, k)")
@@ -199,6 +211,22 @@ def wasserstein_distances(Q: torch.Tensor, K: torch.Tensor, representation: str 
     Representations as in the module docstring: "gaussian" W2^2 between diagonal Gaussians (mean, log-variance
     halves; 004), "empirical" W_p^p between the 1-D empirical distributions of the coordinates (sorting), "cloud"
     W2^2 between uniform k-point clouds of dimension d_k / k (exact assignment). Differentiable in Q and K.
+
+    Example: "gaussian" reads (mean, log-variance) halves: W2^2 = ||mu_q - mu_k||^2 + ||sigma_q - sigma_k||^2;
+    "empirical" and "cloud" ignore the order of the coordinates or points.
+
+    >>> import math
+    >>> import torch
+    >>> from wviz.wsa import wasserstein_distances
+    >>> Q = torch.tensor([[0.0, 0.0, 0.0, 0.0]])                          # mean (0, 0), sigma (1, 1)
+    >>> K = torch.tensor([[3.0, 4.0, 0.0, 0.0], [0.0, 0.0, math.log(4.0), math.log(4.0)]])   # sigma (2, 2) in row 2
+    >>> wasserstein_distances(Q, K).tolist()
+    [[25.0, 2.0]]
+    >>> wasserstein_distances(torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[3.0, 1.0, 2.0]]), "empirical").tolist()
+    [[0.0]]
+    >>> q, k = torch.tensor([[0.0, 0.0, 1.0, 1.0]]), torch.tensor([[1.0, 1.0, 0.0, 0.0]])   # points (0, 0), (1, 1)
+    >>> wasserstein_distances(q, k, "cloud", k=2).tolist()
+    [[0.0]]
     """
     for t, name in ((Q, "Q"), (K, "K")):
         if not isinstance(t, torch.Tensor) or t.dim() < 2:
@@ -228,7 +256,20 @@ def weights(W: torch.Tensor, weight_map: str = "softmax", *, tau: float = 1.0, b
             normalize: bool = True) -> torch.Tensor:
     """A = f(W) along the last dimension: "softmax" A_ij = softmax_j(-W_ij / tau) (004's W2 attention);
     "sigmoid" A_ij = sigmoid((b - W_ij) / s), the 000 note's example of f, divided by its row sum when
-    ``normalize`` (computed as softmax_j(log sigmoid((b - W_ij) / s)), which cannot divide by an underflowed 0)."""
+    ``normalize`` (computed as softmax_j(log sigmoid((b - W_ij) / s)), which cannot divide by an underflowed 0).
+
+    Example: softmax(-W / tau) favours the closest key; the note's sigmoid gives 1/2 at W = b before normalising.
+
+    >>> import torch
+    >>> from wviz.wsa import weights
+    >>> W = torch.tensor([[0.0, 1.0, 2.0]])
+    >>> [round(x, 4) for x in weights(W)[0].tolist()]
+    [0.6652, 0.2447, 0.09]
+    >>> [round(x, 4) for x in weights(W, "sigmoid", normalize=False)[0].tolist()]
+    [0.5, 0.2689, 0.1192]
+    >>> [round(x, 4) for x in weights(W, "sigmoid")[0].tolist()]
+    [0.563, 0.3028, 0.1342]
+    """
     if weight_map not in WEIGHT_MAPS:
         raise ValueError(f"unknown weight_map {weight_map!r}; choose one of {', '.join(WEIGHT_MAPS)}")
     if weight_map == "softmax":
@@ -247,6 +288,18 @@ def wasserstein_self_attention(X, W_Q, W_K, W_V, representation: str = "gaussian
     X (..., n, d); W_Q, W_K (d, d_k); W_V (d, d_v). representation: "gaussian" (d_k even), "empirical" (order p),
     "cloud" (k points, d_k divisible by k); weight_map: "softmax" (tau) or "sigmoid" (b, s, normalize); see the
     module docstring. Returns WSAResult(Y (..., n, d_v), A (..., n, n), W (..., n, n)).
+
+    Example: every row of A is a distribution over the tokens, and Y = A V.
+
+    >>> import torch
+    >>> from wviz.wsa import wasserstein_self_attention
+    >>> X = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
+    >>> I = torch.eye(4)
+    >>> r = wasserstein_self_attention(X, W_Q=I, W_K=I, W_V=I)
+    >>> tuple(r.Y.shape), tuple(r.A.shape), tuple(r.W.shape)
+    ((5, 4), (5, 5), (5, 5))
+    >>> torch.allclose(r.A.sum(-1), torch.ones(5)), torch.allclose(r.Y, r.A @ X)
+    (True, True)
     """
     X, W_Q, W_K, W_V = _check_inputs(X, W_Q, W_K, W_V)
     k, p = _check_options(representation, weight_map, W_Q.shape[1], k, p)
@@ -261,7 +314,18 @@ def wasserstein_self_attention(X, W_Q, W_K, W_V, representation: str = "gaussian
 
 def dot_product_attention(X, W_Q, W_K, W_V) -> WSAResult:
     """Scaled dot-product attention for comparison: A = softmax(Q K^T / sqrt(d_k)), Y = A V (the traditional
-    attention of the 000 note, with the usual 1 / sqrt(d_k)). W = -Q K^T / sqrt(d_k), so that A = softmax(-W)."""
+    attention of the 000 note, with the usual 1 / sqrt(d_k)). W = -Q K^T / sqrt(d_k), so that A = softmax(-W).
+
+    Example: the same as torch's scaled dot-product attention.
+
+    >>> import torch
+    >>> from wviz.wsa import dot_product_attention
+    >>> X = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
+    >>> I = torch.eye(4)
+    >>> r = dot_product_attention(X, I, I, I)
+    >>> torch.allclose(r.Y, torch.nn.functional.scaled_dot_product_attention(X, X, X), atol=1e-6)
+    True
+    """
     X, W_Q, W_K, W_V = _check_inputs(X, W_Q, W_K, W_V)
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     W = -(Q @ K.mT) / math.sqrt(Q.shape[-1])

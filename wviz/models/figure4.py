@@ -115,7 +115,22 @@ def fenchel_deviation(sentences=None, alpha: float = 1.0, *, device=None, batch_
     sentence (default: the bundled corpus, wviz.models.corpus.CORPUS), lambda* maximising the dual (9) with
     reliability alpha (1 in the paper), t_i = x_i / sqrt(d'), z = K^T Q x_k, u uniform (see fenchel_duals), and the
     relative deviation of its approximation (16), ||lambda* - alpha z|| / ||lambda*||. Sentences run in padded
-    batches of ``batch_size``; ``progress(done, total)`` is called after each batch."""
+    batches of ``batch_size``; ``progress(done, total)`` is called after each batch.
+
+    Example: on one short sentence, each lambda* maximises the dual (9) to a gradient norm near 1e-10, and alpha z is
+    within about 10 % of it in every layer (Figure 4), closer still for a smaller alpha.
+
+    >>> from wviz.models.figure4 import fenchel_deviation
+    >>> dev = fenchel_deviation(["The cat sat."])
+    >>> tuple(dev.per_layer.shape), tuple(dev.per_head.shape)
+    ((6, 6), (6, 12, 6))
+    >>> bool(dev.grad_norm.max() < 1e-8)
+    True
+    >>> [round(float(x), 2) for x in dev.per_layer.mean(dim=1)]
+    [0.06, 0.08, 0.08, 0.08, 0.09, 0.09]
+    >>> bool(fenchel_deviation(["The cat sat."], alpha=0.1).per_layer.mean() < dev.per_layer.mean())
+    True
+    """
     from wviz.models.corpus import CORPUS
 
     sentences = check_sentences(CORPUS if sentences is None else sentences)

@@ -102,7 +102,21 @@ class Normaliser:
 def make_normaliser(normaliser: str | Normaliser = "softmax", **params) -> Normaliser:
     """A validated :class:`Normaliser`: ``normaliser`` is one of NORMALISERS (or a Normaliser, returned as is);
     params are tau (softmax, sparsemax, entmax), alpha in [1, 2] (entmax) and gamma > 0, n_iter in 1..1000
-    (sinkhorn). A parameter the normaliser does not take raises ValueError rather than being ignored."""
+    (sinkhorn). A parameter the normaliser does not take raises ValueError rather than being ignored.
+
+    Example: a normaliser is a row map on scores; a parameter it does not take is refused.
+
+    >>> import torch
+    >>> from wviz.models.minilm import make_normaliser
+    >>> make_normaliser("entmax", alpha=1.5).label()
+    'entmax (alpha = 1.5, tau = 1)'
+    >>> make_normaliser("sparsemax")(torch.tensor([[0.0, 0.5, 1.0]])).tolist()
+    [[0.0, 0.25, 0.75]]
+    >>> make_normaliser("softmax", gamma=1.0)
+    Traceback (most recent call last):
+        ...
+    ValueError: softmax takes tau, not gamma
+    """
     if isinstance(normaliser, Normaliser):
         if params:
             raise ValueError("pass parameters either in the Normaliser or as keywords, not both")
@@ -221,7 +235,18 @@ def _load(device: str):
 
 def load(device: torch.device | str | None = None):
     """(model, tokenizer) of all-MiniLM-L6-v2 from the package's directory, offline, in eval mode on ``device``
-    (default: wviz.device.get_device()); loaded once per device and cached."""
+    (default: wviz.device.get_device()); loaded once per device and cached.
+
+    Example: the 6-layer, 12-head encoder with hidden size 384, and its word-piece tokenizer (loaded once, then
+    cached).
+
+    >>> from wviz.models.minilm import load
+    >>> model, tokenizer = load()
+    >>> model.config.num_hidden_layers, model.config.num_attention_heads, model.config.hidden_size
+    (6, 12, 384)
+    >>> tokenizer.tokenize("Attention is transport.")
+    ['attention', 'is', 'transport', '.']
+    """
     device = torch.device(device) if device is not None else get_device()
     return _load(str(device))
 
@@ -277,7 +302,21 @@ def forward(sentences, normaliser: str | Normaliser = "softmax", *, device=None,
     """Run MiniLM on one sentence or a list, every head normalised by ``normaliser`` (see make_normaliser), and
     capture Q, K, V, scores and weights of every layer and head. Padding (a batch of unequal lengths) is masked
     for every normaliser, so a sentence gives the same result alone or in a batch. Raises ValueError for an empty
-    sentence or one longer than MAX_TOKENS word pieces."""
+    sentence or one longer than MAX_TOKENS word pieces.
+
+    Example: with the model's own normaliser every head's weights are softmax of its scores S = Q K^T / sqrt(d')
+    (eq. (21) of 002), and the sentence embedding is a unit vector.
+
+    >>> import torch
+    >>> from wviz.models.minilm import forward
+    >>> f = forward("The cat sat on the mat.")
+    >>> f.tokens[0]
+    ('[CLS]', 'the', 'cat', 'sat', 'on', 'the', 'mat', '.', '[SEP]')
+    >>> tuple(f.attention.shape), tuple(f.embedding.shape)
+    ((1, 6, 12, 9, 9), (1, 384))
+    >>> torch.allclose(f.attention, torch.softmax(f.scores, dim=-1)), round(float(f.embedding.norm()), 4)
+    (True, 1.0)
+    """
     norm = make_normaliser(normaliser, **params)
     sentences = check_sentences(sentences)
     model, tokenizer = load(device)
@@ -312,7 +351,17 @@ def forward(sentences, normaliser: str | Normaliser = "softmax", *, device=None,
 
 def attention_maps(sentence: str, normaliser: str | Normaliser = "softmax", *, device=None, **params):
     """Attention weights (layers, heads, tokens, tokens) of one sentence with every head's softmax replaced by
-    ``normaliser`` (softmax, sparsemax, entmax, sinkhorn; params as in make_normaliser)."""
+    ``normaliser`` (softmax, sparsemax, entmax, sinkhorn; params as in make_normaliser).
+
+    Example: the model's softmax weights every token pair; with sparsemax in every head most weights are exactly 0.
+
+    >>> from wviz.models.minilm import attention_maps
+    >>> A = attention_maps("The cat sat on the mat.", "sparsemax")
+    >>> tuple(A.shape)
+    (6, 12, 9, 9)
+    >>> bool((attention_maps("The cat sat on the mat.") > 0).all()), round(float((A == 0).float().mean()), 2)
+    (True, 0.82)
+    """
     return forward(sentence, normaliser, device=device, **params).attention[0]
 
 
@@ -349,7 +398,21 @@ class Change:
 
 
 def compare(base: Forward, other: Forward) -> Change:
-    """The :class:`Change` from ``base`` to ``other``, two forwards of the same single sentence."""
+    """The :class:`Change` from ``base`` to ``other``, two forwards of the same single sentence.
+
+    Example: swapping softmax for sparsemax moves the sentence embedding (cosine below 1), and the layers' outputs
+    drift further from the model's with depth; a forward compared with itself is unchanged.
+
+    >>> from wviz.models.minilm import compare, forward
+    >>> base = forward("The cat sat on the mat.")
+    >>> change = compare(base, forward("The cat sat on the mat.", "sparsemax"))
+    >>> round(change.cosine, 2), tuple(change.layer_distance.shape), tuple(change.sparsity.shape)
+    (0.88, (6,), (6, 12))
+    >>> bool(change.layer_distance[-1] > change.layer_distance[0]), float(change.base_sparsity.max())
+    (True, 0.0)
+    >>> round(compare(base, base).cosine, 4), float(compare(base, base).layer_distance.max())
+    (1.0, 0.0)
+    """
     if base.mask.shape[0] != 1 or other.mask.shape != base.mask.shape or not torch.equal(base.mask, other.mask):
         raise ValueError("compare two forwards of the same single sentence")
     m = base.mask[0]

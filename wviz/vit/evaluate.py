@@ -71,7 +71,26 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
     """The full report. ``ood_sets``: name -> images (default: the OOD sets of :mod:`wviz.vit.data`, 360 each,
     shaped like ``images``); ``progress(fraction, text)`` is called before each pass over a set of images (the test
     split, each OOD set, each corruption and severity), with the fraction of those passes done, and with 1.0 at
-    the end."""
+    the end.
+
+    Example: the bundled stochastic ViT on 20 test digits, with uniform noise as the OOD set (no corruptions, to be
+    quick): it reads the digits, is well calibrated, and scores noise as out of distribution.
+
+    >>> from pathlib import Path
+    >>> import wviz
+    >>> from wviz.vit.checkpoint import load_checkpoint
+    >>> from wviz.vit.data import load_dataset, ood_set
+    >>> from wviz.vit.evaluate import evaluate
+    >>> model, _ = load_checkpoint(Path(wviz.__file__).parents[1] / "assets" / "vit_digits_stochastic.safetensors")
+    >>> images, labels = load_dataset("digits", "test")
+    >>> report = evaluate(model, images[:20], labels[:20], {"noise": ood_set("uniform noise", 20)}, samples=4,
+    ...                   corruptions=False)
+    >>> report.accuracy, report.reliability.ece < 0.05
+    (1.0, True)
+    >>> {score: round(auroc, 4) for score, (_, _, auroc) in report.ood["noise"].items()}
+    {'max-softmax': 0.965, 'predictive entropy': 0.9675, 'mutual information': 0.945,
+     'class spread': 0.7288, 'covariance trace': 0.2125}
+    """
     report = progress or (lambda f, t: None)
     labels = labels.to(next(model.parameters()).device)
     if ood_sets is None:

@@ -25,13 +25,34 @@ def _check(probs: torch.Tensor, labels: torch.Tensor) -> None:
 
 
 def accuracy(probs: torch.Tensor, labels: torch.Tensor) -> float:
-    """Fraction of argmax predictions equal to the label."""
+    """Fraction of argmax predictions equal to the label.
+
+    Example: two of three argmax predictions are right.
+
+    >>> import torch
+    >>> from wviz.vit.metrics import accuracy
+    >>> probs = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
+    >>> labels = torch.tensor([0, 1, 1])
+    >>> round(accuracy(probs, labels), 4)
+    0.6667
+    """
     _check(probs, labels)
     return float((probs.argmax(-1) == labels).float().mean())
 
 
 def nll(probs: torch.Tensor, labels: torch.Tensor) -> float:
-    """Mean negative log-likelihood -log p(y | x) of the labels (probabilities floored at 1e-12)."""
+    """Mean negative log-likelihood -log p(y | x) of the labels (probabilities floored at 1e-12).
+
+    Example: the mean of -log 0.9, -log 0.8 and -log 0.4, the probabilities given to the labels.
+
+    >>> import math
+    >>> import torch
+    >>> from wviz.vit.metrics import nll
+    >>> probs = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
+    >>> labels = torch.tensor([0, 1, 1])
+    >>> round(nll(probs, labels), 4), round(-(math.log(0.9) + math.log(0.8) + math.log(0.4)) / 3, 4)
+    (0.4149, 0.4149)
+    """
     _check(probs, labels)
     return float(-probs.gather(1, labels[:, None]).clamp_min(1e-12).log().mean())
 
@@ -51,7 +72,20 @@ class Reliability:
 
 def reliability(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = N_BINS) -> Reliability:
     """Bin the max-probability confidence of each prediction (Guo et al. 2017); confidence 1.0 falls in the last
-    bin (floor(1.0 * B) would be bin B, one past the end)."""
+    bin (floor(1.0 * B) would be bin B, one past the end).
+
+    Example: four predictions at confidence 0.75, three of them right, fill one bin whose accuracy equals its
+    confidence: a perfectly calibrated predictor.
+
+    >>> import torch
+    >>> from wviz.vit.metrics import reliability
+    >>> probs = torch.tensor([[0.75, 0.25]] * 4)
+    >>> labels = torch.tensor([0, 0, 0, 1])
+    >>> r = reliability(probs, labels)
+    >>> k = int(r.count.argmax())
+    >>> int(r.count.sum()), int(r.count[k]), float(r.confidence[k]), float(r.accuracy[k]), r.ece
+    (4, 4, 0.75, 0.75, 0.0)
+    """
     _check(probs, labels)
     conf, pred = probs.float().max(-1)
     correct = (pred == labels).float()
@@ -68,13 +102,33 @@ def reliability(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = N_BINS)
 
 
 def ece(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = N_BINS) -> float:
-    """Expected calibration error with ``n_bins`` equal-width bins (15 by default)."""
+    """Expected calibration error with ``n_bins`` equal-width bins (15 by default).
+
+    Example: ECE is 0 for a perfectly calibrated predictor and 0.5 for one that is always sure and right half the time.
+
+    >>> import torch
+    >>> from wviz.vit.metrics import ece
+    >>> ece(torch.tensor([[0.75, 0.25]] * 4), torch.tensor([0, 0, 0, 1]))
+    0.0
+    >>> ece(torch.tensor([[1.0, 0.0]] * 4), torch.tensor([0, 1, 0, 1]))
+    0.5
+    """
     return reliability(probs, labels, n_bins).ece
 
 
 def auroc(in_scores: torch.Tensor, out_scores: torch.Tensor) -> float:
     """Area under the ROC curve for telling out-of-distribution inputs by a score that is larger for them:
-    P(score_out > score_in) + P(tie) / 2 (Mann-Whitney U over all pairs, ties counted half), from ranks."""
+    P(score_out > score_in) + P(tie) / 2 (Mann-Whitney U over all pairs, ties counted half), from ranks.
+
+    Example: 1 when every OOD score is above every in-distribution score, 0.5 when the score cannot tell them apart.
+
+    >>> import torch
+    >>> from wviz.vit.metrics import auroc
+    >>> auroc(torch.tensor([0.1, 0.2, 0.3]), torch.tensor([0.5, 0.9]))
+    1.0
+    >>> auroc(torch.tensor([0.1, 0.2]), torch.tensor([0.1, 0.2]))
+    0.5
+    """
     a, b = in_scores.reshape(-1).double().cpu(), out_scores.reshape(-1).double().cpu()
     if len(a) == 0 or len(b) == 0:
         raise ValueError("AUROC needs at least one in-distribution and one out-of-distribution score")
@@ -99,7 +153,17 @@ def mutual_information(draws: torch.Tensor) -> torch.Tensor:
     """BALD (Houlsby et al. 2011): the mutual information between the label and the sampled embedding,
     I = H[E_s p_s] - E_s H[p_s] >= 0 (the entropy of the mean minus the mean entropy; >= 0 by the concavity of H),
     per image: (S, N, C) -> (N,). Zero when every draw gives the same probabilities (no epistemic spread), however
-    flat they are; the clamp only removes rounding below zero."""
+    flat they are; the clamp only removes rounding below zero.
+
+    Example: two draws sure of different classes disagree (I = log 2); two equally unsure draws agree (I = 0).
+
+    >>> import torch
+    >>> from wviz.vit.metrics import mutual_information
+    >>> disagree = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])    # (S, N, C) = (2, 1, 2)
+    >>> agree = torch.tensor([[[0.5, 0.5]], [[0.5, 0.5]]])
+    >>> round(float(mutual_information(disagree)[0]), 4), round(float(mutual_information(agree)[0]), 4)
+    (0.6931, 0.0)
+    """
     from wviz.vit.model import entropy
 
     _check_draws(draws)
@@ -108,7 +172,16 @@ def mutual_information(draws: torch.Tensor) -> torch.Tensor:
 
 def class_spread(draws: torch.Tensor) -> torch.Tensor:
     """The spread of the predicted class across draws, as the variation ratio (Freeman 1965): 1 - (draws whose
-    argmax is the most frequent class) / S, per image: (S, N, C) -> (N,), in [0, 1 - 1/S]; 0 when all draws agree."""
+    argmax is the most frequent class) / S, per image: (S, N, C) -> (N,), in [0, 1 - 1/S]; 0 when all draws agree.
+
+    Example: three of four draws pick class 0, one picks class 1: a spread of 1 - 3/4.
+
+    >>> import torch
+    >>> from wviz.vit.metrics import class_spread
+    >>> draws = torch.tensor([[[0.9, 0.1]], [[0.8, 0.2]], [[0.6, 0.4]], [[0.3, 0.7]]])   # (S, N, C) = (4, 1, 2)
+    >>> float(class_spread(draws)[0])
+    0.25
+    """
     _check_draws(draws)
     S, _, C = draws.shape
     votes = F.one_hot(draws.argmax(-1), C).sum(0)  # (N, C): draws per predicted class
@@ -124,7 +197,23 @@ def ood_scores(probs: torch.Tensor, trace: torch.Tensor | None = None,
                draws: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """OOD scores, larger = more likely out of distribution: 1 - max softmax probability and the predictive entropy
     of ``probs`` (N, C); with the stochastic model's Monte-Carlo ``draws`` (S, N, C), the mutual information and
-    the class spread; with its ``trace`` (N,), the mean covariance trace of the last layer's tokens."""
+    the class spread; with its ``trace`` (N,), the mean covariance trace of the last layer's tokens.
+
+    Example: a flat prediction scores higher (more likely OOD) than a confident one; draws add the epistemic scores.
+
+    >>> import torch
+    >>> from wviz.vit.metrics import ood_scores
+    >>> probs = torch.tensor([[0.98, 0.02], [0.5, 0.5]])
+    >>> scores = ood_scores(probs)
+    >>> list(scores)
+    ['max-softmax', 'predictive entropy']
+    >>> [round(x, 4) for x in scores["max-softmax"].tolist()]
+    [0.02, 0.5]
+    >>> [round(x, 4) for x in scores["predictive entropy"].tolist()]
+    [0.098, 0.6931]
+    >>> list(ood_scores(probs, draws=probs.expand(3, 2, 2)))
+    ['max-softmax', 'predictive entropy', 'mutual information', 'class spread']
+    """
     from wviz.vit.model import entropy
 
     out = {"max-softmax": 1 - probs.max(-1).values, "predictive entropy": entropy(probs)}

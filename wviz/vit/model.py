@@ -1,7 +1,7 @@
 """A small stochastic Vision Transformer with W2 attention (004) and its deterministic twin.
 
-Source: the 004 summary (shared/seeds/004_*.txt, "Stochastic Vision Transformers with Wasserstein Distance-Aware
-Attention", arXiv 2311.18645). Every token is a Gaussian N(mu, diag(Sigma)) with a diagonal covariance:
+Source: 004, a summary of "Stochastic Vision Transformers with Wasserstein Distance-Aware Attention" (Erick et al.,
+arXiv 2311.18645; see the References page). Every token is a Gaussian N(mu, diag(Sigma)) with a diagonal covariance:
 
     mu = W_mu x + p_mu,        Sigma = ELU(W_Sigma x + p_Sigma) + 1                 (eq. (5): positive variances)
 
@@ -260,6 +260,25 @@ class DeterministicViT(_ViT):
 
 
 def build_model(cfg: ViTConfig) -> _ViT:
+    """The untrained model that ``cfg`` describes: a :class:`StochasticViT` (Gaussian tokens, W2 attention of 004)
+    for kind 'stochastic', its :class:`DeterministicViT` twin for 'deterministic'. The weights are drawn from torch's
+    global generator (torch.manual_seed makes them reproducible).
+
+    Example: a tiny stochastic ViT on 8 x 8 images (4 patches + the class token): every token carries positive
+    variances, and every attention row is a distribution.
+
+    >>> import torch
+    >>> from wviz.vit.model import ViTConfig, build_model
+    >>> _ = torch.manual_seed(0)
+    >>> model = build_model(ViTConfig(image_size=8, patch_size=4, dim=8, depth=1, heads=2))
+    >>> type(model).__name__
+    'StochasticViT'
+    >>> out = model(torch.rand(2, 1, 8, 8))
+    >>> tuple(out.logits.shape), tuple(out.attentions[0].shape), bool((out.covariances[0] > 0).all())
+    ((2, 10), (2, 2, 5, 5), True)
+    >>> torch.allclose(out.attentions[0].sum(-1), torch.ones(2, 2, 5))
+    True
+    """
     return (StochasticViT if cfg.kind == "stochastic" else DeterministicViT)(cfg)
 
 
@@ -288,7 +307,26 @@ def entropy(p: torch.Tensor) -> torch.Tensor:
 def mc_predict(model: _ViT, images: torch.Tensor, samples: int = 32, seed: int = 0) -> MCPrediction:
     """Sample the patch embeddings S = ``samples`` times from their Gaussians (eq. (5)) and average the softmax
     outputs; all S draws of all images go through the network as one batch. The deterministic model gives S equal
-    draws (zero spread). The seeded generator lives on the images' device."""
+    draws (zero spread). The seeded generator lives on the images' device.
+
+    Example: the predictive of S = 8 draws is a distribution per image; the stochastic model's draws spread, its
+    deterministic twin's do not, and the seed makes the draws reproducible.
+
+    >>> import torch
+    >>> from wviz.vit.model import ViTConfig, build_model, mc_predict
+    >>> _ = torch.manual_seed(0)
+    >>> cfg = ViTConfig(image_size=8, patch_size=4, dim=8, depth=1, heads=2)
+    >>> model = build_model(cfg)
+    >>> images = torch.rand(2, 1, 8, 8)
+    >>> mc = mc_predict(model, images, samples=8, seed=0)
+    >>> tuple(mc.probs.shape), torch.allclose(mc.mean.sum(-1), torch.ones(2))
+    ((8, 2, 10), True)
+    >>> bool(mc.std.max() > 0), torch.equal(mc.mean, mc_predict(model, images, samples=8, seed=0).mean)
+    (True, True)
+    >>> twin = build_model(ViTConfig(kind="deterministic", image_size=8, patch_size=4, dim=8, depth=1, heads=2))
+    >>> float(mc_predict(twin, images, samples=8).std.max())
+    0.0
+    """
     if not (isinstance(samples, int) and 1 <= samples <= 4096):
         raise ValueError(f"the number of Monte-Carlo samples must be an integer from 1 to 4096, got {samples!r}")
     B = len(images)
