@@ -1,38 +1,16 @@
 """wviz: attention as optimal transport. Entry point: `streamlit run app.py` (or `make run`)."""
 import streamlit as st
 
+from wviz.registry import sections
 from wviz.ui.style import sidebar_state
 
 st.set_page_config(page_title="wviz: attention as transport", page_icon=":material/blur_on:", layout="wide",
                    initial_sidebar_state=sidebar_state())
 
-# One entry per built page, by section. A page that is not built yet is simply not listed.
-SECTIONS = {
-    "Attention as optimisation": [
-        st.Page("pages/attention_transport.py", title="Attention as transport", icon=":material/scatter_plot:",
-                url_path="attention_transport"),
-        st.Page("pages/transport_plans.py", title="Transport plans", icon=":material/swap_horiz:",
-                url_path="transport_plans"),
-        st.Page("pages/fenchel_dual.py", title="Attention solves a dual problem", icon=":material/functions:",
-                url_path="fenchel_dual"),
-    ],
-    "Distributions as tokens": [
-        st.Page("pages/gaussian_w2.py", title="Gaussian W2 attention", icon=":material/blur_circular:",
-                url_path="gaussian_w2"),
-        st.Page("pages/wasserstein_self_attention.py", title="Wasserstein self-attention",
-                icon=":material/stacked_line_chart:", url_path="wasserstein_self_attention"),
-        st.Page("pages/uncertainty_inspector.py", title="Uncertainty inspector", icon=":material/blur_on:",
-                url_path="uncertainty_inspector"),
-    ],
-    "Attention as particles": [
-        st.Page("pages/particles.py", title="Particles and contraction", icon=":material/bubble_chart:",
-                url_path="particles"),
-    ],
-    "Real models": [
-        st.Page("pages/real_transformer.py", title="Real transformer", icon=":material/psychology:",
-                url_path="real_transformer"),
-    ],
-}
+# The math pages by section, from the one registry of pages (wviz.registry); the References page comes last.
+SECTIONS = {section: [st.Page(f"pages/{page.stem}.py", title=page.title, icon=page.icon, url_path=page.stem)
+                      for page in pages]
+            for section, pages in sections().items()}
 
 
 def references():

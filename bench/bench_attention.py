@@ -5,7 +5,7 @@ wviz.sparsemax vs entmax.sparsemax (full sort, and its exact top-k with k = 16 a
 vs entmax.entmax15 (same variants) and wviz.softmax vs torch.softmax, as the median over repeats. The ratio is
 (fastest peer variant) / wviz, so > 1 means wviz is faster. Max |diff| compares wviz with the full-sort peer.
 Run with ``python -m bench`` (all benchmarks) or ``python -m bench.bench_attention``; it rewrites the section
-"## Sparse attention maps (issue 2)" of BENCHMARKS.md.
+"## Sparse attention maps" of BENCHMARKS.md.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import torch
 from wviz import attention
 from bench.common import cpu_name, median_ms, write_section
 
-SECTION = "## Sparse attention maps (issue 2)"
+SECTION = "## Sparse attention maps"
 SIZES = [(1024, 1024), (4096, 4096)]
 DISTRIBUTIONS = {"normal": 1.0, "peaky (x5)": 5.0}
 KS = (16, 64)

@@ -1,6 +1,6 @@
 """Capacity: what one student costs the server, per page, for a lecturer to plan replicas with.
 
-Per page (tests/e2e/harness.py SLIDERS), on a fresh server (app.py, one Streamlit process, WVIZ_DEVICE=cpu; the
+Per page (wviz.registry), on a fresh server (app.py, one Streamlit process, WVIZ_DEVICE=cpu; the
 results shared on disk, wviz.disk_cache, are loaded from there when a run before computed them):
 
 - CPU per move: Debian's chromium (Playwright) opens the page, waits for its background work (Figure 4, the
@@ -17,7 +17,7 @@ results shared on disk, wviz.disk_cache, are loaded from there when a run before
   and moved its slider already: the RSS before is the server with one session (the "server RSS" column).
 
 Students per core = 5000 ms / CPU ms per move: each student moving a slider once every 5 s. Writes "## Capacity:
-server CPU per move and memory per session (issue 19)" of BENCHMARKS.md.
+server CPU per move and memory per session" of BENCHMARKS.md.
 
     python -m bench capacity                                           every page; writes BENCHMARKS.md
     python -m bench.bench_capacity gaussian_w2 --moves 5 --sessions 2  a smoke run; prints, writes nothing
@@ -31,10 +31,10 @@ from bench.bench_latency import SNAPSHOT, machine
 from bench.common import cpu_s, rss_mb, slider_pages, write_section
 from tests.e2e.harness import launch_browser, serving, wait_until_idle
 
-SECTION = "## Capacity: server CPU per move and memory per session (issue 19)"
+SECTION = "## Capacity: server CPU per move and memory per session"
 MOVES, WARMUP, SESSIONS = 30, 3, 5
 IDLE_S = 10
-MOVE_EVERY_MS = 5000  # the issue's student: one slider move every 5 s
+MOVE_EVERY_MS = 5000  # the student planned for: one slider move every 5 s
 BACKGROUND_S = 900    # Figure 4 on 2 shared cores takes minutes
 
 

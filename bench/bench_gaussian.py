@@ -1,4 +1,4 @@
-"""Gaussian W2 (issue 5): wviz.gaussian.pairwise_w2_squared against plain torch broadcasting, POT and scipy.
+"""Gaussian W2: wviz.gaussian.pairwise_w2_squared against plain torch broadcasting, POT and scipy.
 
 Diagonal covariances, n = m = 2048 tokens, d = 64 (float32 and float64): wviz (one matrix product over [m, sigma])
 vs the plain broadcast ((m1[:, None] - m2[None]) ** 2).sum(-1) + ((s1[:, None] - s2[None]) ** 2).sum(-1), and vs
@@ -11,7 +11,7 @@ near 1 means the path is bound by that product. Full covariances, n = m = 64, d 
 bures_wasserstein_distance on all pairs. POT returns W2; it is squared for the comparison. Ratio = peer time /
 wviz time (> 1: wviz faster); max |diff| is against the peer's W2^2.
 
-Run with ``python -m bench gaussian`` (or ``python -m bench``); it rewrites the section "## Gaussian W2 (issue 5)"
+Run with ``python -m bench gaussian`` (or ``python -m bench``); it rewrites the section "## Gaussian W2"
 of BENCHMARKS.md. WVIZ_BENCH_THREADS sets the threads of torch and numpy's BLAS (default 1).
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 from wviz import gaussian
 from bench.common import bench_threads, cpu_name, median_ms, write_section
 
-SECTION = "## Gaussian W2 (issue 5)"
+SECTION = "## Gaussian W2"
 
 
 def _spd(n: int, d: int, g: torch.Generator) -> torch.Tensor:

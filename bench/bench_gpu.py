@@ -1,4 +1,4 @@
-"""The benchmarks' GPU rows (issues 2, 3, 5, 7), run only where CUDA is available.
+"""The benchmarks' GPU rows (attention maps, OT engine, Gaussian W2, stochastic ViT), run only where CUDA is available.
 
 * attention maps: bench_attention's cases on CUDA tensors (wviz against the entmax package and torch.softmax);
 * OT engine: bench_ot's grid with wviz and POT's torch variants on CUDA tensors (POT's numpy variants on the
@@ -7,7 +7,7 @@
 * stochastic ViT: one image with 32 Monte-Carlo samples (batched against a python loop) and test-split throughput.
 
 Run with ``python -m bench gpu`` (or ``python -m bench``); on a machine without CUDA it says so and writes nothing.
-Otherwise it rewrites the section "## On a GPU (issues 2, 3, 5, 7)" of BENCHMARKS.md; the other sections stay
+Otherwise it rewrites the section "## On a GPU" of BENCHMARKS.md; the other sections stay
 CPU-only, so the two kinds of machine never overwrite each other's tables.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from bench import bench_attention, bench_ot
 from bench.common import bench_threads, cpu_name, median_ms, write_section
 from wviz import gaussian
 
-SECTION = "## On a GPU (issues 2, 3, 5, 7)"
+SECTION = "## On a GPU"
 
 
 def gaussian_rows(device, n: int = 2048, d: int = 64, repeats: int = 21) -> str:
@@ -104,7 +104,7 @@ def main(write: bool = True) -> str:
             "wall time); each table is measured as its CPU section describes, with every CUDA call synchronised "
             "before the clock stops.\n\n"
             f"### Attention maps, float32 on CUDA\n\n"
-            f"Not slower than the entmax package (issue 2): {sum(x >= 1 for x in sparse)} of {len(sparse)} "
+            f"Not slower than the entmax package: {sum(x >= 1 for x in sparse)} of {len(sparse)} "
             f"sparsemax / entmax-1.5 rows (fastest peer / wviz {min(sparse):.2f}-{max(sparse):.2f}).\n\n{attention}\n\n"
             "### OT engine: Sinkhorn, float64, stopped at L1 marginal error <= 1e-6\n\n"
             "wviz and POT's torch variants on CUDA tensors; POT's numpy variants on the host CPU. "

@@ -6,8 +6,8 @@ figures functions at the page's defaults, under a slider with the page's key and
 Debian's chromium (Playwright) moves one sidebar slider per page by keyboard, one step at a time, alternating
 right and left, and times keypress -> the browser's Plotly data differs from before (polled every animation
 frame). After each change it waits for the run to end, so moves never overlap. A page and its reference are open
-in two browsers that take turns, move by move. p50 and p95 per page at the default sizes; the goal of issue 16 is the
-page's p50 within 1.25x of its main figure's alone. Writes "## Slider latency in the browser (issue 8)" of
+in two browsers that take turns, move by move. p50 and p95 per page at the default sizes; the goal is the
+page's p50 within 1.25x of its main figure's alone. Writes "## Slider latency in the browser" of
 BENCHMARKS.md.
 
     python -m bench latency                                       every page; writes BENCHMARKS.md
@@ -25,8 +25,8 @@ from pathlib import Path
 from bench.common import cpu_name, slider_pages, write_section
 from tests.e2e.harness import launch_browser, running_app, wait_until_idle
 
-SECTION = "## Slider latency in the browser (issue 8)"
-GOAL = 1.25   # issue 16: a page's p50 at most this many times its main figure's p50 alone
+SECTION = "## Slider latency in the browser"
+GOAL = 1.25   # the goal: a page's p50 at most this many times its main figure's p50 alone
 MOVES, WARMUP = 30, 3
 SNAPSHOT = ("() => JSON.stringify(Array.from(document.querySelectorAll('.js-plotly-plot'))"
             ".map(gd => gd.data || []))")
@@ -40,7 +40,7 @@ key and option grid, with nothing else on the page. Its views results are cached
 Streamlit's rerun, building and sending that one figure, and the browser's drawing of it: what the page cannot
 do without while it shows that figure. "page / figure alone" is then what the page adds on top: its own
 computation, the other figures the slider redraws and the secondary view drawn, tables, equations, export
-menus and the share link. Issue 16's goal is at most 1.25. "figure alone / floor" is the cost of drawing the
+menus and the share link. The goal is at most 1.25. "figure alone / floor" is the cost of drawing the
 figure itself against Streamlit's floor (one slider, one small bar chart): a 40 x 30 heatmap with its marginals
 as bars (transport_plans) is about 2.2x, whatever the library, which is why the goal is per page and not
 against the floor. A page and its reference take turns move by move, each in a browser of its own, so that a
@@ -128,7 +128,7 @@ def run(pages: dict[str, str]) -> list[dict]:
     """The floor's row, then one row per page: its moves and its main figure's moves alone, taking turns."""
     from playwright.sync_api import sync_playwright
 
-    from bench.main_figure_app import figure_key
+    from wviz.registry import BY_STEM
 
     with running_app() as app, running_app(HERE / "floor_app.py") as floor, \
             running_app(HERE / "main_figure_app.py") as alone, sync_playwright() as pw:
@@ -142,7 +142,7 @@ def run(pages: dict[str, str]) -> list[dict]:
         for path, key in pages.items():
             stem = path.split("?")[0]
             tabs = [Slider(browsers[0], f"{app}/{path}", key), Slider(browsers[1], f"{alone}/?page={stem}", key)]
-            row = {"page": path, "key": key, "figure": figure_key(stem)}
+            row = {"page": path, "key": key, "figure": BY_STEM[stem].figure}
             row["ms"], row["alone"] = measure(tabs)
             for tab in tabs:
                 tab.close()
@@ -175,7 +175,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(only: list[str] | None = None, write: bool | None = None) -> str:
-    """Every page with a main slider (tests/e2e/harness.py SLIDERS), or only those named (each may carry URL
+    """Every page (wviz.registry), or only those named (each may carry URL
     parameters after a "?"); the table goes to BENCHMARKS.md when every page ran (``write`` overrides)."""
     keys = slider_pages([o.split("?")[0] for o in only] if only else None)
     pages = {o: keys[o.split("?")[0]] for o in only} if only else keys

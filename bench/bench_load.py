@@ -2,8 +2,8 @@
 pages for 60 s against `deploy/serve.py` (what `make serve` runs: Streamlit replicas behind nginx, sticky by
 cookie), once with 2 replicas and once with 1. Counts answered moves and errors per user (a move not answered
 within 30 s, a page error, a Streamlit exception box), and every 2 s samples each replica's resident memory and
-CPU time (the replicas' pids are in `.serve/<port>/replicas`). Writes "## Load: 16 users through nginx (issue 19)"
-of BENCHMARKS.md, with a verdict per run on the issue's goals:
+CPU time (the replicas' pids are in `.serve/<port>/replicas`). Writes "## Load: 16 users through nginx"
+of BENCHMARKS.md, with a verdict per run on these goals:
 
 - no error: no user saw one;
 - every user answered: every user loaded its page and, while moving, never waited more than 30 s (ANSWER_S) for
@@ -46,7 +46,7 @@ from bench.common import cpu_s, rss_mb, slider_pages, write_section
 from deploy.serve import free_ports, read_replicas
 from tests.e2e.harness import CHROMIUM, CHROMIUM_ARGS, ROOT, SLIDERS
 
-SECTION = "## Load: 16 users through nginx (issue 19)"
+SECTION = "## Load: 16 users through nginx"
 USERS, SECONDS, REPLICAS, ANSWER_S = 16, 60, (2, 1), 30
 GROWTH_MB = 100
 SAMPLE_S = 2
@@ -259,7 +259,8 @@ def summary(r: dict) -> dict:
 
 
 def goals(r: dict, s: dict) -> str:
-    """The issue's goals for one run, each marked met or missed."""
+    """The module docstring's goals (no error, every user answered, memory bounded) for one run, each marked met
+    or missed."""
     def mark(ok):
         return "met" if ok else "**missed**"
 

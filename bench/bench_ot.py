@@ -10,10 +10,10 @@ of every returned plan is measured afterwards and reported as it is. A POT varia
 POT_BUDGET_S runs for that long only and is reported as "did not reach tol".
 
 ratio = (time of the fastest POT variant that reached the tolerance) / (wviz time); > 1: wviz faster.
-wviz / bare (issue 18) = wviz time / the bare cost of wviz's own iterations: one exp of the cost matrix and two
+wviz / bare = wviz time / the bare cost of wviz's own iterations: one exp of the cost matrix and two
 matrix-vector products per wviz iteration, timed in the same run, taking turns with wviz.
 Run with ``python -m bench`` (all benchmarks) or ``python -m bench ot``; it rewrites the section
-"## OT engine (issue 3)" of BENCHMARKS.md. WVIZ_BENCH_THREADS sets the threads of torch and of numpy's BLAS
+"## OT engine" of BENCHMARKS.md. WVIZ_BENCH_THREADS sets the threads of torch and of numpy's BLAS
 (default 1: the machine is shared, and the same count is used for every library).
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ import torch
 from wviz import ot
 from bench.common import bench_threads, cpu_name, median_ms, write_section
 
-SECTION = "## OT engine (issue 3)"
+SECTION = "## OT engine"
 SIZES = (256, 1024, 2048)
 GAMMAS = (0.05, 0.01, 0.001)
 TOL = 1e-6
@@ -171,7 +171,7 @@ def _repeats(fn, device, budget_s: float = 2.0) -> int:
 
 
 def bare_fns(C, iters: int) -> dict:
-    """The bare cost of wviz's iterations, the issue's limit for this algorithm: one kernel exp (of the n x m cost,
+    """The bare cost of wviz's iterations, what the 1.25x goal is measured against: one kernel exp (of the n x m cost,
     into a buffer allocated once) and two matrix-vector products per iteration (K v and K^T u, into outputs
     allocated once), iters times, with nothing else. One function per library that can run it on C's device
     (torch; on the CPU numpy too, whose exp and products wviz's single-problem path uses): the table takes the
@@ -324,7 +324,7 @@ def interactive_table(rows) -> str:
 
 
 def goals(grid, batched, inter) -> str:
-    """The issues' performance goals, each marked met or missed from this run's numbers (issue 18 for the grid)."""
+    """The performance goals, each marked met or missed from this run's numbers."""
     def mark(ok):
         return "met" if ok else "**missed**"
 
@@ -341,13 +341,13 @@ def goals(grid, batched, inter) -> str:
               f"- Never NaN: {mark(not any(r['nan'] for r in grid))} (grid); converged in every cell: "
               f"{mark(all(r['conv'] for r in grid))}."]
     bmiss = [f"{r['B']} x {r['n']}, gamma = {r['gamma']}: {r['ratio']:.2f}x" for r in batched if not r["ratio"] >= 8]
-    lines.append(f"- Batched 16 problems at least 8x faster than 16 sequential POT calls (issue 3): {mark(not bmiss)}, "
+    lines.append(f"- Batched 16 problems at least 8x faster than 16 sequential POT calls: {mark(not bmiss)}, "
                  f"{len(batched) - len(bmiss)} of {len(batched)} cases meet it"
                  + (f"; missed at {'; '.join(bmiss)}." if bmiss else "."))
     cpu256 = [r for r in inter if r["n"] == 256 and r["device"] == "cpu"]
     if cpu256:
         r = cpu256[0]
-        lines.append(f"- n = 256, float32, gamma = 0.01 recompute well under 50 ms (issue 3): "
+        lines.append(f"- n = 256, float32, gamma = 0.01 recompute well under 50 ms: "
                      f"{mark(r['cold'] < 0.025)} ({_ms(r['cold'])} ms cold, {_ms(r['warm'])} ms warm-started).")
     return "\n".join(lines)
 
@@ -404,7 +404,7 @@ def main(write: bool = True) -> str:
     tables = (f"### Sinkhorn, float64, stopped at L1 marginal error <= 1e-6 (CPU)\n\n{grid_table(grid)}\n\n"
               f"### Batched: 16 problems at once (CPU, float64)\n\n{batched_table(batched)}\n\n"
               f"### Interactive recompute, gamma = 0.01, float32\n\n{interactive_table(inter)}\n\n"
-              "### Each cell against the bare cost of its iterations (issue 18)\n\n"
+              "### Each cell against the bare cost of its iterations\n\n"
               "Every kernel Sinkhorn builds exp(-C / gamma) and reads it twice per iteration (K v, K^T u). bare: "
               "one exp of the n x n cost into a buffer allocated once and two matrix-vector products per wviz "
               "iteration, nothing else, timed taking turns with wviz (median of the same repeats), in torch and in "
@@ -415,7 +415,7 @@ def main(write: bool = True) -> str:
               "last column is what that start saves (wviz runs some iterations on a float32 copy of the kernel, "
               "which is how it can come in under the float64 bare cost).\n\n"
               f"{over_bare_table(grid)}\n")
-    tables = f"### Goals of the issue, as measured in this run\n\n{goals(grid, batched, inter)}\n\n" + tables
+    tables = f"### Goals, as measured in this run\n\n{goals(grid, batched, inter)}\n\n" + tables
     print(tables)
     print(f"benchmark wall time {wall:.0f} s")
     if write:
@@ -427,7 +427,7 @@ def main(write: bool = True) -> str:
 
 NOTES = """Where the goals are missed, and why:
 
-- Issue 18's limit, 1.25x the bare cost of wviz's own iterations: a solve does, beyond one exp and two products
+- The limit of 1.25x the bare cost of wviz's own iterations: a solve does, beyond one exp and two products
   per iteration, what every solve must do once: read C to validate it (two row reductions), write the kernel's
   exponent, write the plan (two passes) and read it back with C for <C, P>, and fault in a fresh n x n buffer for
   the plan (the kernel's zeroing of new pages: about 3.5 ms at n = 2048). At gamma = 0.05 wviz needs only 10-12

@@ -1,4 +1,4 @@
-"""Stochastic ViT (issue 7): the bundled digits demo models on the CPU.
+"""Stochastic ViT: the bundled digits demo models on the CPU.
 
 * one image, S = 32 Monte-Carlo samples: wviz.vit.model.mc_predict (all draws in one batch) against the peer, a
   python loop of 32 single-draw forward passes; goal: under 200 ms;
@@ -6,7 +6,7 @@
   record) and the deterministic twin's softmax, images per second;
 * stochastic vs deterministic cost: one forward pass over the 360 test digits (no sampling), the ratio of times.
 
-Run with ``python -m bench vit`` (or ``python -m bench``); it rewrites the section "## Stochastic ViT (issue 7)"
+Run with ``python -m bench vit`` (or ``python -m bench``); it rewrites the section "## Stochastic ViT"
 of BENCHMARKS.md. WVIZ_BENCH_THREADS sets the threads of torch and numpy's BLAS (default 1).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.evaluate import predict
 from wviz.vit.model import mc_predict
 
-SECTION = "## Stochastic ViT (issue 7)"
+SECTION = "## Stochastic ViT"
 GOAL_MS = 200
 
 

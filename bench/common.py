@@ -25,14 +25,14 @@ def cpu_name() -> str:
 
 
 def slider_pages(only: list[str] | None = None) -> dict[str, str]:
-    """page url path -> its main slider's key, in the app's order (tests/e2e/harness.py SLIDERS): every page with
-    one, or those in ``only`` (SystemExit naming the choices when one of them has none)."""
-    from tests.e2e.harness import SLIDERS, page_paths
+    """page url path -> its main slider's key, in the app's order (wviz.registry): every page, or those in ``only``
+    (SystemExit naming the choices when one of them is not a page)."""
+    from wviz.registry import PAGES
 
-    pages = {p: SLIDERS[p] for p in page_paths() if p in SLIDERS}
+    pages = {page.stem: page.slider for page in PAGES}
     unknown = sorted(set(only or ()) - set(pages))
     if unknown:
-        raise SystemExit(f"no such page with a main slider: {', '.join(unknown)}; choose from {', '.join(pages)}")
+        raise SystemExit(f"no such page: {', '.join(unknown)}; choose from {', '.join(pages)}")
     return {p: k for p, k in pages.items() if not only or p in only}
 
 

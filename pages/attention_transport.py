@@ -33,10 +33,10 @@ source = sb.radio("Query and keys", ["2-D points", "random", "typed scores"], ke
                   help="2-D points: edit a query and keys in tables. Random: Gaussian q and k_j in R^d. "
                        "Typed scores: enter s_j directly.")
 tau_slot = sb.container()  # tau is drawn here by ui.live below
-mechanisms = sb.multiselect("Mechanisms", list(av.MECHANISMS), default=["softmax", "sparsemax", "entmax"],
+mechanisms = sb.multiselect("Mechanisms", list(av.MECHANISMS), default=list(av.DEFAULT_MECHANISMS),
                             key="mechanisms", bind="query-params",
                             help="Each is the argmin of the same objective with a different regulariser Omega.")
-alpha = sb.slider("alpha (entmax index)", 1.0, 2.0, 1.5, 0.05, key="alpha", bind="query-params",
+alpha = sb.slider("alpha (entmax index)", 1.0, 2.0, av.DEFAULT_ALPHA, 0.05, key="alpha", bind="query-params",
                   disabled="entmax" not in mechanisms,
                   help="Tsallis entropy index of entmax: alpha = 1 is softmax, alpha = 2 is sparsemax.")
 
@@ -45,9 +45,9 @@ def read_scores():
     """The score vector s (m,) from the chosen source; raises ValueError on bad input."""
     if source == "2-D points":
         c1, c2 = sb.columns(2)
-        qx = c1.number_input("query x", value=1.0, step=0.1, key="qx", bind="query-params",
+        qx = c1.number_input("query x", value=av.DEFAULT_QUERY[0], step=0.1, key="qx", bind="query-params",
                              help="First coordinate of q.")
-        qy = c2.number_input("query y", value=0.3, step=0.1, key="qy", bind="query-params",
+        qy = c2.number_input("query y", value=av.DEFAULT_QUERY[1], step=0.1, key="qy", bind="query-params",
                              help="Second coordinate of q.")
         sb.caption("Keys k_j, one per row; add or delete rows to change m.")
         return av.scores_from_points((qx, qy), ui.table_editor(av.DEFAULT_KEYS, "keys_table", where=sb,
@@ -94,7 +94,7 @@ def tau_slider(where):
 
 def draw(w: av.Weights):
     st.subheader("Weights")
-    ui.show_figure(figs.weights_bars(w.p, w.inputs.labels), key="bars")
+    ui.show_figure(figs.main_figure(w), key="bars")
     numbers = st.container()  # the numbers sit under the bars but are sent after the views: the bars come first
     # Side by side first: it has its own temperatures, so a tau move does not send it again (ui.View.live)
     ui.views({"Side by side": side_view(w), "Objective on the simplex (m = 3)": landscape_view(w),

@@ -28,9 +28,9 @@ normalise = sb.toggle("Normalise u to sum to 1", value=True, key="normalise", bi
                       help="Off: weights that do not sum to 1 are refused, as the library does (u must be a "
                            "distribution).")
 alpha_slot = sb.container()  # alpha is drawn here by ui.live below
-z = (sb.slider("z_1", -4.0, 4.0, 1.5, 0.05, key="z1", bind="query-params",
+z = (sb.slider("z_1", -4.0, 4.0, fv.DEFAULT_Z[0], 0.05, key="z1", bind="query-params",
                help="First coordinate of the evidence z (the estimated shift of the mean, eq. (3))."),
-     sb.slider("z_2", -4.0, 4.0, -1.0, 0.05, key="z2", bind="query-params",
+     sb.slider("z_2", -4.0, 4.0, fv.DEFAULT_Z[1], 0.05, key="z2", bind="query-params",
                help="Second coordinate of the evidence z."))
 
 st.subheader("Templates and preference")
@@ -51,7 +51,7 @@ def alpha_slider(where):
 
 
 def draw(s: fv.Solution):
-    ui.show_figure(figs.estimates(s), key="estimates")
+    ui.show_figure(figs.main_figure(s), key="estimates")
     st.caption("The red square is the exact estimate (12) from the dual maximiser; the open purple square is "
                "attention (18); the open green diamond uses the second-order $\\lambda$ of (15). Shrink "
                "$\\alpha$: all three move towards $\\mu$ and merge. Grow $\\alpha$: the exact h follows "

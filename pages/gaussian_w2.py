@@ -1,4 +1,4 @@
-"""Page "Gaussian W2 attention": tokens as 2-D Gaussians attending by -W2^2 (source: 004, INDEX.md)."""
+"""Page "Gaussian W2 attention": tokens as 2-D Gaussians attending by -W2^2 (source: 004)."""
 import streamlit as st
 
 from wviz import ui
@@ -77,8 +77,7 @@ def tau_slider(where):
 
 
 def draw(a: gv.Attention):
-    ui.show_figure(figs.attention_pair(a.w2, a.dot, a.scene.tokens.names,
-                                       ("W2: softmax(−W2²/τ)", "dot: softmax(⟨m_i, m_j⟩/τ)")), key="pair")
+    ui.show_figure(figs.main_figure(a), key="pair")
     ui.views({"The query's weights": weights_view(a), "Sweep: one token grows uncertain": sweep_view(a),
               "Side by side": side_view(a), "Click a query": linked_view(a)},
              help="The query's weights with its W2^2 split into mean and shape parts; its weights as one token's "

@@ -91,8 +91,7 @@ def draw(f: pv.Flow):
     st.subheader("The particle flow")
     ui.equation(r"\begin{aligned}\delta_{x_i^{h+1}} &= \delta_{x_i^h}\,\mathbf A^h_{m(X^h)}\\ "
                 r"x_i^{h+1} &= \sum_j \frac{G(x_i^h, x_j^h)}{\sum_k G(x_i^h, x_k^h)}\, x_j^h W_V\end{aligned}")
-    title = f"Particles over {i.layers} layers ({i.potential} potential, tau = {f.tau:g})"
-    ui.show_figure(figs.particles_animation(f.trajectory, title), key="animation")
+    ui.show_figure(figs.main_figure(f), key="animation")
     ui.animation("flow", "The particle flow", lambda: figs.flow_frames(f.trajectory, f"{i.potential}, tau = {f.tau:g}"))
     st.caption("Press Play or drag the layer slider; grey lines are the paths so far, colours follow each particle. "
                "With the Gaussian potential and no residual, every layer is a step of Gaussian mean shift: particles "

@@ -22,7 +22,7 @@ layer = sb.selectbox("Layer", list(range(rv.N_LAYERS)), index=0, key="layer", bi
                      help="Which of the 6 layers to show the attention of (0 is next to the word embeddings).")
 head = sb.selectbox("Head", list(range(rv.N_HEADS)), index=0, key="head", bind="query-params",
                     help="Which of the 12 heads of that layer to show.")
-chosen = sb.multiselect("Normalisers", list(rv.CHOICES), default=["sparsemax", "entmax", "sinkhorn"],
+chosen = sb.multiselect("Normalisers", list(rv.CHOICES), default=list(rv.DEFAULT_CHOSEN),
                         format_func=rv.CHOICES.get, key="normalisers", bind="query-params",
                         help="Each replaces the softmax of every head in every layer; the original model is "
                              "always shown for comparison.")
@@ -87,7 +87,7 @@ def draw(c: rv.Comparison):
                 r"\langle -S, P\rangle - \gamma H(P)\quad (23) \\ "
                 r"&\qquad \text{(a fixed number of Sinkhorn iterations)} \end{aligned}")
     one = rv.one_head(c, layer, head)
-    ui.show_figure(figs.attention_maps(one.maps, c.tokens, layer, head), key="maps")
+    ui.show_figure(figs.main_figure(one), key="maps")
     st.caption("Each row is one query's weights over the keys. Sparsemax and entmax set many weights exactly to "
                "zero; Sinkhorn makes the matrix doubly stochastic, so no key can collect everyone's attention. "
                + head_notes(one, c.tokens))

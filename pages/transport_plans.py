@@ -40,8 +40,10 @@ def read_clouds() -> tv.Problem:
                           help="Where the two clouds come from. line and two clusters list their points in order "
                                "(left to right; cluster by cluster), so the plan shows a band or two blocks; the "
                                "others list them at random.")
-    n = sb.slider("n (source points)", 2, 512, 40, key="n", bind="query-params", help="Size of the source cloud.")
-    m = sb.slider("m (target points)", 2, 512, 30, key="m", bind="query-params", help="Size of the target cloud.")
+    n = sb.slider("n (source points)", 2, 512, tv.DEFAULT_SIZES[0], key="n", bind="query-params",
+                   help="Size of the source cloud.")
+    m = sb.slider("m (target points)", 2, 512, tv.DEFAULT_SIZES[1], key="m", bind="query-params",
+                   help="Size of the target cloud.")
     seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params", help="Seed of the preset.")
     with st.expander("Edit the points and their masses"):
         st.caption("Masses are normalised per cloud; a zero mass removes a point from the problem.")
@@ -118,7 +120,7 @@ def solve(gamma_rel):
 
 def draw(t: tv.Transport):
     numbers = st.container()  # the numbers sit above the plan but are sent after it: the browser draws it first
-    ui.show_figure(figs.plan_with_marginals(t.plan, t.problem.a, t.problem.b, f"{t.solver} plan P"), key="plan")
+    ui.show_figure(figs.main_figure(t), key="plan")
     # Side by side first: it has its own gammas, so a gamma move does not send it again (ui.View.live)
     choices = {SIDE: side_view(t)}
     if t.problem.clouds:

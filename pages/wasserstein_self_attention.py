@@ -76,7 +76,7 @@ def tau_slider(where):
 
 
 def draw(a: wv.Attention):
-    ui.show_figure(figs.attention_matrices(a.ours, a.dot), key="matrices")
+    ui.show_figure(figs.main_figure(a), key="matrices")
     st.caption("With identity projections every token is compared with itself at distance 0, so the diagonal of A is "
                "its largest entry in each row; the dot product instead favours the keys with the largest norm.")
     i = a.inputs

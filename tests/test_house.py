@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from wviz.registry import PAGES as REGISTRY
+
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted(p.stem for p in (ROOT / "pages").glob("*.py"))
+PAGES = [page.stem for page in REGISTRY]
 MAX_LINES = 80
 
 
@@ -34,12 +36,29 @@ def code_lines(lines: list[str], node: ast.FunctionDef) -> int:
                if i not in doc and lines[i - 1].strip() and not lines[i - 1].strip().startswith("#"))
 
 
-def test_every_page_has_one_stem_in_every_layer():
-    assert PAGES
-    for stem in PAGES:
-        for layer in (f"wviz/views/{stem}.py", f"wviz/figures/{stem}.py", f"tests/views/test_{stem}.py"):
+def defined(path: Path) -> set[str]:
+    """The names of the functions a module defines at its top level."""
+    return {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)}
+
+
+def test_a_page_is_one_registry_entry_and_the_files_of_its_stem():
+    assert PAGES and len(set(PAGES)) == len(PAGES) and len({p.title for p in REGISTRY}) == len(REGISTRY)
+    assert sorted(p.stem for p in (ROOT / "pages").glob("*.py")) == sorted(PAGES), \
+        "every pages/<stem>.py has its entry in wviz/registry.py, and every entry its page"
+    for page in REGISTRY:
+        stem = page.stem
+        for layer in (f"wviz/views/{stem}.py", f"wviz/figures/{stem}.py", f"tests/views/test_{stem}.py",
+                      f"tests/app/test_{stem}_page.py"):
             assert (ROOT / layer).is_file(), f"page {stem} has no {layer}"
+        assert "at_defaults" in defined(ROOT / f"wviz/views/{stem}.py"), f"wviz/views/{stem}.py: no at_defaults()"
+        assert "main_figure" in defined(ROOT / f"wviz/figures/{stem}.py"), f"wviz/figures/{stem}.py: no main_figure()"
+        source = (ROOT / "pages" / f"{stem}.py").read_text()
+        assert f'key="{page.slider}"' in source, f"pages/{stem}.py has no widget with its main slider's key"
+        assert 'figs.main_figure(' in source and f'key="{page.figure}"' in source, \
+            f"pages/{stem}.py does not draw figs.main_figure under key {page.figure!r}"
     assert {p.stem for p in (ROOT / "wviz/views").glob("*.py")} - {"__init__"} <= set(PAGES)
+    assert {p.stem for p in (ROOT / "wviz/figures").glob("*.py")} - {"__init__", "common"} <= set(PAGES)
+    assert {p.stem[5:-5] for p in (ROOT / "tests/app").glob("test_*_page.py")} <= set(PAGES)
 
 
 @pytest.mark.parametrize("stem", PAGES)
@@ -48,6 +67,17 @@ def test_pages_hold_widgets_and_layout_only(stem):
     assert not {n for n in used if n.split(".")[0] in ("torch", "numpy", "pandas", "pages")}, used
     assert not {n for n in used if n.startswith("wviz.") and n.split(".")[1] not in ("ui", "views", "figures")}, \
         "a page calls the library through its views module"
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_pages_rerun_through_ui_live_not_their_own_control_flow(stem):
+    """A page's main slider and what it drives rerun in ui.live's fragment; a page that cannot draw something
+    shows why (ui.guarded) and draws the rest, rather than stopping the script."""
+    nodes = list(ast.walk(ast.parse((ROOT / "pages" / f"{stem}.py").read_text())))
+    called = [n.func for n in nodes if isinstance(n, ast.Call)]
+    called += [d for n in nodes if isinstance(n, ast.FunctionDef) for d in n.decorator_list]
+    names = {getattr(f, "attr", getattr(f, "id", "")) for f in called}
+    assert "stop" not in names and "fragment" not in names and "live" in names, names
 
 
 def test_the_library_never_imports_streamlit_outside_ui():

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 import torch
 
-from wviz import io, samples
+from wviz import io, sample_data
 
 
 def test_points_csv_round_trip_and_normalised_masses():
@@ -51,24 +51,24 @@ def test_matrix_csv_and_typed_matrix():
         io.read_matrix_csv(b"0,1\nfoo,3\n")
 
 
-@pytest.mark.parametrize("preset", samples.PRESETS)
+@pytest.mark.parametrize("preset", sample_data.PRESETS)
 def test_presets_are_reproducible_and_shaped(preset):
-    x1, y1 = samples.point_clouds(preset, 30, 20, seed=3)
-    x2, y2 = samples.point_clouds(preset, 30, 20, seed=3)
+    x1, y1 = sample_data.point_clouds(preset, 30, 20, seed=3)
+    x2, y2 = sample_data.point_clouds(preset, 30, 20, seed=3)
     assert x1.shape == (30, 2) and y1.shape == (20, 2)
     assert torch.equal(x1, x2) and torch.equal(y1, y2)
     assert torch.isfinite(x1).all() and torch.isfinite(y1).all()
 
 
 def test_rings_have_their_radii():
-    x, y = samples.point_clouds("rings", 2000, 2000, seed=0)
+    x, y = sample_data.point_clouds("rings", 2000, 2000, seed=0)
     assert abs(float(x.norm(dim=1).mean()) - 0.5) < 0.01
     assert abs(float((y - torch.tensor([0.3, 0.0], dtype=torch.float64)).norm(dim=1).mean()) - 1.2) < 0.01
 
 
 def test_unknown_preset():
     with pytest.raises(ValueError, match="unknown preset"):
-        samples.point_clouds("spiral", 3, 3)
+        sample_data.point_clouds("spiral", 3, 3)
 
 
 def test_matrix_csv_skips_a_header_row_of_names():
@@ -81,18 +81,18 @@ def test_matrix_csv_skips_a_header_row_of_names():
 
 
 def test_sequences():
-    X = samples.sequence("noisy sinusoids", 50, 4, seed=1, noise=0.0)
+    X = sample_data.sequence("noisy sinusoids", 50, 4, seed=1, noise=0.0)
     assert X.shape == (50, 4) and X.abs().max() <= 1 + 1e-12
-    assert torch.equal(X, samples.sequence("noisy sinusoids", 50, 4, seed=1, noise=0.0))
-    assert samples.sequence("random", 7, 3, seed=0).shape == (7, 3)
+    assert torch.equal(X, sample_data.sequence("noisy sinusoids", 50, 4, seed=1, noise=0.0))
+    assert sample_data.sequence("random", 7, 3, seed=0).shape == (7, 3)
     with pytest.raises(ValueError, match="unknown sequence"):
-        samples.sequence("walk", 5, 2)
+        sample_data.sequence("walk", 5, 2)
 
 
 def test_projections():
-    W_Q, W_K, W_V = samples.projections(4, None)
+    W_Q, W_K, W_V = sample_data.projections(4, None)
     assert torch.equal(W_Q, torch.eye(4, dtype=torch.float64)) and torch.equal(W_V, W_K)
-    R = samples.projections(200, seed=0)
+    R = sample_data.projections(200, seed=0)
     assert abs(float(R[0].var()) * 200 - 1) < 0.05 and not torch.equal(R[0], R[1])
 
 

@@ -1,4 +1,5 @@
 """What a lecture uses besides the figures: guided links, references, animations, and every page offering them."""
+import ast
 import importlib
 import re
 import tempfile
@@ -14,8 +15,11 @@ from wviz import animation
 from wviz.guide import Try
 from wviz.references import REFERENCES
 
+from wviz.registry import PAGES as REGISTRY
+
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted(p.stem for p in (ROOT / "pages").glob("*.py"))
+PAGES = [page.stem for page in REGISTRY]
+LECTURE_KEYS = {"presentation"}   # the lecture panel's own parameters, on every page (wviz.ui.lecture)
 
 
 def test_a_guided_link_writes_values_as_the_widgets_do():
@@ -31,6 +35,69 @@ def test_every_page_offers_three_to_five_guided_experiments(stem):
     assert 3 <= len(views.TRY_THIS) <= 5 and all(isinstance(t, Try) and t.watch for t in views.TRY_THIS)
     assert len({t.label for t in views.TRY_THIS}) == len(views.TRY_THIS)
     assert "try_this=" in (ROOT / "pages" / f"{stem}.py").read_text()
+
+
+class PageSource:
+    """What a page's source names, read without running it: its widget keys (as patterns: an f-string key such as
+    f"a_{n}" stands for a_<anything>) and the labels its views can have (the string keys of its dicts)."""
+
+    def __init__(self, stem: str):
+        tree = ast.parse((ROOT / "pages" / f"{stem}.py").read_text())
+        self.constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                          and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+                          for t in n.targets if isinstance(t, ast.Name)}
+        self.keys, self.labels = [], set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                self._widget_keys(node)
+            elif isinstance(node, ast.Dict):
+                self.labels |= {self.text(k) for k in node.keys if k is not None} - {None}
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                self.labels.add(self.text(node.slice))
+
+    def text(self, node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        return self.constants.get(node.id) if isinstance(node, ast.Name) else None
+
+    def pattern(self, node) -> str | None:
+        if isinstance(node, ast.JoinedStr):
+            return "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in node.values)
+        return None if self.text(node) is None else re.escape(self.text(node))
+
+    def _widget_keys(self, call: ast.Call):
+        name = getattr(call.func, "attr", getattr(call.func, "id", ""))
+        keys = [k.value for k in call.keywords if k.arg == "key"]
+        if name in ("table_editor", "side_by_side") and len(call.args) > 1:
+            keys.append(call.args[1])
+        if name == "views" and not keys:
+            keys.append(ast.Constant("view"))   # ui.views' default key
+        for key in keys:
+            found = self.pattern(key)
+            if found is not None:
+                self.keys.append(found + ("_(left|right)" if name == "side_by_side" else ""))
+
+    def has_key(self, key: str) -> bool:
+        return key in LECTURE_KEYS or any(re.fullmatch(p, key) for p in self.keys)
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_every_guided_link_names_widget_keys_and_views_of_its_page(stem):
+    """A renamed widget key or view label breaks a Try link silently (the page opens at its defaults): caught here
+    from the page's source, without running it."""
+    page = PageSource(stem)
+    for t in importlib.import_module(f"wviz.views.{stem}").TRY_THIS:
+        unknown = [k for k in t.params if not page.has_key(k)]
+        assert not unknown, f"{stem}: Try {t.label!r} sets {unknown}, which no widget of pages/{stem}.py has"
+        if "view" in t.params:
+            assert t.params["view"] in page.labels, f"{stem}: Try {t.label!r} opens view {t.params['view']!r}"
+
+
+def test_the_link_check_sees_a_renamed_key_and_view():
+    page = PageSource("transport_plans")
+    assert page.has_key("gamma") and page.has_key("a_4") and page.has_key("side_gamma_right")
+    assert not page.has_key("gama") and not page.has_key("side_gamma")
+    assert "Cost against gamma" in page.labels and "Cost versus gamma" not in page.labels
 
 
 def test_every_citation_of_a_page_is_a_link_to_a_full_reference():

@@ -1,6 +1,6 @@
-"""Issue 17's goals re-measured on the bundled demo: both bundled checkpoints are evaluated on the digits test split
-as the training script evaluates them; their records, the README and docs/TRAINING.md must hold these numbers, and
-the goal table of docs/TRAINING.md must say "yes" exactly where the measurement meets the goal."""
+"""The bundled pair's goals (docs/TRAINING.md) re-measured: both bundled checkpoints are evaluated on the digits
+test split as the training script evaluates them; their records, the README and docs/TRAINING.md must hold these
+numbers, and the goal table of docs/TRAINING.md must say "yes" exactly where the measurement meets the goal."""
 from pathlib import Path
 
 import pytest

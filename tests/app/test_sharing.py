@@ -7,7 +7,7 @@ import numpy as np
 
 from tests.app.conftest import figures
 from wviz import export
-from tests.app.test_gaussian_page import covariances, heatmaps, reference_attention
+from tests.app.test_gaussian_w2_page import covariances, heatmaps, reference_attention
 
 PAGE = "gaussian_w2.py"
 # the page's DEFAULT table, as rows

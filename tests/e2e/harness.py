@@ -1,7 +1,6 @@
 """A real streamlit server and Debian's chromium driven by Playwright: the browser tests and bench/ share it."""
 import contextlib
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -10,27 +9,21 @@ import time
 import urllib.request
 from pathlib import Path
 
+from wviz.registry import PAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 # Without these flags chromium keeps calling home, which this machine's closed network refuses.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# page url path -> key of the sidebar slider the browser tests and benchmarks move there (its main parameter)
-SLIDERS = {
-    "attention_transport": "tau",
-    "transport_plans": "gamma",
-    "gaussian_w2": "tau",
-    "wasserstein_self_attention": "tau",
-    "fenchel_dual": "alpha",
-    "particles": "tau",
-    "uncertainty_inspector": "layer",
-    "real_transformer": "tau",
-}
+# page url path (its stem) -> key of its main slider, which the browser tests and benchmarks move (wviz.registry)
+SLIDERS = {page.stem: page.slider for page in PAGES}
 
 
 def page_paths() -> list[str]:
-    """URL path of every math page registered in app.py (not the References list), after the landing page ''."""
-    return [""] + [p for p in re.findall(r'url_path="([\w-]+)"', (ROOT / "app.py").read_text()) if p != "references"]
+    """URL path of every math page in the app's order (wviz.registry; not the References page), after the landing
+    page ''."""
+    return [""] + [page.stem for page in PAGES]
 
 
 def wait_until_idle(page, timeout_ms=120_000, quiet_ms=1000):

@@ -45,10 +45,6 @@ def server_messages(page) -> list[bytes]:
     return received
 
 
-def test_every_page_has_a_slider_for_the_browser_tests():
-    assert set(page_paths()[1:]) <= set(SLIDERS), "add the new page's main slider to SLIDERS in harness.py"
-
-
 @pytest.mark.parametrize("path", page_paths()[1:])
 def test_a_slider_redraws_the_chart_and_the_link_reproduces_it(server, browser, path):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})

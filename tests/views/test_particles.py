@@ -9,7 +9,7 @@ import ot
 import pytest
 import torch
 
-from wviz import measure, samples
+from wviz import measure, sample_data
 from wviz.figures import particles as figures
 from wviz.views import particles as pv
 
@@ -41,7 +41,7 @@ def make(potential="gaussian", identity=True, shared=True, value_scale=1.0, resi
 
 def test_presets_are_the_sample_clouds_in_the_plane():
     x = pv.particles("clusters", 9, 3)
-    a, b = samples.point_clouds("gaussians", 4, 5, 3)
+    a, b = sample_data.point_clouds("gaussians", 4, 5, 3)
     np.testing.assert_array_equal(x.numpy(), np.concatenate([a.numpy(), b.numpy()]))
     ring = pv.particles("ring", 200, 1).numpy()
     assert abs(np.linalg.norm(ring, axis=1).mean() - 1) < 0.05            # a noisy circle of radius 1
@@ -76,13 +76,13 @@ def test_layer_projections_shared_per_layer_and_scaled():
     assert isinstance(W, tuple)
     np.testing.assert_array_equal(np.stack([w.numpy() for w in W]), [eye, eye, 0.5 * eye])
     W = pv.layer_projections(2, 3, False, True, 7, 0.5)
-    ref = samples.projections(2, 7)
+    ref = sample_data.projections(2, 7)
     for w, r, s in zip(W, ref, (1, 1, 0.5)):
         np.testing.assert_array_equal(w.numpy(), s * r.numpy())
     per = pv.layer_projections(2, 3, False, False, 7)
     assert len(per) == 3 and pv.first_layer(per) is per[0]
     for h, triple in enumerate(per):
-        for w, r in zip(triple, samples.projections(2, 7 + h)):
+        for w, r in zip(triple, sample_data.projections(2, 7 + h)):
             np.testing.assert_array_equal(w.numpy(), r.numpy())
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy.special import logsumexp
 
-from wviz import samples
+from wviz import sample_data
 from wviz.figures import common
 from wviz.figures import transport_plans as tplot
 from wviz.io import parse_numbers as io_numbers
@@ -14,7 +14,7 @@ from wviz.views import transport_plans as tv
 
 @pytest.fixture
 def problem():
-    x, y = samples.point_clouds("moons", 25, 20, seed=2)
+    x, y = sample_data.point_clouds("moons", 25, 20, seed=2)
     C = torch.cdist(x, y) ** 2
     return torch.full((25,), 1 / 25, dtype=torch.float64), torch.full((20,), 1 / 20, dtype=torch.float64), C
 
@@ -56,7 +56,7 @@ def test_snapshots_are_sinkhorn_iterates_ending_at_the_solution(problem):
 def test_scrubber_run_is_capped_and_says_when_it_is_truncated():
     """The page's default problem at gamma = 1e-4 max C: the main solve stops at max_iter = 10000 unconverged and
     plain Sinkhorn needs more than 10^5 iterations. The scrubber stops at its budget and says converged=False."""
-    x, y = samples.point_clouds("gaussians", 40, 30, seed=0)
+    x, y = sample_data.point_clouds("gaussians", 40, 30, seed=0)
     C = torch.cdist(x, y) ** 2
     a, b = torch.full((40,), 1 / 40, dtype=torch.float64), torch.full((30,), 1 / 30, dtype=torch.float64)
     every, budget = tv.scrub_schedule(10000)
@@ -73,7 +73,7 @@ def test_scrubber_plans_are_plain_sinkhorn_iterates(gamma_rel):
     """A truncated run records exactly the textbook iterates u = a / K v, v = b / K^T u from v = 1 (here in numpy,
     in the log domain), every ``every`` iterations up to the budget. At 1e-4 max C whole columns of the kernel
     exp(-C / gamma) lie below the solver's clamp: its iterates must still be the textbook ones."""
-    x, y = samples.point_clouds("gaussians", 40, 30, seed=0)
+    x, y = sample_data.point_clouds("gaussians", 40, 30, seed=0)
     C = torch.cdist(x, y) ** 2
     a, b = torch.full((40,), 1 / 40, dtype=torch.float64), torch.full((30,), 1 / 30, dtype=torch.float64)
     gamma = gamma_rel * float(C.max())    # plain Sinkhorn needs about 400 iterations at 1e-3
@@ -116,7 +116,7 @@ def test_plan_numbers_closed_forms():
 # ---- the problem as the page reads it -----------------------------------------------------------------------------
 
 def test_points_table_holds_the_preset_and_becomes_the_problem():
-    x, y = samples.point_clouds("moons", 25, 20, seed=2)
+    x, y = sample_data.point_clouds("moons", 25, 20, seed=2)
     table = tv.points_table("moons", 25, 20, 2)
     assert list(table.columns) == ["cloud", "x", "y", "mass"] and len(table) == 45
     assert (table["cloud"] == ["source"] * 25 + ["target"] * 20).all() and (table["mass"] == 1.0).all()
@@ -278,8 +278,8 @@ def test_two_clusters_preset_gives_two_blocks():
         P = tv.transport(p, solver, 0.01).plan.numpy()
         assert P[:20, :15].sum() + P[20:, 15:].sum() > 0.999, solver
     np.testing.assert_array_equal(tv.preset_clouds("moons", 5, 4, 1)[0].numpy(),
-                                  samples.point_clouds("moons", 5, 4, 1)[0].numpy())   # the old presets as before
-    assert tv.PRESETS[0] == "line" and set(samples.PRESETS) < set(tv.PRESETS)
+                                  sample_data.point_clouds("moons", 5, 4, 1)[0].numpy())   # the old presets as before
+    assert tv.PRESETS[0] == "line" and set(sample_data.PRESETS) < set(tv.PRESETS)
 
 
 # ---- example uploads and the user's errors ----------------------------------------------------------------------
@@ -363,7 +363,7 @@ def test_every_heatmap_has_a_titled_colour_bar_and_titled_axes():
     layout = fig.layout
     assert layout.xaxis4.title.text == "target j" and layout.yaxis3.title.text == "source i"   # the plan's row
     assert layout.xaxis3.title.text == "a_i" and layout.yaxis2.title.text == "b_j"            # the two marginals
-    x, y = samples.point_clouds("moons", 4, 3, 0)
+    x, y = sample_data.point_clouds("moons", 4, 3, 0)
     lines = tplot.plan_lines(x, y, P, P.sum(1), P.sum(0), "lines")
     assert lines.layout.xaxis.title.text and lines.layout.yaxis.title.text
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.linalg import sqrtm
 
-from wviz import samples
+from wviz import sample_data
 from wviz.views import wasserstein_self_attention as wv
 
 torch.set_num_threads(1)
@@ -38,9 +38,9 @@ def qkv(i: wv.Inputs):
 
 def test_the_sequence_is_a_preset_or_the_upload():
     np.testing.assert_array_equal(wv.sequence("random", 5, 4, 3, None).numpy(),
-                                  samples.sequence("random", 5, 4, 3).numpy())
+                                  sample_data.sequence("random", 5, 4, 3).numpy())
     np.testing.assert_array_equal(wv.sequence("noisy sinusoids", 6, 2, 1, b"ignored").numpy(),
-                                  samples.sequence("noisy sinusoids", 6, 2, 1).numpy())
+                                  sample_data.sequence("noisy sinusoids", 6, 2, 1).numpy())
     up = wv.sequence(wv.UPLOAD, None, None, 0, b"a,b,c,d\n1,2,3,4\n0,1,0,1\n")
     np.testing.assert_array_equal(up.numpy(), [[1, 2, 3, 4], [0, 1, 0, 1]])
     with pytest.raises(ValueError, match="upload a CSV sequence"):
@@ -51,10 +51,10 @@ def test_the_sequence_is_a_preset_or_the_upload():
 
 
 def test_projections_are_identities_or_drawn_from_the_seed():
-    X = samples.sequence("random", 4, 6, 0)
+    X = sample_data.sequence("random", 4, 6, 0)
     for W in make(X).projections:
         np.testing.assert_array_equal(W.numpy(), np.eye(6))
-    for W, ref in zip(make(X, seed=5).projections, samples.projections(6, 5)):
+    for W, ref in zip(make(X, seed=5).projections, sample_data.projections(6, 5)):
         np.testing.assert_array_equal(W.numpy(), ref.numpy())
 
 
@@ -64,7 +64,7 @@ def test_projections_are_identities_or_drawn_from_the_seed():
 def test_gaussian_reading_is_bures_w2_and_outputs_are_av(seed):
     """q = (mean, log-variance): W_ij = W2^2(N(mu_i, diag sigma_i^2), N(mu_j, diag sigma_j^2)) by the general
     Gaussian closed form; A = softmax(-W / tau), Y = A V; dot: softmax(Q K^T / sqrt(d)), Y = A V."""
-    X = samples.sequence("noisy sinusoids", 7, 4, 1)
+    X = sample_data.sequence("noisy sinusoids", 7, 4, 1)
     i = make(X, seed)
     a = wv.attend(i, 0.6)
     Q, K, V = qkv(i)
@@ -82,7 +82,7 @@ def test_gaussian_reading_is_bures_w2_and_outputs_are_av(seed):
 
 @pytest.mark.parametrize("p", [1, 2])
 def test_empirical_reading_is_pot_1d_wp_with_the_sigmoid(p):
-    X = samples.sequence("random", 6, 5, 4)
+    X = sample_data.sequence("random", 6, 5, 4)
     for normalize in (True, False):
         i = make(X, 1, "empirical", "sigmoid", b=0.8, s=0.3, normalize=normalize, p=p)
         a = wv.attend(i, 1.0)
@@ -96,7 +96,7 @@ def test_empirical_reading_is_pot_1d_wp_with_the_sigmoid(p):
 
 
 def test_cloud_reading_is_exact_ot_between_point_clouds():
-    X = samples.sequence("random", 5, 6, 7)
+    X = sample_data.sequence("random", 5, 6, 7)
     i = make(X, 3, "cloud", k=3)
     a = wv.attend(i, 0.4)
     Q, K, V = qkv(i)
@@ -108,14 +108,14 @@ def test_cloud_reading_is_exact_ot_between_point_clouds():
 
 
 def test_settings_the_reading_cannot_take_are_refused_in_the_pages_words():
-    X = samples.sequence("random", 4, 6, 0)
+    X = sample_data.sequence("random", 4, 6, 0)
     with pytest.raises(ValueError, match=r"^the cloud reading cuts each vector of d = 6 numbers into k = 4 points of "
                                          r"equal size, and 6 is not divisible by 4: choose k among 1, 2, 3, 6$"):
         wv.attend(make(X, representation="cloud", k=4), 1.0)
     with pytest.raises(ValueError, match=r"^the sequence has d = 5 channels, but the gaussian reading .* width must be "
                                          r"even: choose an even d"):
-        wv.attend(make(samples.sequence("random", 4, 5, 0)), 1.0)
-    assert wv.problems(make(samples.sequence("random", 4, 5, 0), representation="empirical")) == []
+        wv.attend(make(sample_data.sequence("random", 4, 5, 0)), 1.0)
+    assert wv.problems(make(sample_data.sequence("random", 4, 5, 0), representation="empirical")) == []
     assert wv.problems(make(X, representation="cloud", k=3)) == []
     with pytest.raises(ValueError, match="tau must be a positive"):
         wv.attend(make(X), 0.0)
@@ -127,7 +127,7 @@ def test_the_example_upload_goes_through_the_pages_parser():
     X = wv.sequence(wv.UPLOAD, None, None, 0, wv.example_sequence())
     preset, n, d, seed = wv.EXAMPLE
     assert X.shape == (12, 4) and (n, d) == (12, 4)
-    np.testing.assert_allclose(X.numpy(), samples.sequence(preset, n, d, seed).numpy(), atol=5e-5, rtol=0)
+    np.testing.assert_allclose(X.numpy(), sample_data.sequence(preset, n, d, seed).numpy(), atol=5e-5, rtol=0)
     assert wv.example_sequence().decode().splitlines()[0] == "c1,c2,c3,c4"
     for representation in wv.REPRESENTATIONS:
         i = make(X, representation=representation)

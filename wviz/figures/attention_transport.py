@@ -41,6 +41,11 @@ def weights_bars(weights: dict, key_labels: list[str], title: str | None = None)
     return fig
 
 
+def main_figure(w) -> go.Figure:
+    """The page's main figure: the weights p* of every chosen mechanism (a wviz.views.attention_transport.Weights)."""
+    return weights_bars(w.p, w.inputs.labels)
+
+
 def weights_frames(frames, key_labels: list[str]) -> list[go.Figure]:
     """The weights bars at each temperature of a tau sweep (views.attention_transport.Weights, one per frame),
     each titled with its tau; the same axes in every frame so that an animation of them does not jump."""

@@ -41,6 +41,11 @@ def _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2, row=None, col=N
                         line=dict(width=3, color=color)), name=name, showlegend=legend, legendgroup=name, **where)
 
 
+def main_figure(s) -> go.Figure:
+    """The page's main figure: the estimates of a wviz.views.fenchel_dual.Solution (:func:`estimates`)."""
+    return estimates(s)
+
+
 def estimates(s) -> go.Figure:
     """Figure 3 of 002 for one alpha: templates sized by u, the evidence arrow mu -> mu + z, exact h (12), the
     first-order (18) and second-order (15) approximations. ``s`` is a views.fenchel_dual.Solution."""

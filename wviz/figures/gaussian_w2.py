@@ -59,6 +59,12 @@ def token_ellipses(means, ellipses: dict, labels: list[str], selected: int) -> g
     return fig
 
 
+def main_figure(a) -> go.Figure:
+    """The page's main figure: W2 attention beside dot-product attention of the means, from a
+    wviz.views.gaussian_w2.Attention."""
+    return attention_pair(a.w2, a.dot, a.scene.tokens.names, ("W2: softmax(−W2²/τ)", "dot: softmax(⟨m_i, m_j⟩/τ)"))
+
+
 def attention_pair(left, right, labels: list[str], titles: tuple[str, str]) -> go.Figure:
     """Two n x n attention matrices side by side on one scale [0, 1] (queries down, keys across), each with its
     colour bar; the right one shares the left one's query axis. Keep ``titles`` short (about 20 characters):

@@ -52,6 +52,13 @@ def flow_frames(trajectory, title: str) -> list[go.Figure]:
     return [particles_at(trajectory, h, f"{title}: layer {h} of {L}") for h in range(L + 1)]
 
 
+def main_figure(f) -> go.Figure:
+    """The page's main figure: the animated particle flow of a wviz.views.particles.Flow."""
+    i = f.inputs
+    return particles_animation(f.trajectory, f"Particles over {i.layers} layers ({i.potential} potential, "
+                                             f"tau = {f.tau:g})")
+
+
 def particles_animation(trajectory, title: str = "Particles over layers") -> go.Figure:
     """The particles of each layer with their trails, one Plotly frame per layer (play button and slider). Colour:
     each particle's angle around the centroid of layer 0, so that particles can be followed."""

@@ -47,6 +47,11 @@ def _token_axis(labels: list[str], step: int, across: bool) -> dict:
     return dict(tickmode="array", tickvals=shown, ticktext=shown, tickangle=-90 if upright else 0, automargin=True)
 
 
+def main_figure(one) -> go.Figure:
+    """The page's main figure: one head under every normaliser, from a wviz.views.real_transformer.OneHead."""
+    return attention_maps(one.maps, one.tokens, one.layer, one.head)
+
+
 def attention_maps(maps: dict, tokens, layer: int, head: int) -> go.Figure:
     """The (T, T) weights of one head under each normaliser (``maps``: label -> matrix), two panels to a row on
     one colour scale from 0 to 1 (one shared colour bar); queries down, keys across, every token labelled while

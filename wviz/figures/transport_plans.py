@@ -7,6 +7,12 @@ from plotly.subplots import make_subplots
 
 from wviz.figures.common import PALETTE, decade_ticks, to_numpy
 
+
+def main_figure(t) -> go.Figure:
+    """The page's main figure: the plan of a wviz.views.transport_plans.Transport with its marginals."""
+    return plan_with_marginals(t.plan, t.problem.a, t.problem.b, f"{t.solver} plan P")
+
+
 def plan_with_marginals(plan, a, b, title: str, zmax: float | None = None, height: int = 560,
                         compact: bool = False) -> go.Figure:
     """The plan P as a heatmap (colour bar "P_ij", from 0 to ``zmax`` when given, e.g. the same in every frame of

@@ -19,6 +19,12 @@ def position_ticks(n: int, most: int) -> tuple[dict, int]:
     return dict(tickmode="array", tickvals=list(range(0, n, step)), tickangle=0), step
 
 
+def main_figure(a) -> go.Figure:
+    """The page's main figure: the note's attention beside dot-product attention, from a
+    wviz.views.wasserstein_self_attention.Attention."""
+    return attention_matrices(a.ours, a.dot)
+
+
 def attention_matrices(ours, dot) -> go.Figure:
     """The page's main figure: W, A = f(W) of a WSAResult ``ours`` and the attention of ``dot`` (softmax(QK^T /
     sqrt(d))), stacked."""

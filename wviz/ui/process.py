@@ -13,10 +13,9 @@ def torch_threads(cores: int) -> int:
     """Torch threads for a server on ``cores`` cores: one core left to the rest, at most 2.
 
     Streamlit serves several sessions from one process, and on a lecturer's laptop the browser draws on the same
-    cores. A parallel region waits for every one of its threads to get a core: more torch threads than cores made a
-    14 ms loop take 3.2 s (shared/OT-NOTES.md, item 6), and with 2 threads on 2 cores, MKL runs even a 2 x 2
-    Cholesky on both: while the browser drew, the Fenchel page's solve took a median 34 ms a move instead of 12
-    (BENCHMARKS.md, "Slider latency").
+    cores. A parallel region waits for every one of its threads to get a core, so a thread per core makes every
+    small operation wait for the busiest core (BENCHMARKS.md, "Measurements behind design choices" and "Slider
+    latency").
     """
     return max(1, min(2, cores - 1))
 

@@ -126,6 +126,9 @@ def tau_sweep(mechanism: str, scores: torch.Tensor, taus: torch.Tensor, alpha: f
 # ---- the page's inputs -----------------------------------------------------------------------------------------
 
 DEFAULT_KEYS = pd.DataFrame({"x": [1.0, 0.2, -0.8], "y": [0.2, 1.0, -0.4]})
+DEFAULT_QUERY = (1.0, 0.3)
+DEFAULT_MECHANISMS = ("softmax", "sparsemax", "entmax")
+DEFAULT_ALPHA = 1.5
 
 
 def scores_from_points(query: tuple[float, float], keys: pd.DataFrame) -> torch.Tensor:
@@ -199,6 +202,13 @@ class Weights:
 def weights(inputs: Inputs, tau: float) -> Weights:
     return Weights(inputs, tau, {name: attend(name, inputs.scores, tau, inputs.alpha, inputs.prior)
                                  for name in inputs.mechanisms})
+
+
+def at_defaults():
+    """The page's weights at its default inputs as a function of tau (its main slider): bench_latency's
+    reference draws them (wviz.registry)."""
+    inputs = Inputs(scores_from_points(DEFAULT_QUERY, DEFAULT_KEYS), None, DEFAULT_MECHANISMS, DEFAULT_ALPHA)
+    return lambda tau: weights(inputs, tau)
 
 
 def summary(w: Weights) -> pd.DataFrame:

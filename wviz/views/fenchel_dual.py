@@ -1,4 +1,4 @@
-"""What the "Attention solves a dual problem" page computes, built on :mod:`wviz.fenchel` (source: 002, INDEX.md).
+"""What the "Attention solves a dual problem" page computes, built on :mod:`wviz.fenchel` (source: 002).
 
 Templates t_i in the plane with preference weights u_i, an evidence z and alpha, the reliability of z in problem
 (4); every function batches over the alphas (or gammas) it is given, so a sweep is one Newton solve.
@@ -22,6 +22,7 @@ COSTS = {"squared Euclidean": "sqeuclidean", "Euclidean": "euclidean"}   # the c
 
 # ---- the page's starting tables -------------------------------------------------------------------------------
 
+DEFAULT_Z = (1.5, -1.0)   # the evidence z the page starts from
 PRESETS = {
     "Figure 3 (four templates)": pd.DataFrame({
         "template": ["t1", "t2", "t3", "t4"], "x": [0.0, 2.0, 1.0, -1.0], "y": [0.0, 0.0, 1.5, 1.0],
@@ -167,6 +168,13 @@ def solve(templates: Templates, z, alpha: float) -> Solution:
     """Problem (4) at reliability alpha, with z = (z_1, z_2) (the library validates u, z and alpha)."""
     z = torch.as_tensor(z, dtype=F64)
     return Solution(templates, z, alpha, estimates(templates.t, templates.u, z, [alpha]))
+
+
+def at_defaults():
+    """The page's solution at its default inputs (the first preset, u normalised, DEFAULT_Z) as a function of
+    alpha (its main slider): bench_latency's reference draws it."""
+    templates = templates_from_table(next(iter(PRESETS.values())), True)
+    return lambda alpha: solve(templates, DEFAULT_Z, alpha)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """What the "Gaussian W2 attention" page computes, built on :mod:`wviz.gaussian`.
 
 Tokens are 2-D Gaussians N(m_i, S_i); every token is a query and a key (self-attention), and the attention of
-004 is softmax(-W2^2(q_i, k_j) / tau) (see shared/seeds/INDEX.md for the closed form of W2^2). The library counts
-tokens from 0 like a tensor index ("token 2"); the page's messages name them as its table does (t1, t2, ... or the
-names typed there).
+004 is softmax(-W2^2(q_i, k_j) / tau) (wviz.gaussian gives the Bures-Wasserstein closed form of W2^2). The library
+counts tokens from 0 like a tensor index ("token 2"); the page's messages name them as its table does (t1, t2, ...
+or the names typed there).
 """
 from __future__ import annotations
 
@@ -212,6 +212,13 @@ def attend(s: Scene, tau: float) -> Attention:
     with named(t.names):
         return Attention(s, tau, gaussian.w2_attention(t.means, t.covs, t.means, t.covs, tau),
                          dot_attention(t.means, tau))
+
+
+def at_defaults():
+    """The page's attention at its default inputs (the DEFAULT tokens, full covariances, query 0) as a function of
+    tau (its main slider): bench_latency's reference draws it."""
+    s = scene(tokens_from_table(DEFAULT, False), 0)
+    return lambda tau: attend(s, tau)
 
 
 def sweep(a: Attention, token: int) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""What the "Particles and contraction" page computes, built on :mod:`wviz.measure` (source: 003, INDEX.md).
+"""What the "Particles and contraction" page computes, built on :mod:`wviz.measure` (source: 003).
 
 Tokens are 2-D particles, X^0 a preset cloud or an upload; every layer moves each particle to its attention
 output (the measure flow mu -> mu A_mu, Sec. 3.1). kappa(A) is the contraction coefficient of Def. 22 (named as in
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from wviz import io, measure, samples
+from wviz import io, measure, sample_data
 from wviz.guide import Try
 
 PRESETS = ("clusters", "ring", "random")
@@ -31,11 +31,11 @@ def particles(preset: str, n: int, seed: int = 0) -> torch.Tensor:
     if n < 2:
         raise ValueError("use at least two particles")
     if preset == "clusters":
-        x, y = samples.point_clouds("gaussians", n // 2, n - n // 2, seed)
+        x, y = sample_data.point_clouds("gaussians", n // 2, n - n // 2, seed)
         return torch.cat([x, y])
     if preset == "ring":
-        return 2 * samples.point_clouds("rings", n, 1, seed)[0]
-    return 2 * samples.point_clouds("random", n, 1, seed)[0] - 1
+        return 2 * sample_data.point_clouds("rings", n, 1, seed)[0]
+    return 2 * sample_data.point_clouds("random", n, 1, seed)[0] - 1
 
 
 def uploaded_particles(data: bytes | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,7 +70,7 @@ def layer_projections(d: int, layers: int, identity: bool, shared: bool, seed: i
         return None
 
     def triple(h):
-        W_Q, W_K, W_V = samples.projections(d, None if identity else seed + h)
+        W_Q, W_K, W_V = sample_data.projections(d, None if identity else seed + h)
         return W_Q, W_K, value_scale * W_V
 
     return triple(0) if shared or identity else [triple(h) for h in range(layers)]
@@ -138,6 +138,14 @@ def flow(i: Inputs, tau: float) -> Flow:
     steps = torch.stack([measure.w1(traj[h], traj[h + 1], i.ground) for h in range(i.layers)]) if i.layers else \
         torch.zeros(0, dtype=traj.dtype)
     return Flow(i, tau, traj, steps)
+
+
+def at_defaults():
+    """The page's particle flow at its default inputs (the first preset, N = 40, seed 0, 10 layers, the Gaussian
+    potential, shared identity weights) as a function of tau (its main slider): bench_latency's reference draws
+    it."""
+    i = inputs(PRESETS[0], 40, None, 0, 10, POTENTIALS[1], True, True, 1.0, False, False, GROUNDS[0])
+    return lambda tau: flow(i, tau)
 
 
 # ---- contraction (Def. 22, Thm. 23, Cor. 30) -------------------------------------------------------------------

@@ -13,15 +13,17 @@ import pandas as pd
 import torch
 
 from wviz import disk_cache
+from wviz.device import get_device
 from wviz.guide import Try
 from wviz.models import corpus, figure4, minilm
 
-__all__ = ["CHOICES", "DEFAULT_SENTENCE", "MAX_TOKENS", "CORPUS_SIZE", "N_LAYERS", "N_HEADS", "BASE", "Settings",
-           "params", "load", "forward", "Comparison", "comparison", "OneHead", "ColumnError", "one_head",
-           "sparsity_maps", "Pruning", "pruning", "layer_distances", "change_table", "deviation", "Figure4Summary",
-           "figure4_summary", "shown", "TRY_THIS"]
+__all__ = ["CHOICES", "DEFAULT_SENTENCE", "DEFAULT_CHOSEN", "MAX_TOKENS", "CORPUS_SIZE", "N_LAYERS", "N_HEADS",
+           "BASE", "Settings", "params", "load", "forward", "Comparison", "comparison", "OneHead", "ColumnError",
+           "one_head", "at_defaults", "sparsity_maps", "Pruning", "pruning", "layer_distances", "change_table",
+           "deviation", "Figure4Summary", "figure4_summary", "shown", "TRY_THIS"]
 
 DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
+DEFAULT_CHOSEN = ("sparsemax", "entmax", "sinkhorn")   # the normalisers the page starts with
 CHOICES = {"softmax": "softmax (temperature tau)", "sparsemax": "sparsemax", "entmax": "alpha-entmax",
            "sinkhorn": "Sinkhorn (doubly stochastic)"}
 MAX_TOKENS = minilm.MAX_TOKENS
@@ -100,12 +102,13 @@ class ColumnError:
 
 @dataclass(frozen=True)
 class OneHead:
-    """Head ``head`` of layer ``layer`` under every normaliser: ``maps`` label -> (n, n) weights, the original
-    first ('original: softmax (tau = 1)'); in the original head, key ``sink`` receives ``sink_mass`` of the n units
-    of attention (one per query); Sinkhorn's column error per Sinkhorn label."""
+    """Head ``head`` of layer ``layer`` under every normaliser: ``maps`` label -> (n, n) weights over the n
+    ``tokens``, the original first ('original: softmax (tau = 1)'); in the original head, key ``sink`` receives
+    ``sink_mass`` of the n units of attention (one per query); Sinkhorn's column error per Sinkhorn label."""
 
     layer: int
     head: int
+    tokens: tuple[str, ...]
     maps: dict[str, torch.Tensor]
     sink: int
     sink_mass: float
@@ -124,7 +127,15 @@ def one_head(c: Comparison, layer: int, head: int) -> OneHead:
     sinkhorn = {label: ColumnError(float((fwd.attention[0, layer, head].sum(dim=0) - 1).abs().max()),
                                    fwd.normaliser.n_iter)
                 for label, fwd in c.swapped.items() if fwd.normaliser.name == "sinkhorn"}
-    return OneHead(layer, head, maps, sink, float(received[sink]), sinkhorn)
+    return OneHead(layer, head, c.tokens, maps, sink, float(received[sink]), sinkhorn)
+
+
+def at_defaults():
+    """The page's first head (layer 0, head 0) under its default normalisers and settings, for DEFAULT_SENTENCE on
+    WVIZ_DEVICE, as a function of tau (its main slider): bench_latency's reference draws it."""
+    settings, device = Settings(DEFAULT_CHOSEN, 1.5, 1.0, 5), str(get_device())
+    return lambda tau: one_head(comparison(settings, tau, lambda name, p: forward(DEFAULT_SENTENCE, name, p, device)),
+                                0, 0)
 
 
 def sparsity_maps(c: Comparison) -> dict[str, torch.Tensor]:

@@ -15,19 +15,21 @@ import numpy as np
 import pandas as pd
 import torch
 
-from wviz import attention, io, ot, samples
+from wviz import attention, io, ot, sample_data
+from wviz.device import get_device
 from wviz.guide import Try
 
 SOLVERS = ("sinkhorn", "exact", "quadratic")
 # "line" and "two clusters" come in an order that shows the plan's structure (a band along the diagonal, two
-# blocks); the samples' presets come in random order, so their plans look like noise until read as lines.
+# blocks); sample_data's presets come in random order, so their plans look like noise until read as lines.
 ORDERED = ("line", "two clusters")
-PRESETS = (*ORDERED, *samples.PRESETS)
+PRESETS = (*ORDERED, *sample_data.PRESETS)
 COST_KINDS = ot.COST_KINDS
 MAX_POINTS = io.MAX_POINTS                        # per cloud, or per side of a cost matrix
 MAX_UPLOAD_MB = io.MAX_UPLOAD_BYTES // 2**20
 TOL = 1e-6                                        # L1 marginal error at which the solvers stop
 DEFAULT_COST = "0 2 4\n2 0 2\n4 2 0\n1 1 3"      # the typed cost matrix the page starts from
+DEFAULT_SIZES = (40, 30)                          # the point clouds' n and m the page starts from
 SWEEP = torch.logspace(-3, 1, 13, dtype=torch.float64)   # the "cost against gamma" grid, in units of max|C|
 
 
@@ -77,10 +79,10 @@ def preset_clouds(preset: str, n: int, m: int, seed: int) -> tuple[torch.Tensor,
                   band along the diagonal, bent where v is dense
     two clusters  each cloud in two clusters (top first, then bottom, each sorted by height), the top ones closer
                   to each other: the plan is two blocks on the diagonal
-    others        :func:`wviz.samples.point_clouds`, in random order
+    others        :func:`wviz.sample_data.point_clouds`, in random order
     """
     if preset not in ORDERED:
-        return samples.point_clouds(preset, n, m, seed)
+        return sample_data.point_clouds(preset, n, m, seed)
     if n < 1 or m < 1:
         raise ValueError("each cloud needs at least one point")
     g = torch.Generator().manual_seed(int(seed))
@@ -240,6 +242,14 @@ def transport(problem: Problem, solver: str, gamma_rel: float, device="cpu") -> 
                      int(res.n_iter), float(res.marginal_error), bool(res.converged))
 
 
+def at_defaults():
+    """The page's plan at its default inputs (the first preset's clouds, seed 0, the first ground cost and solver)
+    as a function of gamma / max C (its main slider), on WVIZ_DEVICE: bench_latency's reference draws it."""
+    problem = clouds_from_table(points_table(PRESETS[0], *DEFAULT_SIZES, 0), COST_KINDS[0])
+    device = str(get_device())
+    return lambda gamma_rel: transport(problem, SOLVERS[0], gamma_rel, device)
+
+
 # ---- watch Sinkhorn converge -----------------------------------------------------------------------------------
 
 # Plain Sinkhorn needs about 1 / (1 - r) iterations, which grows like 1 / gamma: at gamma = 1e-4 max C it has not
@@ -279,7 +289,7 @@ class Frame:
     def marginal_error(self, a, b) -> float:
         """max(||P 1 - a||_1, ||P^T 1 - b||_1), the L1 marginal error of this iterate."""
         a, b = torch.as_tensor(a, dtype=self.rows.dtype), torch.as_tensor(b, dtype=self.columns.dtype)
-        return max(float((self.rows - a).abs().sum()), float((self.columns - b).abs().sum()))
+        return float(ot.marginal_error(a, b, self.rows, self.columns))
 
 
 @dataclass(frozen=True)

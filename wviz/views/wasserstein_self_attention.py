@@ -1,4 +1,4 @@
-"""What the "Wasserstein self-attention" page computes, built on :mod:`wviz.wsa` (source: note 000, INDEX.md).
+"""What the "Wasserstein self-attention" page computes, built on :mod:`wviz.wsa` (source: the 000 note).
 
 X is a preset sequence or an upload; Q = X W_Q, K = X W_K, V = X W_V; W_ij = W(q_i, k_j) a Wasserstein distance
 between the distributions q_i and k_j stand for, A_ij = f(W_ij) and Y = A V, next to scaled dot-product attention
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import torch
 
-from wviz import io, samples, wsa
+from wviz import io, sample_data, wsa
 from wviz.guide import Try
 
-PRESETS = samples.SEQUENCES
+PRESETS = sample_data.SEQUENCES
 UPLOAD = "uploaded CSV"
 MAX_ROWS, MAX_MB = io.MAX_POINTS, io.MAX_UPLOAD_BYTES // 2**20   # what an uploaded sequence may hold
 REPRESENTATIONS, WEIGHT_MAPS = wsa.REPRESENTATIONS, wsa.WEIGHT_MAPS
@@ -43,7 +43,7 @@ def sequence(preset: str, n: int | None, d: int | None, seed: int, upload: bytes
     """The input X (n, d): a preset sequence of n tokens of width d from ``seed``, or, for preset UPLOAD, the
     uploaded CSV (one token per row)."""
     if preset != UPLOAD:
-        return samples.sequence(preset, n, d, seed)
+        return sample_data.sequence(preset, n, d, seed)
     if upload is None:
         raise ValueError("upload a CSV sequence (n rows of d numbers; the example file under the uploader is one), "
                          "or choose a preset")
@@ -54,7 +54,7 @@ def example_sequence() -> bytes:
     """An example upload: a header row c1..c4, then 12 tokens of 4 channels (the noisy sinusoids of seed 0, to 4
     decimals); even width, so every reading takes it."""
     preset, n, d, seed = EXAMPLE
-    X = samples.sequence(preset, n, d, seed)
+    X = sample_data.sequence(preset, n, d, seed)
     lines = [",".join(f"c{c + 1}" for c in range(d))] + [",".join(f"{v:.4f}" for v in row) for row in X.tolist()]
     return ("\n".join(lines) + "\n").encode()
 
@@ -78,7 +78,7 @@ class Inputs:
     @property
     def projections(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(W_Q, W_K, W_V), each d x d: identities, or i.i.d. N(0, 1/d) entries from the seed."""
-        return samples.projections(self.X.shape[-1], self.seed)
+        return sample_data.projections(self.X.shape[-1], self.seed)
 
 
 @dataclass(frozen=True)
@@ -118,3 +118,11 @@ def attend(i: Inputs, tau: float) -> Attention:
                                           weight_map=i.weight_map, tau=tau, b=i.b, s=i.s, normalize=i.normalize,
                                           k=int(i.k), p=int(i.p))
     return Attention(i, tau, ours, wsa.dot_product_attention(i.X, W_Q, W_K, W_V))
+
+
+def at_defaults():
+    """The page's attention at its default inputs (the first preset, n = 24, d = 8, seed 0, identity projections,
+    the first reading and weight map) as a function of tau (its main slider): bench_latency's reference draws it."""
+    inputs = Inputs(sequence(PRESETS[0], 24, 8, 0, None), None, REPRESENTATIONS[0], WEIGHT_MAPS[0], 1.0, 0.5, True,
+                    2, 1)
+    return lambda tau: attend(inputs, tau)

@@ -1,4 +1,4 @@
-"""The ablation of docs/TRAINING.md (issue 17): each training recipe over several seeds, as mean and spread.
+"""The ablation of docs/TRAINING.md: each training recipe over several seeds, as mean and spread.
 
     python -m wviz.vit.ablation --seeds 0 1 2 --jobs 2 --out-dir runs/ablation
 

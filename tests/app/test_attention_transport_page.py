@@ -8,7 +8,7 @@ import torch
 from entmax import entmax15, entmax_bisect
 
 from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception
-from tests.app.test_fenchel_page import rendered_width
+from tests.app.test_fenchel_dual_page import rendered_width
 from wviz.views import attention_transport as av
 
 PAGE = "attention_transport.py"

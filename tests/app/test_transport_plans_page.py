@@ -22,7 +22,7 @@ def plan_and_marginals(at):
 
 
 def default_problem():
-    """The page's default: the "line" preset, 40 sources and 30 targets, seed 0 (before issue #16 it was the
+    """The page's default: the "line" preset, 40 sources and 30 targets, seed 0 (it used to be the
     "gaussians" preset, whose random order made the plan look like noise)."""
     x, y = tv.preset_clouds("line", 40, 30, 0)
     C = pot.dist(x.numpy(), y.numpy())  # squared Euclidean

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tests.app.conftest import check_views, figures, link_params, no_exception
-from wviz import samples
+from wviz import sample_data
 from wviz.views import wasserstein_self_attention as wv
 
 PAGE = "wasserstein_self_attention.py"
@@ -19,7 +19,7 @@ def panels(at):
 def test_default_gaussian_reading_by_hand(open_page):
     at = open_page(PAGE)
     W, A, dot = panels(at)
-    X = samples.sequence("noisy sinusoids", 24, 8, seed=0).numpy()
+    X = sample_data.sequence("noisy sinusoids", 24, 8, seed=0).numpy()
     mean, sd = X[:, :4], np.exp(X[:, 4:] / 2)  # log-variance halves
     ref = ((mean[:, None] - mean[None]) ** 2).sum(-1) + ((sd[:, None] - sd[None]) ** 2).sum(-1)
     np.testing.assert_allclose(W, ref, atol=1e-9)
@@ -35,7 +35,7 @@ def test_empirical_and_cloud_readings_and_sigmoid(open_page):
     at.sidebar.radio(key="representation").set_value("empirical").run()
     no_exception(at)
     W, A, _ = panels(at)
-    X = samples.sequence("noisy sinusoids", 24, 8, seed=0).numpy()
+    X = sample_data.sequence("noisy sinusoids", 24, 8, seed=0).numpy()
     srt = np.sort(X, axis=1)
     np.testing.assert_allclose(W, np.abs(srt[:, None] - srt[None]).mean(-1), atol=1e-9)  # W_1 by sorting
     at.sidebar.radio(key="weight_map").set_value("sigmoid").run()
@@ -81,8 +81,8 @@ def test_random_projections_and_random_preset_outputs_by_hand(open_page):
     at.sidebar.toggle(key="identity").set_value(False).run()
     no_exception(at)
     assert not at.error
-    X = samples.sequence("random", 24, 8, seed=0).numpy()
-    W_Q, W_K, W_V = (w.numpy() for w in samples.projections(8, 0))
+    X = sample_data.sequence("random", 24, 8, seed=0).numpy()
+    W_Q, W_K, W_V = (w.numpy() for w in sample_data.projections(8, 0))
     assert not np.allclose(W_Q, np.eye(8))
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     mq, sq, mk, sk = Q[:, :4], np.exp(Q[:, 4:] / 2), K[:, :4], np.exp(K[:, 4:] / 2)
