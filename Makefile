@@ -5,7 +5,7 @@ PORT   ?= 8501
 REPLICAS ?= 2
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run serve test bench chromium nginx clean
+.PHONY: run serve test check bench chromium nginx clean
 
 # wviz itself, editable: its dependencies are requirements.txt (pyproject.toml reads them from there)
 $(VENV)/.runtime: requirements.txt pyproject.toml
@@ -34,6 +34,11 @@ serve: $(VENV)/.runtime nginx
 
 test: $(VENV)/.dev chromium nginx
 	$(PY) -m pytest
+
+# The edit-test loop: the library's and the views' tests and the docstring examples, no page and no browser
+# (tests/app drives pages with AppTest, tests/e2e with chromium: `make test` runs them).
+check: $(VENV)/.dev
+	$(PY) -m pytest --ignore=tests/app --ignore=tests/e2e
 
 bench: $(VENV)/.dev chromium nginx
 	$(PY) -m bench
