@@ -2,6 +2,7 @@
 import streamlit as st
 
 from wviz.registry import sections
+from wviz.ui import style
 from wviz.ui.style import sidebar_state
 
 st.set_page_config(page_title="wviz: attention as transport", page_icon=":material/blur_on:", layout="wide",
@@ -30,6 +31,7 @@ SECTIONS["About"] = [st.Page(references, title="References", icon=":material/men
 
 
 def home():
+    style.apply("Home")   # presentation mode stays on here too, as on every page
     st.title("wviz: see attention as optimal transport")
     st.markdown(
         "Attention weights are the answer to an optimisation problem. A query has one unit of mass to send to "

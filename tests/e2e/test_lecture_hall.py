@@ -119,6 +119,52 @@ def test_a_guided_link_opens_its_state_and_reset_returns_to_the_defaults(server,
     assert "1" in page.locator(".st-key-tau").inner_text()
 
 
+def presenting_with_the_sidebar_collapsed(page) -> bool:
+    """Presentation mode on (its CSS in the page, the URL saying so) and the sidebar collapsed."""
+    css = page.evaluate("() => Array.from(document.querySelectorAll('style'))"
+                        ".some(s => s.textContent.includes('stToolbarActions'))")
+    sidebar = page.evaluate("() => document.querySelector('[data-testid=\"stSidebar\"]').offsetWidth")
+    return css and sidebar == 0 and parse_qs(urlsplit(page.url).query).get("presentation") == ["true"]
+
+
+def open_sidebar_and_go_to(page, title):
+    page.locator('[data-testid="stExpandSidebarButton"]').click()
+    page.wait_for_timeout(500)
+    page.locator('[data-testid="stSidebarNav"] a', has_text=title).first.click()
+    page.wait_for_timeout(500)   # a page of the app's navigation: no new load, the URL changes in place
+    wait_until_idle(page)
+    page.wait_for_timeout(500)
+
+
+@pytest.mark.parametrize("start", ["link", "toggle"])
+def test_presentation_mode_stays_on_through_links_navigation_and_reset(server, page, start):
+    """However it was turned on, presentation mode survives a Try link, the sidebar's navigation (Home included) and
+    Reset, and each new page opens with the sidebar collapsed (the lecturer opened it to navigate)."""
+    from wviz.views.attention_transport import TRY_THIS
+
+    if start == "link":
+        open_page(page, f"{server}/attention_transport?presentation=true")
+    else:
+        open_page(page, f"{server}/attention_transport")
+        page.get_by_text("Present, share, export").click()
+        page.get_by_text("Presentation mode").click()
+        open_page(page, page.url)
+    assert presenting_with_the_sidebar_collapsed(page)
+    page.get_by_text("Try this").click()
+    page.get_by_role("link", name=TRY_THIS[0].label).click()
+    open_page(page, page.url)
+    assert presenting_with_the_sidebar_collapsed(page), page.url
+    assert parse_qs(urlsplit(page.url).query)["tau"] == [f"{TRY_THIS[0].params['tau']:g}"]
+    for title in ("Home", "Transport plans"):
+        open_sidebar_and_go_to(page, title)
+        assert presenting_with_the_sidebar_collapsed(page), (title, page.url)
+    page.locator('[data-testid="stExpandSidebarButton"]').click()
+    page.get_by_role("link", name="Reset to defaults").click()
+    open_page(page, page.url)
+    assert presenting_with_the_sidebar_collapsed(page), page.url
+    assert set(parse_qs(urlsplit(page.url).query)) == {"presentation"}
+
+
 # (page and the query that shows its uploader, the example's download button, the uploader's label)
 EXAMPLES = [
     ("transport_plans", "Example points CSV", "Upload points (CSV)"),

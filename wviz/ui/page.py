@@ -64,7 +64,8 @@ def guided(items: Sequence[Try]) -> None:
     if not items:
         return
     with st.expander("Try this", icon=":material/lightbulb:"):
-        st.markdown("\n".join(f"- {_link(t.label, t.query())}: {t.watch}" for t in items), unsafe_allow_html=True)
+        st.markdown("\n".join(f"- {_link(t.label, style.keep_presenting(t.query()))}: {t.watch}" for t in items),
+                    unsafe_allow_html=True)
         st.caption("Each link opens this page with those settings and every other one at its default.")
 
 
@@ -73,7 +74,7 @@ def page_setup(title: str, intro: str, try_this: Sequence[Try] = ()) -> torch.de
     panel (presentation mode, share link, lecture bundle); returns the device the page computes on."""
     _leave_legacy_pages_mode()
     limit_threads()
-    style.apply()
+    style.apply(title)
     device = device_badge()
     _reset_link()
     lecture.start(title, intro)

@@ -3,6 +3,8 @@ scaled down to the column's width) and, in presentation mode, larger text, table
 hidden. The sidebar is collapsed by app.py (set_page_config), which must run before anything is drawn."""
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
 PRESENTATION_PARAM = "presentation"
@@ -100,6 +102,27 @@ _PRESENTING = """
 """
 
 
+# On a page opened in presentation mode the sidebar starts collapsed, however the page was reached: a new page
+# (the sidebar's navigation, which the lecturer opened the sidebar for) collapses it once. Streamlit applies
+# set_page_config's initial_sidebar_state only when its value changes, and a browser's stored choice wins on a
+# reload, so this runs in the page. The page's title makes the element new on each page, so that it runs there.
+_COLLAPSE_ON_A_NEW_PAGE = """
+<script>
+(() => {
+  const page = %s;
+  if (window.__wvizPresentedPage === page) return;
+  window.__wvizPresentedPage = page;
+  const collapse = () => {
+    const sidebar = document.querySelector('[data-testid="stSidebar"]');
+    const button = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
+    if (sidebar && button && sidebar.getBoundingClientRect().width > 0) button.click();
+  };
+  requestAnimationFrame(collapse);
+})();
+</script>
+"""
+
+
 def presenting() -> bool:
     """Presentation mode is on: the toggle's value, or before the toggle is drawn (a link's first run), the URL's."""
     if PRESENTATION_PARAM in st.session_state:
@@ -112,7 +135,20 @@ def sidebar_state() -> str:
     return "collapsed" if presenting() else "auto"
 
 
-def apply() -> None:
-    """The page's CSS and the equation-fitting script (they draw nothing)."""
+def keep_presenting(query: str) -> str:
+    """A link's query (``?key=value&...``) with presentation mode kept on while it is on."""
+    if not presenting() or f"{PRESENTATION_PARAM}=" in query:
+        return query
+    return query + ("&" if len(query) > 1 else "") + f"{PRESENTATION_PARAM}=true"
+
+
+def apply(title: str) -> None:
+    """The page's CSS and the equation-fitting script (they draw nothing). In presentation mode the URL says so
+    (a page reached by the sidebar's navigation has none of the last page's query) and the sidebar starts
+    collapsed."""
     st.html(_ALWAYS + (_PRESENTING if presenting() else ""))
     st.html(_FIT_EQUATIONS, unsafe_allow_javascript=True)
+    if presenting():
+        if st.query_params.get(PRESENTATION_PARAM) != "true":
+            st.query_params[PRESENTATION_PARAM] = "true"
+        st.html(_COLLAPSE_ON_A_NEW_PAGE % json.dumps(title), unsafe_allow_javascript=True)
