@@ -75,28 +75,63 @@ def show_choice(choice: uv.ModelChoice):
 choice = ui.guarded("vit/models", load_models)
 models = None if choice is None else show_choice(choice)  # None: the page draws nothing that needs a model
 
+# ---------------------------------------------------------------------------------------------- test split
+
+place = None if models is None else uv.data_place(models.main)  # the digits, or where the model's own data is
+zip_file = None
+if place is not None and place.missing:
+    zip_file = sb.file_uploader("Test images (.zip)", type=["zip"], key="test_zip",
+                                help="This checkpoint's test split, for a server that does not hold its data: a .zip "
+                                     "of test/<class>/ folders of PNG/JPG/BMP images, the class folders named as the "
+                                     "model's classes. Read in memory and checked: size cap (WVIZ_MAX_TEST_ZIP_MB), "
+                                     "paths, zip bombs, every image's format, mode and size.")
+    with sb:
+        ui.example_file("Example test images", uv.example_test_zip(), "shapes_test.zip",
+                        help="The test split of `python -m wviz.vit.shapes`'s folder (circles, squares, triangles): "
+                             "a file the uploader above accepts for a model trained on that folder.")
+
+
+@st.cache_resource(max_entries=2, show_spinner="Checking and reading the uploaded test images...")
+def zipped(raw: bytes, name: str, weights_id: str, _main):
+    return uv.zip_split(_main, raw, name)
+
+
+def get_split():
+    """The main model's test split (the digits, its data found through WVIZ_DATA, or the uploaded .zip), or None."""
+    upload = None if zip_file is None else (
+        lambda: zipped(zip_file.getvalue(), zip_file.name, models.main.weights_id, models.main))
+    return uv.test_split_of(models, place, upload)
+
+
+split = None if models is None else ui.guarded(f"vit/split/{models.main.weights_id}", get_split)
+if place is not None and place.root is not None:
+    sb.caption(place.note)
+
 # -------------------------------------------------------------------------------------------------- image
 
 image_source = sb.radio("Image", ["test set", "upload"], key="img_src", bind="query-params", horizontal=True,
-                        help="A digit from the test split (never seen in training), or your own PNG/JPG.")
+                        help="An image of the model's test split (never seen in training), or your own PNG/JPG.")
 if image_source == "test set":
-    index = sb.number_input("Test image", 0, 359, 0, 1, key="index", bind="query-params",
-                            help="Index into the 360 test digits.")
+    if split is not None:
+        index = sb.number_input("Test image", 0, len(split) - 1, 0, 1, key="index", bind="query-params",
+                                help=f"Index into the {len(split)} {split.noun} of {split.source}.")
 else:
     img_file = sb.file_uploader("Image (PNG/JPG)", type=["png", "jpg", "jpeg"], key="img_file",
-                                help="Converted to grey, centre-cropped, resized to the model's input size.")
+                                help="Turned grey for a one-channel model (kept in colour for an RGB one), "
+                                     "centre-cropped, resized to the model's input size.")
     with sb:
         ui.example_file("Example image", uv.example_image(), "digit_6_example.png",
                         help="A test digit (a 6) drawn dark on white, 64 x 64 pixels: a picture the uploader above "
                              "accepts.")
     invert = sb.radio("Invert", ["auto", "yes", "no"], key="invert", bind="query-params", horizontal=True,
-                      help="The digits are light strokes on black; auto inverts a mostly light picture.")
+                      help="The digits are light strokes on black: auto inverts a picture whose brightness is unlike "
+                           "the model's test images' (a mostly light one for the digits); never a photograph's.")
 
 
 def get_image():
     if image_source == "test set":
-        return uv.test_image(models.config, index)
-    return uv.uploaded_image(None if img_file is None else img_file.getvalue(), models.config, invert)
+        return None if split is None else uv.test_image(split, index)
+    return uv.uploaded_image(None if img_file is None else img_file.getvalue(), models, invert, split)
 
 
 def corrupted(picked: uv.Picked):
@@ -123,27 +158,32 @@ def corrupted(picked: uv.Picked):
     return uv.corrupt_region(picked.image, region, box, models.config.patch_size, strength), box
 
 
-picked = None if models is None else ui.guarded("vit/image", get_image)
+picked = None if models is None else ui.guarded(f"vit/image/{models.main.weights_id}", get_image)
 runs = None  # the image through every model shown: what everything down to the dataset panel draws
 if picked is not None:
     image, box = corrupted(picked)
     if picked.pre is not None:
         ui.show_figure(figs.preprocessing(picked.pre.steps), key="vit_pre")
-        st.caption("What the model sees: the last panel. A digit that is too thin, off-centre or framed differently "
-                   "from the training digits is out of distribution, and the uncertainty views below should say so.")
+        st.caption("What the model sees: the last panel. " + (
+            "It reads one channel: a colour picture becomes grey (its luminance). A digit that is too thin, "
+            "off-centre or framed differently from the training digits is out of distribution, and the uncertainty "
+            "views below should say so." if models.config.channels == 1 else
+            "It reads three channels: the picture stays in colour (RGB), as its training images were. A picture "
+            "unlike them is out of distribution, and the uncertainty views below should say so."))
     samples = sb.select_slider("Monte-Carlo samples S", list(uv.SAMPLES), uv.DEFAULT_SAMPLES, key="samples",
                                bind="query-params", help="Draws of the patch embeddings from their Gaussians (eq. "
                                                          "(5)); the prediction is the mean of the S softmax outputs.")
     seed = sb.number_input("Sampling seed", 0, 10_000, 0, key="seed", bind="query-params",
                            help="Seed of the Monte-Carlo draws, so that a link reproduces them.")
     with st.spinner(f"Running {samples} Monte-Carlo draws through {len(models.by_name)} model(s)..."):
-        runs = ui.guarded("vit/inspect", lambda: uv.inspect_all(models, image, samples, seed))
+        runs = ui.guarded(f"vit/inspect/{models.main.weights_id}",
+                          lambda: uv.inspect_all(models, image, samples, seed))
 
 # ------------------------------------------------------------------------------------------------ one image
 
 
 def show_prediction():
-    names = models.class_names
+    names = uv.class_names(models, split)
     st.subheader("Prediction")
     if picked.label is not None:
         st.markdown(f"True class: **{names[picked.label]}**. " + ", ".join(
@@ -156,8 +196,8 @@ def show_prediction():
                 r"z^{(s)} = \mu + \Sigma^{1/2}\varepsilon^{(s)}")
     ui.equation(r"H(p) = -\sum_c p_c \log p_c")
     ui.show_figure(figs.entropy_bars(uv.entropies(runs), models.config.n_classes), key="vit_entropy")
-    st.caption("Predictive entropy: 0 for a sure prediction, log C for a uniform one. Compare a clean test digit "
-               "with an uploaded scribble.")
+    st.caption(f"Predictive entropy: 0 for a sure prediction, log C for a uniform one. Compare a clean "
+               f"{'test image' if split is None else split.one} with an uploaded scribble.")
 
 
 def layer_slider(where) -> int:
@@ -250,8 +290,8 @@ if runs is not None:
 
 def panel_reports(jobs) -> dict | None:
     """Each model's report, or None while one is still being evaluated (its progress bar drawn) or failed (its
-    message shown). Each evaluation (seconds per pass over 360 images) runs once per (weights, S, corruptions) for
-    the server, in the background: the controls above answer meanwhile (ui.background)."""
+    message shown). Each evaluation (seconds per pass over the test split) runs once per (weights, S, corruptions,
+    split) for the server, in the background: the controls above answer meanwhile (ui.background)."""
     job_keys = {j.name: ("vit/panel", *j.cache_key, str(device)) for j in jobs}
     try:
         reports = {j.name: ui.background(job_keys[j.name], lambda progress, j=j: uv.evaluate_panel(j, progress))[0]
@@ -267,7 +307,7 @@ def panel_reports(jobs) -> dict | None:
     return reports
 
 
-def dataset_panel():
+def dataset_panel(split):
     d1, d2 = st.columns(2)
     score = d1.selectbox("OOD score", uv.score_choices(models.stochastic), key="score", bind="query-params",
                          help="Larger = more likely out of distribution.  \n"
@@ -277,29 +317,35 @@ def dataset_panel():
                               "- class spread: the share of draws whose class is not the most frequent one;  \n"
                               "- covariance trace: the mean tr(Sigma) of the last layer's tokens.  \n"
                               "The last three only for the stochastic model.")
-    ood_name = d2.selectbox("OOD set", list(uv.OOD_SETS), key="ood", bind="query-params",
-                            help="Far from the digits: crops of scikit-learn's two sample photographs, or uniform "
-                                 "noise. Near: mixed digits, the left half of a test digit beside the right half of a "
-                                 "digit of another class. All shaped like the digits.")
-    jobs = uv.panel_jobs(models)
+    ood_name = d2.selectbox("OOD set", list(split.ood_names), key="ood", bind="query-params",
+                            help="Far from the test images: crops of scikit-learn's two sample photographs, or "
+                                 "uniform noise. Near: the left half of a test image beside the right half of one of "
+                                 "another class (mixed digits for the digits). All shaped like the test images.")
+    jobs = uv.panel_jobs(models, split)
     for j in jobs:
         if j.capped:
             st.caption(f"{j.name}: its record asks for {j.asked} Monte-Carlo samples per image; the panel uses "
                        f"{j.samples}.")
     reports = panel_reports(jobs)
     if reports is not None:
-        draw_panel(jobs, reports, score, ood_name)
+        draw_panel(jobs, reports, score, ood_name, split)
 
 
-def draw_panel(jobs, reports: dict, score: str, ood_name: str):
-    ui.show_figure(figs.reliability({n: r.reliability for n, r in reports.items()}), key="vit_reliability")
-    st.caption("Above, each bar: the accuracy of the test digits whose top probability fell in one of 15 bins "
-               "(bins holding no digit are left out); on the diagonal the model is as accurate as it is confident. "
-               "Below: how many digits each bin holds (log scale): almost all sit in the top bin, so a bar over 1 to 3 "
-               "digits weighs little in the ECE.")
+def draw_panel(jobs, reports: dict, score: str, ood_name: str, split):
+    noun, one = split.noun, split.one
+    ui.show_figure(figs.reliability({n: r.reliability for n, r in reports.items()}, split.title),
+                   key="vit_reliability")
+    st.caption(f"Above, each bar: the accuracy of the {noun} whose top probability fell in one of 15 bins (bins "
+               f"holding no {one} are left out); on the diagonal the model is as accurate as it is confident. Below: "
+               f"how many {noun} each bin holds (log scale): a bar over 1 to 3 {noun} weighs little in the ECE.")
     ui.equation(r"\mathrm{ECE} = \sum_b \frac{n_b}{N}\,\big|\mathrm{acc}_b - \mathrm{conf}_b\big|")
-    ui.show_figure(figs.ood_histograms(uv.ood_scores(reports, ood_name, score), score, ood_name), key="vit_ood")
-    st.caption("AUROC: the probability that a random OOD image scores higher than a random test digit (0.5 = "
+    ui.show_figure(figs.confusion({n: r.confusion for n, r in reports.items()}, split.class_names, split.title),
+                   key="vit_confusion")
+    st.caption(f"Row: the true class, column: the class the model predicts (argmax of its predictive mean); each "
+               f"cell counts {noun}, the right answers lie on the diagonal.")
+    ui.show_figure(figs.ood_histograms(uv.ood_scores(reports, ood_name, score), score, ood_name, noun=noun),
+                   key="vit_ood")
+    st.caption(f"AUROC: the probability that a random OOD image scores higher than a random {one} (0.5 = "
                "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
     ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - \tfrac1S \textstyle\sum_s H[p_s],"
                 r"\qquad \text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\}")
@@ -317,14 +363,14 @@ def draw_panel(jobs, reports: dict, score: str, ood_name: str):
                 "with `python -m wviz.vit.train` to see them.")
     shown = {n: v for n, v in aurocs.items() if v is not None}
     if shown:
-        ui.show_figure(figs.corruption_aurocs(shown, uv.SEVERITIES, score), key="vit_corruption_auroc")
-        st.caption(f"How well '{score}' tells each corrupted test digit from the clean ones: 1 = every corrupted "
-                   "digit scores higher, 0.5 = the score does not see the corruption, below 0.5 = it falls.")
+        ui.show_figure(figs.corruption_aurocs(shown, uv.SEVERITIES, score, noun=noun), key="vit_corruption_auroc")
+        st.caption(f"How well '{score}' tells each corrupted {one} from the clean ones: 1 = every corrupted "
+                   f"{one} scores higher, 0.5 = the score does not see the corruption, below 0.5 = it falls.")
 
 
 if models is not None:
-    st.subheader("On the whole digits test split")
-    if models.reads_digits:
-        dataset_panel()
-    else:
-        st.info("The dataset panel evaluates on the digits test split; this model takes other images.")
+    st.subheader(f"On the whole {split.title if split is not None else 'test split'}")
+    if split is not None:
+        dataset_panel(split)
+    elif place.missing:  # how to give the page the test split (and, with it, a test image to inspect)
+        st.info(place.note)

@@ -20,6 +20,7 @@ EXAMPLES = {
     "wviz.vit.patches": None,
     "wviz.vit.inspection": None,
     "wviz.vit.demo": ("load_bundled", "load_upload", "model_set"),
+    "wviz.vit.shapes": ("draw",),
     "wviz.vit.checkpoint": ("save_checkpoint", "load_checkpoint"),
     "wviz.vit.evaluate": ("evaluate",),
     "wviz.models.minilm": ("load", "forward", "make_normaliser", "attention_maps", "compare"),

@@ -269,6 +269,21 @@ def _fuzz(st, st_end, pt, pt_end):
     ({"class_names": list(range(10))}, r"'class_names' must be a list of 10 names"),
     ({"metrics": {"accuracy": float("nan")}}, r"not plain JSON \(it holds NaN"),
     ([1, 2], r"training record is not a JSON object"),
+    # what tells the inspector which data the model reads, and where (WVIZ_DATA): no path leads anywhere else
+    ({"data": "mnist"}, r"'data' must be one of digits, cifar10, cifar100, folder, got 'mnist'"),
+    ({"data_folder": ".."}, r"'data_folder' must be a folder's name \(no path\), got '..'"),
+    ({"data_folder": "../../etc"}, r"'data_folder' must be a folder's name"),
+    ({"data_folder": "/home/me/shapes"}, r"'data_folder' must be a folder's name"),
+    ({"data_folder": "a\\b"}, r"'data_folder' must be a folder's name"),
+    ({"data_folder": "shapes\n"}, r"'data_folder' must be a folder's name"),
+    ({"data_folder": ""}, r"'data_folder' must be a folder's name"),
+    ({"data_folder": 3}, r"'data_folder' must be a folder's name"),
+    ({"channels": 3}, r"'channels' must be the model config's channels \(1\), got 3"),
+    ({"channels": 9}, r"'channels' must be a whole number from 1 to 4"),
+    ({"image_size": 32}, r"'image_size' must be the model config's image_size \(16\), got 32"),
+    ({"image_size": "16"}, r"'image_size' must be a whole number from 4 to 256"),
+    ({"class_names": [""] + list("123456789")}, r"'class_names' must be a list of 10 names .*printable"),
+    ({"class_names": ["a\nb"] + list("123456789")}, r"'class_names' must be a list of 10 names"),
 ])
 def test_hostile_training_records_are_refused(model, record, message):
     """The record comes from the file like the weights: wrong types and out-of-range values are a ValueError that
@@ -300,14 +315,22 @@ def test_pt_record_or_config_holding_tensors_is_refused(model):
 
 
 def test_record_written_by_training_passes_the_checks():
-    """What evaluate.summary and train.main write (every entry filled) is accepted unchanged."""
-    record = {"data": "digits", "epochs": 40, "seed": 0, "lambda": 0.1, "processes": 2, "eval_samples": 16,
+    """What evaluate.summary and train.main write (every entry filled) is accepted unchanged; a record from before
+    the data's entries (data_folder, channels, image_size) too."""
+    record = {"data": "digits", "data_folder": None, "channels": 1, "image_size": 16, "epochs": 40, "seed": 0,
+              "lambda": 0.1, "processes": 2, "eval_samples": 16,
               "class_names": [str(i) for i in range(10)], "train_seconds": 152.3,
               "metrics": {"accuracy": 0.99, "nll": 0.03, "ece": 0.015,
                           "auroc": {"uniform noise": {"max-softmax": 0.9, "covariance trace": 0.2}},
                           "corruption_error": {"blur": [0.0, 0.01, 0.03, 0.06, 1.0]},
                           "corruption_auroc": {"blur": {"class spread": [0.5, 0.52, 0.6, 0.8, 1.0]}}}}
-    assert check_record(record, 10) is record
+    assert check_record(record, 10, (1, 16)) is record
+    for key in ("data_folder", "channels", "image_size"):
+        del record[key]
+    assert check_record(record, 10, (1, 16)) is record
+    folder = {"data": "folder", "data_folder": "my shapes (v2)", "channels": 3, "image_size": 32,
+              "class_names": ["circle", "square", "triangle"]}
+    assert check_record(folder, 3, (3, 32)) is folder
 
 
 def test_weights_too_large_to_compute_with_are_refused(model):

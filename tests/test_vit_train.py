@@ -1,10 +1,13 @@
-"""wviz.vit.train: a few steps lower the loss; the CLI writes a loadable checkpoint with its record; resume; two
-processes under torchrun (DistributedDataParallel on the CPU)."""
+"""wviz.vit.train: a few steps lower the loss; the CLI writes a loadable checkpoint with its record (what data it
+read, and where a page finds it again); resume; two processes under torchrun (DistributedDataParallel on the CPU);
+a user's mistake is one line and exit status 2."""
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch.utils.data import DistributedSampler, TensorDataset
@@ -154,3 +157,69 @@ def test_ablation_tables_are_the_mean_and_spread_of_the_seeds(tmp_path):
     assert twin_row.split(" | ")[4] == "-"  # the twin has no mutual information
     stamps = [f.stat().st_mtime_ns for f in files]
     assert ablation.main(argv) == text and [f.stat().st_mtime_ns for f in files] == stamps
+
+
+def test_a_bad_folder_layout_is_one_line_and_exit_status_2(tmp_path):
+    """The command run as a user runs it, on class folders put directly under the data root (no train/ and test/):
+    one line on stderr that says what the layout must be, nothing on stdout, exit status 2, no traceback."""
+    from wviz.vit import shapes
+
+    flat = tmp_path / "shapes"
+    for name in shapes.CLASSES:
+        (flat / name).mkdir(parents=True)
+        (flat / name / "a.png").write_bytes(shapes._png(shapes.draw(name, 32, np.random.default_rng(0))))
+    cmd = [sys.executable, "-m", "wviz.vit.train", "--data", "folder", "--data-root", str(flat), "--out",
+           str(tmp_path / "x.safetensors")]
+    done = subprocess.run(cmd, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"python -m wviz.vit.train: error: {flat} holds class folders (circle, square, triangle) directly, but a "
+        f"'folder' dataset has {flat}/train/<class>/ and {flat}/test/<class>/ folders of images: move most images of "
+        f"each class into {flat}/train/<class>/ and keep some in {flat}/test/<class>/"]
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--data", "folder", "--data-root", "nowhere"], "no folder nowhere: a 'folder' dataset has nowhere/train/"),
+    (["--data", "folder"], "--data folder is read from a local folder: give it with --data-root"),
+    (["--data", "cifar10", "--data-root", "."], "missing CIFAR file cifar-10-batches-py/data_batch_1"),
+    (["--batch", "0"], "--batch must be at least 1, got 0"),
+    (["--eval-samples", "5000"], "--eval-samples must be at least 1 and at most 4096, got 5000"),
+    (["--data", "mnist"], "argument --data: invalid choice: 'mnist'"),
+    (["--image-size", "30", "--data", "folder", "--data-root", "shapes"], "patch_size 4 does not divide image_size 30"),
+    (["--limit", "8", "--resume"], "--resume: no training state at x.safetensors.state.pt"),
+])
+def test_every_user_error_is_one_line_and_exit_status_2(tmp_path, monkeypatch, capsys, args, message):
+    from wviz.vit import shapes
+
+    monkeypatch.chdir(tmp_path)
+    shapes.write_folder(tmp_path / "shapes", train=1, test=1)
+    with pytest.raises(SystemExit) as ended:
+        train.main(args + ["--out", "x.safetensors", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert ended.value.code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith("python -m wviz.vit.train: error: ") and message in err, err
+
+
+def test_a_folder_checkpoint_records_its_data_and_the_inspector_finds_it(tmp_path, monkeypatch):
+    """Trained on the shapes folder: the record names the data, its folder's name (no path), the classes, the
+    images' channels and size, and the metrics of the OOD sets made from its own test split; it loads unchanged,
+    and the inspector finds the data through WVIZ_DATA from those entries alone."""
+    from wviz.vit import demo, shapes
+
+    root = shapes.write_folder(tmp_path / "data" / "shapes", train=4, test=2)
+    out = tmp_path / "shapes.safetensors"
+    rec = train.main(["--data", "folder", "--data-root", str(root), "--epochs", "1", "--batch", "12", "--dim", "8",
+                      "--depth", "1", "--heads", "2", "--patch", "8", "--eval-samples", "2", "--no-progress",
+                      "--threads", "1", "--out", str(out)])
+    model, record = load_checkpoint(out)
+    assert record == rec
+    assert (record["data"], record["data_folder"], record["channels"], record["image_size"]) == ("folder", "shapes", 3,
+                                                                                                  32)
+    assert record["class_names"] == list(shapes.CLASSES) and model.config.n_classes == 3
+    assert list(record["metrics"]["auroc"]) == list(data.OWN_OOD_SETS)
+    assert str(tmp_path) not in json.dumps({k: v for k, v in record.items() if k != "command"})
+    monkeypatch.setenv("WVIZ_DATA", str(tmp_path / "data"))
+    place = demo.data_place(demo.Loaded("uploaded (stochastic)", model, record, "upload:x"))
+    assert place.root == root and not place.missing

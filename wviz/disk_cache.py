@@ -2,7 +2,7 @@
 
 Each Streamlit process has its own ``st.cache_*`` and ``ui.background`` store: behind nginx (``make serve``) every
 replica would spend the seconds of Figure 4 (views.real_transformer.deviation) or of the inspector's dataset panel
-(views.uncertainty_inspector.evaluate_panel) again. With :func:`cached` the first process computes such a result
+(wviz.vit.panel.evaluate_panel) again. With :func:`cached` the first process computes such a result
 and writes it to a file named by its job's parameters and the version of its computation; the others load it.
 
 A file is safetensors: the tensors as tensors, everything else (dataclasses, dicts, tuples, numbers, strings) as

@@ -2,13 +2,19 @@
 from __future__ import annotations
 
 import csv
+import os
+import stat
+import zipfile
+import zlib
 from dataclasses import dataclass
+from io import BytesIO
+from pathlib import PurePosixPath
 
 import numpy as np
 import pandas as pd
 import torch
 
-from wviz.vit.data import image_from_bytes, resize
+from wviz.vit.data import IMAGE_SUFFIXES, image_from_bytes, resize
 
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024  # a 2-D cloud or cost matrix for an interactive page is far smaller
 MAX_POINTS = 4096
@@ -243,33 +249,178 @@ class Preprocessed:
     inverted: bool
 
 
-def _preprocess(raw: bytes, channels: int, size: int, invert: str) -> Preprocessed:
+def _preprocess(raw: bytes, channels: int, size: int, invert: str, dark_ground: bool | None,
+                stretch: bool) -> Preprocessed:
     if invert not in ("auto", "yes", "no"):
         raise ValueError(f"invert must be 'auto', 'yes' or 'no', got {invert!r}")
     full = image_from_bytes(raw, channels, 128)
     small = resize(full[None], size)[0]
-    inverted = invert == "yes" or (invert == "auto" and float(small.mean()) > 0.5)
+    inverted = invert == "yes" or (invert == "auto" and (float(small.mean()) > 0.5) == dark_ground)
     x = 1 - small if inverted else small
     lo, hi = float(x.min()), float(x.max())
     if hi - lo < 1e-6:
         raise ValueError("the picture is a single flat colour: there is nothing for the model to read")
-    x = (x - lo) / (hi - lo)
-    steps = [("upload, grey, square", full), (f"{size} x {size}", small)]
+    steps = [(f"upload, {'grey' if channels == 1 else 'RGB'}, square", full), (f"{size} x {size}", small)]
     if inverted:
-        steps.append(("inverted", 1 - small))
-    steps.append(("[0, 1]: model input", x))
+        steps.append(("inverted", x))
+    if stretch:
+        x = (x - lo) / (hi - lo)
+        steps.append(("[0, 1]: model input", x))
     return Preprocessed(steps, x, inverted)
 
 
-def read_image(raw: bytes, channels: int, size: int, invert: str = "auto") -> Preprocessed:
-    """An uploaded PNG/JPG of a digit -> a ViT's input: grey (or RGB), centre-cropped to a square, resized to
-    size x size, inverted when ``invert`` is 'yes', or 'auto' and the picture is mostly light (the digits are light
-    strokes on black), then stretched to [0, 1] like the training digits (whose strokes reach 1). A file that is
-    not such a picture raises a ValueError saying what is wrong and what a valid image is."""
+def read_image(raw: bytes, channels: int, size: int, invert: str = "auto", dark_ground: bool | None = True,
+               stretch: bool = True) -> Preprocessed:
+    """An uploaded PNG/JPG -> a ViT's input: grey (one channel: the luminance) or RGB (three channels: the colours
+    kept), centre-cropped to a square, resized to size x size, inverted when ``invert`` is 'yes', or 'auto' and the
+    picture's brightness is on the other side of one half from the training images' (``dark_ground`` True: they
+    are mostly dark, as the digits' light strokes on black; False: mostly light; None: neither, never inverted),
+    then, with ``stretch``, stretched to [0, 1] like the training digits (whose strokes reach 1). The last of the
+    steps is the model's input. A file that is not such a picture raises a ValueError saying what is wrong and what
+    a valid image is."""
     try:
-        return _preprocess(raw, channels, size, invert)
+        return _preprocess(raw, channels, size, invert, dark_ground, stretch)
     except ValueError as err:
+        colour = "turned grey" if channels == 1 else "kept in colour"
         raise ValueError(f"your image was not used: {str(err).rstrip('.')}. A valid image is a PNG or JPG picture "
-                         f"of one digit, light on dark or dark on light, of any size (it is turned grey, "
-                         f"centre-cropped to a square and resized to {size} x {size}); the example image under the "
-                         "uploader is one.") from None
+                         f"{'of one digit, light on dark or dark on light, ' if channels == 1 else ''}of any size "
+                         f"(it is {colour}, centre-cropped to a square and resized to {size} x {size}); the example "
+                         "image under the uploader is one.") from None
+
+
+# ---- a test split as a .zip -------------------------------------------------------------------------------------
+
+MAX_ZIP_MB = 50       # default of WVIZ_MAX_TEST_ZIP_MB: the upload and its uncompressed contents, each
+MAX_ZIP_IMAGES = 10_000
+MAX_ZIP_RATIO = 100   # PNG and JPEG barely compress (a few per cent); a member that grew 100 times is a zip bomb
+TEST_ZIP_LAYOUT = "test/<class>/<image>.png|jpg|jpeg|bmp, one folder per class (optionally inside one top folder)"
+
+
+def max_zip_bytes() -> int:
+    """The cap on an uploaded test-split zip and on its uncompressed contents: WVIZ_MAX_TEST_ZIP_MB megabytes
+    (default MAX_ZIP_MB)."""
+    env = os.environ.get("WVIZ_MAX_TEST_ZIP_MB")
+    try:
+        mb = MAX_ZIP_MB if env is None else float(env)
+    except ValueError:
+        raise ValueError(f"WVIZ_MAX_TEST_ZIP_MB must be a number of megabytes, not {env!r}") from None
+    if not mb > 0:
+        raise ValueError(f"WVIZ_MAX_TEST_ZIP_MB must be positive, got {env}")
+    return int(mb * 2 ** 20)
+
+
+@dataclass(frozen=True)
+class TestImages:
+    """Labelled test images read from an upload: images (N, C, H, W) in [0, 1], labels (N,) indexing
+    class_names."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    class_names: list[str]
+
+
+TestImages.__test__ = False  # not a test class
+
+
+def _unsafe(info: zipfile.ZipInfo) -> str | None:
+    """Why a member of an uploaded zip is refused before anything is read: a path that leads outside the zip's
+    folder (absolute, a drive, '..', backslashes), a link, an encrypted member."""
+    name = info.filename
+    parts = name.split("/")
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        return f"{name!r} is an absolute path"
+    if "\\" in name or ".." in parts or "\0" in name:
+        return f"{name!r} leads outside the zip's folder ('..', backslashes)"
+    if stat.S_ISLNK(info.external_attr >> 16):
+        return f"{name!r} is a symbolic link"
+    if info.flag_bits & 0x1:
+        return f"{name!r} is encrypted"
+    return None
+
+
+def _members(z: zipfile.ZipFile, cap: int) -> list[zipfile.ZipInfo]:
+    """The zip's image members under test/<class>/, after the checks that need no decompression: every member's
+    path (:func:`_unsafe`), the total uncompressed size against ``cap``, each member's compression ratio."""
+    infos = z.infolist()
+    if len(infos) > 2 * MAX_ZIP_IMAGES:
+        fail("test-images zip", [f"it holds {len(infos)} files; at most {MAX_ZIP_IMAGES} images are read"])
+    problems = [p for p in map(_unsafe, infos) if p]
+    total = sum(i.file_size for i in infos)
+    if total > cap:
+        problems.append(f"its contents unpack to {total / 2 ** 20:.1f} MB, over the limit of {cap / 2 ** 20:.0f} MB "
+                        "(WVIZ_MAX_TEST_ZIP_MB sets it)")
+    problems += [f"{i.filename!r} unpacks to {i.file_size / max(i.compress_size, 1):.0f} times its packed size: "
+                 "refused as a zip bomb" for i in infos
+                 if i.file_size > 64 * 1024 and i.file_size > MAX_ZIP_RATIO * max(i.compress_size, 1)]
+    if problems:
+        fail("test-images zip", problems)
+    return [i for i in infos if not i.is_dir() and _in_test(i.filename) is not None]
+
+
+def _in_test(name: str) -> str | None:
+    """The class folder of an image at [top/]test/<class>/<image>, or None for anything else (other folders,
+    other files, macOS's __MACOSX/ and hidden files)."""
+    parts = PurePosixPath(name).parts
+    if any(p.startswith((".", "__MACOSX")) for p in parts) or PurePosixPath(name).suffix.lower() not in IMAGE_SUFFIXES:
+        return None
+    if len(parts) == 4 and parts[1] == "test" or len(parts) == 3 and parts[0] == "test":
+        return parts[-2]
+    return None
+
+
+def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """A member's bytes, never more than its header declares (a header that lies about its size is refused)."""
+    with z.open(info) as f:
+        data = f.read(info.file_size + 1)
+    if len(data) != info.file_size:
+        raise ValueError(f"it unpacks to more or fewer bytes than its header declares ({info.file_size})")
+    return data
+
+
+def _labels(found: list[str], names: list[str] | None, n_classes: int) -> tuple[list[str], list[str]]:
+    """The class names the labels index (the model's, or the zip's folders when the model has none), and the
+    problems: a folder that is not one of the model's classes, a number of folders that fits no model."""
+    if names is None:
+        if len(found) != n_classes:
+            return found, [f"it has {len(found)} class folders ({', '.join(found)}) but the model has {n_classes} "
+                           "classes (and no class names in its record): give one folder per class"]
+        return found, []
+    return names, [f"class folder {c!r} is not one of the model's classes ({', '.join(names)})"
+                   for c in found if c not in names]
+
+
+def read_test_zip(raw: bytes, channels: int, size: int, class_names: list[str] | None = None,
+                  n_classes: int | None = None) -> TestImages:
+    """Labelled test images from an uploaded .zip of test/<class>/ folders (TEST_ZIP_LAYOUT), read in memory:
+    nothing is written to disk. Refused with every problem listed: an upload or contents over
+    :func:`max_zip_bytes`, a member that leads outside the zip or is a link, a zip bomb (contents over the cap, a
+    member that unpacks MAX_ZIP_RATIO times its size or more than its header says), more than MAX_ZIP_IMAGES
+    images, an image that is not a PNG/JPEG/BMP of 8-bit pixels or is too large (PIL's decompression-bomb limit,
+    :func:`wviz.vit.data.image_from_bytes`), a class folder the model does not know. ``class_names``: the model's
+    (the labels index them); without, the zip must hold ``n_classes`` folders, taken in sorted order."""
+    cap = max_zip_bytes()
+    if len(raw) > cap:
+        fail("test-images zip", [f"it is {len(raw) / 2 ** 20:.1f} MB, over the limit of {cap / 2 ** 20:.0f} MB "
+                                 "(WVIZ_MAX_TEST_ZIP_MB sets it)"])
+    try:
+        z = zipfile.ZipFile(BytesIO(raw))
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        fail("test-images zip", ["it is not a .zip file"], TEST_ZIP_LAYOUT + "\n")
+    with z:
+        members = _members(z, cap)
+        found = sorted({_in_test(i.filename) for i in members})
+        if len(members) > MAX_ZIP_IMAGES or len(found) < 2:
+            fail("test-images zip", [f"it holds {len(members)} images in {len(found)} class folder(s) under test/: "
+                                     f"give 1 to {MAX_ZIP_IMAGES} images in two class folders at least"],
+                 TEST_ZIP_LAYOUT + "\n")
+        names, problems = _labels(found, class_names, n_classes or len(found))
+        images, labels = [], []
+        for info in members:
+            try:
+                images.append(image_from_bytes(_read_member(z, info), channels, size))
+                labels.append(names.index(_in_test(info.filename)) if not problems else 0)
+            except (ValueError, zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError, OSError) as err:
+                problems.append(f"{info.filename}: {str(err) or err.__class__.__name__}")
+    if problems:
+        fail("test-images zip", problems)
+    return TestImages(torch.stack(images), torch.tensor(labels), list(names))

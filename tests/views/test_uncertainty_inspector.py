@@ -20,8 +20,8 @@ def models():
 
 @pytest.fixture(scope="module")
 def images():
-    x, y = uv.test_split()
-    return x[:2], y[:2]
+    split = uv.digits_split()
+    return split.images[:2], split.labels[:2]
 
 
 @pytest.fixture(scope="module")
@@ -54,19 +54,18 @@ def test_upload_weights_id_is_the_sha256_of_the_file():
 
 
 def test_test_image_and_the_upload(models, images):
-    picked = uv.test_image(models.config, 1)
+    picked = uv.test_image(uv.digits_split(), 1)
     torch.testing.assert_close(picked.image, images[0][1])
     assert picked.label == int(images[1][1]) and picked.pre is None
-    rgb = ViTConfig(image_size=32, patch_size=8, channels=3)
-    with pytest.raises(ValueError, match="upload an image instead"):
-        uv.test_image(rgb, 0)
+    with pytest.raises(ValueError, match="holds 360 images: pick one from 0 to 359"):
+        uv.test_image(uv.digits_split(), 360)
     with pytest.raises(ValueError, match="upload a PNG or JPG"):
-        uv.uploaded_image(None, models.config)
+        uv.uploaded_image(None, models)
     a = np.zeros((20, 20), dtype=np.uint8)
     a[5:15, 9:11] = 255
     buf = io.BytesIO()
     Image.fromarray(a).save(buf, "PNG")
-    up = uv.uploaded_image(buf.getvalue(), models.config, "no")
+    up = uv.uploaded_image(buf.getvalue(), models, "no")
     assert up.image.shape == (1, 16, 16) and float(up.image.min()) == 0 and float(up.image.max()) == 1
     assert up.label is None and not up.pre.inverted and up.pre.steps[-1][1] is up.image
 
@@ -120,7 +119,7 @@ def test_main_figure_is_the_trace_map_over_the_image_it_was_computed_on(models):
     the region outlined; a deterministic model has no main figure."""
     from wviz.figures import uncertainty_inspector as figs
 
-    x, _ = uv.test_split()
+    x = uv.digits_split().images
     box = uv.region_box(0, 2, 2, 4)
     noisy = uv.corrupt_region(x[5], "noise", box, 4, 0.4)
     runs = uv.inspect_all(models, noisy, 4, 1)
@@ -146,7 +145,7 @@ def test_at_defaults_is_the_pages_computation_at_its_defaults(models):
     page's defaults), as the page computes them; the layer slider runs 0..DEFAULT_DEPTH, the bundled depth."""
     assert uv.DEFAULT_DEPTH == models.config.depth == 3 and uv.DEFAULT_SAMPLES in uv.SAMPLES
     at = uv.at_defaults("cpu")
-    image = uv.test_image(models.config, 0).image
+    image = uv.test_image(uv.digits_split(), 0).image
     runs = uv.inspect_all(models, image, 32, 0)
     for layer in range(uv.DEFAULT_DEPTH + 1):
         got, want = at(layer), uv.layer_maps(models, runs, image, None, layer, 0, 0)
@@ -176,8 +175,7 @@ def test_the_maps_follow_a_corrupted_region(models):
     """The trace map the page draws for a corrupted image is the model's own on that image, and occluding the middle
     of the test 6 raises the embeddings' tr(Sigma) there. (What corrupt_region does to the pixels:
     tests/test_vit_patches.py.)"""
-    x, _ = uv.test_split()
-    image = x[0]
+    image = uv.digits_split().images[0]
     box = uv.region_box(1, 1, 2, 4)
     occluded = uv.corrupt_region(image, "occlude", box, 4)
     model = models.main.model
@@ -211,7 +209,7 @@ def test_panel_curves_and_scores():
     assert seen == [i / 19 for i in range(19)] + [1.0]          # 1 test split + 3 OOD sets + 3 x 5 corruptions
     reports = {up.name: measured, bund.name: uv.evaluate_panel(jobs[1])}
     assert reports[bund.name].corruption == {}                  # read from the record: not re-measured
-    x, y = uv.test_split()
+    x, y = uv.digits_split().images, uv.digits_split().labels
     curves = uv.corruption_curves(jobs, reports)
     with torch.no_grad():
         for kind in data.CORRUPTIONS:
@@ -279,21 +277,20 @@ def test_example_image_passes_the_page_loader_and_is_its_digit(models):
     back to the digit, which is test digit EXAMPLE_INDEX up to the resizing, and both models read the true class."""
     raw = uv.example_image()
     assert raw[:8] == b"\x89PNG\r\n\x1a\n"
-    picked = uv.uploaded_image(raw, models.config, "auto")
+    picked = uv.uploaded_image(raw, models, "auto")
     assert picked.pre.inverted and picked.image.shape == (1, 16, 16)
-    x, y = uv.test_split()
-    digit = x[uv.EXAMPLE_INDEX]
+    digit, label = uv.digits_split().images[uv.EXAMPLE_INDEX], uv.digits_split().labels[uv.EXAMPLE_INDEX]
     want = (digit - digit.min()) / (digit.max() - digit.min())
     assert float((picked.image - want).abs().mean()) < 0.05
     assert np.corrcoef(picked.image.ravel(), want.ravel())[0, 1] > 0.97
     for name, r in uv.inspect_all(models, picked.image, samples=8, seed=0).items():
-        assert int(r.mc.mean[0].argmax()) == int(y[uv.EXAMPLE_INDEX]) == 6, name
+        assert int(r.mc.mean[0].argmax()) == int(label) == 6, name
 
 
 def test_a_bad_image_says_what_a_valid_one_is(models):
     with pytest.raises(ValueError, match=r"your image was not used: the file is not an image .* A valid image is a "
                                          r"PNG or JPG .* resized to 16 x 16"):
-        uv.uploaded_image(b"garbage", models.config)
+        uv.uploaded_image(b"garbage", models)
 
 
 def test_a_refused_checkpoint_falls_back_to_the_bundled_demo(models):
@@ -333,7 +330,7 @@ def test_the_twin_is_wrong_and_sure_where_the_guided_link_says(models):
     """The guided digit (index 265, an 8): the twin says 9 at about 99 %, the stochastic model 8 at about 2/3 with
     about ten times the twin's entropy (S = 32, seed 0: the page's defaults)."""
     (item,) = [t for t in uv.TRY_THIS if "index" in t.params]
-    picked = uv.test_image(models.config, item.params["index"])
+    picked = uv.test_image(uv.digits_split(), item.params["index"])
     runs = uv.inspect_all(models, picked.image, samples=32, seed=0)
     pred, ent = uv.predictions(runs), uv.entropies(runs)
     assert picked.label == 8 and pred["stochastic"][0] == 8 and 0.6 < pred["stochastic"][1] < 0.75
@@ -372,8 +369,13 @@ def test_every_heatmap_has_a_colour_bar(models, runs, images):
     a[5:15, 9:11] = 255
     buf = io.BytesIO()
     Image.fromarray(a).save(buf, "PNG")
-    pre = uv.uploaded_image(buf.getvalue(), models.config, "no").pre
+    pre = uv.uploaded_image(buf.getvalue(), models, "no").pre
     assert colour_bar_titles(figs.preprocessing(pre.steps)) == ["pixel"] * len(pre.steps)
+    counts = torch.tensor([[3, 1], [0, 2]])
+    confusion = figs.confusion({"a": counts, "b": counts.T}, ["cat", "dog"], "test split")
+    assert colour_bar_titles(confusion) == ["images", "images"] and confusion.layout.coloraxis.cmin == 0
+    first = confusion.data[0]
+    assert list(first.x) == list(first.y) == ["cat", "dog"] and np.asarray(first.z).tolist() == [[3, 1], [0, 2]]
 
 
 def test_reliability_bars_leave_empty_bins_out_and_count_the_rest():
@@ -459,3 +461,67 @@ def test_all_is_what_the_page_uses():
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "uv"}
     assert sorted(uv.__all__) == sorted(used)
     assert all(hasattr(uv, name) for name in uv.__all__)
+
+
+# ---- a checkpoint's own test split and pictures in colour --------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def rgb_models():
+    """An (untrained) RGB model of the shapes, as an upload whose record names its data: the twin not beside it."""
+    from wviz.vit import shapes
+
+    torch.manual_seed(0)
+    model = build_model(ViTConfig(image_size=32, patch_size=8, channels=3, n_classes=3, dim=8, depth=1, heads=2))
+    record = {"data": "folder", "data_folder": "shapes", "class_names": list(shapes.CLASSES)}
+    return uv.model_set(uv.Loaded("uploaded (stochastic)", model, record, "upload:rgb"),
+                        uv.load_bundled("deterministic", "cpu"))
+
+
+def test_the_test_split_is_the_digits_the_found_folder_or_the_upload(models, rgb_models, tmp_path, monkeypatch):
+    from wviz.vit import shapes
+
+    assert list(rgb_models.by_name) == ["uploaded (stochastic)"] and not rgb_models.reads_digits
+    assert uv.test_split_of(models, uv.data_place(models.main)) is uv.digits_split()
+    monkeypatch.delenv("WVIZ_DATA", raising=False)
+    place = uv.data_place(rgb_models.main)
+    assert place.missing and uv.test_split_of(rgb_models, place) is None
+    asked = []
+    zipped = uv.test_split_of(rgb_models, place, lambda: asked.append(1) or uv.zip_split(
+        rgb_models.main, uv.example_test_zip(), "shapes_test.zip"))
+    assert asked == [1] and len(zipped) == 60 and uv.class_names(rgb_models, zipped) == list(shapes.CLASSES)
+    root = shapes.write_folder(tmp_path / "shapes", train=1, test=20)
+    monkeypatch.setenv("WVIZ_DATA", str(tmp_path))
+    place = uv.data_place(rgb_models.main)
+    found = uv.test_split_of(rgb_models, place, lambda: pytest.fail("the folder on disk comes first"))
+    assert place.root == root and torch.equal(found.images, zipped.images)   # the example zip is that test split
+    assert torch.equal(found.labels, zipped.labels)
+    picked = uv.test_image(found, 25)
+    assert uv.class_names(rgb_models, found)[picked.label] == "square" and picked.image.shape == (3, 32, 32)
+    assert uv.class_names(rgb_models, None) == list(shapes.CLASSES) and uv.class_names(models, None)[9] == "9"
+
+
+def test_a_picture_keeps_its_colours_for_an_rgb_model(rgb_models, models):
+    """For a 3-channel model the upload stays RGB: its input is the picture resized, colours as they are (no
+    stretch, which only the digits' strokes call for); 'auto' inverts a light picture only when the model's test
+    images are dark; a one-channel model reads the same picture in grey."""
+    from wviz.vit import shapes
+
+    a = np.zeros((40, 40, 3), dtype=np.uint8)
+    a[10:30, 10:30] = (200, 40, 20)                                   # a red square on black
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, "PNG")
+    up = uv.uploaded_image(buf.getvalue(), rgb_models, "auto")
+    assert up.pre.steps[0][0] == "upload, RGB, square" and up.image.shape == (3, 32, 32) and not up.pre.inverted
+    red = torch.tensor([200, 40, 20]) / 255                              # the square's inside keeps its colour
+    torch.testing.assert_close(up.image[:, 11:21, 11:21], red[:, None, None].expand(3, 10, 10), atol=1e-3, rtol=0)
+    assert float(up.image[:, :4, :4].abs().max()) < 1e-3 and float(up.image.max()) < 0.8   # black stays, no stretch
+    grey = uv.uploaded_image(buf.getvalue(), models, "no")
+    assert grey.pre.steps[0][0] == "upload, grey, square" and grey.image.shape == (1, 16, 16)
+    light = np.full((40, 40, 3), 255, dtype=np.uint8)
+    light[10:30, 10:30] = (20, 40, 200)
+    buf = io.BytesIO()
+    Image.fromarray(light).save(buf, "PNG")
+    assert not uv.uploaded_image(buf.getvalue(), rgb_models, "auto").pre.inverted      # no split: never
+    dark = uv.zip_split(rgb_models.main, shapes.test_zip(per_class=2), "t.zip")      # shapes: dark grounds
+    assert uv.uploaded_image(buf.getvalue(), rgb_models, "auto", dark).pre.inverted
+    assert not uv.uploaded_image(buf.getvalue(), rgb_models, "no", dark).pre.inverted

@@ -27,9 +27,12 @@ def main_figure(maps) -> go.Figure:
                           "tr(Sigma) per patch", maps.mark, maps.box)
 
 
-def _image_trace(img, coloraxis: str = "coloraxis") -> go.Heatmap:
-    """A (C, H, W) image in [0, 1] as a grey heatmap on ``coloraxis`` (RGB images shown by their mean)."""
+def _image_trace(img, coloraxis: str = "coloraxis"):
+    """A (C, H, W) image in [0, 1]: an RGB one in its colours (go.Image), a grey one as a heatmap on ``coloraxis``
+    (its colour bar the pixel scale)."""
     a = to_numpy(img)
+    if a.ndim == 3 and a.shape[0] == 3:
+        return go.Image(z=np.round(a.transpose(1, 2, 0) * 255), hovertemplate="row %{y}, col %{x}: %{z}<extra></extra>")
     a = a.mean(0) if a.ndim == 3 else a
     return go.Heatmap(z=a, coloraxis=coloraxis, hovertemplate="row %{y}, col %{x}: %{z:.2f}<extra></extra>")
 
@@ -136,11 +139,11 @@ def _bin_bars(fig, centres, values, width, i, n, name, color, row, **kw) -> None
                 row=row, col=1, **kw)
 
 
-def reliability(rels: dict) -> go.Figure:
+def reliability(rels: dict, split: str = "digits test split") -> go.Figure:
     """Reliability diagram: above, accuracy per confidence bin for each model as bars against the diagonal (ECE in
     the legend); below, how many test images fell in each bin (log scale, the counts written on the bars). Empty
     bins are left out: an accuracy over no images is undefined, and joining the few filled bins by lines made a
-    well calibrated model look erratic."""
+    well calibrated model look erratic. ``split`` names the test split in the title."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38], vertical_spacing=0.08)
     fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="grey", dash="dot"),
                     name="perfect calibration", row=1, col=1)
@@ -170,16 +173,16 @@ def reliability(rels: dict) -> go.Figure:
                      ticktext=[str(t) for t in ticks], row=2, col=1)
     fig.add_annotation(text="empty bins left out:<br>" + "<br>".join(empty), x=0.01, y=0.99, xref="x domain",
                        yref="y domain", xanchor="left", yanchor="top", showarrow=False, align="left")
-    fig.update_layout(title=f"Reliability diagram on the digits test split ({n_bins} bins)", barmode="overlay",
+    fig.update_layout(title=f"Reliability diagram on the {split} ({n_bins} bins)", barmode="overlay",
                       height=560, margin=dict(t=110, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
     return fig
 
 
-def ood_histograms(scores: dict, score: str, ood_name: str, bins: int = 30) -> go.Figure:
-    """Histograms of one OOD score on the test digits and on an OOD set, per model (side by side, over the same
-    bins for both sets); AUROC in the panel titles. ``scores`` maps model name -> (in scores, out scores, auroc).
-    Each panel's y range runs 15 % above its tallest bar, so no bar is cut at the top."""
+def ood_histograms(scores: dict, score: str, ood_name: str, bins: int = 30, noun: str = "digits") -> go.Figure:
+    """Histograms of one OOD score on the test images (``noun``: the digits) and on an OOD set, per model (side by
+    side, over the same bins for both sets); AUROC in the panel titles. ``scores`` maps model name -> (in scores,
+    out scores, auroc). Each panel's y range runs 15 % above its tallest bar, so no bar is cut at the top."""
     names = list(scores)
     fig = make_subplots(rows=1, cols=len(names), horizontal_spacing=0.1,
                         subplot_titles=[f"{n}: AUROC {scores[n][2]:.3f}" for n in names])
@@ -190,7 +193,7 @@ def ood_histograms(scores: dict, score: str, ood_name: str, bins: int = 30) -> g
         edges = np.linspace(lo, hi if hi > lo else lo + 1e-9, bins + 1)
         centres, width = (edges[:-1] + edges[1:]) / 2, edges[1] - edges[0]
         tallest = 1
-        for vals, label, color in ((a, "digits (test)", PALETTE[2]), (b, ood_name, PALETTE[5])):
+        for vals, label, color in ((a, f"{noun} (test)", PALETTE[2]), (b, ood_name, PALETTE[5])):
             counts, _ = np.histogram(vals, bins=edges)
             tallest = max(tallest, int(counts.max()))
             fig.add_bar(x=centres, y=counts, width=width, name=label, marker_color=color, opacity=0.6,
@@ -198,7 +201,7 @@ def ood_histograms(scores: dict, score: str, ood_name: str, bins: int = 30) -> g
                         hovertemplate="%{x:.3g}: %{y} images<extra>" + label + "</extra>")
         fig.update_xaxes(title_text=SCORE_AXIS.get(score, score), row=1, col=i)
         fig.update_yaxes(range=[0, 1.15 * tallest], title_text="images" if i == 1 else None, row=1, col=i)
-    fig.update_layout(title=f"OOD score '{score}': digits vs {ood_name}", barmode="overlay", bargap=0, height=380,
+    fig.update_layout(title=f"OOD score '{score}': {noun} vs {ood_name}", barmode="overlay", bargap=0, height=380,
                       margin=dict(t=110, b=40), legend=dict(orientation="h", yanchor="bottom", y=1.12, x=0))
     return fig
 
@@ -217,9 +220,9 @@ def corruption_curves(curves: dict, severities) -> go.Figure:
     return fig
 
 
-def corruption_aurocs(curves: dict, severities, score: str) -> go.Figure:
-    """AUROC of one score for corrupted against clean test digits, by severity: ``curves`` maps model name ->
-    {corruption: (5,) AUROC}; 0.5 (dotted) is chance, below it the score falls as the image degrades."""
+def corruption_aurocs(curves: dict, severities, score: str, noun: str = "digits") -> go.Figure:
+    """AUROC of one score for corrupted against clean test images (``noun``), by severity: ``curves`` maps model
+    name -> {corruption: (5,) AUROC}; 0.5 (dotted) is chance, below it the score falls as the image degrades."""
     fig = go.Figure()
     dashes = ["solid", "dash", "dot"]
     for name, per in curves.items():
@@ -230,6 +233,27 @@ def corruption_aurocs(curves: dict, severities, score: str) -> go.Figure:
     fig.add_hline(y=0.5, line=dict(color="grey", dash="dot"), annotation_text="chance",
                   annotation_position="bottom right")
     fig.update_layout(title=f"Does '{score}' see the corruption?", xaxis=dict(title="severity", dtick=1),
-                      yaxis_title="AUROC, corrupted vs clean digits", yaxis_range=[0, 1.02], height=420,
+                      yaxis_title=f"AUROC, corrupted vs clean {noun}", yaxis_range=[0, 1.02], height=420,
                       margin=dict(t=50, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    return fig
+
+
+def confusion(matrices: dict, names: list[str], split: str = "digits test split") -> go.Figure:
+    """The confusion matrix of each model (``matrices``: model name -> (C, C) counts, rows the true class, columns
+    the predicted one) side by side on one colour scale, the counts written in the cells up to 12 classes; the
+    right answers lie on the diagonal."""
+    shown = list(matrices)
+    fig = make_subplots(rows=1, cols=len(shown), subplot_titles=shown, horizontal_spacing=0.12)
+    labels = [str(n) for n in names]
+    for i, name in enumerate(shown, 1):
+        fig.add_trace(go.Heatmap(z=to_numpy(matrices[name]), x=labels, y=labels, coloraxis="coloraxis", name=name,
+                                 texttemplate="%{z}" if len(labels) <= 12 else None,
+                                 hovertemplate="true %{y}, predicted %{x}: %{z} images<extra>" + name + "</extra>"),
+                      row=1, col=i)
+        every = dict(dtick=1) if len(labels) <= 12 else {}  # each class named, not every other one on a narrow page
+        fig.update_xaxes(title_text="predicted class", type="category", row=1, col=i, **every)
+        fig.update_yaxes(title_text="true class" if i == 1 else None, type="category", autorange="reversed",
+                         row=1, col=i, **every)
+    fig.update_layout(title=f"Confusion matrix on the {split}", height=460, margin=dict(t=90, b=40),
+                      coloraxis=dict(colorscale="Blues", cmin=0, colorbar=dict(title="images")))
     return fig

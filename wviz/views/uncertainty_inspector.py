@@ -2,9 +2,10 @@
 
 One image goes through each model once on its means (for the per-layer covariances and attention maps, 004
 Sec. 4.1-4.2) and S times with sampled embeddings (the Monte-Carlo predictive); the dataset panel evaluates each
-model on the digits test split, the OOD sets and the corruptions (004's protocol at demo scale). The library holds
-the models (wviz.vit.demo), one pass read per patch (wviz.vit.inspection), the rollout (wviz.vit.rollout), the
-corrupted region (wviz.vit.patches) and the reading of an uploaded picture (wviz.io).
+model on its test split (the digits, or a checkpoint's own data found through WVIZ_DATA or uploaded as a .zip), the
+OOD sets and the corruptions (004's protocol at demo scale). The library holds the models and their test splits
+(wviz.vit.demo), the panel's evaluation (wviz.vit.panel), one pass read per patch (wviz.vit.inspection), the
+rollout (wviz.vit.rollout), the corrupted region (wviz.vit.patches) and the reading of uploads (wviz.io).
 """
 from __future__ import annotations
 
@@ -15,27 +16,30 @@ from typing import Callable
 
 import torch
 
-from wviz import disk_cache, io
+from wviz import io
 from wviz.device import get_device
 from wviz.guide import Try
-from wviz.vit import data, metrics
-from wviz.vit import evaluate as vit_evaluate  # looked up at call time: tests spy on evaluate
-from wviz.vit.demo import (BUNDLED, VALID_CHECKPOINT, Loaded, ModelChoice, Models, choose_models,  # noqa: F401
-                           load_bundled, load_upload, model_set, weights_digest)  # VALID_CHECKPOINT: for the tests
+from wviz.vit import data, shapes
+from wviz.vit import evaluate as vit_evaluate  # noqa: F401 -- tests spy on vit_evaluate.evaluate through here
+from wviz.vit.demo import (BUNDLED, VALID_CHECKPOINT, Loaded, ModelChoice, Models, TestSplit,  # noqa: F401
+                           choose_models, data_place, digits_split, disk_split, load_bundled, load_upload, model_set,
+                           weights_digest, zip_split)  # VALID_CHECKPOINT: for the tests
 from wviz.vit.inspection import HeadMaps, Inspection, block_of, head_maps, inspect_image, patch_map, query_attention
 from wviz.vit.metrics import EPISTEMIC, SCORES
+from wviz.vit.panel import (MAX_PANEL_SAMPLES, PANEL_VERSION, PanelJob, corruption_aurocs,  # noqa: F401
+                            corruption_curves, evaluate_panel, ood_scores, panel_jobs)
 from wviz.vit.patches import REGION_KINDS, corrupt_region, patch_of, region_box
 
 # What the page uses; tests and the benches also read other names here (BUNDLED, at_defaults, ...)
 __all__ = ["load_bundled", "load_upload", "choose_models", "ModelChoice", "record_summary", "example_checkpoint",
+           "data_place", "test_split_of", "zip_split", "example_test_zip", "class_names",
            "Picked", "test_image", "uploaded_image", "example_image", "REGION_KINDS", "region_box", "corrupt_region",
            "SAMPLES", "DEFAULT_SAMPLES", "inspect_all", "predictions", "entropies", "DEFAULT_LAYER", "token_label",
-           "LayerMaps", "layer_maps", "score_choices", "OOD_SETS", "SEVERITIES", "panel_jobs", "evaluate_panel",
+           "LayerMaps", "layer_maps", "score_choices", "SEVERITIES", "panel_jobs", "evaluate_panel",
            "ood_scores", "corruption_curves", "corruption_aurocs", "TRY_THIS"]
 
 OOD_SETS = data.OOD_SETS
 SEVERITIES = data.SEVERITIES
-MAX_PANEL_SAMPLES = 64  # S x 360 test digits x 18 sets of images per model: the dataset panel's budget
 RECORD_SHOWN = ("data", "pretrain_epochs", "epochs", "seed", "lambda", "kl", "train_seconds", "metrics")
 SAMPLES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the choices of S, the Monte-Carlo samples of one image
 DEFAULT_SAMPLES = 32
@@ -48,12 +52,29 @@ def record_summary(record: dict) -> dict:
     return {k: record[k] for k in RECORD_SHOWN if k in record}
 
 
-# ---- the image -------------------------------------------------------------------------------------------------
+# ---- the test split and the image ------------------------------------------------------------------------------
+
+def test_split_of(models: Models, place, upload: Callable[[], TestSplit] | None = None) -> TestSplit | None:
+    """The main model's test split: the digits, its own data found on disk (``place``, :func:`data_place`), or
+    ``upload()`` (the page's cached :func:`zip_split` of an uploaded .zip); None while none is given."""
+    if place.kind == "digits":
+        return digits_split()
+    if place.root is not None:
+        return disk_split(models.main, place)
+    return None if upload is None else upload()
+
+
+def class_names(models: Models, split: TestSplit | None) -> list[str]:
+    """The names of the main model's classes: its test split's (an uploaded zip's folders when the model has none),
+    else its record's, else 0, 1, ..."""
+    return models.class_names if split is None else split.class_names
+
 
 @functools.lru_cache(maxsize=1)
-def test_split() -> tuple[torch.Tensor, torch.Tensor]:
-    """The 360 digits of the test split (never seen in training): images (360, 1, 16, 16), labels (360,)."""
-    return data.load_dataset("digits", "test")
+def example_test_zip() -> bytes:
+    """A .zip the test-images uploader accepts for a model trained on `python -m wviz.vit.shapes`'s folder: that
+    folder's test split, test/<circle|square|triangle>/*.png."""
+    return shapes.test_zip()
 
 
 @dataclass(frozen=True)
@@ -66,21 +87,31 @@ class Picked:
     pre: io.Preprocessed | None
 
 
-def test_image(config, index: int) -> Picked:
-    """Digit ``index`` of the test split, for a model that takes 1 x 16 x 16 images."""
-    if (config.channels, config.image_size) != (1, data.DIGIT_SIZE):
-        raise ValueError(f"this model takes {config.channels} x {config.image_size} x {config.image_size} images; "
-                         "the test set browser holds 1 x 16 x 16 digits: upload an image instead")
-    x, y = test_split()
-    return Picked(x[int(index)], int(y[int(index)]), None)
+def test_image(split: TestSplit, index: int) -> Picked:
+    """Image ``index`` of the model's test split, with its label."""
+    if not 0 <= int(index) < len(split.labels):
+        raise ValueError(f"the test split holds {len(split.labels)} images: pick one from 0 to {len(split.labels) - 1}")
+    return Picked(split.images[int(index)], int(split.labels[int(index)]), None)
 
 
-def uploaded_image(raw: bytes | None, config, invert: str = "auto") -> Picked:
-    """An uploaded PNG/JPG as the model's input (:func:`wviz.io.read_image`, which says what is wrong with a file
-    that is not one)."""
+def _dark_ground(models: Models, split: TestSplit | None) -> bool | None:
+    """Whether the model's training images are mostly dark (True: the digits), mostly light (False), or neither
+    (None: photographs, which 'auto' never inverts), as its test split's mean brightness says."""
+    if models.reads_digits:
+        return True
+    m = None if split is None else float(split.images.mean())
+    return None if m is None or 0.4 <= m <= 0.6 else m < 0.4
+
+
+def uploaded_image(raw: bytes | None, models: Models, invert: str = "auto", split: TestSplit | None = None) -> Picked:
+    """An uploaded PNG/JPG as the main model's input (:func:`wviz.io.read_image`, which says what is wrong with a
+    file that is not one); 'auto' inverts a picture whose brightness is unlike the model's test images', and only
+    a digits model's input is stretched to [0, 1] (its training digits' strokes reach 1; other images keep their
+    colours)."""
     if raw is None:
         raise ValueError("upload a PNG or JPG in the sidebar (or pick a test image)")
-    pre = io.read_image(raw, config.channels, config.image_size, invert)
+    cfg = models.config
+    pre = io.read_image(raw, cfg.channels, cfg.image_size, invert, _dark_ground(models, split), models.reads_digits)
     return Picked(pre.image, None, pre)
 
 
@@ -155,7 +186,7 @@ def at_defaults(device: str | None = None) -> Callable[[int], LayerMaps]:
     its main slider (0 to DEFAULT_DEPTH), on ``device`` (default WVIZ_DEVICE): bench_latency's reference draws it."""
     device = str(get_device()) if device is None else device
     models = model_set(load_bundled("stochastic", device), load_bundled("deterministic", device))
-    image = test_image(models.config, 0).image
+    image = test_image(digits_split(), 0).image
     runs = inspect_all(models, image, DEFAULT_SAMPLES, 0)
     return lambda layer: layer_maps(models, runs, image, None, layer, 0, 0)
 
@@ -166,90 +197,6 @@ def score_choices(stochastic: bool) -> list[str]:
     """The OOD scores a model has: those of the Monte-Carlo draws and the covariances for the stochastic model
     only."""
     return [s for s in SCORES if stochastic or s not in EPISTEMIC]
-
-
-@dataclass(frozen=True)
-class PanelJob:
-    """One model's evaluation for the panel: S Monte-Carlo samples per image (``asked`` by its record, capped at
-    MAX_PANEL_SAMPLES), and whether its corruption curves are measured here or read from its record (a bundled
-    checkpoint's record holds this same evaluation, run at the end of training; an upload's is only a claim)."""
-
-    loaded: Loaded
-    samples: int
-    asked: int
-    from_record: bool
-
-    @property
-    def name(self) -> str:
-        return self.loaded.name
-
-    @property
-    def capped(self) -> bool:
-        return self.asked > self.samples
-
-    @property
-    def cache_key(self) -> tuple:
-        """What the evaluation depends on: the weights, S and whether the corruptions are run."""
-        return self.loaded.weights_id, self.samples, not self.from_record
-
-
-def panel_jobs(models: Models) -> tuple[PanelJob, ...]:
-    jobs = []
-    for m in models.by_name.values():
-        asked = m.record.get("eval_samples", 16)
-        from_record = m.bundled and "corruption_error" in m.record.get("metrics", {})
-        jobs.append(PanelJob(m, min(asked, MAX_PANEL_SAMPLES), asked, from_record))
-    return tuple(jobs)
-
-
-# The panel's version in the shared disk cache: raise it when evaluate's numbers change.
-PANEL_VERSION = 2
-
-
-def evaluate_panel(job: PanelJob, progress=None) -> vit_evaluate.Report:
-    """The model's report on the test split and the OOD sets (and the corruptions unless read from its record);
-    ``progress(done, total)`` as the passes over the sets of images start.
-
-    Seconds per pass: computed once per (weights, S, corruptions, device) for every server process
-    (wviz.disk_cache); a report loaded from there reports no progress."""
-    x, y = test_split()
-    step = None if progress is None else (lambda fraction, text: progress(fraction, 1.0))
-    model = job.loaded.model
-    params = {"weights": weights_digest(model), "samples": job.samples, "corruptions": not job.from_record,
-              "device": str(next(model.parameters()).device)}
-    return disk_cache.cached("vit_panel", params, PANEL_VERSION,
-                             lambda: vit_evaluate.evaluate(model, x, y, samples=job.samples,
-                                                           corruptions=not job.from_record, progress=step),
-                             types=(vit_evaluate.Report, metrics.Reliability))
-
-
-def ood_scores(reports: dict[str, vit_evaluate.Report], ood_name: str, score: str) -> dict:
-    """model name -> (test-digit scores, OOD scores, AUROC) of one score on one OOD set, for the models that have
-    that score."""
-    return {n: r.ood[ood_name][score] for n, r in reports.items() if score in r.ood[ood_name]}
-
-
-def corruption_curves(jobs: tuple[PanelJob, ...], reports: dict[str, vit_evaluate.Report]) -> dict:
-    """model name -> {corruption: (5,) test error at severities 1..5}: from the record or measured here."""
-    return {j.name: ({k: torch.tensor(v) for k, v in j.loaded.record["metrics"]["corruption_error"].items()}
-                     if j.from_record else reports[j.name].corruption) for j in jobs}
-
-
-def corruption_aurocs(jobs: tuple[PanelJob, ...], reports: dict[str, vit_evaluate.Report], score: str) -> dict:
-    """model name -> {corruption: (5,) AUROC of ``score`` for corrupted against clean test digits}, from the record
-    or measured here, for the models that have the score; a record without these AUROCs (a checkpoint from before
-    they were measured) gives None."""
-    out = {}
-    for j in jobs:
-        if j.from_record:
-            recorded = j.loaded.record["metrics"].get("corruption_auroc")
-            if recorded is None:
-                out[j.name] = None
-            elif all(score in per for per in recorded.values()):
-                out[j.name] = {k: torch.tensor(per[score]) for k, per in recorded.items()}
-        elif all(score in per for per in reports[j.name].corruption_auroc.values()):
-            out[j.name] = {k: per[score] for k, per in reports[j.name].corruption_auroc.items()}
-    return out
 
 
 # ---- example uploads -------------------------------------------------------------------------------------------
@@ -267,8 +214,7 @@ def example_image(side: int = 64) -> bytes:
     white like ink on paper ('auto' inverts it back to the digits' light strokes on black)."""
     from PIL import Image
 
-    x, _ = test_split()
-    big = data.resize(x[EXAMPLE_INDEX][None], side)[0, 0]
+    big = data.resize(digits_split().images[EXAMPLE_INDEX][None], side)[0, 0]
     buf = BytesIO()
     Image.fromarray(((1 - big) * 255).round().to(torch.uint8).numpy()).save(buf, "PNG")
     return buf.getvalue()

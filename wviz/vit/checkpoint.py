@@ -1,7 +1,8 @@
 """Saving and loading ViT checkpoints safely: nothing in a file is ever executed.
 
 Format written: safetensors (raw tensors + a JSON header) whose metadata holds two JSON strings, ``wviz_config``
-(the :class:`~wviz.vit.model.ViTConfig`) and ``wviz_record`` (data, epochs, seed, metrics, class names, ...).
+(the :class:`~wviz.vit.model.ViTConfig`) and ``wviz_record`` (data, epochs, seed, metrics, class names, the name of
+the data's folder, ...).
 
 Formats read, from a path or from uploaded bytes:
 
@@ -34,8 +35,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from wviz.vit.data import SEVERITIES
-from wviz.vit.model import ViTConfig, build_model
+from wviz.vit.data import DATASETS, SEVERITIES
+from wviz.vit.model import BOUNDS, ViTConfig, build_model
 
 __all__ = ["MAX_BYTES", "MAX_WEIGHT", "save_checkpoint", "load_checkpoint", "check_record", "max_bytes_default"]
 
@@ -235,11 +236,45 @@ def _number(v, lo: float, hi: float) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
 
 
-def check_record(record, n_classes: int) -> dict:
+def _folder_name(v) -> bool:
+    """A plain folder name (no path: no separator, not '.' or '..', no control character): the inspector joins it
+    to the folders of WVIZ_DATA, so a record must not lead it anywhere else."""
+    return (isinstance(v, str) and 0 < len(v) <= 255 and v not in (".", "..") and "/" not in v and "\\" not in v
+            and v.isprintable())
+
+
+def _names(v, n_classes: int) -> bool:
+    return (isinstance(v, list) and len(v) == n_classes
+            and all(isinstance(n, str) and 0 < len(n) <= 100 and n.isprintable() for n in v))
+
+
+def _check_data(record: dict, n_classes: int, image: tuple[int, int] | None, bad) -> None:
+    """The entries that say which data the model reads and where a page finds it again (train.py writes them)."""
+    for key, lo, hi in (("epochs", 0, 10 ** 6), ("processes", 1, 10 ** 5), ("eval_samples", 1, 4096),
+                        ("channels", *BOUNDS["channels"]), ("image_size", *BOUNDS["image_size"])):
+        if key in record and not _whole(record[key], lo, hi):
+            bad(f"'{key}'", f"a whole number from {lo} to {hi}", record[key])
+    if image is not None:
+        for key, want in zip(("channels", "image_size"), image):
+            if key in record and record[key] != want:
+                bad(f"'{key}'", f"the model config's {key} ({want})", record[key])
+    if "data" in record and record["data"] not in DATASETS:
+        bad("'data'", f"one of {', '.join(DATASETS)}", record["data"])
+    if record.get("data_folder") is not None and not _folder_name(record["data_folder"]):
+        bad("'data_folder'", "a folder's name (no path)", record["data_folder"])
+    names = record.get("class_names")
+    if names is not None and not _names(names, n_classes):
+        bad("'class_names'", f"a list of {n_classes} names (one per class of the model, each 1 to 100 printable "
+                             "characters)", names)
+
+
+def check_record(record, n_classes: int, image: tuple[int, int] | None = None) -> dict:
     """The training record of a checkpoint, checked like its config: it comes from the file, it is shown on the
-    page and it steers the evaluation there, so it must be plain JSON and the entries wviz reads must have their
-    types and bounds (the metrics as :func:`wviz.vit.evaluate.summary` writes them). Other entries are kept as they
-    are. Returns ``record``; ValueError names the first bad entry."""
+    page and it steers the evaluation there (and where the page looks for the model's data), so it must be plain
+    JSON and the entries wviz reads must have their types and bounds (the metrics as
+    :func:`wviz.vit.evaluate.summary` writes them); ``image`` (channels, image size) is the config's, which the
+    record's own must equal. Other entries are kept as they are. Returns ``record``; ValueError names the first
+    bad entry."""
     if not isinstance(record, dict):
         raise ValueError("the checkpoint's training record is not a JSON object")
     if not _plain_json(record):
@@ -251,13 +286,7 @@ def check_record(record, n_classes: int) -> dict:
         raise ValueError(f"the checkpoint's training record: {entry} must be {rule}, got "
                          f"{shown if len(shown) <= 60 else shown[:57] + '...'}")
 
-    for key, lo, hi in (("epochs", 0, 10 ** 6), ("processes", 1, 10 ** 5), ("eval_samples", 1, 4096)):
-        if key in record and not _whole(record[key], lo, hi):
-            bad(f"'{key}'", f"a whole number from {lo} to {hi}", record[key])
-    names = record.get("class_names")
-    if names is not None and not (isinstance(names, list) and len(names) == n_classes
-                                  and all(isinstance(n, str) for n in names)):
-        bad("'class_names'", f"a list of {n_classes} names (one per class of the model)", names)
+    _check_data(record, n_classes, image, bad)
     metrics = record.get("metrics", {})
     if not isinstance(metrics, dict):
         bad("'metrics'", "a JSON object such as {\"accuracy\": 0.97, ...}", metrics)
@@ -312,7 +341,7 @@ def load_checkpoint(path_or_bytes, name: str | None = None, max_bytes: int | Non
     else:
         config, tensors, record = _from_torch(data)
     cfg = ViTConfig.from_dict(config)
-    check_record(record, cfg.n_classes)
+    check_record(record, cfg.n_classes, (cfg.channels, cfg.image_size))
     model = build_model(cfg)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(tensors))

@@ -8,8 +8,9 @@
 * ``folder``: ``root/<split>/<class name>/*.png|jpg|jpeg|bmp``, images converted to the channels and size asked.
 
 Out-of-distribution sets and corruptions for the evaluation of 004 (OOD AUROC, error under corruption): crops of
-scikit-learn's two sample photographs and uniform noise, both shaped like the digits; Gaussian noise, blur and
-contrast loss at 5 severities.
+scikit-learn's two sample photographs and uniform noise, shaped like the test images (the digits' by default), and
+a near set of halves of two test images of different classes ("mixed digits" for the digits); Gaussian noise, blur
+and contrast loss at 5 severities.
 """
 from __future__ import annotations
 
@@ -21,14 +22,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["DATASETS", "DIGIT_SIZE", "load_dataset", "class_names", "ood_set", "corrupt", "CORRUPTIONS",
-           "SEVERITIES", "augment", "image_from_bytes"]
+__all__ = ["DATASETS", "DIGIT_SIZE", "load_dataset", "load_folder", "class_names", "ood_set", "ood_sets",
+           "mixed_halves", "OOD_SETS", "OWN_OOD_SETS", "corrupt", "CORRUPTIONS", "SEVERITIES", "augment",
+           "image_from_bytes", "IMAGE_SUFFIXES", "IMAGE_FORMATS"]
 
 DATASETS = ("digits", "cifar10", "cifar100", "folder")
 DIGIT_SIZE = 16
 SPLITS = ("train", "test")
 _DIGITS_TEST = 360
-_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+IMAGE_FORMATS = ("PNG", "JPEG", "BMP")  # what PIL must find inside, whatever the file's name says
+# PIL modes of 8-bit pictures, which convert to grey or RGB as they look (16-bit or float pixels would clip)
+_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
+MAX_PIXELS = 40_000_000
 
 
 def _check_split(split: str) -> None:
@@ -116,42 +122,90 @@ def _cifar_names(name: str, root: Path) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------- folder
 
+def _opened(im) -> None:
+    """The checks of a picture PIL has opened, before any pixel is decoded: its format (whatever the name says),
+    its mode and its size (under PIL's decompression-bomb limit, Image.MAX_IMAGE_PIXELS, and MAX_PIXELS)."""
+    from PIL import Image
+
+    if im.format not in IMAGE_FORMATS:
+        raise ValueError(f"it is a {im.format or 'unknown'} file, not a PNG, JPEG or BMP picture")
+    if im.mode not in _MODES:
+        raise ValueError(f"its pixels are of mode {im.mode} (16-bit or float): save it as an 8-bit grey or RGB "
+                         "picture")
+    limit = min(MAX_PIXELS, Image.MAX_IMAGE_PIXELS or MAX_PIXELS)
+    if im.width * im.height > limit:
+        raise ValueError(f"the image is {im.width} x {im.height}: too large (at most {limit / 1e6:g} megapixels; "
+                         "refused as a possible decompression bomb)")
+
+
 def image_from_bytes(data: bytes, channels: int, size: int) -> torch.Tensor:
-    """A PNG/JPG/BMP file's bytes -> (channels, size, size) in [0, 1] (grey = luminance; centre-cropped to a
-    square, then resized). ValueError with a plain message for anything that is not an image."""
+    """A PNG/JPG/BMP file's bytes -> (channels, size, size) in [0, 1] (grey = luminance, or RGB; centre-cropped to
+    a square, then resized). ValueError with a plain message for anything that is not such a picture: another
+    format, 16-bit or float pixels, more than MAX_PIXELS (or PIL's decompression-bomb limit)."""
     from PIL import Image, UnidentifiedImageError
 
+    if channels not in (1, 3):
+        raise ValueError(f"the model reads {channels} channels; pictures are read as grey (1) or RGB (3)")
     try:
         with Image.open(io.BytesIO(data)) as im:
-            if im.width * im.height > 40_000_000:
-                raise ValueError(f"the image is {im.width} x {im.height}: too large (at most 40 megapixels)")
+            _opened(im)
             im = im.convert("L" if channels == 1 else "RGB")
             side = min(im.size)
             left, top = (im.width - side) // 2, (im.height - side) // 2
             arr = np.asarray(im.crop((left, top, left + side, top + side)), dtype=np.float32) / 255
-    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as err:
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError, SyntaxError) as err:
         raise ValueError(f"the file is not an image PIL can read ({err.__class__.__name__})") from None
     x = torch.from_numpy(arr.copy())
     x = x.unsqueeze(0) if x.dim() == 2 else x.permute(2, 0, 1)
     return resize(x.unsqueeze(0), size)[0]
 
 
-def _folder(split: str, root: Path, channels: int, size: int):
+def _class_folders(base: Path) -> list[str]:
+    return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _layout(root: Path, split: str) -> Path:
+    """root/split, or a ValueError that says what the folder holds instead and what a 'folder' dataset is."""
+    want = f"a 'folder' dataset has {root}/train/<class>/ and {root}/test/<class>/ folders of images"
+    if not root.is_dir():
+        raise ValueError(f"no folder {root}: {want}")
     base = root / split
-    if not base.is_dir():
-        raise ValueError(f"no folder {base}: a 'folder' dataset has {root}/train/<class>/ and {root}/test/<class>/")
-    classes = sorted(p.name for p in base.iterdir() if p.is_dir())
+    if base.is_dir():
+        return base
+    found = [c for c in _class_folders(root) if c not in SPLITS]
+    if found and not (root / "train").is_dir() and not (root / "test").is_dir():
+        shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+        raise ValueError(f"{root} holds class folders ({shown}) directly, but {want}: move most images of each class "
+                         f"into {root}/train/<class>/ and keep some in {root}/test/<class>/")
+    raise ValueError(f"no folder {base}: {want}")
+
+
+def load_folder(root: str | Path, split: str, channels: int = 3, size: int = 32,
+                names: list[str] | None = None) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """(images, labels, class names) of ``root/split/<class>/*``; with ``names`` (the classes a model was trained
+    on, in its order) the labels index those names, and a class folder not among them is an error."""
+    _check_split(split)
+    base = _layout(Path(root), split)
+    classes = _class_folders(base)
     if len(classes) < 2:
         raise ValueError(f"{base} needs at least two class sub-folders, found {len(classes)}")
+    names = classes if names is None else list(names)
+    unknown = [c for c in classes if c not in names]
+    if unknown:
+        raise ValueError(f"{base} has class folders the model does not know: {', '.join(unknown)} (its classes: "
+                         f"{', '.join(names)})")
     xs, ys = [], []
-    for c, name in enumerate(classes):
+    for name in classes:
         for f in sorted((base / name).iterdir()):
-            if f.suffix.lower() in _IMAGE_SUFFIXES:
-                xs.append(image_from_bytes(f.read_bytes(), channels, size))
-                ys.append(c)
+            if f.suffix.lower() in IMAGE_SUFFIXES:
+                try:
+                    xs.append(image_from_bytes(f.read_bytes(), channels, size))
+                except ValueError as err:
+                    raise ValueError(f"{f}: {err}") from None
+                ys.append(names.index(name))
     if not xs:
         raise ValueError(f"no .png/.jpg/.bmp images under {base}")
-    return torch.stack(xs), torch.tensor(ys), classes
+    return torch.stack(xs), torch.tensor(ys), names
 
 
 # -------------------------------------------------------------------------------------------------- public
@@ -171,7 +225,8 @@ def load_dataset(name: str, split: str, root: str | Path | None = None, channels
         raise ValueError(f"dataset {name!r} is read from a local folder: give its root (nothing is downloaded)")
     root = Path(root)
     if name == "folder":
-        x, y, _ = _folder(split, root, channels, size)
+        x, y, _ = load_folder(root, split, channels, size, names=class_names("folder", root) if split == "test"
+                              else None)
         return x, y
     return _cifar(name, split, root)
 
@@ -182,7 +237,7 @@ def class_names(name: str, root: str | Path | None = None) -> list[str]:
     if name in ("cifar10", "cifar100"):
         return _cifar_names(name, Path(root))
     if name == "folder":
-        return sorted(p.name for p in (Path(root) / "train").iterdir() if p.is_dir())
+        return _class_folders(_layout(Path(root), "train"))
     raise ValueError(f"unknown dataset {name!r}: choose one of {', '.join(DATASETS)}")
 
 
@@ -190,47 +245,83 @@ def class_names(name: str, root: str | Path | None = None) -> list[str]:
 
 # Two far sets (no digit in them) and a near one (digit strokes, but no single digit).
 OOD_SETS = ("sample-image crops", "uniform noise", "mixed digits")
+# The same three for a model's own test split: its near set mixes that split's images.
+OWN_OOD_SETS = ("sample-image crops", "uniform noise", "mixed test images")
+
+
+def _mix(x: torch.Tensor, y: torch.Tensor, n: int, g: torch.Generator) -> torch.Tensor:
+    """n images: the left half of an image of ``x`` beside the right half of an image of another class."""
+    if len(torch.unique(y)) < 2:
+        raise ValueError("mixing halves of images of different classes needs test images of two classes at least")
+    i = torch.randint(0, len(x), (n,), generator=g)
+    j = torch.randint(0, len(x), (n,), generator=g)
+    for _ in range(100):  # redraw partners of the same class (a 1/10 chance each round for the digits)
+        same = y[i] == y[j]
+        if not same.any():
+            break
+        j[same] = torch.randint(0, len(x), (int(same.sum()),), generator=g)
+    for k in torch.nonzero(y[i] == y[j])[:, 0]:  # left after 100 rounds (a split of one large class): the first other
+        j[k] = torch.nonzero(y != y[i[k]])[0, 0]
+    out = x[i].clone()
+    half = x.shape[-1] // 2
+    out[..., half:] = x[j][..., half:]
+    return out
+
+
+def mixed_halves(images: torch.Tensor, labels: torch.Tensor, n: int | None = None, seed: int = 0) -> torch.Tensor:
+    """The near-OOD set of a test split: n (default: as many as the split) cut-and-mix images, the left half of one
+    test image beside the right half of a test image of another class: parts the model knows, no class it names.
+
+    Example: the two halves of every image come from images of two different classes.
+
+    >>> import torch
+    >>> from wviz.vit.data import mixed_halves
+    >>> images = torch.arange(3.0)[:, None, None, None].expand(3, 1, 2, 2)   # image k is all k
+    >>> mixed = mixed_halves(images, torch.tensor([0, 1, 1]), n=5)
+    >>> bool((mixed[..., 0] == 0).eq(mixed[..., 1] != 0).all())           # class 0 on one side, class 1 on the other
+    True
+    """
+    return _mix(images, labels, len(images) if n is None else n, torch.Generator().manual_seed(seed))
 
 
 def _mixed_digits(n: int, size: int, g: torch.Generator) -> torch.Tensor:
     """The left half of one test digit beside the right half of a test digit of another class (a cut-and-mix):
     strokes like the training digits', but no digit the classes name."""
     x, y = _digits_split("test")
-    x = resize(x, size)
-    i = torch.randint(0, len(x), (n,), generator=g)
-    j = torch.randint(0, len(x), (n,), generator=g)
-    for _ in range(100):  # redraw partners of the same class (a 1/10 chance each round)
-        same = y[i] == y[j]
-        if not same.any():
-            break
-        j[same] = torch.randint(0, len(x), (int(same.sum()),), generator=g)
-    out = x[i].clone()
-    out[..., size // 2:] = x[j][..., size // 2:]
-    return out
+    return _mix(resize(x, size), y, n, g)
 
 
-def ood_set(kind: str, n: int, size: int = DIGIT_SIZE, seed: int = 0) -> torch.Tensor:
-    """n single-channel images (n, 1, size, size) in [0, 1] that are not digits: random square crops (side 24 to
-    96 pixels) of scikit-learn's two sample photographs in grey, resized; uniform noise; or mixed digits (near
-    OOD: halves of two test digits of different classes side by side)."""
+def ood_set(kind: str, n: int, size: int = DIGIT_SIZE, seed: int = 0, channels: int = 1) -> torch.Tensor:
+    """n images (n, channels, size, size) in [0, 1] that are not digits: random square crops (side 24 to 96 pixels)
+    of scikit-learn's two sample photographs (in grey for one channel, in colour for three), resized; uniform noise;
+    or mixed digits (near OOD: halves of two test digits of different classes side by side, one channel)."""
     g = torch.Generator().manual_seed(seed)
     if kind == "uniform noise":
-        return torch.rand(n, 1, size, size, generator=g)
+        return torch.rand(n, channels, size, size, generator=g)
     if kind == "mixed digits":
         return _mixed_digits(n, size, g)
     if kind != "sample-image crops":
         raise ValueError(f"unknown OOD set {kind!r}: choose one of {', '.join(OOD_SETS)}")
     from sklearn.datasets import load_sample_images
 
-    photos = [torch.tensor(im, dtype=torch.float32).mean(-1) / 255 for im in load_sample_images().images]
+    photos = [torch.tensor(im, dtype=torch.float32) for im in load_sample_images().images]  # (H, W, 3)
+    photos = [(p.mean(-1, keepdim=True) if channels == 1 else p[..., :channels]) / 255 for p in photos]
     out = []
     for i in range(n):
         photo = photos[i % len(photos)]
         side = int(torch.randint(24, 97, (1,), generator=g))
         top = int(torch.randint(0, photo.shape[0] - side + 1, (1,), generator=g))
         left = int(torch.randint(0, photo.shape[1] - side + 1, (1,), generator=g))
-        out.append(resize(photo[top:top + side, left:left + side][None, None], size)[0])
+        out.append(resize(photo[top:top + side, left:left + side].permute(2, 0, 1)[None], size)[0])
     return torch.stack(out)
+
+
+def ood_sets(images: torch.Tensor, labels: torch.Tensor, seed: int = 0) -> dict[str, torch.Tensor]:
+    """The OOD sets of a model's own test split (OWN_OOD_SETS), as many images as the split and shaped like them:
+    photo crops and uniform noise in its channels, and its near set, :func:`mixed_halves` of the split itself."""
+    n, c, size = len(images), images.shape[1], images.shape[-1]
+    far = {kind: ood_set(kind, n, size, seed, channels=c) for kind in OWN_OOD_SETS[:2]}
+    return {**far, OWN_OOD_SETS[2]: mixed_halves(images, labels, n, seed)}
 
 
 CORRUPTIONS = ("gaussian noise", "blur", "contrast")

@@ -1,25 +1,36 @@
 """The models a page compares: the bundled demo pair (a stochastic ViT of 004 and its deterministic twin, both
-trained on scikit-learn's digits, in assets/), or an uploaded checkpoint beside the twin.
+trained on scikit-learn's digits, in assets/), or an uploaded checkpoint beside the twin; and the labelled test
+images a model reads.
 
 An upload goes through every check of :func:`wviz.vit.checkpoint.load_checkpoint`; one that fails leaves the demo
 on, with what was wrong with the file, so that a page keeps working while the user fixes it. Each model carries
 an id of its weights ('bundled:<kind>' or 'upload:<sha256 of the file>'): a bundled model's training record holds
 measurements made on those very weights, an upload's record is only a claim.
+
+A model's test split: the digits for a model of the digits; for one trained on a folder of images or on CIFAR, that
+data's test split found again on the server's disk through ``WVIZ_DATA`` (folders separated by os.pathsep, as in
+PATH; the record names the data and its folder's name, and no path from a file is ever followed), or a .zip of its
+test/<class>/ folders uploaded (:func:`wviz.io.read_test_zip`). Where none is found, one sentence says how to give
+it.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
+from wviz import io
 from wviz.vit import data
 from wviz.vit.checkpoint import load_checkpoint
 
 __all__ = ["ASSETS", "BUNDLED", "Loaded", "load_bundled", "load_upload", "Models", "model_set", "VALID_CHECKPOINT",
-           "ModelChoice", "choose_models", "weights_digest"]
+           "ModelChoice", "choose_models", "weights_digest", "reads_digits", "TestSplit", "digits_split",
+           "DataPlace", "data_paths", "find_root", "data_place", "disk_split", "zip_split", "MAX_SPLIT"]
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 BUNDLED = {"stochastic": ASSETS / "vit_digits_stochastic.safetensors",
@@ -101,12 +112,20 @@ class Models:
 
     @property
     def reads_digits(self) -> bool:
-        """Whether the digits test split (1 x 16 x 16) suits every model shown."""
-        return self.twin.name in self.by_name and (self.config.channels, self.config.image_size) == (1, data.DIGIT_SIZE)
+        """Whether the main model reads the digits (:func:`reads_digits`), and so the twin beside it."""
+        return reads_digits(self.main)
+
+
+def reads_digits(loaded: Loaded) -> bool:
+    """Whether a model reads the digits: it takes 1 x 16 x 16 images of 10 classes and its record says digits (or,
+    a record from before records named their data, says nothing)."""
+    cfg = loaded.model.config
+    shape = (cfg.channels, cfg.image_size, cfg.n_classes) == (1, data.DIGIT_SIZE, 10)
+    return shape and loaded.record.get("data", "digits") == "digits"
 
 
 def model_set(main: Loaded, twin: Loaded) -> Models:
-    """The main model and the deterministic twin, the twin left out when it cannot read the main model's images.
+    """The main model and the deterministic twin, the twin left out unless the main model reads the digits too.
 
     Example: the bundled pair reads the same 16 x 16 digits, so both are shown.
 
@@ -115,9 +134,7 @@ def model_set(main: Loaded, twin: Loaded) -> Models:
     >>> list(models.by_name), models.stochastic, models.reads_digits
     (['stochastic', 'deterministic'], True, True)
     """
-    a, b = main.model.config, twin.model.config
-    same = (a.channels, a.image_size, a.n_classes) == (b.channels, b.image_size, b.n_classes)
-    return Models({main.name: main, **({twin.name: twin} if same else {})}, twin)
+    return Models({main.name: main, **({twin.name: twin} if reads_digits(main) else {})}, twin)
 
 
 VALID_CHECKPOINT = (
@@ -166,3 +183,168 @@ def weights_digest(model: torch.nn.Module) -> str:
         h.update(f"{name} {t.dtype} {tuple(t.shape)}".encode())
         h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
+
+
+# ---- the test split a model reads ------------------------------------------------------------------------------
+
+MAX_SPLIT = 2000  # test images a page evaluates (a fixed random subset of a larger split): seconds, not an hour
+OFFICIAL = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}  # CIFAR's own folder names
+TITLES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
+
+
+@dataclass(frozen=True)
+class TestSplit:
+    """Labelled test images of a model: images (N, C, H, W) in [0, 1], labels (N,) indexing class_names, and where
+    they come from in words (``source``); ``digits`` for the digits test split, whose OOD sets are the digits'."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    class_names: list[str]
+    source: str
+    digits: bool = False
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def noun(self) -> str:
+        """What its images are, in the plural ('digits') and in the singular (:attr:`one`: 'test digit')."""
+        return "digits" if self.digits else "test images"
+
+    @property
+    def one(self) -> str:
+        return "test digit" if self.digits else "test image"
+
+    @property
+    def title(self) -> str:
+        return "digits test split" if self.digits else "test split"
+
+    @property
+    def ood_names(self) -> tuple[str, ...]:
+        return data.OOD_SETS if self.digits else data.OWN_OOD_SETS
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """sha256 of the images and labels: what an evaluation on this split depends on."""
+        h = hashlib.sha256()
+        for t in (self.images, self.labels):
+            h.update(f"{t.dtype} {tuple(t.shape)}".encode())
+            h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        return h.hexdigest()
+
+
+TestSplit.__test__ = False  # not a test class
+
+
+@functools.lru_cache(maxsize=1)
+def digits_split() -> TestSplit:
+    """The 360 digits of the test split (never seen in training)."""
+    x, y = data.load_dataset("digits", "test")
+    return TestSplit(x, y, [str(i) for i in range(10)], "the digits test split", digits=True)
+
+
+def _subset(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """At most MAX_SPLIT images: a fixed random subset, kept in the split's order."""
+    if len(x) <= MAX_SPLIT:
+        return x, y
+    keep = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))[:MAX_SPLIT].sort().values
+    return x[keep], y[keep]
+
+
+@dataclass(frozen=True)
+class DataPlace:
+    """Where a model's test split is: the digits (``kind`` 'digits'), or the data the record names ('folder',
+    'cifar10', 'cifar100'; 'unknown' when it names none) found at ``root`` through WVIZ_DATA, or not found (root
+    None). ``note``: one sentence, where it was found or how to give it."""
+
+    kind: str
+    root: Path | None
+    note: str
+
+    @property
+    def missing(self) -> bool:
+        return self.kind != "digits" and self.root is None
+
+
+def data_paths(value: str | None = None) -> list[Path]:
+    """The folders of WVIZ_DATA (or of ``value``): separated by os.pathsep as in PATH, '~' expanded."""
+    value = os.environ.get("WVIZ_DATA", "") if value is None else value
+    return [Path(v).expanduser() for v in value.split(os.pathsep) if v.strip()]
+
+
+def find_root(kind: str, folder: str | None, paths: list[Path]) -> Path | None:
+    """The data root in the first folder of ``paths`` that holds it, or None: a 'folder' dataset by its root's
+    folder name (the path's folder itself, or a folder of that name inside it, with a test/ folder), CIFAR by its
+    official folder (cifar-10-batches-py, cifar-100-python) inside the path, or the path itself."""
+    for d in paths:
+        if kind in OFFICIAL:
+            if (d / OFFICIAL[kind]).is_dir():
+                return d
+            if d.name == OFFICIAL[kind] and d.is_dir():
+                return d.parent
+        elif kind == "folder" and folder and folder not in (".", "..") and Path(folder).name == folder:
+            for root in (d / folder, d):
+                if root.name == folder and (root / "test").is_dir():
+                    return root
+    return None
+
+
+def _how_to_find(kind: str, folder: str | None, cfg) -> str:
+    """One sentence: how to give the page the test split of data it did not find."""
+    zipped = "or upload a .zip of its test/<class>/ folders in the sidebar"
+    now = f" (now WVIZ_DATA={os.environ['WVIZ_DATA']})" if os.environ.get("WVIZ_DATA") else ""
+    holds = f"a folder that holds {OFFICIAL[kind]} (the official python version)" if kind in OFFICIAL else \
+        f"the folder that holds '{folder}'"
+    if kind in OFFICIAL or (kind == "folder" and folder):
+        what = TITLES.get(kind, f"the folder '{folder}' (its test/<class>/ images)")
+        return (f"This checkpoint was trained on {what}: start the app with WVIZ_DATA naming {holds}{now}, several "
+                f"folders separated by '{os.pathsep}' as in PATH, {zipped}.")
+    return (f"This checkpoint's record does not say where its data is: upload a .zip of test/<class>/ folders of "
+            f"its {cfg.channels} x {cfg.image_size} x {cfg.image_size} images in the sidebar.")
+
+
+def data_place(loaded: Loaded) -> DataPlace:
+    """Where the test split of ``loaded``'s data is: the digits, or the data its record names looked for in the
+    folders of WVIZ_DATA (:func:`find_root`)."""
+    if reads_digits(loaded):
+        return DataPlace("digits", None, "")
+    kind = loaded.record.get("data")
+    kind = kind if kind in ("folder", *OFFICIAL) else "unknown"
+    folder = loaded.record.get("data_folder")
+    root = find_root(kind, folder, data_paths())
+    if root is None:
+        return DataPlace(kind, None, _how_to_find(kind, folder, loaded.model.config))
+    return DataPlace(kind, root, f"Test split: {TITLES.get(kind, repr(folder))} found through WVIZ_DATA at {root}.")
+
+
+@functools.lru_cache(maxsize=4)
+def _read_disk(kind: str, root: str, channels: int, size: int, names: tuple[str, ...] | None):
+    if kind == "folder":
+        x, y, names = data.load_folder(root, "test", channels, size, list(names) if names else None)
+        return x, y, names
+    x, y = data.load_dataset(kind, "test", root)
+    x = data.resize(x, size)
+    return (x.mean(1, keepdim=True) if channels == 1 else x), y, list(names or data.class_names(kind, root))
+
+
+def disk_split(loaded: Loaded, place: DataPlace) -> TestSplit:
+    """The test split found at ``place`` (:func:`data_place`), read at the model's channels and size, its labels
+    indexing the model's class names (at most MAX_SPLIT images; kept in memory per root and model shape)."""
+    cfg = loaded.model.config
+    names = loaded.record.get("class_names")
+    x, y, names = _read_disk(place.kind, str(place.root), cfg.channels, cfg.image_size,
+                             tuple(names) if names else None)
+    if len(names) != cfg.n_classes or int(y.max()) >= cfg.n_classes:
+        raise ValueError(f"the test split at {place.root} has {len(names)} classes, the model {cfg.n_classes}: it is "
+                         "not this model's data")
+    x, y = _subset(x, y)
+    return TestSplit(x, y, list(names), f"{TITLES.get(place.kind, repr(place.root.name))} at {place.root}")
+
+
+def zip_split(loaded: Loaded, raw: bytes, file_name: str) -> TestSplit:
+    """The test split of an uploaded .zip of test/<class>/ folders (:func:`wviz.io.read_test_zip`, every check),
+    read at the model's channels and size, its labels indexing the model's class names."""
+    cfg = loaded.model.config
+    got = io.read_test_zip(raw, cfg.channels, cfg.image_size, loaded.record.get("class_names"), cfg.n_classes)
+    x, y = _subset(got.images, got.labels)
+    return TestSplit(x, y, got.class_names, f"your upload '{file_name}'")

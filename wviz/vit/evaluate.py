@@ -1,6 +1,7 @@
 """A model's whole evaluation on a test split (004's protocol at demo scale): predictive probabilities, accuracy,
-NLL, ECE and reliability, OOD scores and AUROC against the OOD sets, error per corruption and severity, and how
-well each score tells a corrupted image from its clean original (AUROC per corruption, score and severity).
+NLL, ECE and reliability, the confusion matrix, OOD scores and AUROC against the OOD sets, error per corruption and
+severity, and how well each score tells a corrupted image from its clean original (AUROC per corruption, score and
+severity).
 
 The stochastic model's prediction is its Monte-Carlo predictive (``samples`` draws, :func:`wviz.vit.model.
 mc_predict`); the deterministic model's is its softmax. Everything runs in batches on the model's device.
@@ -34,7 +35,8 @@ class Predictions:
 class Report:
     """accuracy, nll, reliability (with .ece); ood[set][score] = (in-distribution scores, OOD scores, AUROC);
     corruption[kind] = (N_SEV,) error rates at severities 1..5; corruption_auroc[kind][score] = (N_SEV,) AUROC of
-    the score for the corrupted test images against the clean ones (0.5: the score does not see the corruption)."""
+    the score for the corrupted test images against the clean ones (0.5: the score does not see the corruption);
+    confusion (C, C) the counts of (true class, predicted class), :func:`wviz.vit.metrics.confusion`."""
 
     accuracy: float
     nll: float
@@ -42,6 +44,7 @@ class Report:
     ood: dict
     corruption: dict
     corruption_auroc: dict
+    confusion: torch.Tensor | None = None
 
 
 @torch.no_grad()
@@ -121,7 +124,8 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
             per_sev = [aurocs(q) for q in qs]
             seen[kind] = {s: torch.tensor([a[s][2] for a in per_sev]) for s in in_scores}
     report(1.0, "done")
-    return Report(metrics.accuracy(p.probs, labels), metrics.nll(p.probs, labels), rel, ood, errors, seen)
+    return Report(metrics.accuracy(p.probs, labels), metrics.nll(p.probs, labels), rel, ood, errors, seen,
+                  metrics.confusion(p.probs, labels))
 
 
 def summary(report: Report) -> dict:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-__all__ = ["accuracy", "nll", "Reliability", "reliability", "ece", "auroc", "mutual_information", "class_spread",
-           "ood_scores", "SCORES", "EPISTEMIC"]
+__all__ = ["accuracy", "nll", "confusion", "Reliability", "reliability", "ece", "auroc", "mutual_information",
+           "class_spread", "ood_scores", "SCORES", "EPISTEMIC"]
 
 N_BINS = 15
 
@@ -55,6 +55,27 @@ def nll(probs: torch.Tensor, labels: torch.Tensor) -> float:
     """
     _check(probs, labels)
     return float(-probs.gather(1, labels[:, None]).clamp_min(1e-12).log().mean())
+
+
+def confusion(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The confusion matrix (C, C): entry [t, p] counts the images of true class t whose argmax prediction is p.
+    The diagonal holds the right answers; each row sums to the images of its class.
+
+    Example: three images of class 0, one taken for class 1; one image of class 1, right.
+
+    >>> import torch
+    >>> from wviz.vit.metrics import confusion
+    >>> probs = torch.tensor([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+    >>> confusion(probs, torch.tensor([0, 0, 0, 1])).tolist()
+    [[2, 1], [0, 1]]
+    """
+    _check(probs, labels)
+    C = probs.shape[1]
+    if int(labels.min()) < 0 or int(labels.max()) >= C:
+        raise ValueError(f"labels must index the {C} classes, got labels from {int(labels.min())} to "
+                         f"{int(labels.max())}")
+    pairs = labels.to(probs.device).long() * C + probs.argmax(-1)
+    return torch.bincount(pairs, minlength=C * C).reshape(C, C).cpu()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ and the model is wrapped in torch's DistributedDataParallel (NCCL on GPUs, gloo 
 bar and writes the files. After every epoch the training state (weights, optimiser, schedule, epoch) goes to
 <out>.state.pt; --resume continues from it and the file is removed once the checkpoint is written.
 
+A user's mistake (an option out of range, a data folder missing or laid out otherwise, no state to resume) ends the
+command with one line, "python -m wviz.vit.train: error: ...", and exit status 2, as argparse does; a traceback
+means a bug.
+
 Loss: the first --pretrain-epochs epochs are self-supervised, 004's masked-patch W2 term
 (:func:`wviz.vit.model.pretrain_loss`); the --epochs after them fine-tune with cross-entropy + lambda x 004's
 Wasserstein fine-tuning regulariser (:func:`wviz.vit.model.loss_fn`). Both add --kl x the standard normal prior on
@@ -39,8 +43,18 @@ from wviz.vit.model import ViTConfig, build_model, loss_fn, pretrain_loss
 __all__ = ["parse_args", "main", "train_steps"]
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m wviz.vit.train", description=__doc__.split("\n\n")[0])
+PROG = "python -m wviz.vit.train"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """One line and exit status 2 (argparse's own error prints the whole usage first, a dozen lines here)."""
+        message = " ".join(str(message).split())  # one line, whatever the message held
+        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="digits", choices=vdata.DATASETS)
     p.add_argument("--data-root", default=None, help="folder with the CIFAR python folders or class folders")
     p.add_argument("--kind", default="stochastic", choices=("stochastic", "deterministic"))
@@ -70,6 +84,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", required=True, help="checkpoint to write (.safetensors)")
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line's options; a bad one ends the command with one error line and exit status 2."""
+    p = _parser()
     args = p.parse_args(argv)
     if not args.out.endswith(".safetensors"):
         p.error("--out must end in .safetensors")
@@ -77,7 +97,23 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("--pretrain-epochs and --kl act on Gaussian embeddings: stochastic model only")
     if not 0 < args.mask_ratio < 1:
         p.error("--mask-ratio must be between 0 and 1")
+    for name, lo, hi in (("epochs", 0, None), ("pretrain_epochs", 0, None), ("limit", 0, None), ("threads", 0, None),
+                         ("batch", 1, None), ("eval_samples", 1, 4096), ("lr", 1e-12, None), ("weight_decay", 0, None),
+                         ("lam", 0, None), ("kl", 0, None)):
+        value = getattr(args, name)
+        if value < lo or (hi is not None and value > hi):
+            flag = "--" + name.replace("_", "-")
+            p.error(f"{flag} must be {'positive' if lo == 1e-12 else f'at least {lo}'}"
+                    + (f" and at most {hi}" if hi is not None else "") + f", got {value}")
+    if args.data != "digits" and args.data_root is None:
+        p.error(f"--data {args.data} is read from a local folder: give it with --data-root (nothing is downloaded)")
     return args
+
+
+def _fail(err: Exception):
+    """A user's mistake found after the options were read: one line and exit status 2, as the options' errors."""
+    message = " ".join(str(err).split())
+    _parser().exit(2, f"{PROG}: error: {message}\n")
 
 
 def _distributed(device: torch.device) -> tuple[int, int, int]:
@@ -152,12 +188,23 @@ def _place(args) -> _Place:
     return _Place(device, rank, world, local)
 
 
-def _training_data(args) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
-    """(images, labels, class names) of the training split, the first --limit images only when given."""
+@dataclass(frozen=True)
+class _Data:
+    """The training split (the first --limit images only when given), its class names, and the test split (None
+    with --no-eval), read before training starts so that a bad test folder is found at once."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    names: list[str]
+    test: tuple[torch.Tensor, torch.Tensor] | None
+
+
+def _training_data(args) -> _Data:
     x, y = vdata.load_dataset(args.data, "train", args.data_root, size=args.image_size)
     if args.limit:
         x, y = x[:args.limit], y[:args.limit]
-    return x, y, vdata.class_names(args.data, args.data_root)
+    test = None if args.no_eval else vdata.load_dataset(args.data, "test", args.data_root, size=args.image_size)
+    return _Data(x, y, vdata.class_names(args.data, args.data_root), test)
 
 
 @dataclass
@@ -197,10 +244,10 @@ def _model(args, x, y, n_classes: int, place: _Place) -> _Training:
 def _resume(t: _Training, state_path: Path, device: torch.device) -> None:
     """Continue from the training state of an interrupted run (--resume)."""
     if not state_path.is_file():
-        raise SystemExit(f"--resume: no training state at {state_path}")
+        raise ValueError(f"--resume: no training state at {state_path}")
     state = torch.load(state_path, map_location=device, weights_only=True)
     if state["config"] != t.cfg.to_dict():
-        raise SystemExit(f"--resume: {state_path} was made with another model config: {state['config']}")
+        raise ValueError(f"--resume: {state_path} was made with another model config: {state['config']}")
     t.model.load_state_dict(state["model"])
     t.opt.load_state_dict(state["optim"])
     t.sched.load_state_dict(state["sched"])
@@ -265,8 +312,12 @@ def _loop(t: _Training, args, place: _Place, state_path: Path) -> None:
 
 
 def _record(args, argv, t: _Training, n_images: int, names: list[str], place: _Place) -> dict:
-    """What the checkpoint records of its training (the Uncertainty inspector lists it)."""
-    return {"data": args.data, "epochs": args.epochs, "pretrain_epochs": args.pretrain_epochs,
+    """What the checkpoint records of its training (the Uncertainty inspector lists it), with what a page needs
+    to find its data again: the dataset, the name of its root folder (no path: where it lies is the server's
+    WVIZ_DATA), the class names, the images' channels and size."""
+    folder = Path(args.data_root).expanduser().resolve().name if args.data_root else None
+    return {"data": args.data, "data_folder": folder, "channels": t.cfg.channels, "image_size": t.cfg.image_size,
+            "epochs": args.epochs, "pretrain_epochs": args.pretrain_epochs,
             "mask_ratio": args.mask_ratio if args.pretrain_epochs else None, "seed": args.seed,
             "lambda": args.lam if args.kind == "stochastic" else 0.0, "kl": args.kl, "batch": args.batch, "lr": args.lr,
             "train_images": n_images, "class_names": names, "train_seconds": round(t.seconds, 1),
@@ -275,10 +326,11 @@ def _record(args, argv, t: _Training, n_images: int, names: list[str], place: _P
             "command": "python -m wviz.vit.train " + " ".join(sys.argv[1:] if argv is None else argv)}
 
 
-def _evaluate(args, model, device: torch.device) -> dict:
-    """The report's numbers on the test split (004's protocol; OOD sets for the digits only)."""
-    xt, yt = vdata.load_dataset(args.data, "test", args.data_root, size=args.image_size)
-    report = evaluate(model, xt.to(device), yt, ood_sets=None if args.data == "digits" else {},
+def _evaluate(args, model, test: tuple[torch.Tensor, torch.Tensor], device: torch.device) -> dict:
+    """The report's numbers on the test split (004's protocol): the digits' OOD sets, or those made for the
+    split's own images (vdata.ood_sets)."""
+    xt, yt = test
+    report = evaluate(model, xt.to(device), yt, ood_sets=None if args.data == "digits" else vdata.ood_sets(xt, yt),
                       samples=args.eval_samples)
     return summary(report)
 
@@ -292,12 +344,15 @@ def _save(model, out: Path, record: dict, state_path: Path) -> None:
 def main(argv=None) -> dict:
     """Train, evaluate on the test split, write the checkpoint; returns the record (on rank 0)."""
     args = parse_args(argv)
-    place = _place(args)
     out, state_path = Path(args.out), Path(args.out + ".state.pt")
-    x, y, names = _training_data(args)
-    t = _model(args, x, y, len(names), place)
-    if args.resume:
-        _resume(t, state_path, place.device)
+    try:
+        place = _place(args)
+        d = _training_data(args)
+        t = _model(args, d.x, d.y, len(d.names), place)
+        if args.resume:
+            _resume(t, state_path, place.device)
+    except ValueError as err:  # the data, the device, the model's shape or the state to resume: the user's to fix
+        _fail(err)
     if place.world > 1:
         t.net = torch.nn.parallel.DistributedDataParallel(
             t.model, device_ids=[place.local] if place.device.type == "cuda" else None)
@@ -305,9 +360,9 @@ def main(argv=None) -> dict:
     record = {}
     if place.rank == 0:
         t.model.eval()
-        record = _record(args, argv, t, len(x), names, place)
+        record = _record(args, argv, t, len(d.x), d.names, place)
         if not args.no_eval:
-            record["metrics"] = _evaluate(args, t.model, place.device)
+            record["metrics"] = _evaluate(args, t.model, d.test, place.device)
         _save(t.model, out, record, state_path)
     if place.world > 1:
         dist.destroy_process_group()
