@@ -41,8 +41,10 @@ class ExportError(RuntimeError):
 def browser_path() -> str | None:
     """The Chromium kaleido would use (BROWSER_PATH first, then the usual names), or None if there is none.
     Looked up once per process (pages ask once per figure)."""
-    from choreographer.browsers.chromium import Chromium
-
+    try:   # kaleido's browser driver: without it no image can be drawn, as without a browser
+        from choreographer.browsers.chromium import Chromium
+    except ImportError:
+        return None
     path = Chromium.find_browser(skip_local=False)
     return path if path and os.access(path, os.X_OK) else None
 
