@@ -175,6 +175,19 @@ def test_lecture_bundle_contents():
             check(fmt, zf.read(f"{key}.{fmt}"))
 
 
+def test_the_bundle_readme_cites_in_full_instead_of_linking_to_the_app():
+    """Outside the app a link to its References page goes nowhere: the README keeps the link's text and lists the
+    full citation of every work the page cited."""
+    from wviz.references import REFERENCES, link_text
+
+    intro = f"As in the {link_text('004')} and {link_text('abnar2020', 'rollout')}; again the {link_text('004')}."
+    readme = export._readme(export.Lecture("Inspector", intro), {})
+    assert "references#" not in readme and "As in the Stochastic" in readme and "and rollout;" in readme
+    cited = readme.split("## References")[1]
+    assert cited.count(REFERENCES["004"].citation) == 1 and REFERENCES["abnar2020"].citation in cited
+    assert "## References" not in export._readme(export.Lecture("Plain", "No citation."), {})
+
+
 def test_an_image_past_its_timeout_is_stopped_and_the_browser_restarted():
     export.to_image(figure(), "svg")  # the browser is open
     first = export._browser

@@ -74,8 +74,9 @@ def test_pickle_that_runs_code_is_refused_and_never_runs(model, tmp_path):
     # 1) inside torch's zip format (.pt)
     buf = io.BytesIO()
     torch.save({"config": CFG.to_dict(), "state_dict": model.state_dict(), "record": Evil(marker)}, buf)
-    with pytest.raises(ValueError, match="refused: it holds objects other than tensors"):
+    with pytest.raises(ValueError, match="refused: it holds objects other than tensors") as refused:
         load_checkpoint(buf.getvalue(), name="evil.pt")
+    assert "(`exec`)" in str(refused.value)   # in code quotes: the page's markdown would read __main__ as bold
     # 2) a bare pickle named .pth
     raw = pickle.dumps({"config": CFG.to_dict(), "state_dict": {}, "x": Evil(marker)}, protocol=2)
     with pytest.raises(ValueError, match="refused|not a readable .pt"):

@@ -15,6 +15,7 @@ import functools
 import io
 import json
 import os
+import re
 import threading
 import zipfile
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from wviz.figures.common import PALETTE
+from wviz.references import REFERENCES
 
 IMAGE_FORMATS = ("png", "svg", "pdf")
 MIME = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf", "html": "text/html",
@@ -275,8 +277,19 @@ class Lecture:
     params: dict = field(default_factory=dict)
 
 
+_CITE = re.compile(r"\[([^\]]+)\]\(references#ref-([\w.-]+)\)")   # a page's link to the References page
+
+
+def _offline(text: str) -> tuple[str, list[str]]:
+    """A page's markdown with its links to the References page turned into plain text (a bundle has no References
+    page to link to), and the keys it cites, in order."""
+    keys = list(dict.fromkeys(key for _, key in _CITE.findall(text)))
+    return _CITE.sub(r"\1", text), keys
+
+
 def _readme(lecture: Lecture, not_drawn: dict[str, str]) -> str:
-    lines = [f"# {lecture.title}", "", lecture.intro, "", "## Equations", ""]
+    intro, cited = _offline(lecture.intro)
+    lines = [f"# {lecture.title}", "", intro, "", "## Equations", ""]
     lines += [f"$$ {eq} $$\n" for eq in lecture.equations] or ["(none)", ""]
     lines += ["## Parameters", ""] + [f"- `{k}` = {v!r}" for k, v in sorted(lecture.params.items())]
     lines += ["", "## Figures", "", "Each figure as `<name>.svg` (vector, for slides), `<name>.png` (2x pixels) "
@@ -285,6 +298,10 @@ def _readme(lecture: Lecture, not_drawn: dict[str, str]) -> str:
     if not_drawn:
         lines += ["", "Not drawn as images (their CSV is here):", ""]
         lines += [f"- `{key}`: {why}" for key, why in not_drawn.items()]
+    refs = [REFERENCES[key] for key in cited if key in REFERENCES]
+    if refs:
+        lines += ["", "## References", ""]
+        lines += [f"- {r.short}: {r.citation}" + (f" <{r.url}>" if r.url else "") for r in refs]
     lines += ["", "Made with wviz (attention as optimal transport).", ""]
     return "\n".join(lines)
 

@@ -203,7 +203,7 @@ def _from_torch(data: bytes):
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         found = re.search(r"GLOBAL ([\w.]+)", str(err))
-        what = f" ({found.group(1)})" if found else ""
+        what = f" (`{found.group(1)}`)" if found else ""   # in backticks: st.error reads __main__ as bold
         raise ValueError("the .pt file was refused: it holds objects other than tensors and plain containers"
                          f"{what}, and those are never loaded") from None
     except Exception as err:  # noqa: BLE001 -- a damaged file trips torch's restricted unpickler in many ways
