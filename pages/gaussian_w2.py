@@ -139,7 +139,7 @@ def side_view(a: gv.Attention) -> ui.View:
 def linked_view(a: gv.Attention) -> ui.View:
     def draw_view():
         names = gv.unique_names(a.scene.tokens.names)
-        st.altair_chart(figs.linked_weights(gv.weights_table(a), names, names[a.scene.query]), key="linked")
+        ui.show_chart(figs.linked_weights(gv.weights_table(a), names, names[a.scene.query]), key="linked")
         st.caption("Click a row of the heatmap: the bars below show that query's weights under W2 and dot-product "
                    "attention, picked in your browser (no recomputation).")
 

@@ -266,6 +266,31 @@ def presentation_style(fig: go.Figure) -> go.Figure:
     return fig
 
 
+def presentation_altair(chart):
+    """Lecture-hall version of an Altair (Vega-Lite) chart, as :func:`presentation_style` for Plotly: axis, legend,
+    header and title text at least TEXT_PX, the Okabe-Ito cycle for categories and Cividis for every continuous
+    colour scheme (the chart's own schemes included). Returns a styled copy."""
+    spec = chart.to_dict()
+    text, title = dict(labelFontSize=TEXT_PX, titleFontSize=TITLE_PX), dict(fontSize=TITLE_PX + 2)
+    config = spec.setdefault("config", {})
+    for part in ("axis", "legend", "header"):
+        config[part] = {**config.get(part, {}), **text}
+    config["title"] = {**config.get("title", {}), **title, "subtitleFontSize": TEXT_PX}
+    config["text"] = {**config.get("text", {}), "fontSize": TEXT_PX}
+    config["range"] = {**config.get("range", {}), "category": PALETTE, "heatmap": {"scheme": "cividis"},
+                       "ramp": {"scheme": "cividis"}}
+    return type(chart).from_dict(_cividis(spec))
+
+
+def _cividis(spec):
+    """The spec with every continuous colour scheme named in it replaced by Cividis."""
+    if isinstance(spec, dict):
+        return {k: "cividis" if k == "scheme" and isinstance(v, str) else _cividis(v) for k, v in spec.items()}
+    if isinstance(spec, list):
+        return [_cividis(v) for v in spec]
+    return spec
+
+
 @dataclass
 class Lecture:
     """What a page showed in one run: its figures (by key), equations and parameters, for the lecture bundle."""

@@ -199,6 +199,25 @@ def test_click_a_query_draws_the_linked_altair_chart(open_page):
     assert not chart.proto.selection_mode
 
 
+def test_the_linked_chart_follows_presentation_mode(open_page):
+    """In presentation mode the Altair chart's text is at least the lecture hall's size and its colours are the
+    mode's (Okabe-Ito categories, Cividis for the weights), as the Plotly figures'."""
+    from wviz.export import TEXT_PX
+    from wviz.figures.common import PALETTE
+
+    def config(**query):
+        (chart,) = open_page(PAGE, view=CLICK, **query).get("vega_lite_chart")
+        return json.loads(chart.proto.spec)
+
+    plain, hall = config(), config(presentation="true")
+    assert plain["config"]["axis"]["labelFontSize"] < TEXT_PX
+    sizes = [hall["config"][part][size] for part in ("axis", "legend") for size in ("labelFontSize", "titleFontSize")]
+    assert min(sizes + [hall["config"]["title"]["fontSize"]]) >= TEXT_PX
+    assert hall["config"]["range"]["category"] == PALETTE
+    assert "viridis" in json.dumps(plain) and "viridis" not in json.dumps(hall) and "cividis" in json.dumps(hall)
+    assert hall["params"] == plain["params"]   # the same chart, clicks included
+
+
 def test_equal_covariances_toggle_leaves_only_the_means(open_page):
     at = open_page(PAGE)
     at.sidebar.toggle(key="equal_cov").set_value(True).run()

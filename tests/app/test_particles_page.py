@@ -197,3 +197,26 @@ def test_try_this_links_set_their_widgets(open_page, item):
     assert not at.error
     for key, value in item.params.items():
         assert at.session_state[key] == value, key
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+def test_an_animation_made_in_presentation_mode_is_in_its_style(open_page, monkeypatch, presentation):
+    """The frames of "Animation for slides" are the page's figures, in presentation style (text at least TEXT_PX)
+    when the mode is on, as on the page; drawing them is kaleido's (tests/test_lecture_hall.py), recorded here."""
+    from wviz import animation
+    from wviz.export import TEXT_PX
+
+    drawn = []
+
+    def render(figures, progress=None):
+        drawn.extend(figures)
+        return [np.zeros((16, 16, 3), np.uint8)] * len(figures)
+
+    monkeypatch.setattr(animation, "render", render)
+    monkeypatch.setattr("wviz.export.browser_path", lambda: "/usr/bin/chromium")
+    at = open_page(PAGE, **({"presentation": "true"} if presentation else {}))
+    at.button(key="_animation_flow_make").click().run()
+    no_exception(at)
+    assert len(drawn) > 1
+    sizes = {fig.layout.font.size for fig in drawn}
+    assert sizes == ({TEXT_PX} if presentation else {None})

@@ -6,7 +6,7 @@
     state       the URL: share link, table_editor
     widgets     log_slider, view_selector
     runs        live (the main slider and what it drives, in a fragment), fragment, guarded
-    output      show_figure (with its export menu), views / View / figure_view (one secondary view drawn, the
+    output      show_figure (with its export menu), show_chart (Altair), views / View / figure_view (one secondary view drawn, the
                 others deferred to the lecture bundle), side_by_side (two values of the main
                 parameter), example_file (for an upload), animation (GIF / MP4)
     style       the CSS and script that fit a page to a projector; presentation mode
@@ -15,7 +15,8 @@
 """
 from wviz.ui.background import background, wait_for
 from wviz.ui.lecture import built, equation
-from wviz.ui.output import View, animation, example_file, figure_view, show_figure, side_by_side, views
+from wviz.ui.output import (View, animation, example_file, figure_view, show_chart, show_figure, side_by_side,
+                            views)
 from wviz.ui.page import cite, device_badge, page_setup
 from wviz.ui.process import freeze_imports
 from wviz.ui.runs import fragment, guarded, live
@@ -23,5 +24,5 @@ from wviz.ui.state import table_editor
 from wviz.ui.widgets import log_slider
 
 __all__ = ["background", "wait_for", "built", "equation", "View", "animation", "example_file", "figure_view",
-           "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup", "freeze_imports",
-           "fragment", "guarded", "live", "table_editor", "log_slider"]
+           "show_chart", "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup",
+           "freeze_imports", "fragment", "guarded", "live", "table_editor", "log_slider"]

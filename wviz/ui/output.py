@@ -27,6 +27,12 @@ def show_figure(fig: go.Figure, key: str) -> None:
     state.show_link()  # the widgets above this figure have settled their URL values by now
 
 
+def show_chart(chart, key: str, **kwargs) -> None:
+    """Draw an Altair (Vega-Lite) chart, in presentation style when that mode is on (:func:`show_figure` for
+    Plotly). Its interactions run in the browser; the lecture bundle holds the Plotly figures."""
+    st.altair_chart(export.presentation_altair(chart) if style.presenting() else chart, key=key, **kwargs)
+
+
 def _export_menu(fig: go.Figure, key: str) -> None:
     """Download buttons for one figure; each file is made only when its button is clicked."""
     name = lecture.slug(fig.layout.title.text or key) or key
@@ -137,7 +143,10 @@ def animation(key: str, title: str, frames: Callable[[], Sequence[go.Figure]], f
                      help="Draws every frame (a few seconds each second of animation)."):
             bar = st.progress(0.0, text="Drawing frames...")
             try:
-                drawn = animation_lib.render(frames(), lambda f: bar.progress(f, text=f"Drawing frames... {f:.0%}"))
+                figures = frames()
+                if style.presenting():   # a slide made for the hall reads like the page in the hall
+                    figures = [export.presentation_style(f) for f in figures]
+                drawn = animation_lib.render(figures, lambda f: bar.progress(f, text=f"Drawing frames... {f:.0%}"))
                 bar.progress(1.0, text=f"Encoding {len(drawn)} frames as {fmt.upper()}...")
                 st.session_state[store] = (settings, fmt, animation_lib.encode(drawn, fmt, fps))
             except (ValueError, export.ExportError) as err:
