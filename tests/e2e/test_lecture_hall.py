@@ -11,12 +11,13 @@ from wviz.export import TEXT_PX
 VIEWPORTS = ((1400, 1000), (1024, 768), (800, 1000))
 
 # Every metric (label and value) and display equation whose content is wider than its box (cut, scrolled or
-# ellipsised) or that runs past the right edge of the main column, and every two text boxes of a chart that overlap.
+# ellipsised), every metric, equation, table and chart that runs past the right edge of the main column, and every
+# two text boxes of a chart that overlap.
 CUT = """() => {
   const column = document.querySelector('[data-testid="stMain"] .stMainBlockContainer').getBoundingClientRect();
   const cut = [];
   const past = (el, what) => el.getBoundingClientRect().right > column.right + 1
-    && cut.push(`${what} past the column: ${el.innerText.slice(0, 80)}`);
+    && cut.push(`${what} past the column: ${el.innerText.slice(0, 80) || el.getAttribute('data-testid')}`);
   document.querySelectorAll('[data-testid="stMetric"]').forEach(m => {
     const inner = [m, ...m.querySelectorAll('*')].find(e => e.scrollWidth > e.clientWidth + 1);
     if (inner) cut.push(`metric cut: ${m.innerText.slice(0, 80)}`);
@@ -24,6 +25,9 @@ CUT = """() => {
   });
   // An equation's box shrinks to its content (KaTeX's italic overhang adds a pixel or two); its element has the
   // width the column gives it.
+  // Tables and charts stay within the column (a table's grid scrolls inside its box; its box must not).
+  document.querySelectorAll('[data-testid="stMain"] :is([data-testid="stDataFrame"], [data-testid="stTable"], '
+                            + '.js-plotly-plot, .vega-embed)').forEach(t => past(t, 'table or chart'));
   document.querySelectorAll('[data-testid="stMain"] .katex-display').forEach(d => {
     const room = d.closest('[data-testid="stMarkdown"]') || d;
     if (d.scrollWidth > room.clientWidth + 3) cut.push(`equation cut: ${d.innerText.slice(0, 80)}`);

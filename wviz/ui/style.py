@@ -84,7 +84,9 @@ _FIT_EQUATIONS = """
 """
 
 # Presentation mode: the hall reads the page from 10 m. Streamlit's toolbar (deploy, menu) is hidden; the
-# dataframe grid draws on a canvas, so it is zoomed rather than given a font size.
+# dataframe grid draws on a canvas, so it is zoomed rather than given a font size: its element's box, narrowed by
+# the zoom, so that Streamlit lays the grid out to a width that the zoom brings back to the column's (zooming the
+# grid itself drew it 1.35 times the column's width, past the page's edge).
 _PRESENTING = """
 <style>
 [data-testid="stToolbarActions"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"] {
@@ -96,7 +98,8 @@ _PRESENTING = """
 .stMainBlockContainer .katex { font-size: 1.5em; }
 [data-testid="stMetricLabel"] p { font-size: 1.3rem; }
 [data-testid="stMetricValue"] { font-size: min(3rem, 14cqi); }
-[data-testid="stDataFrame"], [data-testid="stTable"] { zoom: 1.35; }
+[data-testid="stElementContainer"]:has([data-testid="stDataFrame"], [data-testid="stTable"]) {
+  zoom: 1.35; width: calc(100% / 1.35) !important; max-width: calc(100% / 1.35) !important; }
 .stMainBlockContainer label p { font-size: 1.2rem; }
 </style>
 """
