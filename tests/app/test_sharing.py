@@ -4,10 +4,11 @@ import json
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
+from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import figures
-from wviz import export
+from tests.app.conftest import ROOT, figures, link_params
 from tests.app.test_gaussian_w2_page import covariances, heatmaps, reference_attention
+from wviz import export
 
 PAGE = "gaussian_w2.py"
 # the page's DEFAULT table, as rows
@@ -78,3 +79,23 @@ def test_without_a_browser_the_image_exports_say_why_they_are_off(open_page, mon
     assert buttons["Download lecture bundle"].proto.disabled and buttons["PNG"].proto.disabled
     assert not buttons["CSV"].proto.disabled
     assert export.NO_BROWSER in [c.value for c in at.sidebar.caption]
+
+
+def test_the_page_a_try_link_opened_keeps_what_to_watch_in_sight(monkeypatch):
+    """The link's sentence stays on the page it opened (above, outside the closed expander) until one of the
+    link's settings changes; a page opened without the link's settings shows none."""
+    from wviz.views.transport_plans import TRY_THIS
+
+    monkeypatch.setenv("WVIZ_DEVICE", "cpu")
+    item = TRY_THIS[2]   # two settings: solver and preset
+    at = AppTest.from_file(str(ROOT / "pages" / "transport_plans.py"), default_timeout=120)
+    for key, value in link_params(item).items():
+        at.query_params[key] = value
+    at.run()
+    shown = [i.value for i in at.info if item.watch in i.value]
+    assert shown == [f"**{item.label}**: {item.watch}"]
+    at.query_params["solver"] = "sinkhorn"   # as the browser writes it when the radio moves (AppTest does not)
+    at.sidebar.radio(key="solver").set_value("sinkhorn").run()
+    assert not [i for i in at.info if item.watch in i.value]
+    plain = AppTest.from_file(str(ROOT / "pages" / "transport_plans.py"), default_timeout=120).run()
+    assert not [i for i in plain.info if any(t.watch in i.value for t in TRY_THIS)]

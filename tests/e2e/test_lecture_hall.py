@@ -117,6 +117,7 @@ def test_a_guided_link_opens_its_state_and_reset_returns_to_the_defaults(server,
     assert parse_qs(urlsplit(page.url).query)["tau"] == [f"{first.params['tau']:g}"], page.url
     assert "alpha" not in page.url  # every other setting at its default
     assert f"{first.params['tau']:g}" in page.locator(".st-key-tau").inner_text()
+    assert page.get_by_text(first.watch[:40]).first.is_visible()   # in sight above the closed expander
     page.get_by_role("link", name="Reset to defaults").click()
     open_page(page, page.url)
     assert urlsplit(page.url).query == "", page.url

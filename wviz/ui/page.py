@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import html
 from typing import Sequence
+from urllib.parse import parse_qs
 
 import streamlit as st
 import torch
@@ -59,10 +60,21 @@ def _reset_link() -> None:
     st.sidebar.html(f'<div>&#x21bb; {_link("Reset to defaults", query, hint)}</div>')
 
 
+def _opened_by(item: Try) -> bool:
+    """Whether the page's URL holds every setting of ``item``'s link, as the link writes it."""
+    wanted = parse_qs(item.query().lstrip("?"), keep_blank_values=True)
+    return all(st.query_params.get_all(key) == values for key, values in wanted.items())
+
+
 def guided(items: Sequence[Try]) -> None:
-    """The page's guided experiments: each a link that opens the page in a stated state, and what to watch."""
+    """The page's guided experiments: each a link that opens the page in a stated state, and what to watch. On the
+    page a link opened, what to watch stays in sight above (the expander closes as the page loads), until a setting
+    of the link is changed."""
     if not items:
         return
+    for item in items:
+        if _opened_by(item):
+            st.info(f"**{item.label}**: {item.watch}", icon=":material/lightbulb:")
     with st.expander("Try this", icon=":material/lightbulb:"):
         st.markdown("\n".join(f"- {_link(t.label, style.keep_presenting(t.query()))}: {t.watch}" for t in items),
                     unsafe_allow_html=True)
