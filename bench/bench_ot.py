@@ -12,6 +12,12 @@ POT_BUDGET_S runs for that long only and is reported as "did not reach tol".
 ratio = (time of the fastest POT variant that reached the tolerance) / (wviz time); > 1: wviz faster.
 wviz / bare = wviz time / the bare cost of wviz's own iterations: one exp of the cost matrix and two
 matrix-vector products per wviz iteration, timed in the same run, taking turns with wviz.
+
+Semi-relaxed (sinkhorn(rho=...)): the same problems and gammas, rho in {0.1, 1, 10}, against POT's
+sinkhorn_unbalanced(reg_m=(inf, rho)) and its translation invariant variant, numpy and torch backends. Both stop on
+the relative change of their scalings, checked every iteration; a numpy replica of each iteration finds the first
+at which the L1 error of the rows (the semi-relaxed problem's constraint: after POT's plain column update its column
+condition holds exactly) is <= 1e-6, and each variant is timed running exactly that many iterations.
 Run with ``python -m bench`` (all benchmarks) or ``python -m bench ot``; it rewrites the section
 "## OT engine" of BENCHMARKS.md. WVIZ_BENCH_THREADS sets the threads of torch and of numpy's BLAS
 (default 1: the machine is shared, and the same count is used for every library).
@@ -236,6 +242,140 @@ def over_bare_fns(a, b, C, gamma: float, iters: int) -> dict:
             "vector ops": vectors, "wviz, float64 only": float64_only}
 
 
+# ---- semi-relaxed -----------------------------------------------------------------------------------------------
+
+SEMI_RHOS = (0.1, 1.0, 10.0)
+POT_SEMI_VARIANTS = {
+    "sinkhorn_unbalanced (numpy)": ("numpy", "sinkhorn"),
+    "translation invariant (numpy)": ("numpy", "sinkhorn_translation_invariant"),
+    "sinkhorn_unbalanced (POT+torch)": ("torch", "sinkhorn"),
+    "translation invariant (POT+torch)": ("torch", "sinkhorn_translation_invariant"),
+}
+
+
+def row_error(P, a) -> float:
+    """||P 1 - a||_1, NaN for a plan with NaN or inf: the semi-relaxed problem's constraint."""
+    P, a = (np.asarray(t.cpu() if isinstance(t, torch.Tensor) else t, dtype=np.float64) for t in (P, a))
+    return float(np.abs(P.sum(1) - a).sum()) if np.isfinite(P).all() else float("nan")
+
+
+def pot_semi_iterations(a, b, M, reg, rho, method, tol=TOL, budget_s=POT_BUDGET_S) -> int | None:
+    """Iterations of POT's sinkhorn_unbalanced(a, b, M, reg, reg_m=(inf, rho), method) until the L1 error of the rows
+    is <= tol: its iteration replayed in numpy (kernel a_i b_j exp(-M_ij / reg), u = v = 1 at the start, the
+    translation invariant variant's normalisation of v, Séjourné et al. 2022, included), the error read after every
+    iteration as POT checks its own; None when that takes more than budget_s."""
+    K = np.exp(-M / reg) * a[:, None] * b[None, :]
+    p, r = rho / (rho + reg), reg / rho
+    v = np.ones(len(b))
+    Kv, t0 = K @ v, time.perf_counter()
+    for it in range(1, 10 ** 7):
+        u = a / Kv
+        v = (b / (K.T @ u)) ** p
+        if method == "sinkhorn_translation_invariant":
+            v = v / np.sum(b * v ** -r)
+        Kv = K @ v
+        if np.abs(u * Kv - a).sum() <= tol:
+            return it
+        if time.perf_counter() - t0 > budget_s:
+            return None
+
+
+def _pot_semi_run(method, a, b, M, reg, rho, n_iter):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # "did not converge": we stop it ourselves
+        return pot.unbalanced.sinkhorn_unbalanced(a, b, M, reg, (math.inf, rho), method=method, numItermax=n_iter,
+                                                  stopThr=0.0)
+
+
+def bench_pot_semi(a64, b64, C64, gamma, rho, log=print) -> dict:
+    """Each POT variant run for the iterations its algorithm needs (pot_semi_iterations), or what fits in
+    POT_BUDGET_S."""
+    rows, needed = {}, {}
+    an, bn, Cn = (t.cpu().numpy() for t in (a64, b64, C64))
+    for name, (backend, method) in POT_SEMI_VARIANTS.items():
+        if method not in needed:
+            needed[method] = pot_semi_iterations(an, bn, Cn, gamma, rho, method)
+        args = (an, bn, Cn) if backend == "numpy" else (a64, b64, C64)
+        t0 = time.perf_counter()
+        _pot_semi_run(method, *args, gamma, rho, 11)   # per-iteration cost estimate
+        per_it = (time.perf_counter() - t0) / 11
+        its = needed[method] or max(11, int(POT_BUDGET_S / per_it))
+        capped = needed[method] is None or per_it * its > POT_BUDGET_S
+        if capped:
+            its = min(its, max(11, int(POT_BUDGET_S / per_it)))
+            t0 = time.perf_counter()
+            P = _pot_semi_run(method, *args, gamma, rho, its)
+            t = time.perf_counter() - t0
+        else:
+            t, P = _timed(lambda: _pot_semi_run(method, *args, gamma, rho, its), budget_s=min(3.0, POT_BUDGET_S / 2))
+        err = row_error(P, an)
+        rows[name] = dict(time=t, iters=its, err=err, reached=bool(err <= TOL) and not capped, capped=capped,
+                          nan=bool(np.isnan(np.asarray(P.cpu() if isinstance(P, torch.Tensor) else P)).any()))
+        log(f"    {name:34s} {its:7d} it {1e3 * t:10.1f} ms  row L1 err {err:.1e}"
+            f"{'  (budget: did not reach tol)' if capped else ''}")
+    return rows
+
+
+def bench_semi_grid(sizes=SIZES, gammas=GAMMAS, rhos=SEMI_RHOS, log=print) -> list[dict]:
+    """Semi-relaxed cells (CPU, float64): wviz.ot.sinkhorn(rho=...) against POT's unbalanced solvers, and against
+    the bare cost of its own iterations."""
+    rows = []
+    for n in sizes:
+        a, b, C = problem(n)
+        for gamma in gammas:
+            for rho in rhos:
+                log(f"  n = {n}, gamma = {gamma}, rho = {rho}:")
+                res = ot.sinkhorn(a, b, C, gamma, tol=TOL, rho=rho)
+                fns = {"wviz": lambda: ot.sinkhorn(a, b, C, gamma, tol=TOL, rho=rho), **bare_fns(C, res.n_iter)}
+                t = {k: v / 1e3 for k, v in median_ms(fns, _repeats(fns["wviz"], "cpu")).items()}
+                bare_lib = min((k for k in t if k.startswith("bare")), key=t.get)
+                err = row_error(res.plan, a)
+                log(f"    {'wviz.ot.sinkhorn(rho=...)':34s} {res.n_iter:7d} it {1e3 * t['wviz']:10.1f} ms  row L1 err "
+                    f"{err:.1e}  bare {1e3 * t[bare_lib]:.2f} ms, wviz / bare {t['wviz'] / t[bare_lib]:.2f}")
+                peers = bench_pot_semi(a, b, C, gamma, rho, log)
+                ok = {k: r for k, r in peers.items() if r["reached"]}
+                best = min(ok, key=lambda k: ok[k]["time"]) if ok else None
+                # no variant within its budget: POT needs longer than the fastest capped run, a lower bound
+                floor = min(r["time"] for r in peers.values())
+                rows.append(dict(n=n, gamma=gamma, rho=rho, wviz=t["wviz"], iters=res.n_iter, err=err,
+                                 conv=bool(res.converged), nan=bool(torch.isnan(res.plan).any()), peers=peers,
+                                 best=best, ratio=(ok[best]["time"] if best else floor) / t["wviz"],
+                                 bare=t[bare_lib], bare_lib=bare_lib[6:-1]))
+    return rows
+
+
+def semi_table(rows) -> str:
+    """Per cell: wviz against every POT variant (time, iterations, row L1 error) and the bare cost of its
+    iterations; a ratio with > is a lower bound (no POT variant reached the tolerance within its budget)."""
+    names = list(POT_SEMI_VARIANTS)
+    head = ("| n | gamma | rho | wviz ms (it, L1 err) | " + " | ".join(f"{k} ms (it, L1 err)" for k in names)
+            + " | fastest POT reaching tol | ratio POT/wviz | wviz / bare |")
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    for r in rows:
+        nan = (" NaN" if r["nan"] else "") + ("" if r["conv"] else "; not converged")
+        cells = [f"{_ms(r['wviz'])} ({r['iters']}, {r['err']:.1e}{nan})"]
+        for k in names:
+            p = r["peers"][k]
+            mark = "; NaN" if p["nan"] else ("; budget, did not reach tol" if p["capped"]
+                                             else ("" if p["reached"] else "; did not reach tol"))
+            cells.append(f"{_ms(p['time'])} ({p['iters']}, {p['err']:.1e}{mark})")
+        ratio = f"**{r['ratio']:.2f}**" if r["best"] else f"**> {r['ratio']:.0f}**"
+        lines.append(f"| {r['n']} | {r['gamma']} | {r['rho']:g} | " + " | ".join(cells)
+                     + f" | {r['best'] or 'none'} | {ratio} | {r['wviz'] / r['bare']:.2f} ({r['bare_lib']}) |")
+    return "\n".join(lines)
+
+
+def semi_goals(rows) -> str:
+    """The semi-relaxed goals, each marked met or missed from this run's numbers."""
+    miss = [f"n = {r['n']}, gamma = {r['gamma']}, rho = {r['rho']:g}: {r['ratio']:.2f}x" for r in rows
+            if not r["ratio"] >= 1]
+    return (f"- Semi-relaxed (rho): at least as fast as the fastest POT unbalanced variant reaching the tolerance, "
+            f"every n, gamma and rho: {'met' if not miss else '**missed**'}, {len(rows) - len(miss)} of {len(rows)} "
+            "cells meet it" + (f"; missed at {'; '.join(miss)}." if miss else ".")
+            + f" Never NaN: {'met' if not any(r['nan'] for r in rows) else '**missed**'}; converged in every cell: "
+            f"{'met' if all(r['conv'] for r in rows) else '**missed**'}.")
+
+
 def bench_batched(n_list=(64, 256), gammas=GAMMAS, B=16, device="cpu", log=print) -> list[dict]:
     """B problems solved at once by wviz (on ``device``) against B sequential calls of POT's fastest variant
     (kernel, numpy), each run for the iterations its own problem needs."""
@@ -400,6 +540,8 @@ def main(write: bool = True) -> str:
         batched = bench_batched()
         print("Interactive (float32):")
         inter = bench_interactive()
+        print("Semi-relaxed (float64, row L1 tol 1e-6):")
+        semi = bench_semi_grid()
     wall = time.perf_counter() - t_start
     tables = (f"### Sinkhorn, float64, stopped at L1 marginal error <= 1e-6 (CPU)\n\n{grid_table(grid)}\n\n"
               f"### Batched: 16 problems at once (CPU, float64)\n\n{batched_table(batched)}\n\n"
@@ -414,8 +556,11 @@ def main(write: bool = True) -> str:
               "share is the rest of the time of the same solve without its float32 start (wviz.ot.lean), and the "
               "last column is what that start saves (wviz runs some iterations on a float32 copy of the kernel, "
               "which is how it can come in under the float64 bare cost).\n\n"
-              f"{over_bare_table(grid)}\n")
-    tables = f"### Goals, as measured in this run\n\n{goals(grid, batched, inter)}\n\n" + tables
+              f"{over_bare_table(grid)}\n\n"
+              "### Semi-relaxed Sinkhorn (rho), float64, stopped at L1 row error <= 1e-6 (CPU)\n\n"
+              f"{semi_table(semi)}\n")
+    tables = (f"### Goals, as measured in this run\n\n{goals(grid, batched, inter)}\n{semi_goals(semi)}\n\n"
+              + tables)
     print(tables)
     print(f"benchmark wall time {wall:.0f} s")
     if write:

@@ -1,4 +1,5 @@
-"""Page "Attention as transport": softmax, sparsemax, entmax and prior-softmax as argmins of -<s, p> + tau Omega(p)."""
+"""Page "Attention as transport": softmax, sparsemax, entmax and prior-softmax as argmins of -<s, p> + tau Omega(p),
+and semi-relaxed OT, the road from softmax to Sinkhorn's doubly-stochastic attention."""
 import streamlit as st
 
 from wviz import ui
@@ -11,6 +12,10 @@ OMEGA_TEX = {
     "entmax": r"\frac{\sum_j p_j^{\alpha} - 1}{\alpha(\alpha - 1)}",
     "prior-softmax": r"\mathrm{KL}(p \,\Vert\, \pi)",
 }
+# semi-relaxed OT is not a map of one query's scores: its problem couples the queries through the keys' column sums
+SEMI_TEX = (r"\text{semi-relaxed OT}: P^\star &= \arg\min_{P \ge 0,\ P 1 = a} \langle C, P \rangle",
+            r"&\quad + \tau\, \mathrm{KL}(P \,\Vert\, a b^\top) + \rho\, \mathrm{KL}(P^\top 1 \,\Vert\, b)",
+            r"C_{ij} &= -\langle x_i, k_j \rangle,\quad p^\star = n P^\star_{1\cdot}")
 SIZES = [16, 64, 256, 1024, 2048, 4096]
 
 device = ui.page_setup(
@@ -20,7 +25,10 @@ device = ui.page_setup(
     "$\\tau\\,\\Omega(p)$ spreads the mass: with the negative entropy the optimum is exactly softmax "
     f"(one-sided entropic optimal transport, eqs. (4)-(5) of {ui.cite('001')}); other regularisers give "
     "sparsemax, entmax and prior-softmax (eq. (13) and its table; sparsemax and entmax as regularised argmax: "
-    f"{ui.cite('blondel2018')}).",
+    f"{ui.cite('blondel2018')}). **Semi-relaxed OT** ({ui.cite('chizat2018')}) is the road from softmax to "
+    f"Sinkhorn's doubly-stochastic attention ({ui.cite('sander2022')}): several queries share the keys, each "
+    "query still spreads exactly its mass, and $\\rho$ sets how firmly every key is held to receive its share "
+    "$b_j$ from all of them together.",
     try_this=av.TRY_THIS,
 )
 ui.equation(r"\begin{aligned} p^\star &= \arg\min_{p \in \Delta^{m-1}} \; -\langle s, p \rangle + \tau\, \Omega(p)"
@@ -33,16 +41,25 @@ source = sb.radio("Query and keys", ["2-D points", "random", "typed scores"], ke
                   help="2-D points: edit a query and keys in tables. Random: Gaussian q and k_j in R^d. "
                        "Typed scores: enter s_j directly.")
 tau_slot = sb.container()  # tau is drawn here by ui.live below
-mechanisms = sb.multiselect("Mechanisms", list(av.MECHANISMS), default=list(av.DEFAULT_MECHANISMS),
+mechanisms = sb.multiselect("Mechanisms", list(av.CHOICES), default=list(av.DEFAULT_MECHANISMS),
                             key="mechanisms", bind="query-params",
-                            help="Each is the argmin of the same objective with a different regulariser Omega.")
+                            help="Each is the argmin of the same objective with a different regulariser Omega; "
+                                 "semi-relaxed OT solves one transport problem for several queries at once (the "
+                                 "'rho sweep' view says which) and shows this query's row.")
 alpha = sb.slider("alpha (entmax index)", 1.0, 2.0, av.DEFAULT_ALPHA, 0.05, key="alpha", bind="query-params",
                   disabled="entmax" not in mechanisms,
                   help="Tsallis entropy index of entmax: alpha = 1 is softmax, alpha = 2 is sparsemax.")
+rho = sb.select_slider("rho (semi-relaxed OT)", av.RHOS, av.DEFAULT_RHO, format_func=av.rho_text, key="rho",
+                       bind="query-params",
+                       help="How firmly the keys' masses b are held: the weight of KL(P^T 1 | b). rho -> 0 gives "
+                            "softmax (the prior-softmax with prior b), rho = ∞ Sinkhorn's balanced plan, where every "
+                            "key receives exactly b_j from all queries together. Drives the semi-relaxed OT bars and "
+                            "the 'rho sweep' view.")
 
 
 def read_scores():
-    """The score vector s (m,) from the chosen source; raises ValueError on bad input."""
+    """The score vector s (m,) from the chosen source and every query's scores (n, m) for semi-relaxed OT (row 0:
+    s; None with typed scores: one query); raises ValueError on bad input."""
     if source == "2-D points":
         c1, c2 = sb.columns(2)
         qx = c1.number_input("query x", value=av.DEFAULT_QUERY[0], step=0.1, key="qx", bind="query-params",
@@ -50,38 +67,47 @@ def read_scores():
         qy = c2.number_input("query y", value=av.DEFAULT_QUERY[1], step=0.1, key="qy", bind="query-params",
                              help="Second coordinate of q.")
         sb.caption("Keys k_j, one per row; add or delete rows to change m.")
-        return av.scores_from_points((qx, qy), ui.table_editor(av.DEFAULT_KEYS, "keys_table", where=sb,
-                                                                num_rows="dynamic"))
+        keys = ui.table_editor(av.DEFAULT_KEYS, "keys_table", where=sb, num_rows="dynamic")
+        s = av.scores_from_points((qx, qy), keys)
+        return s, av.queries_from_points(s, keys)
     if source == "random":
         m = sb.slider("m (keys)", 2, 64, 6, key="m", bind="query-params", help="Number of keys.")
         d = sb.slider("d (dimension)", 1, 64, 4, key="d", bind="query-params", help="Dimension of q and k_j.")
         seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params",
                                help="Seed of the random query and keys.")
-        return av.scores_random(m, d, seed)
+        s = av.scores_random(m, d, seed)
+        return s, av.queries_random(s, m, d, seed)
     return av.scores_typed(sb.text_input("scores s_j", "2.0, 1.0, 0.5", key="scores", bind="query-params",
-                                         help="Comma- or space-separated numbers; -inf masks a key."))
+                                         help="Comma- or space-separated numbers; -inf masks a key.")), None
 
 
 def read_prior(m: int):
-    """The prior pi over the m keys from its editor (shown only when prior-softmax is chosen)."""
-    if "prior-softmax" not in mechanisms:
+    """The prior pi over the m keys from its editor (shown only when prior-softmax or semi-relaxed OT is chosen:
+    it is semi-relaxed OT's target b)."""
+    if "prior-softmax" not in mechanisms and av.SEMI not in mechanisms:
         return None
-    sb.caption("Prior pi over the keys for prior-softmax: non-negative, summing to 1; a zero masks a key.")
+    sb.caption("Prior pi over the keys for prior-softmax, and the keys' target b of semi-relaxed OT: non-negative, "
+               "summing to 1; a zero masks a key.")
     return av.prior_from_table(ui.table_editor(av.prior_table(m), f"prior_table_{m}", where=sb, disabled=["key"],
                                                hide_index=True))
 
 
 def read_inputs():
-    s = read_scores()
-    return av.Inputs(s, read_prior(len(s)), tuple(mechanisms), alpha)
+    s, queries = read_scores()
+    return av.Inputs(s, read_prior(len(s)), tuple(mechanisms), alpha, queries, rho)
 
 
 inputs = ui.guarded("attention/inputs", read_inputs)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def many_queries(mechanism, n, m, d, tau, alpha, device_name):
-    return av.many_queries(mechanism, n, m, d, 0, tau, alpha, device_name)
+def many_queries(mechanism, n, m, d, tau, alpha, device_name, rho):
+    return av.many_queries(mechanism, n, m, d, 0, tau, alpha, device_name, rho)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def rho_sweep(cache_key, tau, _inputs):
+    return av.rho_sweep(_inputs, tau)
 
 
 # ---- what tau drives ------------------------------------------------------------------------------------------
@@ -98,14 +124,17 @@ def draw(w: av.Weights):
     numbers = st.container()  # the numbers sit under the bars but are sent after the views: the bars come first
     # Side by side first: it has its own temperatures, so a tau move does not send it again (ui.View.live)
     ui.views({"Side by side": side_view(w), "Objective on the simplex (m = 3)": landscape_view(w),
-              "tau sweep": sweep_view(w), "Many queries": many_view(w)},
+              "tau sweep": sweep_view(w), "rho sweep": rho_view(w), "Many queries": many_view(w)},
              help="The weights at two temperatures next to each other, the objective over the simplex (three keys), "
-                  "each weight as tau goes from 1e-3 to 1e3 (and as an animation), or many random queries at once. "
-                  "The lecture bundle holds them all.")
+                  "each weight as tau goes from 1e-3 to 1e3 (and as an animation), semi-relaxed OT from softmax "
+                  "(rho = 0) to Sinkhorn (rho = ∞), or many random queries at once. The lecture bundle holds them "
+                  "all.")
     with numbers:
         st.dataframe(av.summary(w), hide_index=True)
         # two equations, not one per mechanism: every display equation is one more element to redraw per move
-        ui.equation(aligned([rf"\text{{{name}}}:\ \Omega(p) &= {OMEGA_TEX[name]}" for name in w.p]))
+        ui.equation(aligned([line for name in w.p for line in
+                             (SEMI_TEX if name == av.SEMI else
+                              [rf"\text{{{name}}}:\ \Omega(p) &= {OMEGA_TEX[name]}"])]))
         ui.equation(aligned([rf"s &= {av.vector_tex(w.inputs.scores)},\quad \tau = {w.tau:.3g}"]
                             + [rf"p^\star_{{\text{{{name}}}}} &= {av.vector_tex(p, keep=3)}"
                                for name, p in w.p.items()]))
@@ -121,6 +150,11 @@ def landscape_figure(w: av.Weights, which: str):
     return land, figs.simplex_landscape(land, i.labels, f"{which}: -<s, p> + tau Omega(p)")
 
 
+def one_query(w: av.Weights) -> list[str]:
+    """The chosen mechanisms that are maps of one query's scores (not semi-relaxed OT); softmax when none is."""
+    return [name for name in w.inputs.mechanisms if name != av.SEMI] or ["softmax"]
+
+
 def landscape_view(w: av.Weights) -> ui.View:
     def draw_view():
         m = len(w.inputs.scores)
@@ -128,8 +162,9 @@ def landscape_view(w: av.Weights) -> ui.View:
             st.info(f"The landscape is drawn for exactly 3 keys (the 2-simplex); there are {m} now. Use the "
                     "2-D points table with three rows or type three scores.")
             return
-        which = st.selectbox("Mechanism", w.inputs.mechanisms, key="land_mech", bind="query-params",
-                             help="Whose objective -<s, p> + tau Omega(p) to draw.")
+        which = st.selectbox("Mechanism", one_query(w), key="land_mech", bind="query-params",
+                             help="Whose objective -<s, p> + tau Omega(p) to draw (semi-relaxed OT has none of one "
+                                  "query's p alone).")
         drawn = ui.guarded("attention/land", lambda: landscape_figure(w, which))
         if drawn is not None:
             land, fig = drawn
@@ -138,7 +173,7 @@ def landscape_view(w: av.Weights) -> ui.View:
                 f"Closed form objective **{land.closed_value:.6f}**, generic solver (interior-point Newton, no "
                 f"closed form) **{land.numerical_value:.6f}**; the two points differ by {land.gap:.1e}.")
 
-    return ui.View(draw_view, ("land",), lambda: [landscape_figure(w, w.inputs.mechanisms[0])[1]])
+    return ui.View(draw_view, ("land",), lambda: [landscape_figure(w, one_query(w)[0])[1]])
 
 
 def sweep_figure(w: av.Weights, which: str):
@@ -154,8 +189,9 @@ def sweep_frames(w: av.Weights):
 
 def sweep_view(w: av.Weights) -> ui.View:
     def draw_view():
-        which = st.selectbox("Mechanism", w.inputs.mechanisms, key="sweep_mech", bind="query-params",
-                             help="Whose weights to follow from tau = 1e-3 to 1e3.")
+        which = st.selectbox("Mechanism", one_query(w), key="sweep_mech", bind="query-params",
+                             help="Whose weights to follow from tau = 1e-3 to 1e3 (semi-relaxed OT: the 'rho "
+                                  "sweep' view).")
         fig = ui.guarded("attention/sweep", lambda: sweep_figure(w, which))
         if fig is not None:
             ui.show_figure(fig, key="sweep")
@@ -164,7 +200,7 @@ def sweep_view(w: av.Weights) -> ui.View:
         ui.animation("sweep_animation", "The weights as tau grows from 0.001 to 100", lambda: sweep_frames(w),
                      fps=4)
 
-    return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(w, w.inputs.mechanisms[0])])
+    return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(w, one_query(w)[0])])
 
 
 def side_view(w: av.Weights) -> ui.View:
@@ -177,8 +213,9 @@ def side_view(w: av.Weights) -> ui.View:
 
 
 def many_figure(w: av.Weights, mechanism: str, n: int, m: int, d: int):
-    res = many_queries(mechanism, n, m, d, w.tau, w.inputs.alpha, str(device))
-    return res, figs.attention_heatmap(res.pooled, f"{mechanism}, tau = {w.tau:.3g}", res.block)
+    res = many_queries(mechanism, n, m, d, w.tau, w.inputs.alpha, str(device), w.inputs.rho)
+    rho = f", rho = {av.rho_text(w.inputs.rho)}" if mechanism == av.SEMI else ""
+    return res, figs.attention_heatmap(res.pooled, f"{mechanism}, tau = {w.tau:.3g}{rho}", res.block)
 
 
 def many_view(w: av.Weights) -> ui.View:
@@ -190,8 +227,9 @@ def many_view(w: av.Weights) -> ui.View:
         m = c[1].select_slider("m (keys)", SIZES, 256, key="many_m", bind="query-params",
                                help="Number of keys (columns).")
         d = c[2].slider("d", 1, 128, 16, key="many_d", bind="query-params", help="Dimension of q and k.")
-        mechanism = c[3].selectbox("Mechanism", list(av.MECHANISMS), key="many_mech", bind="query-params",
-                                   help="prior-softmax uses a uniform prior here.")
+        mechanism = c[3].selectbox("Mechanism", list(av.CHOICES), key="many_mech", bind="query-params",
+                                   help="prior-softmax uses a uniform prior here; semi-relaxed OT a uniform b, the "
+                                        "sidebar's rho, and each query's mass 1 / n (its rows times n).")
         with st.spinner(f"Computing {n} x {m} weights on {device}..."):
             drawn = ui.guarded("attention/many", lambda: many_figure(w, mechanism, n, m, d))
         if drawn is not None:
@@ -201,6 +239,43 @@ def many_view(w: av.Weights) -> ui.View:
                        f"{res.mean_support:.1f} of {m} keys.")
 
     return ui.View(draw_view, ("many",), lambda: [many_figure(w, "softmax", 256, 256, 16)[1]])
+
+
+def rho_figures(w: av.Weights):
+    """The semi-relaxed problem at the sidebar's rho (its column sums against b) and the sweep over rho."""
+    i = w.inputs
+    semi = w.semi or av.semi_relaxed(i, w.tau, i.rho)
+    sweep = rho_sweep(i.cache_key, w.tau, i)
+    return semi, figs.column_sums(semi, i.labels), figs.rho_sweep_lines(sweep, i.labels, i.rho)
+
+
+def rho_frames(w: av.Weights):
+    """The animation's frames: the column sums at 24 values of rho from 0 to infinity."""
+    return figs.rho_frames(av.rho_frames(w.inputs, w.tau), w.inputs.labels)
+
+
+def rho_view(w: av.Weights) -> ui.View:
+    def draw_view():
+        n = 1 if w.inputs.queries is None else len(w.inputs.queries)
+        st.markdown(
+            f"Semi-relaxed OT needs several queries to have columns: here the {n} queries are "
+            + ("this page's query and each key as a query too (the tokens attend to each other, as in "
+               "self-attention), each with mass 1/n. " if n > 1 else
+               "only the typed one (choose 2-D points or random for several): with one query, semi-relaxed OT is "
+               "the prior-softmax at temperature tau + rho, and its column sums are its weights. ")
+            + "The column sums say how much each key receives from all queries together; rho holds them at b "
+              "(the prior, uniform without one).")
+        drawn = ui.guarded("attention/rho", lambda: rho_figures(w))
+        if drawn is not None:
+            semi, columns, sweep = drawn
+            ui.show_figure(columns, key="columns")
+            st.caption(f"KL(P^T 1 | b) = {semi.kl:.3g} at rho = {av.rho_text(semi.rho)} ({semi.n_iter} iterations). "
+                       "As rho grows each key's column sum moves to b_j, and the query's weights move with it.")
+            ui.show_figure(sweep, key="rho_sweep")
+        ui.animation("rho_animation", "Semi-relaxed OT as rho grows from 0 to infinity", lambda: rho_frames(w),
+                     fps=4)
+
+    return ui.View(draw_view, ("columns", "rho_sweep"), lambda: list(rho_figures(w)[1:]))
 
 
 ui.live("attention/weights", tau_slot, tau_slider, lambda tau: None if inputs is None else av.weights(inputs, tau),

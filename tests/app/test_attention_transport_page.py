@@ -18,9 +18,10 @@ S_DEFAULT = np.array([1.0 * 1 + 0.3 * 0.2, 1.0 * 0.2 + 0.3 * 1, -0.8 - 0.3 * 0.4
 
 
 def bars(at) -> dict:
-    """The main figure's weights (not those of the side-by-side view, whose titles name their side)."""
+    """The main figure's weights (not those of the side-by-side view, whose titles name their side, nor the rho
+    view's column sums)."""
     fig = [f for f in figures(at) if f["layout"].get("barmode") == "group"
-           and not f["layout"].get("title", {}).get("text", "").startswith(("Left", "Right"))]
+           and not f["layout"].get("title", {}).get("text", "").startswith(("Left", "Right", "Semi-relaxed OT"))]
     assert len(fig) == 1
     return {trace["name"]: np.array(trace["y"]) for trace in fig[0]["data"]}
 
@@ -178,6 +179,7 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     at = open_page(PAGE, view="tau sweep")
     assert len(figures(at)) == 2 and figure_titled(at, "softmax: weights against tau")
     check_views(at, "view", {LANDSCAPE: ["bars", "land"], "tau sweep": ["bars", "sweep"],
+                             "rho sweep": ["bars", "columns", "rho_sweep"],
                              "Side by side": ["bars", "side_left", "side_right"], "Many queries": ["bars", "many"]})
 
 
@@ -207,6 +209,10 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
     if "prior-softmax" in w:       # tau = 100: prior-softmax near the prior, softmax near uniform
         np.testing.assert_allclose(w["prior-softmax"], [0.6, 0.3, 0.1], atol=0.01)
         assert abs(w["softmax"] - 1 / 3).max() < 0.02
+    if av.SEMI in w:                # rho = 1000: every key's column sum at b = 1/3; the query's k3 weight grows
+        columns = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Semi-relaxed OT")["data"]}
+        np.testing.assert_allclose(columns["column sums P<sup>T</sup>1 (all queries)"], 1 / 3, atol=1e-3)
+        assert w[av.SEMI][2] > 1.5 * w["softmax"][2]
 
 
 def test_side_by_side_draws_both_temperatures(open_page):
@@ -244,3 +250,40 @@ def test_display_equations_fit_a_narrow_screen(open_page):
     assert len(lines) >= 8 and any(r"\mathbb{R}^{40}" in line for line in lines)
     wide = [(rendered_width(line), line) for line in lines if rendered_width(line) > 60]
     assert not wide, wide
+
+
+def test_semi_relaxed_ot_from_softmax_to_the_balanced_plan(open_page):
+    """The semi-relaxed bars are the page query's row of the plan of the four tokens (the query and the three keys
+    as queries) times 4: at the rho slider's smallest value they are softmax's, at infinity every key receives 1/3
+    from the four queries; the rho view draws the column sums and the sweep, titled with the slider's rho."""
+    at = open_page(PAGE, mechanisms=["softmax", av.SEMI], view="rho sweep")
+    no_exception(at)
+    assert at.sidebar.select_slider(key="rho").value == av.DEFAULT_RHO
+    at.sidebar.select_slider(key="rho").set_value(av.RHOS[0]).run()
+    w = bars(at)
+    np.testing.assert_allclose(w[av.SEMI], w["softmax"], atol=2e-3)
+    at.sidebar.select_slider(key="rho").set_value(float("inf")).run()
+    no_exception(at)
+    columns = {t["name"]: np.asarray(t["y"], dtype=float)
+               for t in figure_titled(at, "Semi-relaxed OT at rho = ∞")["data"]}
+    np.testing.assert_allclose(columns["column sums P<sup>T</sup>1 (all queries)"], 1 / 3, atol=1e-6)
+    np.testing.assert_allclose(columns["the query's weights"], bars(at)[av.SEMI], atol=1e-12)
+    sweep = figure_titled(at, "From softmax (rho = 0) to Sinkhorn")
+    assert list(sweep["layout"]["xaxis2"]["ticktext"])[-1] == "∞"
+    assert any(r"\rho\, \mathrm{KL}(P^\top 1" in eq.value for eq in at.latex)   # the problem beside the bars
+    assert "semi-relaxed OT" in at.dataframe[0].value["mechanism"].tolist()
+
+
+def test_semi_relaxed_ot_with_typed_scores_and_in_the_many_queries_view(open_page):
+    """Typed scores give one query: the view says so, and its weights are the prior-softmax at tau + rho; the many
+    queries view solves n random queries jointly, rows summing to 1."""
+    at = open_page(PAGE, source="typed scores", mechanisms=[av.SEMI], view="rho sweep")
+    no_exception(at)
+    assert any("only the typed one" in md.value for md in at.markdown)
+    s = np.array([2.0, 1.0, 0.5])
+    want = np.exp(s / 2.0) / np.exp(s / 2.0).sum()   # tau = 1, rho = 1: prior-softmax (uniform) at 2
+    np.testing.assert_allclose(bars(at)[av.SEMI], want, atol=1e-6)
+    at = open_page(PAGE, view="Many queries", many_mech=av.SEMI, many_n="64", many_m="16")
+    no_exception(at)
+    z = np.array(figure_titled(at, "semi-relaxed OT, tau = 1, rho = 1")["data"][0]["z"])
+    np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-4)

@@ -17,6 +17,7 @@ from wviz.views import real_transformer as rv
 
 PAGE = "real_transformer.py"
 SENTENCE = "The cat sat on the mat and watched the rain."
+RHO_VIEW = "Sinkhorn's rho: softmax to Sinkformer"
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +155,7 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     fig4 = ["figure4", "per_head"]
     check_views(at, "view", {"Sparsity per head": ["maps", "sparsity", *fig4],
                              "The layers and the sentence embedding": ["maps", "distances", *fig4],
-                             "Click a query": ["maps", *fig4]})
+                             "Click a query": ["maps", *fig4], RHO_VIEW: ["maps", "rho_sweep", *fig4]})
 
 
 def test_the_linked_view_draws_the_altair_chart_of_the_head(open_page, reference):
@@ -211,6 +212,30 @@ def test_try_this_links_open_the_page_in_their_state(item, monkeypatch):
         assert original.sum(axis=0)[0] > 0.7 * len(original)
         sk = maps["sinkhorn (gamma = 1, 5 iterations)"]
         assert np.abs(sk.sum(axis=0) - 1).max() < 0.05
+    if item.params.get("rho") == 0.001:             # Sinkhorn at rho -> 0, gamma = 1: the model's own softmax
+        np.testing.assert_allclose(maps["sinkhorn (gamma = 1, rho = 0.001, 5 iterations)"], original, atol=2e-3)
     if "alpha" in item.params:                      # entmax 1.25: fewer zeros than sparsemax, but some
         zeros = {name: (m == 0).sum() for name, m in maps.items()}
         assert 0 < zeros["entmax (alpha = 1.25, tau = 1)"] < zeros["sparsemax (tau = 1)"]
+
+
+def test_rho_walks_sinkhorn_from_the_models_softmax_to_sinkformer(open_page, reference):
+    """Sinkhorn's rho: at its smallest value (gamma = 1) the Sinkhorn panel is the model's own attention; at rho = 10
+    its rows still sum to 1 and its columns are nearer 1 than softmax's; the rho view draws the sweep, the cosine
+    to the model's embedding 1 at rho = 0."""
+    run, _ = reference
+    at = open_page(PAGE, timeout=300, normalisers=[rv.CHOICES["sinkhorn"]], rho="0.001", view=RHO_VIEW)
+    no_exception(at)
+    maps, _ = panels(at)
+    attn, _ = run(SENTENCE)
+    np.testing.assert_allclose(maps["sinkhorn (gamma = 1, rho = 0.001, 5 iterations)"], attn[0, 0], atol=2e-3)
+    sweep = figure_titled(at, "From softmax to Sinkformer")
+    cosine = np.asarray(sweep["data"][0]["y"], dtype=float)
+    assert cosine[0] == pytest.approx(1.0, abs=1e-6) and cosine[-1] < cosine[0]
+    at.sidebar.select_slider(key="rho").set_value(10.0).run()
+    no_exception(at)
+    maps, _ = panels(at)
+    A = maps["sinkhorn (gamma = 1, rho = 10, 5 iterations)"]
+    np.testing.assert_allclose(A.sum(axis=1), 1, atol=1e-5)
+    assert np.abs(A.sum(axis=0) - 1).max() < np.abs(attn[0, 0].sum(axis=0) - 1).max()
+    assert any("keys are held towards one unit" in c.value for c in at.caption)

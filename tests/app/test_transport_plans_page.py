@@ -138,7 +138,8 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     at = open_page(PAGE, view="Cost against gamma")
     assert len(figures(at)) == 2 and figure_titled(at, "Entropic cost converges")
     check_views(at, "view", {SIDE: ["plan", "side_left", "side_right"], "Mass moved": ["plan", "lines"],
-                             CONVERGE: ["plan", "scrub_plan", "errors"], "Cost against gamma": ["plan", "sweep"]})
+                             CONVERGE: ["plan", "scrub_plan", "errors"], "Cost against gamma": ["plan", "sweep"],
+                             "Cost against rho": ["plan", "rho_sweep"]})
     at.sidebar.radio(key="solver").set_value("exact").run()  # no Sinkhorn iterations to watch
     assert at.segmented_control(key="view").options == [SIDE, "Mass moved", "Cost against gamma"]
 
@@ -205,3 +206,34 @@ def test_try_this_links_set_their_widgets(open_page, item):
     assert not at.error
     for key, value in item.params.items():
         assert at.session_state[key] == value, key
+
+
+def test_rho_holds_the_targets_and_the_plan_matches_pot_unbalanced(open_page):
+    """rho = 0.01 max C: the rows still sum to a, the plan's column sums (the marks over b) leave b, and the plan is
+    POT's semi-relaxed one (sinkhorn_unbalanced with reg_m = (inf, rho)); the equation splits the objective into
+    its three terms; the scrubber runs the semi-relaxed iteration and ends at the same plan."""
+    at = open_page(PAGE, rho="0.01", view=CONVERGE)
+    no_exception(at)
+    assert at.sidebar.select_slider(key="rho").value == 0.01
+    fig = figures(at)[0]
+    assert fig["layout"]["title"]["text"] == "sinkhorn plan P, rho = 0.01 max C"
+    marks = {t["name"]: np.asarray(t["x"] if t["name"].startswith("P 1") else t["y"], dtype=float)
+             for t in fig["data"] if t["type"] == "scatter"}
+    P, a, b = plan_and_marginals(at)
+    np.testing.assert_allclose(P.sum(axis=1), a, atol=1e-6)
+    np.testing.assert_allclose(marks["P^T 1 (column sums)"], P.sum(axis=0), atol=1e-12)
+    assert np.abs(P.sum(axis=0) - b).sum() > 0.1   # the targets are held loosely
+    a0, b0, C = default_problem()
+    gamma, rho = 0.01 * C.max(), 0.01 * C.max()
+    ref = pot.unbalanced.sinkhorn_unbalanced(a0, b0, C, gamma, (np.inf, rho), numItermax=100000, stopThr=1e-14)
+    np.testing.assert_allclose(P, ref, atol=1e-6)
+    assert any(r"\mathrm{KL}(P^\top 1 \Vert b)" in eq.value for eq in at.latex)
+    last = figure_titled(at, "plan after iteration")
+    np.testing.assert_allclose(np.asarray(next(t for t in last["data"] if t["type"] == "heatmap")["z"], dtype=float), P,
+                               atol=1e-5)
+    at = open_page(PAGE, rho="0.01", view="Cost against rho")
+    sweep = figure_titled(at, "Cost and columns against rho, gamma = 0.01 max C")
+    kl = np.asarray(sweep["data"][1]["y"], dtype=float)
+    assert (np.diff(kl) <= 1e-12).all() and kl[0] > 1e3 * kl[-1]   # the columns move to b as rho grows
+    at.sidebar.radio(key="solver").set_value("exact").run()
+    assert at.sidebar.select_slider(key="rho").disabled   # rho is Sinkhorn's

@@ -1,6 +1,7 @@
 """The page-level computations: grid, landscape and tau sweep agree with the maps they are built on."""
 import itertools
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -177,7 +178,12 @@ def test_try_this_values_are_options_of_their_widgets(item):
         if key == "tau":
             assert value in grid and f"{value:.3g}" == str(value)        # the URL holds the slider's label
         elif key == "mechanisms":
-            assert set(value) <= set(av.MECHANISMS)
+            assert set(value) <= set(av.CHOICES)
+        elif key == "rho":
+            assert value in av.RHOS and av.rho_text(value) == f"{value:g}"   # the URL holds the slider's label
+        elif key == "view":
+            assert value in ("Side by side", "Objective on the simplex (m = 3)", "tau sweep", "rho sweep",
+                             "Many queries")
         elif key == "alpha":
             assert 1.0 <= value <= 2.0 and round(value / 0.05, 9) % 1 == 0
         elif key == "prior_table_3":
@@ -185,3 +191,90 @@ def test_try_this_values_are_options_of_their_widgets(item):
             np.testing.assert_allclose(av.prior_from_table(table).numpy(), [0.6, 0.3, 0.1])
         else:
             raise AssertionError(f"unexpected parameter {key}")
+
+
+# ---- semi-relaxed OT -----------------------------------------------------------------------------------------------
+
+def default_inputs(mechanisms=("softmax", av.SEMI), rho=1.0, prior=None):
+    s = av.scores_from_points(av.DEFAULT_QUERY, av.DEFAULT_KEYS)
+    return av.Inputs(s, prior, mechanisms, 1.5, av.queries_from_points(s, av.DEFAULT_KEYS), rho)
+
+
+def test_the_queries_are_the_page_query_and_the_keys_attending_to_each_other():
+    keys = av.DEFAULT_KEYS.to_numpy()
+    s = av.scores_from_points(av.DEFAULT_QUERY, av.DEFAULT_KEYS)
+    S = av.queries_from_points(s, av.DEFAULT_KEYS)
+    assert torch.equal(S[0], s)   # the page's own scores, bit for bit
+    np.testing.assert_allclose(S[1:].numpy(), keys @ keys.T, atol=1e-15)
+    q, k = av.random_queries_keys(1, 6, 4, seed=3, dtype=torch.float64)
+    R = av.queries_random(av.scores_random(6, 4, 3), 6, 4, 3)
+    torch.testing.assert_close(R, torch.cat([(k @ q[0])[None], k @ k.T]))
+
+
+@pytest.mark.parametrize("tau", [0.3, 1.0])
+def test_semi_relaxed_runs_from_softmax_to_the_balanced_plan(tau):
+    """rho = 0: the query's weights are its softmax (uniform b) or prior-softmax (the prior as b); rho = inf: every
+    key receives b_j from the n queries together, each query keeping its mass 1 / n; the bars are n P_0."""
+    inputs = default_inputs()
+    zero, inf = av.semi_relaxed(inputs, tau, 0.0), av.semi_relaxed(inputs, tau, math.inf)
+    s = inputs.scores.numpy()
+    np.testing.assert_allclose(zero.weights.numpy(), np.exp(s / tau) / np.exp(s / tau).sum(), atol=1e-12)
+    np.testing.assert_allclose(inf.columns.numpy(), 1 / 3, atol=1e-6)
+    np.testing.assert_allclose(inf.plan.sum(1).numpy(), 1 / 4, atol=1e-6)
+    for semi in (zero, inf):
+        torch.testing.assert_close(semi.weights, semi.plan[0] * 4)
+    prior = torch.tensor([0.6, 0.3, 0.1], dtype=torch.float64)
+    pz = av.semi_relaxed(default_inputs(prior=prior), tau, 0.0)
+    want = prior.numpy() * np.exp(s / tau)
+    np.testing.assert_allclose(pz.weights.numpy(), want / want.sum(), atol=1e-12)
+    w = av.weights(default_inputs(rho=0.0), tau)
+    torch.testing.assert_close(w.p[av.SEMI], w.p["softmax"], atol=1e-12, rtol=0)
+    assert math.isnan(av.summary(w)["objective"][1])   # no objective of one query's p alone
+
+
+def test_one_typed_query_is_the_prior_softmax_at_tau_plus_rho():
+    """With one query (typed scores) the problem is min <C, p> + (tau + rho) KL(p | b): prior-softmax at tau + rho;
+    a masked key gets nothing."""
+    s = av.scores_typed("2, -inf, 0.5, 1")
+    prior = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    inputs = av.Inputs(s, prior, (av.SEMI,), 1.5)
+    for tau, rho in ((1.0, 0.5), (0.2, 3.0)):
+        semi = av.semi_relaxed(inputs, tau, rho)
+        b = torch.tensor([0.1, 0.0, 0.3, 0.4], dtype=torch.float64) / 0.8
+        want = b * torch.exp(torch.where(torch.isfinite(s), s, 0) / (tau + rho))
+        torch.testing.assert_close(semi.weights, want / want.sum(), atol=1e-6, rtol=0)   # the solver's tol
+        assert float(semi.weights[1]) == 0.0
+        torch.testing.assert_close(semi.columns, semi.weights)
+    with pytest.raises(ValueError, match="every key is masked"):
+        av.semi_relaxed(av.Inputs(s, torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=torch.float64), (av.SEMI,), 1.5),
+                        1.0, 1.0)
+
+
+def test_the_rho_sweep_walks_the_columns_to_b():
+    """Along the grid the columns' KL divergence from b falls, each rho's solve equals one made alone, and the
+    ends are the closed forms; the animation runs from 0 to infinity in 24 frames."""
+    inputs = default_inputs()
+    sweep = av.rho_sweep(inputs, 1.0)
+    kls = [float((c * (c / sweep.b).log()).sum()) for c in sweep.columns]
+    assert all(x >= y - 1e-12 for x, y in zip(kls, kls[1:])) and kls[0] > 10 * kls[-1]
+    for i in (0, 20, len(sweep.rhos) - 1):
+        alone = av.semi_relaxed(inputs, 1.0, float(sweep.rhos[i]))
+        torch.testing.assert_close(sweep.weights[i], alone.weights, atol=1e-5, rtol=0)
+    assert sweep.ends[0].rho == 0.0 and math.isinf(sweep.ends[1].rho)
+    frames = av.rho_frames(inputs, 1.0)
+    assert len(frames) == 24 and frames[0].rho == 0.0 and math.isinf(frames[-1].rho)
+    figures = figs.rho_frames(frames, inputs.labels)
+    assert len({f.layout.title.text for f in figures}) == 24
+    assert {f.layout.yaxis.range[1] for f in figures} == {figures[0].layout.yaxis.range[1]}   # one axis
+    fig = figs.rho_sweep_lines(sweep, inputs.labels, 1.0)
+    assert list(fig.layout.xaxis2.ticktext)[0] == "0" and list(fig.layout.xaxis2.ticktext)[-1] == "∞"
+
+
+def test_many_queries_under_semi_relaxed_ot_are_distributions_whose_columns_approach_uniform():
+    tight = av.many_queries(av.SEMI, 64, 32, 8, 0, 1.0, 1.5, rho=1e4)
+    loose = av.many_queries(av.SEMI, 64, 32, 8, 0, 1.0, 1.5, rho=1e-3)
+    soft = av.many_queries("softmax", 64, 32, 8, 0, 1.0, 1.5)
+    for res in (tight, loose):
+        np.testing.assert_allclose(res.pooled.sum(-1).numpy(), 1.0, atol=1e-4)
+    np.testing.assert_allclose(loose.pooled.numpy(), soft.pooled.numpy(), atol=1e-3)
+    np.testing.assert_allclose(tight.pooled.sum(0).numpy(), 64 / 32, rtol=1e-3)   # every key receives its share

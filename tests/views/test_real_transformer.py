@@ -1,6 +1,8 @@
 """The "Real transformer" computations against independent references, on MiniLM and a 5-word sentence: the
 sink key and Sinkhorn's column sums by numpy, sparsity counted by numpy, the change table by its formulas, and the
 Figure 4 numbers (the relative deviation ||lambda* - alpha z|| / ||lambda*|| by its formula, its means by numpy)."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -246,9 +248,49 @@ def test_try_this_items_are_valid_settings():
     grid = {float(f"{v:.3g}") for v in np.logspace(-1, 1, 25)}          # ui.log_slider(0.1, 10), 12 per decade
     for t in rv.TRY_THIS:
         p = t.params
-        assert set(p) <= {"layer", "head", "normalisers", "tau", "alpha", "gamma", "n_iter", "dual_alpha"}
+        assert set(p) <= {"layer", "head", "normalisers", "tau", "alpha", "gamma", "n_iter", "dual_alpha", "rho",
+                          "view"}
+        assert p.get("rho", float("inf")) in rv.RHOS and rv.rho_text(p.get("rho", 1.0)) == f"{p.get('rho', 1.0):g}"
+        assert p.get("view", "Sparsity per head") in ("Sparsity per head", "The layers and the sentence embedding",
+                                                      "Click a query", "Sinkhorn's rho: softmax to Sinkformer")
         assert set(p.get("normalisers", [])) <= set(rv.CHOICES.values())  # as the multiselect writes the URL
         assert p.get("tau", 1.0) in grid and p.get("layer", 0) in range(6) and p.get("head", 0) in range(12)
         assert 1.0 <= p.get("alpha", 1.5) <= 2.0 and round(p.get("alpha", 1.5) / 0.05, 9) % 1 == 0
         assert p.get("dual_alpha", 1.0) in {float(f"{v:.3g}") for v in np.logspace(-2, 1, 37)}
         assert t.watch.endswith(".") and t.label
+
+
+# ---- Sinkhorn's rho: from the model's softmax to Sinkformer --------------------------------------------------------
+
+def test_rho_is_a_sinkhorn_keyword_only_when_finite():
+    """rho = inf (the default) keeps Sinkhorn's keywords and label, so its forward is the cached one as before."""
+    s = rv.Settings(("sinkhorn",), alpha=1.5, gamma=2.0, n_iter=7)
+    assert s.rho == math.inf and rv.params(s, "sinkhorn", 0.5) == (("gamma", 2.0), ("n_iter", 7))
+    semi = rv.Settings(("sinkhorn",), 1.5, 2.0, 7, 0.1)
+    assert rv.params(semi, "sinkhorn", 0.5) == (("gamma", 2.0), ("n_iter", 7), ("rho", 0.1))
+    c = rv.comparison(rv.Settings(("sinkhorn",), 1.5, 1.0, 5, 0.1), 1.0, run)
+    (label,) = c.swapped
+    assert label == "sinkhorn (gamma = 1, rho = 0.1, 5 iterations)"
+    one = rv.one_head(c, 2, 5)
+    A = c.swapped[label].attention[0, 2, 5].double().numpy()
+    np.testing.assert_allclose(A.sum(axis=1), 1, atol=1e-5)       # each query still spreads one unit
+    (col,) = one.sinkhorn.values()
+    assert col.rho == 0.1 and abs(col.error - np.abs(A.sum(axis=0) - 1).max()) < 1e-6
+
+
+def test_the_rho_sweep_runs_from_the_models_softmax_to_sinkformer():
+    """At rho = 0 and gamma = 1 Sinkhorn is the model's own softmax: cosine 1, no layer moved; at rho = inf it is
+    the doubly-stochastic normaliser of the comparison (the same change); in between the grid's values."""
+    sweep = rv.rho_sweep(SENTENCE, 1.0, 5, CPU, rhos=(0.01, 100.0))
+    (cos0, d0), (cos_inf, d_inf) = sweep.ends
+    assert cos0 == pytest.approx(1.0, abs=1e-6) and float(d0.max()) < 1e-5
+    c = rv.comparison(rv.Settings(("sinkhorn",), 1.5, 1.0, 5), 1.0, run)
+    change = next(iter(c.changes.values()))
+    assert cos_inf == pytest.approx(change.cosine, abs=1e-6)
+    torch.testing.assert_close(d_inf, change.layer_distance)
+    assert sweep.cosines.shape == (2,) and sweep.distances.shape == (2, rv.N_LAYERS)
+    assert float(sweep.cosines[0]) > float(sweep.cosines[1]) > cos_inf - 0.05
+    from wviz.figures import real_transformer as figs
+    fig = figs.rho_sweep(sweep, math.inf)
+    assert list(fig.layout.xaxis2.ticktext)[0] == "0" and list(fig.layout.xaxis2.ticktext)[-1] == "∞"
+    assert len(fig.data) == 1 + rv.N_LAYERS

@@ -421,3 +421,57 @@ def test_what_the_guided_experiments_say_to_watch():
     C = tv.cost_from_text(tv.DEFAULT_COST)   # the page's default cost matrix, 4 x 3: the keys a_4 and b_3
     P = tv.transport(tv.cost_problem(C, uneven["a_4"], uneven["b_3"]), "exact", 0.01).plan.numpy()
     assert P[0, 2] >= 1 - 1e-12 and C[0, 2] == C.max()                  # source 1 to target 3, the longest way
+
+
+# ---- semi-relaxed -------------------------------------------------------------------------------------------------
+
+def default_problem():
+    return tv.clouds_from_table(tv.points_table(tv.PRESETS[0], 20, 15, 0), tv.COST_KINDS[0])
+
+
+def test_rho_infinity_is_the_balanced_page_and_a_finite_rho_is_pots_semi_relaxed_plan():
+    problem = default_problem()
+    balanced, default = tv.transport(problem, "sinkhorn", 0.01, rho_rel=float("inf")), tv.transport(problem,
+                                                                                                    "sinkhorn", 0.01)
+    assert torch.equal(balanced.plan, default.plan) and not balanced.semi and balanced.columns is None
+    t = tv.transport(problem, "sinkhorn", 0.01, rho_rel=0.1)
+    a, b, C = problem.a, problem.b, problem.C
+    gamma, rho = 0.01 * C.max(), 0.1 * C.max()
+    assert t.semi and t.rho == pytest.approx(rho) and t.rho_rel == pytest.approx(0.1)
+    ref = pot.unbalanced.sinkhorn_unbalanced(a, b, C, gamma, (np.inf, rho), numItermax=100000, stopThr=1e-14)
+    np.testing.assert_allclose(t.plan.numpy(), ref, atol=1e-6)
+    np.testing.assert_allclose(t.columns.numpy(), t.plan.sum(0).numpy(), atol=1e-12)
+    q = t.plan.sum(0).numpy()
+    assert t.column_kl == pytest.approx((q * np.log(q / b)).sum(), abs=1e-9)
+    # the objective the page's equation splits: <C, P> + gamma KL(P | a b^T) + rho KL(P^T 1 | b)
+    assert t.reg_cost == pytest.approx(t.cost + gamma * t.plan_kl + rho * t.column_kl, abs=1e-8)
+    P = t.plan.numpy()
+    assert t.plan_kl == pytest.approx((P * np.log(P / np.outer(a, b))).sum(), abs=1e-8)
+    assert tv.transport(problem, "exact", 0.01, rho_rel=0.1).rho == float("inf")   # rho is Sinkhorn's
+
+
+def test_cost_against_rho_runs_from_the_prior_softmax_to_the_balanced_plan():
+    problem = default_problem()
+    s = tv.rho_sweep(problem, 0.01)
+    assert len(s.rhos) == len(tv.RHO_SWEEP) and s.gamma == pytest.approx(0.01 * problem.scale)
+    assert (s.kls.diff() <= 1e-12).all()   # the columns' distance from b falls as rho grows
+    (cost0, kl0), (cost_inf, kl_inf) = s.ends
+    assert kl_inf < 1e-10 and kl0 > float(s.kls[0]) - 1e-9
+    assert float(s.costs[0]) == pytest.approx(cost0, abs=1e-3) and float(s.costs[-1]) == pytest.approx(cost_inf,
+                                                                                                       abs=1e-5)
+    assert cost0 < cost_inf   # holding the targets costs transport
+    fig = tplot.cost_against_rho(s, 0.1, "Cost and columns")
+    assert fig.layout.yaxis2.type == "log" and len(fig.data) == 2
+
+
+def test_the_semi_relaxed_scrubber_reports_the_rows_error():
+    problem = default_problem()
+    t = tv.transport(problem, "sinkhorn", 0.05, rho_rel=0.3)
+    s = tv.scrub(problem, t.gamma, t.n_iter, rho=t.rho)
+    assert s.converged and s.rho == t.rho
+    frame = s.frame()
+    assert frame.marginal_error(problem.a, problem.b) == pytest.approx(
+        float(np.abs(frame.rows.numpy() - problem.a).sum()), abs=1e-15)
+    np.testing.assert_allclose(frame.plan.numpy(), t.plan.numpy(), atol=1e-5)
+    fig = tplot.main_figure(t)
+    assert [tr.name for tr in fig.data if tr.type == "scatter"] == ["P^T 1 (column sums)", "P 1 (row sums)"]

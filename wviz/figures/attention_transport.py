@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from wviz.figures.common import PALETTE, decade_ticks, to_numpy
 
@@ -117,4 +118,70 @@ def attention_heatmap(matrix, title: str, block: tuple[int, int] = (1, 1)) -> go
                                hovertemplate="query i = %{y}, key j = %{x}: %{z:.3g}<extra></extra>"))
     fig.update_layout(title=title + note, xaxis_title="key j", yaxis_title="query i", yaxis_autorange="reversed",
                       height=520, margin=dict(t=50, b=40))
+    return fig
+
+
+# ---- semi-relaxed OT ---------------------------------------------------------------------------------------------
+
+def _rho_label(rho: float) -> str:
+    return "∞" if np.isinf(rho) else f"{rho:g}"
+
+
+def column_sums(semi, key_labels: list[str], title: str | None = None, ymax: float | None = None) -> go.Figure:
+    """Semi-relaxed OT at one rho (a wviz.views.attention_transport.SemiRelaxed): the page's query's weights, what
+    every key receives from all queries (P^T 1) and the keys' target b (hollow) as bars side by side; three
+    distributions over the keys, on one axis. ymax: the same axis in every frame of an animation."""
+    fig = go.Figure()
+    fig.add_bar(x=key_labels, y=to_numpy(semi.weights), name="the query's weights", marker_color=PALETTE[3],
+                hovertemplate="%{x}: %{y:.4g}<extra>the query's weights</extra>")
+    fig.add_bar(x=key_labels, y=to_numpy(semi.columns), name="column sums P<sup>T</sup>1 (all queries)",
+                marker_color=PALETTE[4], hovertemplate="%{x}: %{y:.4g}<extra>column sum</extra>")
+    fig.add_bar(x=key_labels, y=to_numpy(semi.b), name="target b", marker=dict(color="rgba(0,0,0,0)",
+                                                                                line=dict(color="black", width=2)),
+                hovertemplate="%{x}: b = %{y:.4g}<extra></extra>")
+    axis, note = key_ticks(key_labels)
+    top = ymax or 1.1 * max(float(to_numpy(x).max()) for x in (semi.weights, semi.columns, semi.b))
+    fig.update_layout(barmode="group", xaxis=axis, xaxis_title="key j", yaxis_title="mass", yaxis_range=[0, top],
+                      title=(title or f"Semi-relaxed OT at rho = {_rho_label(semi.rho)}: columns against b") + note,
+                      height=380, margin=dict(t=50, b=40, r=20),
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
+    return fig
+
+
+def rho_frames(frames, key_labels: list[str]) -> list[go.Figure]:
+    """The column-sums figure at each rho of a sweep (SemiRelaxed frames), on one axis, titled with its rho."""
+    top = 1.1 * max(float(to_numpy(x).max()) for f in frames for x in (f.weights, f.columns, f.b))
+    return [column_sums(f, key_labels, f"Semi-relaxed OT, tau = {f.tau:.3g}, rho = {_rho_label(f.rho)}", top)
+            for f in frames]
+
+
+def rho_sweep_lines(sweep, key_labels: list[str], rho_now: float) -> go.Figure:
+    """The road from softmax to Sinkhorn (a wviz.views.attention_transport.RhoSweep): the page's query's weights
+    (top) and the keys' column sums (bottom, their targets b dotted) against rho on a log axis, with the closed ends
+    at both sides of it (rho = 0: prior-softmax; rho = infinity: the balanced plan) and the current rho marked."""
+    rhos = to_numpy(sweep.rhos)
+    lo, hi = rhos[0] / 10 ** 0.8, rhos[-1] * 10 ** 0.8   # where the two ends are drawn
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("the query's weights p_j", "column sums (P<sup>T</sup>1)_j; dotted: b_j"))
+    zero, inf = sweep.ends
+    for j, label in enumerate(key_labels):
+        color = PALETTE[j % len(PALETTE)]
+        for row, series, ends in ((1, sweep.weights, (zero.weights, inf.weights)),
+                                  (2, sweep.columns, (zero.columns, inf.columns))):
+            y = [float(ends[0][j]), *to_numpy(series[:, j]), float(ends[1][j])]
+            fig.add_scatter(x=[lo, *rhos, hi], y=y, mode="lines+markers", name=label, legendgroup=label,
+                            showlegend=row == 1, line=dict(color=color), marker=dict(size=[9, *[0] * len(rhos), 9]),
+                            hovertemplate=f"{label}: %{{y:.4g}}<extra></extra>", row=row, col=1)
+        fig.add_scatter(x=[lo, hi], y=[float(sweep.b[j])] * 2, mode="lines", line=dict(color=color, dash="dot"),
+                        showlegend=False, hoverinfo="skip", row=2, col=1)
+    ticks = decade_ticks(rhos[0], rhos[-1])
+    ticks.update(tickvals=[lo, *ticks["tickvals"], hi], ticktext=["0", *ticks["ticktext"], "∞"])
+    x_now = hi if np.isinf(rho_now) else rho_now
+    for row in (1, 2):
+        fig.add_vline(x=x_now, line_dash="dash", row=row, col=1)
+        fig.update_xaxes(ticks, range=[np.log10(lo) - 0.2, np.log10(hi) + 0.2], row=row, col=1)
+    fig.update_xaxes(title_text="rho (how firmly the keys' masses b are held)", row=2, col=1)
+    fig.update_layout(title=f"From softmax (rho = 0) to Sinkhorn (rho = ∞), tau = {sweep.tau:.3g}", height=600,
+                      legend=dict(title="key", orientation="h", yref="container", y=0, yanchor="bottom", x=0),
+                      margin=dict(t=80, b=70))
     return fig

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, to_numpy
+from wviz.figures.common import PALETTE, decade_ticks, to_numpy
 
 
 def token_labels(tokens) -> list[str]:
@@ -121,6 +121,38 @@ def layer_distances(distances: dict) -> go.Figure:
                       xaxis=dict(title="layer", dtick=1),
                       yaxis=dict(title="||h' - h|| / ||h||", rangemode="tozero"),
                       height=360, margin=dict(t=60, b=40), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def rho_sweep(sweep, rho_now: float) -> go.Figure:
+    """From the model's softmax to Sinkformer attention (a wviz.views.real_transformer.RhoSweep): the sentence
+    embedding's cosine to the model's own (top) and each layer's output distance (bottom) against Sinkhorn's rho on
+    a log axis, the two ends drawn at its sides (rho = 0: softmax(S / gamma); rho = infinity: doubly stochastic)
+    and the sidebar's rho marked."""
+    rhos = to_numpy(sweep.rhos)
+    lo, hi = rhos[0] / 10 ** 0.8, rhos[-1] * 10 ** 0.8
+    (cos0, dist0), (cos_inf, dist_inf) = sweep.ends
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=("cosine of the sentence embedding to the model's own",
+                                        "each layer's output: ||h' - h|| / ||h||"))
+    fig.add_scatter(x=[lo, *rhos, hi], y=[cos0, *to_numpy(sweep.cosines), cos_inf], mode="lines+markers",
+                    name="cosine", line=dict(color=PALETTE[0]), row=1, col=1,
+                    hovertemplate="cosine %{y:.4f}<extra></extra>")
+    distances, d0, d_inf = to_numpy(sweep.distances), to_numpy(dist0), to_numpy(dist_inf)
+    for layer in range(distances.shape[1]):
+        fig.add_scatter(x=[lo, *rhos, hi], y=[d0[layer], *distances[:, layer], d_inf[layer]], mode="lines",
+                        name=f"layer {layer}", line=dict(color=PALETTE[(layer + 1) % len(PALETTE)]), row=2, col=1,
+                        hovertemplate=f"layer {layer}: %{{y:.3g}}<extra></extra>")
+    ticks = decade_ticks(rhos[0], rhos[-1])
+    ticks.update(tickvals=[lo, *ticks["tickvals"], hi], ticktext=["0", *ticks["ticktext"], "∞"])
+    for row in (1, 2):
+        fig.add_vline(x=hi if np.isinf(rho_now) else rho_now, line_dash="dash", row=row, col=1)
+        fig.update_xaxes(ticks, range=[np.log10(lo) - 0.2, np.log10(hi) + 0.2], row=row, col=1)
+    fig.update_xaxes(title_text="rho (how firmly every key is held to one unit of attention)", row=2, col=1)
+    fig.update_yaxes(rangemode="tozero", row=2, col=1)
+    fig.update_layout(title=f"From softmax to Sinkformer (gamma = {sweep.gamma:g}, {sweep.n_iter} iterations)",
+                      height=560, margin=dict(t=90, b=40),
+                      legend=dict(orientation="h", y=-0.2))
     return fig
 
 

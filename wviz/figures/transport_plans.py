@@ -9,15 +9,20 @@ from wviz.figures.common import PALETTE, decade_ticks, to_numpy
 
 
 def main_figure(t) -> go.Figure:
-    """The page's main figure: the plan of a wviz.views.transport_plans.Transport with its marginals."""
+    """The page's main figure: the plan of a wviz.views.transport_plans.Transport with its marginals (a
+    semi-relaxed plan's own marginals marked over a and b)."""
+    if t.semi:
+        return plan_with_marginals(t.plan, t.problem.a, t.problem.b,
+                                   f"{t.solver} plan P, rho = {t.rho_rel:.3g} max C", sums=(t.plan.sum(1), t.columns))
     return plan_with_marginals(t.plan, t.problem.a, t.problem.b, f"{t.solver} plan P")
 
 
 def plan_with_marginals(plan, a, b, title: str, zmax: float | None = None, height: int = 560,
-                        compact: bool = False) -> go.Figure:
+                        compact: bool = False, sums=None) -> go.Figure:
     """The plan P as a heatmap (colour bar "P_ij", from 0 to ``zmax`` when given, e.g. the same in every frame of
     an animation), the target marginal b as bars above it and the source marginal a on its left. ``compact`` (half
-    a page wide): the marginals' bars without tick labels (their values show on hover)."""
+    a page wide): the marginals' bars without tick labels (their values show on hover). sums=(P 1, P^T 1): the
+    plan's own marginals, marked over the bars (a semi-relaxed plan, whose columns are not b)."""
     P, a, b = to_numpy(plan), to_numpy(a), to_numpy(b)
     fig = make_subplots(rows=2, cols=2, column_widths=[0.22, 0.78] if compact else [0.15, 0.85],
                         row_heights=[0.2, 0.8], shared_xaxes="columns", shared_yaxes="rows",
@@ -27,6 +32,14 @@ def plan_with_marginals(plan, a, b, title: str, zmax: float | None = None, heigh
                 hovertemplate="b_%{x} = %{y:.3g}<extra></extra>")
     fig.add_bar(y=np.arange(len(a)), x=a, orientation="h", row=2, col=1, marker_color=PALETTE[0],
                 name="a (source)", hovertemplate="a_%{y} = %{x:.3g}<extra></extra>")
+    if sums is not None:
+        rows, cols = map(to_numpy, sums)
+        fig.add_scatter(x=np.arange(len(b)), y=cols, mode="markers", row=1, col=2, name="P^T 1 (column sums)",
+                        marker=dict(symbol="line-ew-open", size=12, color="black", line=dict(width=3, color="black")),
+                        hovertemplate="(P^T 1)_%{x} = %{y:.3g}<extra></extra>")
+        fig.add_scatter(y=np.arange(len(a)), x=rows, mode="markers", row=2, col=1, name="P 1 (row sums)",
+                        marker=dict(symbol="line-ns-open", size=12, color="black", line=dict(width=3, color="black")),
+                        hovertemplate="(P 1)_%{y} = %{x:.3g}<extra></extra>")
     fig.add_trace(go.Heatmap(z=P, colorscale="Viridis", showscale=True, zmin=0 if zmax else None, zmax=zmax,
                              colorbar=dict(title=dict(text="P_ij"), len=0.8, y=0.4),
                              hovertemplate="P[%{y}, %{x}] = %{z:.3g}<extra></extra>"), row=2, col=2)
@@ -104,4 +117,32 @@ def cost_against_gamma(gammas, costs, exact_cost: float, gamma_now: float, title
     fig.update_layout(title=title, xaxis=decade_ticks(min(g.min(), gamma_now), max(g.max(), gamma_now)),
                       xaxis_title="gamma", yaxis_title="transport cost <C, P>", height=360,
                       margin=dict(t=50, b=40))
+    return fig
+
+
+def cost_against_rho(sweep, rho_now: float, title: str) -> go.Figure:
+    """The semi-relaxed plans' transport cost <C, P_rho> (top) and their columns' KL(P^T 1 | b) (bottom) against
+    rho / max C (a wviz.views.transport_plans.RhoSweep), with the two ends dashed (rho = 0: each source's
+    prior-softmax; rho = infinity: the balanced plan) and the current rho marked (at the right edge when infinite)."""
+    rhos = to_numpy(sweep.rhos)
+    (cost0, kl0), (cost_inf, _) = sweep.ends
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=("transport cost <C, P>",
+                                        "KL(P<sup>T</sup>1 | b): how far the columns are from b"))
+    fig.add_scatter(x=rhos, y=to_numpy(sweep.costs), mode="lines+markers", name="<C, P_rho>", row=1, col=1,
+                    marker_color=PALETTE[0])
+    fig.add_scatter(x=rhos, y=np.maximum(to_numpy(sweep.kls), 1e-300), mode="lines+markers", name="KL(P^T 1 | b)",
+                    row=2, col=1, marker_color=PALETTE[1])
+    fig.add_hline(y=cost0, line_dash="dot", annotation_text="rho = 0: prior-softmax", row=1, col=1)
+    fig.add_hline(y=cost_inf, line_dash="dash", annotation_text="rho = ∞: balanced",
+                  annotation_position="bottom right", row=1, col=1)
+    fig.add_hline(y=max(kl0, 1e-300), line_dash="dot", annotation_text="rho = 0", row=2, col=1)
+    x_now = rhos[-1] if np.isinf(rho_now) else rho_now
+    kls = np.maximum(to_numpy(sweep.kls), 1e-300)
+    for row in (1, 2):
+        fig.add_vline(x=x_now, line_color=PALETTE[5], row=row, col=1)
+        fig.update_xaxes(decade_ticks(rhos.min(), rhos.max()), row=row, col=1)
+    fig.update_yaxes(decade_ticks(min(kls.min(), kl0), max(kls.max(), kl0)), row=2, col=1)
+    fig.update_xaxes(title_text="rho / max C (how firmly the targets' masses b are held)", row=2, col=1)
+    fig.update_layout(title=title, height=560, showlegend=False, margin=dict(t=80, b=40))
     return fig

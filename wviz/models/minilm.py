@@ -30,6 +30,11 @@ Normalisers (each row of the scores S of one head; a -inf score, i.e. a padding 
                2022). The plan is solved for M^T, so Sinkhorn's last (column) update makes the rows of A sum to
                exactly 1 (each output is a weighted average of values, as in the model); the columns of A sum to
                1 up to n times the marginal error, which shrinks as n_iter grows. Rows of padding tokens are 0.
+               With a finite rho (rho = infinity is the above), the keys' columns are held softly: P solves the
+               semi-relaxed problem min_{P 1 = 1/n} <M, P> + gamma KL(P | 1/n^2) + rho KL(P^T 1 | 1/n) (Chizat et
+               al. 2018; wviz.ot.sinkhorn(rho=...)) by n_iter plain iterations, then one more row update makes each
+               row of A sum to exactly 1. rho -> 0 is softmax(S / gamma), the model's own attention at gamma = 1;
+               rho -> infinity is the doubly-stochastic attention above: one slider from softmax to Sinkformer.
 
 In this module alpha is only the entmax index (Normaliser.alpha, make_normaliser(alpha=...)). The Sec. 8 / Figure 4
 experiment of 002, where alpha is the reliability of the evidence z in problem (4), lives in
@@ -52,6 +57,7 @@ import torch
 
 from wviz import attention, ot
 from wviz._checks import positive
+from wviz.ot import semirelaxed
 from wviz.device import get_device
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere through this module
@@ -66,7 +72,8 @@ NORMALISERS = ("softmax", "sparsemax", "entmax", "sinkhorn")
 MAX_TOKENS = 128  # [CLS] + words + [SEP]; a cap that keeps one forward well under a second on a CPU core
 IMPLEMENTATION = "wviz"  # the name of _attention in transformers' attention-interface registry
 
-_PARAMS = {"softmax": ("tau",), "sparsemax": ("tau",), "entmax": ("alpha", "tau"), "sinkhorn": ("gamma", "n_iter")}
+_PARAMS = {"softmax": ("tau",), "sparsemax": ("tau",), "entmax": ("alpha", "tau"),
+           "sinkhorn": ("gamma", "n_iter", "rho")}
 
 
 # ------------------------------------------------------------------------------------------------- normalisers
@@ -74,13 +81,15 @@ _PARAMS = {"softmax": ("tau",), "sparsemax": ("tau",), "entmax": ("alpha", "tau"
 @dataclass(frozen=True)
 class Normaliser:
     """A row normaliser for attention scores; call it on scores (..., n, n) with -inf on padding keys. tau is the
-    temperature, alpha the entmax index (1 = softmax, 2 = sparsemax), gamma and n_iter Sinkhorn's."""
+    temperature, alpha the entmax index (1 = softmax, 2 = sparsemax), gamma, n_iter and rho Sinkhorn's (rho: how
+    firmly the keys' columns are held, infinity: doubly stochastic)."""
 
     name: str = "softmax"
     tau: float = 1.0
     alpha: float = 1.5
     gamma: float = 1.0
     n_iter: int = 5
+    rho: float = math.inf
 
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
         if self.name == "softmax":
@@ -89,20 +98,23 @@ class Normaliser:
             return attention.sparsemax(scores, self.tau)
         if self.name == "entmax":
             return attention.entmax(scores, self.alpha, self.tau)
-        return sinkhorn_attention(scores, self.gamma, self.n_iter)
+        return sinkhorn_attention(scores, self.gamma, self.n_iter, self.rho)
 
     def label(self) -> str:
-        """'softmax (tau = 1)', 'entmax (alpha = 1.5, tau = 1)', 'sinkhorn (gamma = 1, 5 iterations)'."""
+        """'softmax (tau = 1)', 'entmax (alpha = 1.5, tau = 1)', 'sinkhorn (gamma = 1, 5 iterations)',
+        'sinkhorn (gamma = 1, rho = 0.1, 5 iterations)'."""
         if self.name == "sinkhorn":
-            return f"sinkhorn (gamma = {self.gamma:g}, {self.n_iter} iterations)"
+            rho = "" if math.isinf(self.rho) else f"rho = {self.rho:g}, "
+            return f"sinkhorn (gamma = {self.gamma:g}, {rho}{self.n_iter} iterations)"
         parts = ([f"alpha = {self.alpha:g}"] if self.name == "entmax" else []) + [f"tau = {self.tau:g}"]
         return f"{self.name} ({', '.join(parts)})"
 
 
 def make_normaliser(normaliser: str | Normaliser = "softmax", **params) -> Normaliser:
     """A validated :class:`Normaliser`: ``normaliser`` is one of NORMALISERS (or a Normaliser, returned as is);
-    params are tau (softmax, sparsemax, entmax), alpha in [1, 2] (entmax) and gamma > 0, n_iter in 1..1000
-    (sinkhorn). A parameter the normaliser does not take raises ValueError rather than being ignored.
+    params are tau (softmax, sparsemax, entmax), alpha in [1, 2] (entmax) and gamma > 0, n_iter in 1..1000, rho >= 0
+    or infinity (sinkhorn; None is infinity). A parameter the normaliser does not take raises ValueError rather
+    than being ignored.
 
     Example: a normaliser is a row map on scores; a parameter it does not take is refused.
 
@@ -112,6 +124,8 @@ def make_normaliser(normaliser: str | Normaliser = "softmax", **params) -> Norma
     'entmax (alpha = 1.5, tau = 1)'
     >>> make_normaliser("sparsemax")(torch.tensor([[0.0, 0.5, 1.0]])).tolist()
     [[0.0, 0.25, 0.75]]
+    >>> make_normaliser("sinkhorn", rho=0.1).label()
+    'sinkhorn (gamma = 1, rho = 0.1, 5 iterations)'
     >>> make_normaliser("softmax", gamma=1.0)
     Traceback (most recent call last):
         ...
@@ -141,13 +155,18 @@ def make_normaliser(normaliser: str | Normaliser = "softmax", **params) -> Norma
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
             raise ValueError(f"n_iter must be a whole number of Sinkhorn iterations from 1 to 1000, got {k!r}")
         out["n_iter"] = k
+    if "rho" in params:
+        rho = semirelaxed.check_rho(params["rho"])
+        out["rho"] = math.inf if rho is None else rho
     return Normaliser(normaliser, **out)
 
 
-def sinkhorn_attention(scores: torch.Tensor, gamma: float = 1.0, n_iter: int = 5) -> torch.Tensor:
+def sinkhorn_attention(scores: torch.Tensor, gamma: float = 1.0, n_iter: int = 5,
+                       rho: float = math.inf) -> torch.Tensor:
     """Doubly-stochastic attention A = n P from n_iter Sinkhorn iterations on eq. (23) of 002 (see the module
     docstring): scores (..., n, n) of a self-attention, -inf on padding keys (a key is real when some query gives
-    it a finite score; queries are the same tokens). Computed in float64, returned in the dtype of ``scores``."""
+    it a finite score; queries are the same tokens). Computed in float64, returned in the dtype of ``scores``.
+    A finite rho holds the keys' columns softly (semi-relaxed, module docstring): rho = 0 is softmax(S / gamma)."""
     T = scores.shape[-1]
     s = scores.detach().double().reshape(-1, T, T)
     real = torch.isfinite(s).any(dim=-2)                          # (R, T): real tokens
@@ -164,10 +183,27 @@ def sinkhorn_attention(scores: torch.Tensor, gamma: float = 1.0, n_iter: int = 5
         idx = order[rows, :n]                                     # (r, n) positions of the real tokens
         sub = s[rows[:, None, None], idx[:, :, None], idx[:, None, :]]
         w = torch.full((n,), 1.0 / n, dtype=s.dtype, device=s.device)
+        out[rows[:, None, None], idx[:, :, None], idx[:, None, :]] = _plan(sub, w, gamma, n_iter, rho)
+    return out.reshape(scores.shape).to(scores.dtype)
+
+
+def _plan(sub: torch.Tensor, w: torch.Tensor, gamma: float, n_iter: int, rho: float) -> torch.Tensor:
+    """A = n P for the scores sub (r, n, n) of the real tokens, masses w = 1/n: balanced (rho = inf) or
+    semi-relaxed, each row of A summing to exactly 1."""
+    if math.isinf(rho):
         # transposed problem: rows of the plan of M^T are keys, columns queries; the last update fixes columns
         res = ot.sinkhorn(w, w, -sub.mT, gamma, tol=1e-12, max_iter=n_iter, eps_scaling=False, omega=1.0)
-        out[rows[:, None, None], idx[:, :, None], idx[:, None, :]] = res.plan.mT * n
-    return out.reshape(scores.shape).to(scores.dtype)
+        return res.plan.mT * len(w)
+    # The queries' rows are the semi-relaxed problem's exact side. As above, the keys are updated first (here from
+    # u = 1: g_j = gamma log w - phi gamma LSE_i(S_ij / gamma)), then n_iter - 1 iterations, then a last row
+    # update makes each row exact: n_iter updates of each side, the same sequence as rho = inf's as rho grows.
+    g = gamma * w.log() - semirelaxed.phi(rho, gamma) * gamma * torch.logsumexp(sub / gamma, dim=-2)
+    if n_iter == 1:
+        P = torch.exp(sub / gamma + g[:, None, :] / gamma)
+    else:
+        P = ot.sinkhorn(w, w, -sub, gamma, tol=1e-12, max_iter=n_iter - 1, eps_scaling=False, omega=1.0, rho=rho,
+                        init=(torch.zeros_like(g), g)).plan
+    return P / P.sum(-1, keepdim=True)
 
 
 # ------------------------------------------------------------------------------------- model and attention hook

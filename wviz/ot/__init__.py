@@ -23,15 +23,21 @@ One module per family, as in POT:
     loop.py         the contract of the scaling loop (ScalingLoop, BatchLoop) that the two below implement
     scaling.py      the stabilised scaling form P = diag(u) K diag(v): kernel, iterations, absorption, the plan
     lean.py         the same for one problem on the CPU, in numpy on fixed buffers, with a float32 start
+    semirelaxed.py  semi-relaxed OT (sinkhorn(rho=...)): its column update, translation, objective and closed end
     relaxation.py   adaptive over-relaxation (Young's SOR theory)
     batch.py        converged problems leaving a batch early
     exact.py        emd (POT's network simplex)
     quadratic.py    quadratic_ot
 
+Semi-relaxed OT (sinkhorn(rho=...)): the rows held exactly, the columns by rho KL(P^T 1 | b), from the prior-softmax
+(rho = 0) to the balanced problem (rho = inf).
+
 References: Cuturi 2013 (Sinkhorn distances); Schmitzer 2019 (stabilised sparse scaling algorithms for entropy
 regularised transport problems: absorption of the scalings into log-domain potentials, epsilon scaling);
 Thibault, Chizat, Dossal & Papadakis 2021 and Lehmann, von Renesse, Sambale & Uschmajew 2022 (over-relaxed Sinkhorn
-and its optimal omega, from Young's SOR theory); Blondel, Seguy & Rolet 2018 (smooth and sparse OT); the 001 note
+and its optimal omega, from Young's SOR theory); Chizat, Peyré, Schmitzer & Vialard 2018 (scaling algorithms for
+unbalanced transport: the semi-relaxed column update) and Séjourné, Vialard & Peyré 2022 (translation invariant
+Sinkhorn); Blondel, Seguy & Rolet 2018 (smooth and sparse OT); the 001 note
 (MTandHJ 2025, *Scaled-Dot-Product Attention as One-Sided Entropic Optimal Transport*, eqs. (4)-(5): attention as
 one-sided entropic OT; "001" on the References page).
 """

@@ -10,12 +10,14 @@ CPU) and checks the marginal error every few iterations (:func:`_check`) until t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 
 import torch
 
 from wviz._checks import positive
 
+from . import semirelaxed
 from .batch import leave, worth_leaving
 from .lean import LeanScalings, one_blas_thread, use_lean
 from .loop import BatchLoop, ScalingLoop
@@ -33,7 +35,8 @@ _FLOOR_ITERS = 50     # iterations without a 10 % fall of the error below the ro
 
 @torch.no_grad()
 def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=None, eps_scaling: bool = True,
-             omega: float | None = None, check_every: int | None = None, record_plans: int = 0) -> OTResult:
+             omega: float | None = None, check_every: int | None = None, record_plans: int = 0,
+             rho: float | None = None) -> OTResult:
     """Entropic optimal transport: eq. (23) of 002, W_gamma(a, b; C) = min_{P in U(a, b)} <C, P> - gamma H(P).
 
     The solution is P_ij = exp((f_i + g_j - C_ij) / gamma) for dual potentials f, g (Cuturi 2013). Sinkhorn's
@@ -54,6 +57,24 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     Arguments: a (..., n) and b (..., m) non-negative masses of equal totals (zeros allowed: those rows and columns
     get no mass), C (..., n, m) finite costs, gamma > 0 a float in the units of C (think of gamma / max|C|).
     b=None solves the one-sided problem, rows constrained only: P = a_i softmax(-C_i / gamma), 001 eqs. (4)-(5).
+
+    rho: semi-relaxed OT (Chizat, Peyré, Schmitzer & Vialard 2018; wviz.ot.semirelaxed), the road between the two.
+    rho=None (the default) is the balanced problem above; a number rho >= 0 holds the rows exactly and pulls the
+    columns towards b with the weight rho,
+
+        min_{P >= 0, P 1 = a}  <C, P> + gamma KL(P | a b^T) + rho KL(P^T 1 | b),
+
+    solved by the same stabilised iteration with the column update raised to phi = rho / (rho + gamma),
+    v <- (b / K^T u)^phi exp((gamma log b - g) / (rho + gamma)) in the log domain, the dual point translated at every
+    iteration (Séjourné, Vialard & Peyré 2022), and epsilon scaling from rho down at most. rho = 0 is each row's
+    prior-softmax with prior b in closed form, P_ij = a_i b_j exp(-C_ij / gamma) / sum_k b_k exp(-C_ik / gamma)
+    (001, eq. (13): plain softmax for a uniform b), rho = inf the balanced problem. Its optimality conditions:
+    P 1 = a and g_j = gamma log b_j - rho log(q_j / b_j) with q = P^T 1. The result also carries rho, column_sums
+    (q) and column_kl (KL(q | b)); reg_cost is the semi-relaxed objective, marginal_error the rows' L1 error (with
+    over-relaxation also the columns' error against the column condition). POT's
+    ``ot.unbalanced.sinkhorn_unbalanced(a, b, C, gamma, reg_m=(inf, rho))`` solves the same problem; its potentials
+    and stopping rule differ (module semirelaxed). wviz's balanced objective -gamma H(P) equals gamma KL(P | a b^T)
+    up to a constant on U(a, b) only: off it, with -gamma H(P), the rho = 0 end would be softmax whatever b.
 
     tol: stop when the L1 error of both marginals is <= tol (max(||P1 - a||_1, ||P^T 1 - b||_1)), checked every
     check_every iterations (default 10 on CUDA, where a check is a host synchronisation; on the CPU 1, or up to
@@ -86,26 +107,44 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     [0.0296, 0.0008, 0.0]
     >>> torch.allclose(sinkhorn(a, None, C, 0.5).plan, a[:, None] * torch.softmax(-C / 0.5, dim=1))
     True
+
+    Semi-relaxed: the rows keep a, and the columns move from softmax attention (rho = 0, b uniform) to b as rho grows
+    (their KL divergence from b falls to 0):
+
+    >>> torch.allclose(sinkhorn(a, b, C, 0.05, rho=0).plan, a[:, None] * torch.softmax(-C / 0.05, dim=1))
+    True
+    >>> [round(float(sinkhorn(a, b, C, 0.05, rho=rho).column_kl), 4) for rho in (0, 0.01, 0.1, 1, float("inf"))]
+    [0.1356, 0.1159, 0.0497, 0.0038, 0.0]
+    >>> res = sinkhorn(a, b, C, 0.05, rho=0.1)
+    >>> torch.allclose(res.plan.sum(1), a, atol=1e-6), [round(q, 3) for q in res.column_sums.tolist()]
+    (True, [0.167, 0.348, 0.306, 0.179])
     """
     gamma = positive(gamma, "gamma")
     check_iter_args(tol, max_iter)
     check_omega(omega)
+    rho = semirelaxed.check_rho(rho)
     if b is None:
+        if rho is not None:
+            raise ValueError("rho holds the columns of the plan near their masses b: give b (b=None is the "
+                             "one-sided problem, whose columns are free)")
         return _one_sided(a, C, gamma)
+    if rho is not None and not 0 < rho < math.inf:   # the two ends: the prior-softmax, the balanced problem
+        return _rho_end(a, b, C, gamma, rho, dict(tol=tol, max_iter=max_iter, init=init, eps_scaling=eps_scaling,
+                                                  omega=omega, check_every=check_every, record_plans=record_plans))
     a, b, C, shape, facts = prepare(a, b, C)
     record = int(record_plans or 0)
     check_every = _check_interval(check_every, record, C)
     warm = None if init is None else init_potentials(init, a, b, *C.shape)
-    f, g, f_is_zero, gamma0 = _start_potentials(warm, a, b, facts, gamma)
+    f, g, f_is_zero, gamma0 = _start_potentials(warm, a, b, facts, gamma, rho is not None)
     lean = use_lean(C, record)
     loop: ScalingLoop
     if lean:   # one problem on the CPU; a fixed omega asks for exact float64 iterations
-        loop = LeanScalings(a, b, C, f, g, facts.zero_a, facts.zero_b, low=omega is None)
+        loop = LeanScalings(a, b, C, f, g, facts.zero_a, facts.zero_b, low=omega is None, rho=rho)
     else:
-        loop = Scalings(a, b, C, f, g, facts.zero_a, facts.zero_b)
+        loop = Scalings(a, b, C, f, g, facts.zero_a, facts.zero_b, rho=rho)
     top = gamma0 if gamma0 is not None else _EPS_START * facts.cost_range
-    schedule = _schedule(gamma, top) if eps_scaling and not record else [gamma]
-    relax = OverRelaxation(C.shape[0], None if omega is None else float(omega))
+    schedule = _schedule(gamma, top if rho is None else min(top, rho)) if eps_scaling and not record else [gamma]
+    relax = OverRelaxation(C.shape[0], None if omega is None else float(omega), rho)
     run = _Run(tol, max_iter, check_every, record, relax, C)
     with one_blas_thread() if lean else contextlib.nullcontext():
         for k, gamma_k in enumerate(schedule):
@@ -121,7 +160,7 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
                 break
             if not final:
                 loop.absorb(gamma_k)
-        return _result(loop, run, shape, gamma_k, gamma)
+        return _result(loop, run, shape, gamma_k, gamma, rho, b)
 
 
 def _check_interval(check_every, record: int, C) -> int:
@@ -137,15 +176,18 @@ def _check_interval(check_every, record: int, C) -> int:
     return check_every
 
 
-def _start_potentials(warm, a, b, facts: ProblemFacts, gamma):
+def _start_potentials(warm, a, b, facts: ProblemFacts, gamma, semi: bool = False):
     """(f, g, f_is_zero, gamma0): the warm start's potentials and gamma, or a cold start's shift of the cost by its
-    row minima (the plan does not change: any f_i + g_j added to -C_ij is absorbed by the scalings)."""
+    row minima (the plan does not change: any f_i + g_j added to -C_ij is absorbed by the scalings). semi: the
+    semi-relaxed column update reads the level of g (wviz.ot.semirelaxed), so a scalar shift goes into f."""
     if warm is not None:
         f, g, gamma0 = warm
         return f, g, False, gamma0
     if facts.max_row_min - facts.min_cost <= gamma * ABSORB[a.dtype] / 2:
         # row minima within a few gamma of each other: one scalar shift keeps every row of the first kernel
         # within exp(-ABSORB / 2) of 1, and f = 0 saves a pass
+        if semi:
+            return torch.full_like(a, facts.min_cost), torch.zeros_like(b), False, None
         return torch.zeros_like(a), torch.full_like(b, facts.min_cost), True, None
     # shift every row by its minimum: each row of the first kernel has an entry exp(0) = 1
     return facts.row_min.clone(), torch.zeros_like(b), False, None
@@ -154,7 +196,9 @@ def _start_potentials(warm, a, b, facts: ProblemFacts, gamma):
 def _schedule(gamma: float, top: float) -> list[float]:
     """Epsilon scaling (Schmitzer 2019): gamma_k = gamma / _EPS_FACTOR^k, from top (_EPS_START times the cost
     range, or a warm start's gamma) down to gamma; above that one stage converges in fewer iterations than a
-    schedule."""
+    schedule. The semi-relaxed problem starts at rho at the latest: a stage at gamma_k > rho solves a problem near
+    the prior-softmax end (its column update's exponent rho / (rho + gamma_k) below 1/2), whose potentials say
+    little about a smaller gamma, and at gamma >= rho one stage converges fast (by phi <= 1/2 per iteration)."""
     schedule = [gamma]
     while schedule[-1] / _EPS_FACTOR < top * (1 - 1e-9):
         schedule.append(schedule[-1] / _EPS_FACTOR)
@@ -311,15 +355,40 @@ def _recover(loop: ScalingLoop, run: _Run, saved, gamma_k: float) -> bool:
     return False
 
 
-def _result(loop: ScalingLoop, run: _Run, shape, gamma_k: float, gamma: float) -> OTResult:
+def _result(loop: ScalingLoop, run: _Run, shape, gamma_k: float, gamma: float, rho=None, b=None) -> OTResult:
     """The log-domain plan of the final potentials, joined to those of problems that left the batch early. A run
-    stopped by max_iter before the last stage returns a plan for a larger gamma, never "converged"."""
+    stopped by max_iter before the last stage returns a plan for a larger gamma, never "converged". Semi-relaxed
+    (rho): with the plan's column sums and their KL divergence from b."""
     P, *parts = loop.plan_parts(gamma_k)
     parts.append((parts[0] <= run.tol) & (gamma_k == gamma) & (run.stop() != "overflow"))
     if run.finished is not None:   # the batch was compacted: the rest join those that finished earlier
         P, parts = run.finished.join(P, parts)
     err, f, g, cost, reg, converged = parts
-    return finish(shape, P, cost, reg, run.it, err, converged, run.history, f, g, gamma_k, run.plans)
+    columns = None if rho is None else _columns(P, b, rho)
+    return finish(shape, P, cost, reg, run.it, err, converged, run.history, f, g, gamma_k, run.plans, columns)
+
+
+def _columns(P, b, rho):
+    """(rho, P^T 1, KL(P^T 1 | b)): what a solve with rho reports about the columns."""
+    sums = P.sum(-2)
+    return rho, sums, semirelaxed.kl(sums, b, b > 0)
+
+
+def _rho_end(a, b, C, gamma, rho: float, options: dict) -> OTResult:
+    """The ends of the rho slider: rho = inf is the balanced problem (its result, with the column sums), rho = 0 the
+    prior-softmax in closed form (wviz.ot.semirelaxed.prior_softmax_plan): no iteration, converged."""
+    if rho > 0:
+        res = sinkhorn(a, b, C, gamma, **options)
+        b = torch.as_tensor(b, dtype=res.plan.dtype, device=res.plan.device)
+        _, sums, kl = _columns(res.plan, b.expand(res.plan.shape[:-2] + b.shape[-1:]), rho)
+        return dataclasses.replace(res, rho=rho, column_sums=sums, column_kl=kl)
+    a, b, C, shape, facts = prepare(a, b, C)
+    P, f, g = semirelaxed.prior_softmax_plan(a, b, C, gamma)
+    rows, columns = P.sum(-1), P.sum(-2)
+    reg = semirelaxed.objective(f, g, rows, columns, a, b, a > 0, b > 0, gamma, 0.0)
+    err = marginal_error(a, None, rows)
+    return finish(shape, P, dot(C, P), reg, 0, err, torch.ones_like(err, dtype=torch.bool), [], f, g, gamma,
+                  columns=_columns(P, b, 0.0))
 
 
 def _one_sided(a, C, gamma) -> OTResult:

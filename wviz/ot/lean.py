@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from . import semirelaxed
 from .loop import PlanParts
 from .problem import marginal_error
 from .relaxation import RELAX_HI, RELAX_LO
@@ -88,12 +89,19 @@ class LeanScalings:
     :class:`wviz.ot.loop.ScalingLoop` in numpy. C (1, n, m), K its kernel (1, n, m) and f (1, n), g (1, m) are torch
     tensors; the scalings u, v, the products Kv = K v, KTu = K^T u and the kernel Km they are iterated with are numpy
     arrays of the active precision (the problem's own, or float32 while low), updated in place; spare holds the
-    other's. low=False: never the float32 start (a fixed omega asks for exact float64 iterations)."""
+    other's. low=False: never the float32 start (a fixed omega asks for exact float64 iterations).
+
+    rho: the semi-relaxed problem (wviz.ot.semirelaxed; no float32 start): the column update exp(c - phi log K^T u)
+    with phi = p and c from log_b and g at gamma, written into tt (the plain update, kept for the checks and the next
+    translation once t_ok), q the checks' column target t * KTu; the translations of the dual point accumulate in
+    shift until the potentials are read (:meth:`_settle`).
+    """
 
     __slots__ = _VECTORS + ("C", "K", "Kn", "Cn", "f", "g", "za", "zb", "ma", "mb", "w1", "plain", "clamp", "low",
-                            "low_ok", "spare", "total", "stale")
+                            "low_ok", "spare", "total", "stale", "rho", "p", "gamma", "log_b", "c", "tt", "q",
+                            "t_ok", "shift", "floor")
 
-    def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool, low: bool = True):
+    def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool, low: bool = True, rho: float | None = None):
         n, m = C.shape[1:]
         self.Cn, self.a, self.b = (t.detach().numpy()[0] for t in (C, a, b))
         dtype = self.Cn.dtype
@@ -115,8 +123,14 @@ class LeanScalings:
         self.clamp = CLAMP[C.dtype]
         self.w1, self.plain = 0.0, True
         self.low, self.spare, self.stale = False, None, False
-        self.low_ok = low and dtype == np.float64 and n * m >= _LOW_SIZE
+        self.low_ok = low and dtype == np.float64 and n * m >= _LOW_SIZE and rho is None
         self.total = float(self.a.sum())
+        self.rho, self.p, self.gamma, self.t_ok, self.shift = rho, None, None, False, 0.0
+        if rho is not None:
+            with np.errstate(divide="ignore"):   # log 0 = -inf at a zero mass
+                self.log_b = np.log(self.b)
+            self.c, self.tt, self.q = np.empty(m, dtype), np.empty(m, dtype), np.empty(m, dtype)
+            self.floor = semirelaxed.FLOOR[C.dtype]
 
     # ---- precision ----------------------------------------------------------------------------------------------
 
@@ -146,9 +160,26 @@ class LeanScalings:
         self._use(False)
         kernel(self.C, None if f_is_zero else self.f, self.g, gamma, self.K, None)
         self.u[:], self.v[:] = self.ma, self.mb
+        self._targets(gamma)
+
+    def _settle(self):
+        """The semi-relaxed translations of the dual point so far into the potentials: f - shift, g + shift (the
+        kernel and the plan do not change)."""
+        if self.shift:
+            self.f, self.g, self.shift = self.f - self.shift, self.g + self.shift, 0.0
+
+    def _targets(self, gamma: float):
+        """Semi-relaxed: c = log b - g / (rho + gamma) and phi for the potentials g at gamma."""
+        if self.rho is not None:
+            self.gamma, self.p, self.t_ok = gamma, semirelaxed.phi(self.rho, gamma), False
+            with np.errstate(invalid="ignore"):   # -inf - (-inf) at a zero mass, set to -inf
+                np.subtract(self.log_b, self.g.numpy()[0] / (self.rho + gamma), out=self.c)
+            if self.zb is not None:
+                self.c[self.zb] = -np.inf
 
     def _absorb(self, u, v, gamma: float):
         """f += gamma log u, g += gamma log v (u = 0, a zero mass, gives -inf)."""
+        self._settle()
         self.f = self.f + gamma * torch.from_numpy(u).log()[None]
         self.g = self.g + gamma * torch.from_numpy(v).log()[None]
 
@@ -159,11 +190,16 @@ class LeanScalings:
     def rebuild(self, gamma: float):
         """The normalised kernel for gamma (ScalingLoop.rebuild), in the problem's own precision."""
         self._use(False)
+        self._settle()
         r, c = kernel(self.C, self.f, self.g, gamma, self.K, self.clamp, normalize=True)
         self.f = self.f - gamma * r[:, :, 0]
         self.g = self.g - gamma * c[:, :, 0]
         np.multiply(np.exp(r.numpy()[0, :, 0]), self.ma, out=self.u)
-        np.multiply(np.exp(c.numpy()[0, :, 0]), self.mb, out=self.v)
+        if self.rho is None:
+            np.multiply(np.exp(c.numpy()[0, :, 0]), self.mb, out=self.v)
+        else:   # a column without mass worth a float keeps the floor (module semirelaxed)
+            np.multiply(np.maximum(np.exp(c.numpy()[0, :, 0]), self.floor), self.mb, out=self.v)
+            self._targets(gamma)
 
     def set_omega(self, omega: np.ndarray):
         """The over-relaxation factor (an array of one) for the updates of :meth:`iterate`."""
@@ -188,6 +224,8 @@ class LeanScalings:
         np.dot(self.Km, self.v, out=self.Kv)
         np.dot(self.KTm, self.u, out=self.KTu)
         self.stale = False
+        if self.rho is not None:
+            self._column_update()
 
     def save(self):
         """A copy of the scalings (they are updated in place)."""
@@ -208,7 +246,10 @@ class LeanScalings:
 
     def iterate(self, steps: int):
         """steps Sinkhorn iterations (ScalingLoop.iterate): u <- t clamp(t / u)^(omega - 1) with t = a / K v (the
-        plain update t at omega = 1), then the same for v; every operation writes into a fixed buffer."""
+        plain update t at omega = 1), then the same for v; every operation writes into a fixed buffer.
+        Semi-relaxed: :meth:`_iterate_semi`."""
+        if self.rho is not None:
+            return self._iterate_semi(steps)
         K, KT, u, v, Kv, KTu = self.Km, self.KTm, self.u, self.v, self.Kv, self.KTu
         rows = (u, self.a, Kv, self.tn, self.sn, self.za)
         cols = (v, self.b, KTu, self.tm, self.sm, self.zb)
@@ -233,20 +274,71 @@ class LeanScalings:
         if zero is not None:
             x[zero] = 0.0
 
+    def _iterate_semi(self, steps: int):
+        """steps semi-relaxed iterations: the row update of :meth:`iterate`, then the column update into tt and
+        from it v (wviz.ot.semirelaxed); before each row update, once a column update has given tt, the translation
+        of the dual point (as wviz.ot.scaling.Scalings._iterate_semi), kept in shift until the potentials are read."""
+        K, KT, u, v, Kv, KTu, c = self.Km, self.KTm, self.u, self.v, self.Kv, self.KTu, self.c
+        rows = (u, self.a, Kv, self.tn, self.sn, self.za)
+        scale = 1.0 / (self.rho + self.gamma)
+        with np.errstate(all="ignore"):   # as in iterate
+            for _ in range(steps):
+                if self.t_ok:
+                    lam = semirelaxed.translation(self.tt, KTu, self.total, self.rho)
+                    self.shift += lam
+                    np.subtract(c, lam * scale, out=c)
+                self._update(*rows)
+                np.dot(KT, u, out=KTu)
+                self._column_update()
+                if self.plain:
+                    np.copyto(v, self.tt)
+                else:
+                    self._relax(v, self.tt, self.sm, self.zb)
+                np.dot(K, v, out=Kv)
+        self.stale = False
+
+    def _column_update(self):
+        """The plain semi-relaxed column update tt = max(exp(c - phi log K^T u), floor) of the current KTu, 0 at
+        the points without mass."""
+        t = self.tt
+        with np.errstate(divide="ignore"):
+            np.log(self.KTu, out=t)
+        np.multiply(t, -self.p, out=t)
+        np.add(t, self.c, out=t)
+        np.exp(t, out=t)
+        np.maximum(t, self.floor, out=t)
+        if self.zb is not None:
+            t[self.zb] = 0.0
+        self.t_ok = True
+
+    def _relax(self, x, t, s, zero):
+        """x <- t clamp(t / x)^(omega - 1) in place from the plain update t (as :meth:`_update`), s scratch."""
+        np.divide(t, x, out=s)
+        np.power(np.maximum(np.minimum(s, RELAX_HI, out=s), RELAX_LO, out=s), self.w1, out=s)
+        np.multiply(t, s, out=x)
+        if zero is not None:
+            x[zero] = 0.0
+
     def errors(self) -> np.ndarray:
         """The marginal error, as an array of one, computed in the scratch buffers tn, tm; the float32 iterations
-        hand over to float64 here (module comment), which then measures it."""
+        hand over to float64 here (module comment), which then measures it. Semi-relaxed, the columns' target is
+        the column condition's t * KTu (wviz.ot.semirelaxed)."""
         err = np.empty(1)
+        target = self.b if self.rho is None else np.multiply(self.tt, self.KTu, out=self.q)
         with np.errstate(all="ignore"):   # an overflow shows as a non-finite error, which the checks handle
-            err[0] = marginal_error(self.a, self.b, self.Kv, self.KTu, scalings=(self.u, self.v),
+            err[0] = marginal_error(self.a, target, self.Kv, self.KTu, scalings=(self.u, self.v),
                                     work=(self.tn, self.tm))
         if self.low and not (err[0] > _LOW_SWITCH and self._low_fits()):
             self._use(False)
         return err
 
     def _extremes(self):
-        """The smallest and largest scaling over the points with mass (NaN after an overflow)."""
+        """The smallest and largest scaling over the points with mass (NaN after an overflow); semi-relaxed, the
+        smallest of the rows only (a small column scaling cannot overflow; module semirelaxed)."""
         u, v = self.u, self.v
+        if self.rho is not None:
+            lo = u.min() if self.za is None else u.min(where=self.ma > 0, initial=np.inf)
+            return lo, np.maximum(u.max(), v.max())
         if self.za is None and self.zb is None:
             return np.minimum(u.min(), v.min()), np.maximum(u.max(), v.max())
         return (np.minimum(u.min(where=self.ma > 0, initial=np.inf), v.min(where=self.mb > 0, initial=np.inf)),
@@ -279,15 +371,21 @@ class LeanScalings:
         if self.low or self.stale:
             self._use(False)
             self.refresh()
+        self._settle()
         u, v = self.u, self.v
         row, col = u * self.Kv, v * self.KTu
-        err = marginal_error(self.a, self.b, row, col)
+        err = marginal_error(self.a, self.b if self.rho is None else self.tt * self.KTu, row, col)
         P = self.K.mul_(torch.from_numpy(u)[:, None]).mul_(torch.from_numpy(v))
         with np.errstate(divide="ignore"):   # log 0 = -inf at a zero mass
             f = self.f.numpy()[0] + gamma * np.log(u)
             g = self.g.numpy()[0] + gamma * np.log(v)
-        # <C, P> - gamma H(P) = <f, P 1> + <g, P^T 1> over the points with mass (module scaling)
-        reg = np.dot(f if self.za is None else np.where(self.ma > 0, f, 0), row) + \
-            np.dot(g if self.zb is None else np.where(self.mb > 0, g, 0), col)
+        if self.rho is None:
+            # <C, P> - gamma H(P) = <f, P 1> + <g, P^T 1> over the points with mass (module scaling)
+            reg = np.dot(f if self.za is None else np.where(self.ma > 0, f, 0), row) + \
+                np.dot(g if self.zb is None else np.where(self.mb > 0, g, 0), col)
+        else:
+            reg = float(semirelaxed.objective(*(torch.from_numpy(x) for x in (f, g, row, col, self.a, self.b)),
+                                              torch.from_numpy(self.ma > 0), torch.from_numpy(self.mb > 0), gamma,
+                                              self.rho))
         parts = torch.from_numpy(np.array([err, np.vdot(self.Cn, self.Kn), reg], dtype=self.Cn.dtype))
         return PlanParts(P, parts[0:1], torch.from_numpy(f)[None], torch.from_numpy(g)[None], parts[1:2], parts[2:3])

@@ -9,9 +9,12 @@ and iterates Sinkhorn's updates on the scalings u, v. Two implementations run th
     wviz.ot.lean.LeanScalings      one problem on the CPU in numpy on fixed buffers, with a float32 start
 
 A variant of the iteration lands here as a third implementation of the same contract or, better, as an option of
-these two, never as a copy of the driver: semi-relaxed OT (rho KL(P^T 1 | b) in place of the column constraint)
-changes only the column update of :meth:`ScalingLoop.iterate` (the balanced one raised to rho / (rho + gamma)) and
-what :meth:`ScalingLoop.errors` measures; the stages, checks and stopping rule stay the driver's.
+these two, never as a copy of the driver. Semi-relaxed OT (rho KL(P^T 1 | b) in place of the column constraint;
+wviz.ot.semirelaxed) is such an option, ``rho`` of both loops: it changes the column update of
+:meth:`ScalingLoop.iterate` (the balanced one raised to rho / (rho + gamma), with a translation of the dual point
+before each row update), what :meth:`ScalingLoop.errors` measures (the columns against the column condition's
+target), which scalings :meth:`ScalingLoop.log_range` counts, and the objective of :meth:`ScalingLoop.plan_parts`;
+the stages, checks and stopping rule stay the driver's.
 """
 from __future__ import annotations
 
@@ -28,11 +31,11 @@ class PlanParts(NamedTuple):
     """A solved batch as the result needs it, every part with one row per problem (B, ...) in the problem's dtype."""
 
     plan: torch.Tensor            # (B, n, m) P = diag(u) K diag(v)
-    marginal_error: torch.Tensor  # (B,) max(||P 1 - a||_1, ||P^T 1 - b||_1)
+    marginal_error: torch.Tensor  # (B,) max(||P 1 - a||_1, ||P^T 1 - b||_1) (semi-relaxed: module semirelaxed)
     f: torch.Tensor               # (B, n) potentials with the scalings absorbed: P_ij = exp((f_i + g_j - C_ij) / gamma)
     g: torch.Tensor               # (B, m)
     cost: torch.Tensor            # (B,) <C, P>
-    reg_cost: torch.Tensor        # (B,) <C, P> - gamma H(P)
+    reg_cost: torch.Tensor        # (B,) <C, P> - gamma H(P) (semi-relaxed: its objective, module semirelaxed)
 
 
 @runtime_checkable

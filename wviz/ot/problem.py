@@ -18,10 +18,13 @@ class OTResult:
     plan            (..., n, m) transport plan P
     cost            (...)  <C, P>
     reg_cost        (...)  the regularised objective at P: <C, P> - gamma H(P) (sinkhorn), <C, P> + gamma/2 ||P||^2
-                           (quadratic_ot), <C, P> (emd)
+                           (quadratic_ot), <C, P> (emd); semi-relaxed (sinkhorn with a finite rho):
+                           <C, P> + gamma KL(P | a b^T) + rho KL(P^T 1 | b) (wviz.ot.semirelaxed)
     n_iter          iterations run (a Sinkhorn iteration = one row and one column update; 0 for closed forms and
                     for emd, whose network simplex does not report a count)
-    marginal_error  (...)  max(||P 1 - a||_1, ||P^T 1 - b||_1)
+    marginal_error  (...)  max(||P 1 - a||_1, ||P^T 1 - b||_1); semi-relaxed, the columns' target is the column
+                           sums that the column condition asks for (wviz.ot.semirelaxed): at omega = 1 this is the
+                           rows' error ||P 1 - a||_1
     converged       (...)  bool: marginal_error <= tol (emd: POT's network simplex reported an optimal basis)
     history         (checks, 2) float64 on the CPU: rows (iteration, worst marginal error over the batch), one per
                     convergence check; in epsilon scaling the early rows belong to the larger gammas of the schedule
@@ -29,6 +32,9 @@ class OTResult:
                     P_ij = max(f_i + g_j - C_ij, 0) / gamma (quadratic_ot), POT's duals (emd); -inf where a mass is 0
     gamma           the regularisation the plan was solved for (0 for emd); warm starts read it
     plans           ((iteration, plan), ...) when sinkhorn(record_plans=k) was asked to record them, else ()
+    rho             the weight of sinkhorn's column penalty (inf: balanced) when rho was given, else None
+    column_sums     (..., m) P^T 1, and column_kl (...) KL(P^T 1 | b): how far the columns are from their target b
+                    (sinkhorn with rho given, else None)
     """
 
     plan: torch.Tensor
@@ -42,6 +48,9 @@ class OTResult:
     g: torch.Tensor | None = None
     gamma: float = 0.0
     plans: tuple = ()
+    rho: float | None = None
+    column_sums: torch.Tensor | None = None
+    column_kl: torch.Tensor | None = None
 
 
 # ---- input checks -------------------------------------------------------------------------------------------------
@@ -214,15 +223,19 @@ def init_potentials(init, a, b, B, n, m):
 
 # ---- results --------------------------------------------------------------------------------------------------------
 
-def finish(shape, plan, cost, reg_cost, n_iter, err, converged, history, f=None, g=None, gamma=0.0, plans=()):
-    """OTResult with the batch shape restored."""
+def finish(shape, plan, cost, reg_cost, n_iter, err, converged, history, f=None, g=None, gamma=0.0, plans=(),
+           columns=None):
+    """OTResult with the batch shape restored; columns=(rho, P^T 1, KL(P^T 1 | b)) when sinkhorn was given rho."""
     n, m = plan.shape[-2:]
     hist = torch.from_numpy(np.asarray(history, dtype=np.float64).reshape(-1, 2))
+    rho, sums, kl = (None, None, None) if columns is None else columns
     return OTResult(plan=plan.reshape(*shape, n, m), cost=cost.reshape(shape), reg_cost=reg_cost.reshape(shape),
                     n_iter=int(n_iter), marginal_error=err.reshape(shape), converged=converged.reshape(shape),
                     history=hist, f=None if f is None else f.reshape(*shape, n),
                     g=None if g is None else g.reshape(*shape, m), gamma=float(gamma),
-                    plans=tuple((it, P.reshape(*shape, n, m)) for it, P in plans))
+                    plans=tuple((it, P.reshape(*shape, n, m)) for it, P in plans), rho=rho,
+                    column_sums=None if sums is None else sums.reshape(*shape, m),
+                    column_kl=None if kl is None else kl.reshape(shape))
 
 
 def marginal_error(a, b, rows, columns=None, *, scalings=None, work=None, dim=-1):

@@ -41,11 +41,13 @@ class OverRelaxation:
     proportional to gamma, so kappa = (1 - r) / gamma predicts omega* for the next, smaller gamma.
 
     fixed: a factor given by the caller (then never adapted), or None.
+    rho: the weight of the semi-relaxed problem's column penalty, or None: its plain rate is at most
+    phi = rho / (rho + gamma) (wviz.ot.semirelaxed), so no stage starts above that rate's omega*.
     omega: (B,) the current factors; lam: (B,) the last measured rates per iteration (None while unknown).
     """
 
-    def __init__(self, B: int, fixed: float | None):
-        self.fixed = fixed
+    def __init__(self, B: int, fixed: float | None, rho: float | None = None):
+        self.fixed, self.rho = fixed, rho
         self.kappa = np.full(B, np.nan)
         self.omega = np.ones(B)
 
@@ -57,6 +59,8 @@ class OverRelaxation:
             known = np.isfinite(self.kappa)
             self.omega = np.where(known, np.minimum(optimal_omega(1.0 - self.kappa * gamma), _OMEGA_MAX),
                                   _OMEGA_START)
+            if self.rho is not None:   # a fast semi-relaxed iteration is not slowed by a large omega
+                self.omega = np.minimum(self.omega, optimal_omega(self.rho / (self.rho + gamma)))
         self.gamma, self.trace, self.lam = gamma, [], None
         return self.omega
 
@@ -137,6 +141,11 @@ def relaxed(u, a, Ku, omega_minus_1, masked, pos):
     gamma) a row whose mass is off by a factor t would otherwise be pushed to a mass off by t^(omega - 1) the
     other way, which is how over-relaxation diverges. masked: some masses are 0 (pos False), whose scalings stay 0.
     """
-    t = a / Ku                                    # the plain Sinkhorn update
+    return relaxed_from(a / Ku, u, omega_minus_1, masked, pos)   # a / K v: the plain Sinkhorn update
+
+
+def relaxed_from(t, u, omega_minus_1, masked, pos):
+    """The over-relaxed step from the plain update t of the scalings u: t clamp(t / u)^(omega - 1), as in
+    :func:`relaxed` (whose t is a / K v; the semi-relaxed column update has its own t, wviz.ot.semirelaxed)."""
     u = t * (t / u).clamp_(RELAX_LO, RELAX_HI).pow_(omega_minus_1)
     return torch.where(pos, u, 0) if masked else u

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import semirelaxed
 from .loop import PlanParts
 from .problem import dot, marginal_error
-from .relaxation import relaxed
+from .relaxation import relaxed, relaxed_from
 
 # Kernel exponents (f_i + g_j - C_ij) / gamma are clamped to [-CLAMP, CLAMP / 2]: below about -708 (float64) or
 # -87 (float32) exp returns subnormal numbers or 0 through a slow path, and matrix-vector products with subnormal
@@ -80,15 +81,22 @@ class Scalings:
     potentials; u (B, n, 1), v (B, m, 1) scalings, Kv = K v and KTu = K^T u; a3, b3 the masses as columns, pa3, pb3
     (pos_a, pos_b) where they are positive, ma, mb the same as 0/1; omega_minus_1 (B, 1, 1) the over-relaxation
     exponent, plain when omega = 1 everywhere.
+
+    rho: the semi-relaxed problem (wviz.ot.semirelaxed), its column update exp(c - phi log K^T u) with phi = p and
+    c (B, m, 1) from log_b and g for the current gamma; t (B, m, 1) the plain column update of the current K^T u
+    (None until an iteration or a refresh computes it); total (B, 1, 1) = sum a; floor the smallest column scaling;
+    shift (B, 1, 1) the translations of the dual point not yet moved into f and g (None: none), see :meth:`_settle`.
     """
 
     __slots__ = ("C", "K", "KT", "f", "g", "u", "v", "Kv", "KTu", "a3", "b3", "pa3", "pb3", "ma", "mb", "pos_a",
-                 "pos_b", "zero_a", "zero_b", "omega_minus_1", "plain", "clamp")
+                 "pos_b", "zero_a", "zero_b", "omega_minus_1", "plain", "clamp", "rho", "p", "gamma", "log_b", "total",
+                 "c", "t", "floor", "shift")
     # every tensor with one row per problem: what a compaction of the batch selects
     BATCHED = ("K", "u", "v", "Kv", "KTu", "f", "g", "C", "a3", "b3", "pa3", "pb3", "ma", "mb", "pos_a", "pos_b",
                "omega_minus_1")
+    SEMI = ("log_b", "total", "c", "t")   # ... and those of the semi-relaxed problem
 
-    def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool):
+    def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool, rho: float | None = None):
         pos_a, pos_b = a > 0, b > 0
         self.C, self.f, self.g = C, f.masked_fill_(~pos_a, -torch.inf), g.masked_fill_(~pos_b, -torch.inf)
         self.K = torch.empty_like(C)
@@ -99,14 +107,31 @@ class Scalings:
         self.clamp = CLAMP[C.dtype]
         self.u = self.v = self.Kv = self.KTu = self.omega_minus_1 = None
         self.plain = True
+        self.rho, self.p, self.gamma, self.c, self.t, self.shift = rho, None, None, None, None, None
+        if rho is not None:
+            self.log_b, self.total, self.floor = self.b3.log(), a.sum(-1)[:, None, None], semirelaxed.FLOOR[C.dtype]
 
     def cold_start(self, gamma: float, f_is_zero: bool):
         """The first kernel without the clamp (ScalingLoop.cold_start); u = v = 1 on the points with mass."""
         kernel(self.C, None if f_is_zero else self.f, self.g, gamma, self.K, None)
         self.u, self.v = self.ma.clone(), self.mb.clone()
+        self._targets(gamma)
+
+    def _targets(self, gamma: float):
+        """Semi-relaxed: the column update's c = log b - g / (rho + gamma) and phi for the potentials g and gamma."""
+        if self.rho is not None:
+            self.gamma, self.p, self.t = gamma, semirelaxed.phi(self.rho, gamma), None
+            self.c = semirelaxed.log_targets(self.log_b, self.g[:, :, None], self.rho, gamma, self.pb3)
+
+    def _settle(self):
+        """The semi-relaxed translations of the dual point so far into the potentials: f - shift, g + shift (the
+        kernel and the plan do not change)."""
+        if self.shift is not None:
+            self.f, self.g, self.shift = self.f - self.shift[:, :, 0], self.g + self.shift[:, :, 0], None
 
     def _absorb(self, u, v, gamma: float):
         """f += gamma log u, g += gamma log v (u = 0, a zero mass, gives -inf: that row stays empty)."""
+        self._settle()
         self.f = self.f + gamma * u.log()[:, :, 0]
         self.g = self.g + gamma * v.log()[:, :, 0]
 
@@ -118,10 +143,15 @@ class Scalings:
         """The normalised kernel for gamma (ScalingLoop.rebuild): its shifts r, c move from the potentials into
         the scalings u = exp(r), v = exp(c), so the plan stays the potentials' (up to entries that sat at the
         clamp, which now take their exact values)."""
+        self._settle()
         r, c = kernel(self.C, self.f, self.g, gamma, self.K, self.clamp, normalize=True)
         self.f = self.f - gamma * r[:, :, 0]
         self.g = self.g - gamma * c[:, :, 0]
-        self.u, self.v = r.exp() * self.ma, c.exp() * self.mb
+        if self.rho is None:
+            self.u, self.v = r.exp() * self.ma, c.exp() * self.mb
+        else:   # a column without mass worth a float keeps the floor (module semirelaxed): no -inf potential
+            self.u, self.v = r.exp() * self.ma, c.exp().clamp_(min=self.floor) * self.mb
+            self._targets(gamma)
 
     def set_omega(self, omega: np.ndarray):
         """The over-relaxation factors (B,) for the updates of :meth:`iterate`."""
@@ -134,8 +164,10 @@ class Scalings:
         self.Kv = mv(self.K, self.v)
 
     def refresh(self):
-        """Kv and KTu of the current scalings."""
+        """Kv and KTu of the current scalings (semi-relaxed: and the plain column update t of that KTu)."""
         self.Kv, self.KTu = mv(self.K, self.v), mv(self.KT, self.u)
+        if self.rho is not None:
+            self.t = self._column_update(self.KTu)
 
     def save(self):
         """The current scalings (iterations replace them, never change them in place)."""
@@ -154,7 +186,10 @@ class Scalings:
 
     def iterate(self, steps: int):
         """steps Sinkhorn iterations: u <- u^(1 - omega) (a / K v)^omega, then the same for v (Cuturi 2013's
-        u <- a / K v, v <- b / K^T u at omega = 1; Thibault et al. 2021 above). Starts from the current Kv."""
+        u <- a / K v, v <- b / K^T u at omega = 1; Thibault et al. 2021 above). Starts from the current Kv.
+        Semi-relaxed: :meth:`_iterate_semi`."""
+        if self.rho is not None:
+            return self._iterate_semi(steps)
         K, KT, u, v, Kv, a3, b3 = self.K, self.KT, self.u, self.v, self.Kv, self.a3, self.b3
         pa3, pb3, zero_a, zero_b, plain, omega_minus_1 = (self.pa3, self.pb3, self.zero_a, self.zero_b, self.plain,
                                                           self.omega_minus_1)
@@ -171,14 +206,50 @@ class Scalings:
             Kv = mv(K, v)
         self.u, self.v, self.Kv, self.KTu = u, v, Kv, KTu
 
+    def _column_update(self, KTu, c=None):
+        """The plain semi-relaxed column update t = exp(c - phi log K^T u) (wviz.ot.semirelaxed), 0 without mass."""
+        t = semirelaxed.column_scalings(self.c if c is None else c, KTu, self.p, self.floor)
+        return torch.where(self.pb3, t, 0) if self.zero_b else t
+
+    def _iterate_semi(self, steps: int):
+        """steps iterations of the semi-relaxed problem: the row update of :meth:`iterate`, then the column update
+        t = exp(c - phi log K^T u) (over-relaxed like the rows'); before each row update (which does not read c), once
+        a column update has given t, the translation of the dual point that solves the mass mode (module
+        semirelaxed), kept in shift until the potentials are read."""
+        K, KT, u, v, Kv, KTu, t, c, shift = (self.K, self.KT, self.u, self.v, self.Kv, self.KTu, self.t, self.c,
+                                             self.shift)
+        a3, pa3, pb3, zero_a, zero_b, plain, omega_minus_1 = (self.a3, self.pa3, self.pb3, self.zero_a, self.zero_b,
+                                                              self.plain, self.omega_minus_1)
+        scale = 1.0 / (self.rho + self.gamma)
+        for _ in range(steps):
+            if t is not None:
+                lam = semirelaxed.translation(t, KTu, self.total, self.rho)
+                c = c - lam * scale
+                shift = lam if shift is None else shift + lam
+            if plain:
+                u = torch.where(pa3, a3 / Kv, 0) if zero_a else a3 / Kv
+            else:
+                u = relaxed(u, a3, Kv, omega_minus_1, zero_a, pa3)
+            KTu = mv(KT, u)
+            t = self._column_update(KTu, c)
+            v = t if plain else relaxed_from(t, v, omega_minus_1, zero_b, pb3)
+            Kv = mv(K, v)
+        self.u, self.v, self.Kv, self.KTu, self.t, self.c, self.shift = u, v, Kv, KTu, t, c, shift
+
     def errors(self) -> np.ndarray:
-        """The marginal errors: the plan diag(u) K diag(v) has marginals u * Kv and v * KTu."""
-        err = marginal_error(self.a3, self.b3, self.Kv, self.KTu, scalings=(self.u, self.v), dim=(1, 2))
+        """The marginal errors: the plan diag(u) K diag(v) has marginals u * Kv and v * KTu (semi-relaxed: the
+        columns' target is t * KTu, the column sums of the column condition, wviz.ot.semirelaxed)."""
+        target = self.b3 if self.rho is None else self.t * self.KTu
+        err = marginal_error(self.a3, target, self.Kv, self.KTu, scalings=(self.u, self.v), dim=(1, 2))
         return np.array(err.tolist())
 
     def log_range(self) -> float:
-        """max |log u|, |log v| over the points with mass (inf or NaN after an overflow)."""
-        ext = torch.cat([torch.where(self.pa3, self.u, 1).reshape(-1), torch.where(self.pb3, self.v, 1).reshape(-1)])
+        """max |log u|, |log v| over the points with mass (inf or NaN after an overflow); semi-relaxed, of the
+        columns only the large scalings (a small one cannot overflow; module semirelaxed)."""
+        v = torch.where(self.pb3, self.v, 1)
+        if self.rho is not None:
+            v = v.clamp(min=1)
+        ext = torch.cat([torch.where(self.pa3, self.u, 1).reshape(-1), v.reshape(-1)])
         return ext.log_().abs_().amax().item()
 
     def plan(self) -> torch.Tensor:
@@ -186,15 +257,27 @@ class Scalings:
         return self.u * self.K * self.v.mT
 
     def plan_parts(self, gamma: float, idx: torch.Tensor | None = None) -> PlanParts:
-        """P and its parts of the problems idx (all by default; then P is written over K)."""
-        parts = (self.K, self.u, self.v, self.Kv, self.KTu, self.f, self.g, self.C, self.a3, self.b3, self.pos_a,
+        """P and its parts of the problems idx (all by default; then P is written over K). Semi-relaxed: the error
+        against the column condition's target and the objective of wviz.ot.semirelaxed."""
+        self._settle()
+        target = self.b3 if self.rho is None else self.t * self.KTu
+        parts = (self.K, self.u, self.v, self.Kv, self.KTu, self.f, self.g, self.C, self.a3, target, self.pos_a,
                  self.pos_b)
         if idx is not None:
             parts = [t.index_select(0, idx) for t in parts]
-        return _plan_parts(*parts, gamma)
+        out = _plan_parts(*parts, gamma)
+        if self.rho is None:
+            return out
+        _, u, v, Kv, KTu, _, _, _, a3, _, pos_a, pos_b = parts
+        b = self.b3 if idx is None else self.b3.index_select(0, idx)
+        reg = semirelaxed.objective(out.f, out.g, (u * Kv)[:, :, 0], (v * KTu)[:, :, 0], a3[:, :, 0], b[:, :, 0],
+                                    pos_a, pos_b, gamma, self.rho)
+        return out._replace(reg_cost=reg)
 
     def keep(self, idx: torch.Tensor):
         """Only the problems idx go on: every batched tensor is compacted into buffers of their own."""
-        for name in self.BATCHED:
-            setattr(self, name, getattr(self, name).index_select(0, idx))
+        self._settle()
+        for name in self.BATCHED + (self.SEMI if self.rho is not None else ()):
+            if getattr(self, name) is not None:
+                setattr(self, name, getattr(self, name).index_select(0, idx))
         self.KT = self.K.mT

@@ -1,8 +1,15 @@
-"""What the "Attention as transport" page computes, built on :mod:`wviz.attention`.
+"""What the "Attention as transport" page computes, built on :mod:`wviz.attention` and, for semi-relaxed OT,
+:mod:`wviz.ot`.
 
 Each regularised map returns argmin_{p in simplex} -<s, p> + tau * Omega(p) (eq. (13) of the 001 note), so
 dividing the scores by tau and solving with tau = 1 gives the same point; the tau sweep uses this to solve all
 temperatures in one batched call.
+
+Semi-relaxed OT (Chizat et al. 2018; wviz.ot.semirelaxed) couples queries through the keys' column sums, so it
+needs several queries: the page's query and every key as a query too (the self-attention of the tokens: s_ij =
+<x_i, k_j> with x = (q, k_1, ..., k_m)), each with mass 1 / n, the keys' target b the prior (uniform without one),
+gamma = tau. Its bars are the page's query's row of the plan times n; with typed scores there is one query, and
+the problem is the prior-softmax at temperature tau + rho (its one row is its column sums).
 """
 from __future__ import annotations
 
@@ -15,8 +22,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from wviz import attention, io
+from wviz import attention, io, ot
 from wviz.guide import Try
+from wviz.ot import semirelaxed
 
 MECHANISMS = attention.MECHANISMS
 TAUS = torch.logspace(-3, 3, 121, dtype=torch.float64)   # the tau sweep's grid
@@ -173,13 +181,16 @@ def prior_from_table(table: pd.DataFrame) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Inputs:
-    """What the controls set apart from tau: scores s (m,), the prior pi (m,) (None unless prior-softmax is
-    chosen), the mechanisms and the entmax index alpha."""
+    """What the controls set apart from tau: scores s (m,), the prior pi (m,) (None unless prior-softmax or
+    semi-relaxed OT is chosen), the mechanisms and the entmax index alpha; for semi-relaxed OT every query's scores
+    (n, m) (row 0: s; None: s alone) and rho."""
 
     scores: torch.Tensor
     prior: torch.Tensor | None
     mechanisms: tuple[str, ...]
     alpha: float
+    queries: torch.Tensor | None = None
+    rho: float = 1.0
 
     def __post_init__(self):
         if not self.mechanisms:
@@ -189,19 +200,29 @@ class Inputs:
     def labels(self) -> list[str]:
         return [f"k{j + 1}" for j in range(self.scores.shape[-1])]
 
+    @property
+    def cache_key(self) -> tuple:
+        """What names the semi-relaxed problem of these inputs in a cache: every query's scores and the prior."""
+        return tuple(None if t is None else tuple(t.reshape(-1).tolist()) + tuple(t.shape)
+                     for t in (self.scores, self.queries, self.prior))
+
 
 @dataclass(frozen=True)
 class Weights:
-    """p* of every chosen mechanism (name -> (m,)) at temperature tau."""
+    """p* of every chosen mechanism (name -> (m,)) at temperature tau; semi: the semi-relaxed problem when it is
+    chosen (its p is the page's query's row)."""
 
     inputs: Inputs
     tau: float
     p: dict[str, torch.Tensor]
+    semi: SemiRelaxed | None = None
 
 
 def weights(inputs: Inputs, tau: float) -> Weights:
-    return Weights(inputs, tau, {name: attend(name, inputs.scores, tau, inputs.alpha, inputs.prior)
-                                 for name in inputs.mechanisms})
+    semi = semi_relaxed(inputs, tau, inputs.rho) if SEMI in inputs.mechanisms else None
+    return Weights(inputs, tau, {name: semi.weights if name == SEMI else
+                                 attend(name, inputs.scores, tau, inputs.alpha, inputs.prior)
+                                 for name in inputs.mechanisms}, semi)
 
 
 def at_defaults():
@@ -218,7 +239,9 @@ def summary(w: Weights) -> pd.DataFrame:
         "mechanism": list(w.p),
         "support size": [int(attention.support_size(p)) for p in w.p.values()],
         "entropy (nats)": [float(attention.entropy(p)) for p in w.p.values()],
-        "objective": [float(objective(n, p, i.scores, w.tau, i.alpha, i.prior)) for n, p in w.p.items()],
+        # semi-relaxed OT's objective belongs to all queries together, not to one query's p: none here
+        "objective": [math.nan if n == SEMI else float(objective(n, p, i.scores, w.tau, i.alpha, i.prior))
+                      for n, p in w.p.items()],
     })
 
 
@@ -237,6 +260,118 @@ def vector_tex(v, keep: int = 4) -> str:
     return "(" + ", ".join(text[:keep - 1] + [r"\ldots", text[-1]]) + rf") \in \mathbb{{R}}^{{{len(x)}}}"
 
 
+# ---- semi-relaxed OT: from softmax to Sinkhorn -------------------------------------------------------------------
+
+SEMI = "semi-relaxed OT"
+CHOICES = (*MECHANISMS, SEMI)                                # what the page's mechanisms multiselect offers
+RHOS = semirelaxed.rho_grid()                                # the rho slider: 1e-3 to 1e4, then infinity
+DEFAULT_RHO = 1.0
+rho_text = semirelaxed.rho_text
+SWEEP_RHOS = torch.tensor(semirelaxed.rho_grid(per_decade=6, infinity=False), dtype=F64)   # the rho sweep's grid
+# the frames of the rho sweep's animation: softmax's end, 22 values from 1e-3 to 1e4, the balanced end
+ANIMATION_RHOS = (0.0, *semirelaxed.rho_grid(per_decade=3, infinity=False), math.inf)
+
+
+def queries_from_points(scores: torch.Tensor, keys: pd.DataFrame) -> torch.Tensor:
+    """Every query's scores (m + 1, m) for semi-relaxed OT: the page's query's scores s first, then each key as a
+    query, s_ij = <k_i, k_j> (the self-attention of the tokens q, k_1, ..., k_m)."""
+    k = torch.tensor(io.table_values(keys, ["x", "y"], "keys table"), dtype=F64)
+    return torch.cat([scores[None], k @ k.T])
+
+
+def queries_random(scores: torch.Tensor, m: int, d: int, seed: int) -> torch.Tensor:
+    """As :func:`queries_from_points` for the random query's scores s and its m random keys in R^d."""
+    _, k = random_queries_keys(1, m, d, seed, dtype=F64)
+    return torch.cat([scores[None], k @ k.T])
+
+
+@dataclass(frozen=True)
+class SemiRelaxed:
+    """Semi-relaxed OT of the page's n queries over its m keys at gamma = tau and rho (wviz.ot.sinkhorn):
+
+    plan      (n, m) P, each row holding its query's mass 1 / n
+    weights   (m,) the page's query's weights: n times row 0 of P
+    columns   (m,) P^T 1, what each key receives from all queries, against its target b (m,)
+    kl        KL(P^T 1 | b)
+    n_iter, converged  of the solve (0 and True at the closed-form ends)
+    """
+
+    tau: float
+    rho: float
+    plan: torch.Tensor
+    weights: torch.Tensor
+    columns: torch.Tensor
+    b: torch.Tensor
+    kl: float
+    n_iter: int
+    converged: bool
+
+
+def semi_problem(inputs: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """a (n,), b (m,) and C (n, m) = -scores of the page's semi-relaxed problem: every query with mass 1 / n, the
+    keys' target b the prior (uniform without one) on the keys that no score masks (-inf), renormalised."""
+    S = inputs.scores[None] if inputs.queries is None else inputs.queries
+    if bool((torch.isnan(S) | (S == math.inf)).any()):
+        raise ValueError("the scores contain NaN or +inf; use large finite scores (-inf masks a key)")
+    n, m = S.shape
+    live = torch.isfinite(S).all(0)
+    b = inputs.prior if inputs.prior is not None else torch.full((m,), 1.0 / m, dtype=F64)
+    b = torch.where(live, b.to(F64), 0)
+    if not float(b.sum()) > 0:
+        raise ValueError("every key is masked: give at least one key a finite score and a prior above 0")
+    return torch.full((n,), 1.0 / n, dtype=F64), b / b.sum(), torch.where(live, -S, 0)
+
+
+def _semi(a, b, C, tau: float, rho: float, init=None) -> tuple[SemiRelaxed, ot.OTResult]:
+    res = ot.sinkhorn(a, b, C, tau, rho=rho, init=init)
+    P = res.plan
+    return SemiRelaxed(tau, rho, P, P[0] * P.shape[0], res.column_sums, b, float(res.column_kl), res.n_iter,
+                       bool(res.converged)), res
+
+
+def semi_relaxed(inputs: Inputs, tau: float, rho: float) -> SemiRelaxed:
+    """The page's semi-relaxed problem (:func:`semi_problem`) at gamma = tau and rho (0: each row's
+    prior-softmax, inf: the balanced plan)."""
+    return _semi(*semi_problem(inputs), tau, rho)[0]
+
+
+@dataclass(frozen=True)
+class RhoSweep:
+    """Semi-relaxed OT over a grid of rhos at one tau: the page's query's weights (R, m) and the keys' column sums
+    (R, m) at each rho of rhos (R,), the two closed ends (rho = 0: prior-softmax; rho = inf: balanced) and b."""
+
+    tau: float
+    rhos: torch.Tensor
+    weights: torch.Tensor
+    columns: torch.Tensor
+    ends: tuple[SemiRelaxed, SemiRelaxed]
+    b: torch.Tensor
+
+
+def _semi_series(inputs: Inputs, tau: float, rhos) -> list[SemiRelaxed]:
+    """The page's semi-relaxed problem at each rho, in order, each solve warm-started from the one before."""
+    a, b, C = semi_problem(inputs)
+    out, previous = [], None
+    for rho in rhos:
+        semi, res = _semi(a, b, C, tau, float(rho), previous if 0 < rho < math.inf else None)
+        out.append(semi)
+        previous = res if 0 < rho < math.inf else previous
+    return out
+
+
+def rho_sweep(inputs: Inputs, tau: float, rhos: torch.Tensor = SWEEP_RHOS) -> RhoSweep:
+    """The road from softmax to the balanced plan: semi-relaxed OT at every rho of the grid (and the two ends)."""
+    series = _semi_series(inputs, tau, [0.0, *rhos.tolist(), math.inf])
+    inner = series[1:-1]
+    return RhoSweep(tau, rhos, torch.stack([x.weights for x in inner]), torch.stack([x.columns for x in inner]),
+                    (series[0], series[-1]), series[0].b)
+
+
+def rho_frames(inputs: Inputs, tau: float, rhos=ANIMATION_RHOS) -> list[SemiRelaxed]:
+    """The frames of the rho sweep's animation: semi-relaxed OT at each rho of ``rhos`` (0 to infinity)."""
+    return _semi_series(inputs, tau, rhos)
+
+
 # ---- guided experiments ----------------------------------------------------------------------------------------
 
 # A non-uniform prior over the three default keys, as the prior editor writes it to the URL (parameter prior_table_3).
@@ -251,9 +386,11 @@ TRY_THIS = (
         "keeps all three keys."),
     Try("entmax with alpha = 1", {"mechanisms": ["softmax", "entmax"], "alpha": 1.0},
         "The entmax bars equal the softmax bars: the Tsallis entropy with alpha = 1 is Shannon's."),
-    Try("entmax with alpha = 2", {"mechanisms": ["sparsemax", "entmax"], "alpha": 2.0},
-        "The entmax bars equal the sparsemax bars, with k3 at exactly zero: alpha = 2 is the squared-norm "
-        "regulariser."),
+    Try("Semi-relaxed OT: from softmax to Sinkhorn", {"mechanisms": ["softmax", SEMI], "rho": 1000.0,
+                                                       "view": "rho sweep"},
+        "The four tokens attend to the three keys; softmax gives k3 little, semi-relaxed OT at rho = 1000 holds every "
+        "key's column sum at b = 1/3, so the query's weight on k3 grows. The sweep walks rho from 0 (softmax) to "
+        "infinity (Sinkhorn's balanced plan)."),
     Try("prior-softmax with the prior (0.6, 0.3, 0.1) at tau = 100",
         {"mechanisms": ["softmax", "prior-softmax"], "tau": 100, "prior_table_3": PRIOR_EXAMPLE},
         "Softmax goes to uniform but prior-softmax goes to the prior (0.6, 0.3, 0.1): KL(p || pi) pulls the "
@@ -289,13 +426,17 @@ class ManyQueries:
 
 
 def many_queries(mechanism: str, n: int, m: int, d: int, seed: int, tau: float, alpha: float,
-                 device: str = "cpu") -> ManyQueries:
-    """Attention of n random queries over m random keys (prior-softmax with a uniform prior), timed on
-    ``device``."""
+                 device: str = "cpu", rho: float = DEFAULT_RHO) -> ManyQueries:
+    """Attention of n random queries over m random keys (prior-softmax with a uniform prior; semi-relaxed OT with
+    a uniform b, each query of mass 1 / n, its rows times n), timed on ``device``."""
     q, k = random_queries_keys(n, m, d, seed, device=device)
     prior = torch.full((m,), 1.0 / m, device=device) if mechanism == "prior-softmax" else None
     t0 = time.perf_counter()
-    p = attend(mechanism, dot_scores(q, k), tau, alpha, prior)
+    if mechanism == SEMI:
+        uniform = (torch.full((n,), 1.0 / n, device=device), torch.full((m,), 1.0 / m, device=device))
+        p = ot.sinkhorn(*uniform, -dot_scores(q, k), tau, rho=rho).plan * n
+    else:
+        p = attend(mechanism, dot_scores(q, k), tau, alpha, prior)
     if p.is_cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0

@@ -3,9 +3,14 @@
 
 Two alphas meet on this page and keep two names here: ``Settings.alpha`` is the entmax index of the normaliser
 (1 = softmax, 2 = sparsemax); ``dual_alpha`` is the reliability of the evidence z in problem (4) of 002.
+
+Sinkhorn's rho (semi-relaxed OT, Chizat et al. 2018) holds the keys' columns softly: rho -> 0 at gamma = tau = 1 is
+the model's own softmax, rho = infinity Sinkformer's doubly-stochastic attention (Sander et al. 2022); the rho sweep
+follows the sentence embedding and the layers' outputs along that road.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -16,11 +21,13 @@ from wviz import disk_cache
 from wviz.device import get_device
 from wviz.guide import Try
 from wviz.models import corpus, figure4, minilm
+from wviz.ot import semirelaxed
 
 __all__ = ["CHOICES", "DEFAULT_SENTENCE", "DEFAULT_CHOSEN", "MAX_TOKENS", "CORPUS_SIZE", "N_LAYERS", "N_HEADS",
            "BASE", "Settings", "params", "load", "forward", "Comparison", "comparison", "OneHead", "ColumnError",
            "one_head", "at_defaults", "sparsity_maps", "Pruning", "pruning", "layer_distances", "change_table",
-           "deviation", "Figure4Summary", "figure4_summary", "shown", "TRY_THIS"]
+           "deviation", "Figure4Summary", "figure4_summary", "shown", "TRY_THIS", "RHOS", "rho_text", "RhoSweep",
+           "rho_sweep"]
 
 DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
 DEFAULT_CHOSEN = ("sparsemax", "entmax", "sinkhorn")   # the normalisers the page starts with
@@ -30,6 +37,9 @@ MAX_TOKENS = minilm.MAX_TOKENS
 CORPUS_SIZE = len(corpus.CORPUS)
 N_LAYERS, N_HEADS = 6, 12
 BASE = ("softmax", (("tau", 1.0),))  # the model's own attention: softmax at tau = 1
+RHOS = semirelaxed.rho_grid()        # Sinkhorn's rho slider: 1e-3 to 1e4, then infinity (doubly stochastic)
+rho_text = semirelaxed.rho_text
+SWEEP_RHOS = semirelaxed.rho_grid(per_decade=2, infinity=False)   # the rho sweep's grid
 
 Params = tuple[tuple[str, float], ...]  # a normaliser's keywords as hashable pairs, for the page's cache
 
@@ -37,18 +47,23 @@ Params = tuple[tuple[str, float], ...]  # a normaliser's keywords as hashable pa
 @dataclass(frozen=True)
 class Settings:
     """What the sidebar sets apart from tau: the chosen normalisers, the entmax index alpha, and Sinkhorn's
-    gamma (entropic regularisation of (23) of 002) and number of iterations."""
+    gamma (entropic regularisation of (23) of 002), number of iterations and rho (how firmly the keys' columns are
+    held; infinity: doubly stochastic)."""
 
     chosen: tuple[str, ...]
     alpha: float
     gamma: float
     n_iter: int
+    rho: float = math.inf
 
 
 def params(settings: Settings, name: str, tau: float) -> Params:
     """The keywords of normaliser ``name`` (minilm.make_normaliser) at temperature tau, as (key, value) pairs."""
+    sinkhorn = dict(gamma=settings.gamma, n_iter=settings.n_iter)
+    if settings.rho < math.inf:   # infinity is the normaliser's default: its keywords (and label) as before
+        sinkhorn["rho"] = settings.rho
     per_name = {"softmax": dict(tau=tau), "sparsemax": dict(tau=tau), "entmax": dict(alpha=settings.alpha, tau=tau),
-                "sinkhorn": dict(gamma=settings.gamma, n_iter=settings.n_iter)}
+                "sinkhorn": sinkhorn}
     if name not in per_name:
         raise ValueError(f"unknown normaliser {name!r}; choose one of {', '.join(per_name)}")
     return tuple(per_name[name].items())
@@ -94,10 +109,11 @@ def comparison(settings: Settings, tau: float, run: Callable[[str, Params], mini
 @dataclass(frozen=True)
 class ColumnError:
     """Sinkhorn's rows sum to 1 exactly; its columns to 1 within ``error`` = max_k |sum_i A_ik - 1| after
-    ``n_iter`` iterations."""
+    ``n_iter`` iterations, held towards 1 by ``rho`` (infinity: doubly stochastic)."""
 
     error: float
     n_iter: int
+    rho: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -125,7 +141,7 @@ def one_head(c: Comparison, layer: int, head: int) -> OneHead:
     received = c.base.attention[0, layer, head].sum(dim=0)          # attention each key receives
     sink = int(received.argmax())
     sinkhorn = {label: ColumnError(float((fwd.attention[0, layer, head].sum(dim=0) - 1).abs().max()),
-                                   fwd.normaliser.n_iter)
+                                   fwd.normaliser.n_iter, fwd.normaliser.rho)
                 for label, fwd in c.swapped.items() if fwd.normaliser.name == "sinkhorn"}
     return OneHead(layer, head, c.tokens, maps, sink, float(received[sink]), sinkhorn)
 
@@ -173,6 +189,36 @@ def change_table(c: Comparison) -> pd.DataFrame:
         "mean sparsity": [float(x.sparsity.mean()) for x in ch],
         **{f"distance, layer {l}": [float(x.layer_distance[l]) for x in ch] for l in range(N_LAYERS)},
     })
+
+
+# ---- from softmax to Sinkformer: Sinkhorn's rho ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RhoSweep:
+    """Sinkhorn at one gamma and n_iter in every head, over rho: at each rho of rhos (R,) the cosine of the sentence
+    embedding to the model's own (cosines (R,)) and each layer's output distance ||h'_l - h_l||_F / ||h_l||_F
+    (distances (R, L)); ends = (rho = 0, rho = infinity), each (cosine, distances (L,))."""
+
+    gamma: float
+    n_iter: int
+    rhos: torch.Tensor
+    cosines: torch.Tensor
+    distances: torch.Tensor
+    ends: tuple[tuple[float, torch.Tensor], tuple[float, torch.Tensor]]
+
+
+def rho_sweep(sentence: str, gamma: float, n_iter: int, device: str, rhos=SWEEP_RHOS) -> RhoSweep:
+    """The road from the model's softmax (rho -> 0, at gamma = 1 exactly its attention) to Sinkformer attention
+    (rho = infinity): one forward per rho (about 30 ms each on a CPU core) compared with the model's own."""
+    base = minilm.forward(sentence, device=device)
+    changes = [minilm.compare(base, minilm.forward(sentence, "sinkhorn", device=device, gamma=gamma, n_iter=n_iter,
+                                                   rho=rho))
+               for rho in (0.0, *rhos, math.inf)]
+    inner = changes[1:-1]
+    return RhoSweep(gamma, n_iter, torch.tensor(rhos, dtype=torch.float64),
+                    torch.tensor([c.cosine for c in inner], dtype=torch.float64),
+                    torch.stack([c.layer_distance for c in inner]),
+                    tuple((c.cosine, c.layer_distance) for c in (changes[0], changes[-1])))
 
 
 # ---- Figure 4 of 002 ------------------------------------------------------------------------------------------
@@ -235,9 +281,11 @@ TRY_THIS = (
     Try("Sparsemax at tau = 0.1", {"normalisers": shown("sparsemax"), "tau": 0.1},
         "Sparsemax of S / tau keeps one key per query (two for a few): as tau -> 0 it becomes the argmax; in the "
         "linked view each query's bars shrink to a single key."),
-    Try("Softmax and sparsemax at tau = 10", {"normalisers": shown("softmax", "sparsemax"), "tau": 10},
-        "Softmax flattens to about 1/13 per key and sparsemax keeps nearly every key: the temperature outweighs "
-        "the scores."),
+    Try("From the model's softmax to Sinkformer", {"normalisers": shown("sinkhorn"), "rho": 0.001,
+                                                    "view": "Sinkhorn's rho: softmax to Sinkformer"},
+        "At rho = 0.001 Sinkhorn's panel is the original head (rho -> 0 at gamma = 1 is the model's softmax) and the "
+        "embedding's cosine is 1; along the sweep it turns away as rho holds every key to one unit, down to "
+        "Sinkformer attention at rho = ∞."),
     Try("An attention sink: layer 4, head 7, under Sinkhorn", {"layer": 4, "head": 7, "normalisers": shown("sinkhorn")},
         "The original head gives most of its attention to [CLS] (the column that lights up); Sinkhorn's columns "
         "each receive about one unit, so the sink is gone."),

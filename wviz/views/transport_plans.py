@@ -4,12 +4,16 @@ The problem is eq. (23) of the 002 paper, min_{P in U(a, b)} <C, P> - gamma H(P)
 linear programme), and its squared-L2 variant <C, P> + gamma/2 ||P||^2 (Blondel et al. 2018). gamma is set
 relative to the largest cost, gamma = gamma_rel * max|C_ij|, so that one slider position means the same blur
 whatever the units of C.
+
+Semi-relaxed (Chizat et al. 2018, wviz.ot.semirelaxed): the Sinkhorn solver with rho < infinity holds the
+sources' masses a exactly and the targets' b with the weight rho, min_{P 1 = a} <C, P> + gamma KL(P | a b^T)
++ rho KL(P^T 1 | b); rho is relative to the largest cost too, rho = rho_rel * max|C_ij| (infinity: eq. (23)).
 """
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -18,6 +22,7 @@ import torch
 from wviz import attention, io, ot, sample_data
 from wviz.device import get_device
 from wviz.guide import Try
+from wviz.ot import semirelaxed
 
 SOLVERS = ("sinkhorn", "exact", "quadratic")
 # "line" and "two clusters" come in an order that shows the plan's structure (a band along the diagonal, two
@@ -31,6 +36,9 @@ TOL = 1e-6                                        # L1 marginal error at which t
 DEFAULT_COST = "0 2 4\n2 0 2\n4 2 0\n1 1 3"      # the typed cost matrix the page starts from
 DEFAULT_SIZES = (40, 30)                          # the point clouds' n and m the page starts from
 SWEEP = torch.logspace(-3, 1, 13, dtype=torch.float64)   # the "cost against gamma" grid, in units of max|C|
+RHOS = semirelaxed.rho_grid()                            # the rho slider (units of max|C|): 1e-3 to 1e4, then inf
+rho_text = semirelaxed.rho_text
+RHO_SWEEP = torch.tensor(semirelaxed.rho_grid(per_decade=3, infinity=False), dtype=torch.float64)   # cost vs rho
 
 
 # ---- the problem -----------------------------------------------------------------------------------------------
@@ -180,10 +188,12 @@ def example_cost_csv() -> bytes:
 # ---- the plan at the slider's gamma ----------------------------------------------------------------------------
 
 def solve(solver: str, a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gamma: float,
-          tol: float = TOL) -> ot.OTResult:
-    """One transport problem with the chosen solver: entropic (eq. (23) of 002), exact, or squared-L2."""
+          tol: float = TOL, rho: float = math.inf) -> ot.OTResult:
+    """One transport problem with the chosen solver: entropic (eq. (23) of 002; semi-relaxed with a finite rho),
+    exact, or squared-L2."""
     if solver == "sinkhorn":
-        return ot.sinkhorn(a, b, C, gamma, tol=tol)
+        return ot.sinkhorn(a, b, C, gamma, tol=tol) if math.isinf(rho) else ot.sinkhorn(a, b, C, gamma, tol=tol,
+                                                                                         rho=rho)
     if solver == "exact":
         return ot.emd(a, b, C)
     if solver == "quadratic":
@@ -204,8 +214,10 @@ class Transport:
     reg_cost        the solver's objective at P: <C, P> - gamma H(P) (sinkhorn), <C, P> + gamma/2 ||P||^2
                     (quadratic), <C, P> (exact)
     n_iter          iterations run (0 for the exact solver)
-    marginal_error  max(||P 1 - a||_1, ||P^T 1 - b||_1)
+    marginal_error  max(||P 1 - a||_1, ||P^T 1 - b||_1) (semi-relaxed: the rows', wviz.ot.OTResult)
     converged       the marginal error met the tolerance (exact: an optimal basis was found)
+    rho             the weight that holds the targets' masses b (rho_rel max|C|; inf: held exactly, eq. (23))
+    columns         P^T 1 of a semi-relaxed plan (None at rho = inf), column_kl = KL(P^T 1 | b)
     """
 
     problem: Problem
@@ -217,6 +229,33 @@ class Transport:
     n_iter: int
     marginal_error: float
     converged: bool
+    rho: float = math.inf
+    columns: torch.Tensor | None = field(default=None, compare=False)
+    column_kl: float = 0.0
+
+    @property
+    def gamma_rel(self) -> float:
+        """gamma in units of max|C|, as the slider sets it."""
+        return self.gamma / self.problem.scale
+
+    @property
+    def rho_rel(self) -> float:
+        """rho in units of max|C|, as the slider sets it."""
+        return self.rho / self.problem.scale
+
+    @property
+    def semi(self) -> bool:
+        """Whether the targets' masses are held softly (the Sinkhorn solver at a finite rho)."""
+        return self.columns is not None
+
+    @property
+    def plan_kl(self) -> float:
+        """KL(P | a b^T) = sum P log(P / (a b^T)) - sum P + sum a sum b, the entropic term of the semi-relaxed
+        objective (wviz.ot.semirelaxed)."""
+        a, b = (torch.as_tensor(x) for x in (self.problem.a, self.problem.b))
+        ab = a[:, None] * b[None, :]
+        P = self.plan.double()
+        return float((torch.xlogy(P, P) - P * torch.where(ab > 0, ab, 1).log()).sum() - P.sum() + ab.sum())
 
     @property
     def entropy(self) -> float:
@@ -234,12 +273,15 @@ class Transport:
         return sparsity(self.plan)
 
 
-def transport(problem: Problem, solver: str, gamma_rel: float, device="cpu") -> Transport:
-    """Solve ``problem`` with ``solver`` at gamma = gamma_rel * max|C| on ``device``."""
+def transport(problem: Problem, solver: str, gamma_rel: float, device="cpu", rho_rel: float = math.inf) -> Transport:
+    """Solve ``problem`` with ``solver`` at gamma = gamma_rel * max|C| on ``device``; the Sinkhorn solver at a
+    finite rho_rel holds the targets at rho = rho_rel * max|C| (semi-relaxed)."""
     gamma = gamma_rel * problem.scale
-    res = solve(solver, *problem.tensors(device), gamma)
+    rho = rho_rel * problem.scale if solver == "sinkhorn" else math.inf
+    res = solve(solver, *problem.tensors(device), gamma, rho=rho)
+    semi = dict(rho=rho, columns=res.column_sums.cpu(), column_kl=float(res.column_kl)) if rho < math.inf else {}
     return Transport(problem, solver, gamma, res.plan.cpu(), float(res.cost), float(res.reg_cost),
-                     int(res.n_iter), float(res.marginal_error), bool(res.converged))
+                     int(res.n_iter), float(res.marginal_error), bool(res.converged), **semi)
 
 
 def at_defaults():
@@ -268,27 +310,34 @@ def scrub_schedule(n_iter: int, snapshots: int = 40, max_iter: int = SCRUB_MAX_I
 
 
 def sinkhorn_snapshots(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gamma: float, n_iter: int,
-                       snapshots: int = 40, tol: float = TOL, max_iter: int = SCRUB_MAX_ITER) -> ot.OTResult:
+                       snapshots: int = 40, tol: float = TOL, max_iter: int = SCRUB_MAX_ITER,
+                       rho: float = math.inf) -> ot.OTResult:
     """Plain Sinkhorn at gamma (no epsilon scaling, no over-relaxation) from the uniform start, keeping about
-    ``snapshots`` iterates of the plan to scrub through (see :func:`scrub_schedule`). ``converged=False`` means
-    the run stopped at its budget: it shows only the first iterations."""
+    ``snapshots`` iterates of the plan to scrub through (see :func:`scrub_schedule`); semi-relaxed at a finite rho.
+    ``converged=False`` means the run stopped at its budget: it shows only the first iterations."""
     every, budget = scrub_schedule(n_iter, snapshots, max_iter)
+    semi = {} if math.isinf(rho) else dict(rho=rho)
     return ot.sinkhorn(a, b, C, gamma, tol=tol, eps_scaling=False, omega=1.0, record_plans=every,
-                       max_iter=budget)
+                       max_iter=budget, **semi)
 
 
 @dataclass(frozen=True)
 class Frame:
-    """Plain Sinkhorn's plan after iteration ``step`` and its marginals P 1 (n,) and P^T 1 (m,)."""
+    """Plain Sinkhorn's plan after iteration ``step`` and its marginals P 1 (n,) and P^T 1 (m,); rho < inf: of
+    the semi-relaxed problem."""
 
     step: int
     plan: torch.Tensor
     rows: torch.Tensor
     columns: torch.Tensor
+    rho: float = math.inf
 
     def marginal_error(self, a, b) -> float:
-        """max(||P 1 - a||_1, ||P^T 1 - b||_1), the L1 marginal error of this iterate."""
+        """max(||P 1 - a||_1, ||P^T 1 - b||_1), the L1 marginal error of this iterate (semi-relaxed, the rows':
+        the columns are held by rho, not fixed; after a plain column update the column condition holds)."""
         a, b = torch.as_tensor(a, dtype=self.rows.dtype), torch.as_tensor(b, dtype=self.columns.dtype)
+        if self.rho < math.inf:
+            return float(ot.marginal_error(a, None, self.rows))
         return float(ot.marginal_error(a, b, self.rows, self.columns))
 
 
@@ -309,6 +358,7 @@ class Scrub:
     converged: bool
     marginal_error: float
     tol: float = TOL
+    rho: float = math.inf
 
     @property
     def iterations(self) -> list[int]:
@@ -324,16 +374,17 @@ class Scrub:
         """The plan recorded at iteration ``step`` (default: the last one) with its marginals."""
         step = self.iterations[-1] if step is None else step
         P = self.plans[step]
-        return Frame(step, P, P.sum(1), P.sum(0))
+        return Frame(step, P, P.sum(1), P.sum(0), self.rho)
 
 
-def scrub(problem: Problem, gamma: float, n_iter: int, device="cpu") -> Scrub:
-    """The scrubber's plain-Sinkhorn run at gamma, its schedule set by ``n_iter`` (the solver's iterations)."""
+def scrub(problem: Problem, gamma: float, n_iter: int, device="cpu", rho: float = math.inf) -> Scrub:
+    """The scrubber's plain-Sinkhorn run at gamma (semi-relaxed at a finite rho), its schedule set by ``n_iter``
+    (the solver's iterations)."""
     every, _ = scrub_schedule(n_iter)
-    snap = sinkhorn_snapshots(*problem.tensors(device), gamma, n_iter)
+    snap = sinkhorn_snapshots(*problem.tensors(device), gamma, n_iter, rho=rho)
     history = snap.history.cpu()
     return Scrub({int(it): P.cpu() for it, P in snap.plans}, every, history[:, 0], history[:, 1], int(snap.n_iter),
-                 bool(snap.converged), float(snap.marginal_error))
+                 bool(snap.converged), float(snap.marginal_error), rho=rho)
 
 
 ANIMATION_FRAMES = 20
@@ -383,6 +434,36 @@ def sweep(problem: Problem, device="cpu") -> Sweep:
     return Sweep(gammas, gamma_sweep(a, b, C, gammas), float(ot.emd(a, b, C).cost))
 
 
+# ---- cost against rho ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RhoSweep:
+    """The semi-relaxed plans at one gamma over rho = rhos max|C| (rhos: RHO_SWEEP, relative like the slider):
+    their transport cost <C, P_rho> (costs) and how far their columns are from b, KL(P_rho^T 1 | b) (kls);
+    ends = ((cost, KL) at rho = 0, each source's prior-softmax over the targets; (cost, KL) at rho = inf, eq. (23)
+    of 002)."""
+
+    gamma: float
+    rhos: torch.Tensor
+    costs: torch.Tensor
+    kls: torch.Tensor
+    ends: tuple[tuple[float, float], tuple[float, float]]
+
+
+def rho_sweep(problem: Problem, gamma_rel: float, device="cpu", rhos: torch.Tensor = RHO_SWEEP) -> RhoSweep:
+    """Cost against rho at gamma = gamma_rel max|C|: every solve warm-started from the previous rho's."""
+    a, b, C = problem.tensors(device)
+    gamma = gamma_rel * problem.scale
+    costs, kls = torch.empty(len(rhos), dtype=torch.float64), torch.empty(len(rhos), dtype=torch.float64)
+    previous = None
+    for i, rho_rel in enumerate(rhos.tolist()):
+        previous = ot.sinkhorn(a, b, C, gamma, tol=TOL, rho=rho_rel * problem.scale, init=previous)
+        costs[i], kls[i] = float(previous.cost), float(previous.column_kl)
+    ends = tuple((float(r.cost), float(r.column_kl)) for r in (ot.sinkhorn(a, b, C, gamma, tol=TOL, rho=rho)
+                                                                for rho in (0.0, math.inf)))
+    return RhoSweep(gamma, rhos, costs, kls, ends)
+
+
 # ---- side by side ----------------------------------------------------------------------------------------------
 
 SIDE_GAMMAS = (0.001, 0.1)   # the two gammas / max C of the "Side by side" view (log-slider grid values)
@@ -408,9 +489,10 @@ TRY_THIS = (
     Try("Send gamma to 0.001", {"gamma": 0.001, "view": "Cost against gamma"},
         r"The band of the plan narrows to the monotone map, and the entropic cost $\langle C, P\rangle$ comes down "
         r"to the exact OT cost (the dashed line) as $\gamma$ shrinks."),
-    Try("Make gamma large", {"gamma": 3.16, "view": "Side by side", "side_gamma_right": 3.16},
-        r"The plan blurs into the independent coupling $a b^\top$: every source spreads its mass over every target "
-        r"in proportion to $b$, whatever the cost."),
+    Try("Hold the targets loosely", {"rho": 0.01, "view": "Cost against rho"},
+        r"At $\rho = 0.01 \max C$ the targets' masses are barely held: every source sends its mass to its nearest "
+        r"targets, the column sums (black marks over $b$) leave $b$, and the cost $\langle C, P\rangle$ falls "
+        r"below the balanced plan's ($\rho = \infty$, dashed)."),
     Try("Solve exactly", {"solver": "exact", "preset": "two clusters"},
         "The exact plan is sparse (at most $n + m - 1$ entries) and stays within the two blocks: each cluster is "
         "sent to the nearer one."),
