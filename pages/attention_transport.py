@@ -4,6 +4,7 @@ import streamlit as st
 
 from wviz import ui
 from wviz.figures import attention_transport as figs
+from wviz.figures.common import number_tex, table_text, vector_tex
 from wviz.views import attention_transport as av
 
 OMEGA_TEX = {
@@ -24,11 +25,11 @@ device = ui.page_setup(
     "unit sent to key $j$, the cheapest plan puts everything on the best key (argmax). Adding a regulariser "
     "$\\tau\\,\\Omega(p)$ spreads the mass: with the negative entropy the optimum is exactly softmax "
     f"(one-sided entropic optimal transport, eqs. (4)-(5) of {ui.cite('001')}); other regularisers give "
-    "sparsemax, entmax and prior-softmax (eq. (13) and its table; sparsemax and entmax as regularised argmax: "
-    f"{ui.cite('blondel2018')}). **Semi-relaxed OT** ({ui.cite('chizat2018')}) is the road from softmax to "
-    f"Sinkhorn's doubly-stochastic attention ({ui.cite('sander2022')}): several queries share the keys, each "
-    "query still spreads exactly its mass, and $\\rho$ sets how firmly every key is held to receive its share "
-    "$b_j$ from all of them together.",
+    f"sparsemax ({ui.cite('martins2016')}), entmax ({ui.cite('peters2019')}) and prior-softmax (eq. (13) and its "
+    f"table; sparsemax and entmax as regularised argmax: {ui.cite('blondel2018')}). **Semi-relaxed OT** "
+    f"({ui.cite('chizat2018')}) is the road from softmax to Sinkhorn's doubly-stochastic attention "
+    f"({ui.cite('sander2022')}): several queries share the keys, each query still spreads exactly its mass, and "
+    "$\\rho$ sets how firmly every key is held to receive its share $b_j$ from all of them together.",
     try_this=av.TRY_THIS,
 )
 ui.equation(r"\begin{aligned} p^\star &= \arg\min_{p \in \Delta^{m-1}} \; -\langle s, p \rangle + \tau\, \Omega(p)"
@@ -130,13 +131,13 @@ def draw(w: av.Weights):
                   "(rho = 0) to Sinkhorn (rho = ∞), or many random queries at once. The lecture bundle holds them "
                   "all.")
     with numbers:
-        st.dataframe(av.summary(w), hide_index=True)
+        st.dataframe(table_text(av.summary(w)), hide_index=True)
         # two equations, not one per mechanism: every display equation is one more element to redraw per move
         ui.equation(aligned([line for name in w.p for line in
                              (SEMI_TEX if name == av.SEMI else
                               [rf"\text{{{name}}}:\ \Omega(p) &= {OMEGA_TEX[name]}"])]))
-        ui.equation(aligned([rf"s &= {av.vector_tex(w.inputs.scores)},\quad \tau = {w.tau:.3g}"]
-                            + [rf"p^\star_{{\text{{{name}}}}} &= {av.vector_tex(p, keep=3)}"
+        ui.equation(aligned([rf"s &= {vector_tex(w.inputs.scores)},\quad \tau = {number_tex(w.tau)}"]
+                            + [rf"p^\star_{{\text{{{name}}}}} &= {vector_tex(p, keep=3)}"
                                for name, p in w.p.items()]))
 
 

@@ -3,6 +3,7 @@ import streamlit as st
 
 from wviz import ui
 from wviz.figures import fenchel_dual as figs
+from wviz.figures.common import number_text
 from wviz.views import fenchel_dual as fv
 
 ui.page_setup(
@@ -73,13 +74,13 @@ def metrics(s: fv.Solution):
     """How far attention is from the exact answer, in three short numbers (the full meaning in each help)."""
     lam, az = s.lam, s.alpha_z
     c = st.columns(3)
-    c[0].metric("deviation", f"{s.deviation:.3g}",
+    c[0].metric("deviation", number_text(s.deviation, 3, chars=8),
                 help=f"Relative deviation ‖λ* − αz‖ / ‖λ*‖ of Sec. 8 (the quantity of Figure 4): "
                      f"λ* = ({lam[0]:.4f}, "
                      f"{lam[1]:.4f}), αz = ({az[0]:.4f}, {az[1]:.4f}).")
-    c[1].metric("error of (18)", f"{s.error_18:.3g}",
+    c[1].metric("error of (18)", number_text(s.error_18, 3, chars=8),
                 help="‖h(12) − h(18)‖: the distance from the exact estimate (red) to attention (purple).")
-    c[2].metric("error of (15)", f"{s.error_15:.3g}",
+    c[2].metric("error of (15)", number_text(s.error_15, 3, chars=8),
                 help="‖h(12) − h(12 at 15)‖: the distance from the exact estimate (red) to the second-order one "
                      "(green).")
 
@@ -149,7 +150,7 @@ def t5_view(s: fv.Solution) -> ui.View:
                          "masked words get preference 0, the others $e^{b_{j-i}}$ from the relative-position bias "
                          "table (offsets beyond ±3 use the end values, like T5's buckets).")
         with t5l:
-            j = st.selectbox("Target position j", range(len(names)), format_func=lambda i: f"{i}: {names[i]}",
+            j = st.selectbox("Target position j", range(len(names)), format_func=lambda i: f"{i + 1}: {names[i]}",
                              key="t5_j", bind="query-params", help="The word being inferred (the blank).")
             masked = st.multiselect("Masked words", names, default=[names[j]], key="t5_mask",
                                     bind="query-params", help="Masked words get u = 0 in (19) and -inf in (20).")

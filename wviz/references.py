@@ -1,7 +1,7 @@
 """The works wviz implements or cites, in full: the five source documents that the pages implement (000 to 004:
 notes and papers, cited in docstrings by these short names) and the papers behind Sinkhorn, sparse regularised
-transport, semi-relaxed (unbalanced) transport and its solver, doubly-stochastic attention and attention rollout.
-The References page lists them; pages link to an entry with ui.cite(key)."""
+transport, sparsemax and entmax, semi-relaxed (unbalanced) transport and its solver, doubly-stochastic attention
+and attention rollout. The References page lists them; pages link to an entry with ui.cite(key)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,6 +53,15 @@ REFERENCES = {r.key: r for r in (
               "the 21st International Conference on Artificial Intelligence and Statistics (AISTATS 2018), PMLR 84, "
               "880-889.",
               "https://arxiv.org/abs/1710.06276", "Attention as transport (sparsemax), Transport plans"),
+    Reference("martins2016", "Martins and Astudillo 2016",
+              "André F. T. Martins, Ramón F. Astudillo. *From Softmax to Sparsemax: A Sparse Model of Attention and "
+              "Multi-Label Classification*. Proceedings of the 33rd International Conference on Machine Learning "
+              "(ICML 2016), PMLR 48, 1614-1623.",
+              "https://arxiv.org/abs/1602.02068", "Attention as transport, Real transformer (sparsemax)"),
+    Reference("peters2019", "Peters et al. 2019",
+              "Ben Peters, Vlad Niculae, André F. T. Martins. *Sparse Sequence-to-Sequence Models*. Proceedings of "
+              "the 57th Annual Meeting of the Association for Computational Linguistics (ACL 2019), 1504-1519.",
+              "https://aclanthology.org/P19-1146", "Attention as transport, Real transformer (alpha-entmax)"),
     Reference("chizat2018", "Chizat et al. 2018",
               "Lénaïc Chizat, Gabriel Peyré, Bernhard Schmitzer, François-Xavier Vialard. *Scaling Algorithms for "
               "Unbalanced Optimal Transport Problems*. Mathematics of Computation 87(314), 2563-2609, 2018 "

@@ -38,6 +38,17 @@ def figure_titled(at: AppTest, start: str) -> dict:
     return found[0]
 
 
+def shown_table(at: AppTest, index: int = 0):
+    """The cells of the page's ``index``-th st.dataframe as the browser shows them (the display values of a styled
+    table, wviz.figures.common.table_text; the values themselves for a plain one)."""
+    import pyarrow as pa
+
+    proto = at.dataframe[index].proto.arrow_data
+    if proto.HasField("styler") and proto.styler.display_values:
+        return pa.ipc.open_stream(proto.styler.display_values).read_all().to_pandas()
+    return at.dataframe[index].value
+
+
 def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from entmax import entmax15, entmax_bisect
 
-from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception, shown_table
 from tests.app.test_fenchel_dual_page import rendered_width
 from wviz.views import attention_transport as av
 
@@ -215,6 +215,16 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
         assert w[av.SEMI][2] > 1.5 * w["softmax"][2]
 
 
+def test_the_summary_table_reads_in_significant_digits(open_page):
+    """At tau = 0.001 softmax's entropy is about 3.5e-241: the cell says so in a power of ten (not "0.000000..."),
+    a zero entropy reads 0 (not -0), and no cell is longer than its number needs; the table keeps the numbers."""
+    at = open_page(PAGE, tau="0.001")
+    cells, values = shown_table(at), at.dataframe[0].value
+    assert list(cells["entropy (nats)"]) == ["3.494e-241", "0", "0"]
+    assert list(cells["support size"]) == ["2", "1", "1"] and list(cells["objective"]) == ["-1.06"] * 3
+    assert values["entropy (nats)"][0] == pytest.approx(3.4936e-241, rel=1e-4)
+
+
 def test_side_by_side_draws_both_temperatures(open_page):
     at = open_page(PAGE, view="Side by side")
     left, right = figure_titled(at, "Left: tau = 0.1"), figure_titled(at, "Right: tau = 10")
@@ -223,6 +233,7 @@ def test_side_by_side_draws_both_temperatures(open_page):
         assert set(got) == {"softmax", "sparsemax", "entmax"}
         np.testing.assert_allclose(got["softmax"], numpy_softmax(S_DEFAULT, tau), atol=1e-12)
     assert list(left["layout"]["xaxis"]["ticktext"]) == ["k1", "k2", "k3"]
+    assert left["layout"]["yaxis"]["range"] == right["layout"]["yaxis"]["range"] == [0, 1.05]   # one scale
     # each side's tau is its own widget, bound to the URL
     at = open_page(PAGE, view="Side by side", side_tau_left="0.01", side_tau_right="100")  # as the slider writes them
     assert at.select_slider(key="side_tau_left").value == 0.01

@@ -179,6 +179,7 @@ def test_side_by_side_draws_w2_attention_at_two_temperatures(open_page):
         np.testing.assert_allclose(np.asarray(trace["z"], dtype=float),
                                    reference_attention(MEANS, covariances(SIG), tau), atol=1e-9)
         assert trace["colorbar"]["title"]["text"] == "weight"
+        assert (trace["zmin"], trace["zmax"]) == (0, 1)   # one colour scale for both sides: weights from 0 to 1
     at.select_slider(key="side_tau_right").set_value(1.0).run()
     no_exception(at)
     fig = figure_titled(at, "W2 attention at τ = 1")

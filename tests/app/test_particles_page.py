@@ -180,6 +180,14 @@ def test_side_by_side_draws_the_flow_at_two_temperatures(open_page):
         np.testing.assert_allclose(pts, flow_of(x0, tau, layers)[-1], atol=1e-9)
         spread[tau] = np.ptp(pts, axis=0).max()
     assert spread[1.0] < 1e-6 and spread[0.1] > 0.5
+    # one scale for both sides: the same axis ranges, holding every layer of both flows
+    left, right = figure_titled(at, f"tau = 0.1: layer {layers}"), figure_titled(at, f"tau = 1: layer {layers}")
+    for axis in ("xaxis", "yaxis"):
+        assert left["layout"][axis]["range"] == right["layout"][axis]["range"]
+    lo, hi = np.transpose([left["layout"][a]["range"] for a in ("xaxis", "yaxis")])
+    for tau in (0.1, 1.0):
+        xs = np.concatenate(flow_of(x0, tau, layers))
+        assert (xs.min(0) >= lo).all() and (xs.max(0) <= hi).all()
 
 
 def test_metrics_are_short_and_say_the_rest_in_their_help(open_page):

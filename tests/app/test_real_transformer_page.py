@@ -10,7 +10,9 @@ import torch
 from scipy.special import softmax
 from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import ROOT, check_views, figure_titled, figures, link_params, no_exception, settle
+from tests.app.conftest import (ROOT, check_views, figure_titled, figures, link_params, no_exception, settle,
+                                shown_table)
+from wviz.figures.common import number_text
 from wviz.models import minilm
 from wviz.models.corpus import CORPUS
 from wviz.views import real_transformer as rv
@@ -65,7 +67,7 @@ def test_default_page_matches_the_reference_model(open_page, reference):
     maps, fig = panels(at)
     assert list(maps) == ["original: softmax (tau = 1)", "sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)",
                           "sinkhorn (gamma = 1, 5 iterations)"]
-    assert fig["layout"]["title"]["text"].startswith("Layer 0, head 0")
+    assert fig["layout"]["title"]["text"].startswith("Layer 1, head 1")
     np.testing.assert_allclose(maps["original: softmax (tau = 1)"], attn[0, 0], atol=2e-6)
     np.testing.assert_allclose(maps["sparsemax (tau = 1)"], sparsemax_np(S0[0]), atol=2e-5)
     sk = maps["sinkhorn (gamma = 1, 5 iterations)"]
@@ -88,17 +90,17 @@ def test_default_page_matches_the_reference_model(open_page, reference):
 def test_layer_head_and_tau(open_page, reference):
     run, _ = reference
     at = open_page(PAGE, timeout=300)
-    at.sidebar.selectbox(key="layer").set_value(4)
-    at.sidebar.selectbox(key="head").set_value(7)
+    at.sidebar.selectbox(key="layer").set_value(5)                  # layers and heads counted from 1
+    at.sidebar.selectbox(key="head").set_value(8)
     at.sidebar.multiselect(key="normalisers").set_value(["softmax"])
     at.sidebar.select_slider(key="tau").set_value(0.464).run()      # an option of the log grid
     no_exception(at)
     attn, S0 = run(SENTENCE)
     maps, fig = panels(at)
-    assert fig["layout"]["title"]["text"].startswith("Layer 4, head 7")
+    assert fig["layout"]["title"]["text"].startswith("Layer 5, head 8")
     np.testing.assert_allclose(maps["original: softmax (tau = 1)"], attn[4, 7], atol=2e-6)
     assert list(maps)[1] == "softmax (tau = 0.464)"
-    at.sidebar.selectbox(key="layer").set_value(0).run()
+    at.sidebar.selectbox(key="layer").set_value(1).run()
     maps, _ = panels(at)
     np.testing.assert_allclose(maps["softmax (tau = 0.464)"], softmax(S0[7] / 0.464, axis=-1), atol=2e-5)
 
@@ -208,7 +210,7 @@ def test_try_this_links_open_the_page_in_their_state(item, monkeypatch):
         n = len(original)
         assert np.abs(maps["softmax (tau = 10)"] - 1 / n).max() < 0.1
         assert (maps["sparsemax (tau = 10)"] > 0).sum(axis=1).mean() > n / 2
-    if item.params.get("layer") == 4:               # the sink: [CLS] receives most of the 13 units; not under Sinkhorn
+    if item.params.get("layer") == 5:               # the sink: [CLS] receives most of the 13 units; not under Sinkhorn
         assert original.sum(axis=0)[0] > 0.7 * len(original)
         sk = maps["sinkhorn (gamma = 1, 5 iterations)"]
         assert np.abs(sk.sum(axis=0) - 1).max() < 0.05
@@ -217,6 +219,37 @@ def test_try_this_links_open_the_page_in_their_state(item, monkeypatch):
     if "alpha" in item.params:                      # entmax 1.25: fewer zeros than sparsemax, but some
         zeros = {name: (m == 0).sum() for name, m in maps.items()}
         assert 0 < zeros["entmax (alpha = 1.25, tau = 1)"] < zeros["sparsemax (tau = 1)"]
+
+
+def test_the_linked_chart_follows_presentation_mode(open_page):
+    """In presentation mode the Altair chart's text is at least the lecture hall's size and its colours are the
+    mode's (Okabe-Ito categories, Cividis for the weights), as the Plotly figures'; the same chart, clicks
+    included."""
+    from wviz.export import TEXT_PX
+    from wviz.figures.common import PALETTE
+
+    def config(**query):
+        (chart,) = open_page(PAGE, timeout=300, view="Click a query", **query).get("vega_lite_chart")
+        return json.loads(chart.proto.spec)
+
+    plain, hall = config(), config(presentation="true")
+    assert plain.get("config", {}).get("axis", {}).get("labelFontSize", 10) < TEXT_PX   # Vega-Lite's default: 10
+    sizes = [hall["config"][part][size] for part in ("axis", "legend") for size in ("labelFontSize", "titleFontSize")]
+    assert min(sizes + [hall["config"]["title"]["fontSize"]]) >= TEXT_PX
+    assert hall["config"]["range"]["category"] == PALETTE
+    assert "viridis" in json.dumps(plain) and "viridis" not in json.dumps(hall) and "cividis" in json.dumps(hall)
+    assert hall["params"] == plain["params"]
+
+
+def test_the_change_table_reads_in_significant_digits(open_page):
+    """The cosines and distances in at most 4 significant digits, tiny ones with a power of ten; the table keeps
+    its numbers."""
+    at = open_page(PAGE, timeout=300, view="The layers and the sentence embedding")
+    cells, values = shown_table(at), at.dataframe[0].value
+    assert list(cells.columns) == list(values.columns) and "distance, layer 6" in cells
+    for column in values.columns[1:]:
+        for text, value in zip(cells[column], values[column]):
+            assert text == number_text(value) and len(text.replace("-", "").replace(".", "")) <= 8, (column, text)
 
 
 def test_rho_walks_sinkhorn_from_the_models_softmax_to_sinkformer(open_page, reference):

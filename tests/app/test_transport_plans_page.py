@@ -144,6 +144,17 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     assert at.segmented_control(key="view").options == [SIDE, "Mass moved", "Cost against gamma"]
 
 
+def test_cost_against_gamma_is_in_the_sliders_unit(open_page):
+    """The sweep's x axis is gamma / max C, as the slider: the slider's value is where its line and label stand."""
+    at = open_page(PAGE, view="Cost against gamma", gamma="0.0316")
+    fig = figure_titled(at, "Entropic cost converges")
+    np.testing.assert_allclose(np.asarray(fig["data"][0]["x"], dtype=float), tv.SWEEP.numpy())
+    (line,) = [s for s in fig["layout"]["shapes"] if s["x0"] == s["x1"]]
+    (label,) = [a for a in fig["layout"]["annotations"] if a["text"].startswith("the slider")]
+    assert line["x0"] == 0.0316 and 10 ** label["x"] == pytest.approx(0.0316)
+    assert fig["layout"]["xaxis"]["title"]["text"] == "gamma / max C"
+
+
 def test_the_bundle_holds_each_views_own_figures(open_page):
     """The views not drawn go into the lecture bundle, each figure built by its own view."""
     at = open_page(PAGE, view="Cost against gamma")
@@ -191,6 +202,11 @@ def test_side_by_side_plans_at_two_gammas(open_page):
         np.testing.assert_allclose(P, ref, atol=1e-6)
         far.append(np.abs(P - np.outer(a0, b0)).sum())
     assert far[1] < far[0]
+    # one colour scale for both: from 0 to the larger plan's largest entry (the sharper plan's, at the small gamma)
+    scales = [(h["zmin"], h["zmax"]) for h in (next(t for t in f["data"] if t["type"] == "heatmap")
+                                               for f in (left, right))]
+    top = max(float(np.max(next(t for t in f["data"] if t["type"] == "heatmap")["z"])) for f in (left, right))
+    assert scales[0] == scales[1] and scales[0][1] == pytest.approx(top) and scales[0][0] <= 1e-12
     at.select_slider(key="side_gamma_right").set_value(10.0).run()
     no_exception(at)
     heat = next(t for t in figure_titled(at, "gamma = 10 max C")["data"] if t["type"] == "heatmap")

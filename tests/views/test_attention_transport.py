@@ -147,8 +147,11 @@ def test_prior_table_errors_name_every_problem_in_the_users_terms():
 
 
 def test_vector_tex_shortens_long_vectors():
-    assert av.vector_tex(torch.tensor([1.06, 0.5, -0.92])) == "(1.06, 0.5, -0.92)"
-    long = av.vector_tex(torch.arange(40.0))
+    from wviz.figures.common import vector_tex
+
+    assert vector_tex(torch.tensor([1.06, 0.5, -0.92])) == "(1.06, 0.5, -0.92)"
+    assert vector_tex(torch.tensor([1.0, 6.2386e-244, 0.0], dtype=torch.float64)) == r"(1, 6.24 \times 10^{-244}, 0)"   # not 6.24e-244
+    long = vector_tex(torch.arange(40.0))
     assert long == r"(0, 1, 2, \ldots, 39) \in \mathbb{R}^{40}"
 
 
@@ -167,6 +170,16 @@ def test_figures_label_every_key_and_read_on_a_projector():
     heat = figs.attention_heatmap(torch.rand(5, 7), "t")
     assert heat.data[0].showscale and heat.data[0].colorbar.title.text == "weight"
     assert (heat.layout.xaxis.title.text, heat.layout.yaxis.title.text) == ("key j", "query i")
+
+
+def test_queries_and_keys_count_from_1_and_the_tau_label_sits_on_its_line():
+    heat = figs.attention_heatmap(torch.rand(5, 7), "t")
+    assert list(heat.data[0].x) == list(range(1, 8)) and list(heat.data[0].y) == list(range(1, 6))
+    pooled = figs.attention_heatmap(torch.rand(2, 3), "t", block=(8, 4))   # a cell: its first query / key
+    assert list(pooled.data[0].x) == [1, 5, 9] and list(pooled.data[0].y) == [1, 9]
+    sweep = figs.tau_sweep_lines(av.TAUS, torch.ones(len(av.TAUS), 2) / 2, ["k1", "k2"], 0.316, "t")
+    (label,) = sweep.layout.annotations
+    assert 10 ** label.x == pytest.approx(0.316) and sweep.layout.shapes[0].x0 == 0.316
 
 
 @pytest.mark.parametrize("item", av.TRY_THIS, ids=lambda t: t.label)
@@ -278,3 +291,78 @@ def test_many_queries_under_semi_relaxed_ot_are_distributions_whose_columns_appr
         np.testing.assert_allclose(res.pooled.sum(-1).numpy(), 1.0, atol=1e-4)
     np.testing.assert_allclose(loose.pooled.numpy(), soft.pooled.numpy(), atol=1e-3)
     np.testing.assert_allclose(tight.pooled.sum(0).numpy(), 64 / 32, rtol=1e-3)   # every key receives its share
+
+
+# ---- what each guided experiment says to watch, on the numbers of the state its link opens ------------------------
+
+def link_state(params: dict) -> tuple[av.Inputs, float]:
+    """The inputs and tau that the page reads when a link sets ``params`` (every other widget at its default: the
+    2-D points, tau = 1, alpha = 1.5, rho = 1; the prior table, shown for prior-softmax and semi-relaxed OT, uniform
+    unless the link fills it)."""
+    mechanisms = tuple(params.get("mechanisms", av.DEFAULT_MECHANISMS))
+    s = av.scores_from_points(av.DEFAULT_QUERY, av.DEFAULT_KEYS)
+    prior = None
+    if "prior-softmax" in mechanisms or av.SEMI in mechanisms:
+        rows = json.loads(params["prior_table_3"]) if "prior_table_3" in params else av.prior_table(3).values.tolist()
+        prior = av.prior_from_table(pd.DataFrame(rows, columns=["key", "prior"]))
+    inputs = av.Inputs(s, prior, mechanisms, params.get("alpha", av.DEFAULT_ALPHA),
+                       av.queries_from_points(s, av.DEFAULT_KEYS), params.get("rho", av.DEFAULT_RHO))
+    return inputs, params.get("tau", 1.0)
+
+
+def watch_small_tau(params):
+    inputs, tau = link_state(params)
+    w = av.weights(inputs, tau)
+    support = dict(zip(*av.summary(w)[["mechanism", "support size"]].T.values))
+    for name in ("sparsemax", "entmax"):
+        assert support[name] == 1 and w.p[name][0] == 1                    # all the mass on k1
+    p, s = w.p["softmax"], inputs.scores
+    assert p[0] == pytest.approx(1, abs=1e-15) and 1e-244 < p[1] < 1e-243   # about 6e-244 for k2
+    assert p[2] == 0 and float((s[2] - s[0]) / tau) < math.log(5e-324)       # k3 below the smallest double
+    assert support["softmax"] == 2
+
+
+def watch_large_tau(params):
+    inputs, tau = link_state(params)
+    w = av.weights(inputs, tau)
+    assert set(w.p) == {"softmax", "sparsemax", "entmax"}
+    assert all(0.32 <= float(p.min()) and float(p.max()) <= 0.35 for p in w.p.values())   # about 1/3 each
+    assert int((w.p["sparsemax"] > 0).sum()) == 3                           # even sparsemax keeps all three
+
+
+def watch_entmax_alpha_1(params):
+    inputs, tau = link_state(params)
+    w = av.weights(inputs, tau)
+    torch.testing.assert_close(w.p["entmax"], w.p["softmax"], atol=1e-12, rtol=0)
+
+
+def watch_semi_relaxed(params):
+    inputs, tau = link_state(params)
+    w = av.weights(inputs, tau)
+    assert w.semi.plan.shape == (4, 3)                                      # four tokens attend to three keys
+    softmax, semi = w.p["softmax"], w.p[av.SEMI]
+    assert 0.075 < softmax[2] < 0.085 and (w.semi.columns - 1 / 3).abs().max() < 1e-3
+    assert 0.145 < semi[2] < 0.155 and 1.8 < semi[2] / softmax[2] < 2       # k3's weight nearly doubles
+    sweep = av.rho_sweep(inputs, tau)
+    torch.testing.assert_close(sweep.ends[0].weights, softmax)              # rho = 0: softmax
+    torch.testing.assert_close(sweep.ends[1].columns, sweep.b, atol=1e-6, rtol=0)   # rho = inf: balanced
+    assert (torch.diff(sweep.weights[:, 2]) >= -1e-9).all()                 # k3 grows along the sweep
+
+
+def watch_prior_softmax(params):
+    inputs, tau = link_state(params)
+    w = av.weights(inputs, tau)
+    assert float((w.p["prior-softmax"] - torch.tensor([0.6, 0.3, 0.1], dtype=torch.float64)).abs().max()) < 0.01
+    assert float((w.p["softmax"] - 1 / 3).abs().max()) < 0.01
+
+
+WATCH = {"Send tau to 0.001": watch_small_tau, "Send tau to 100": watch_large_tau,
+         "entmax with alpha = 1": watch_entmax_alpha_1, "Semi-relaxed OT: from softmax to Sinkhorn": watch_semi_relaxed,
+         "prior-softmax with the prior (0.6, 0.3, 0.1) at tau = 100": watch_prior_softmax}
+
+
+@pytest.mark.parametrize("item", av.TRY_THIS, ids=lambda t: t.label)
+def test_each_guided_experiment_shows_what_its_sentence_says(item):
+    """Every Try link's sentence, checked on the numbers of the state the link opens; a new link needs its check."""
+    assert item.label in WATCH, f"Try {item.label!r} has no check of what its sentence says"
+    WATCH[item.label](item.params)

@@ -269,3 +269,89 @@ def test_figures_read_at_800_px(templates):
     assert list(sweep.layout.xaxis.ticktext) == ["0.01", "0.1", "1", "10"]
     assert sweep.layout.yaxis.type == "log" and sweep.layout.yaxis.dtick == 1
     assert sweep.layout.yaxis.exponentformat == "power"
+
+
+# ---- what each guided experiment says to watch, on the numbers of the state its link opens ------------------------
+
+def link_state(params: dict) -> fv.Solution:
+    """The solution the page computes when a link sets ``params`` (every other widget at its default: the Figure 3
+    preset, u normalised, z = DEFAULT_Z, alpha = 1)."""
+    templates = fv.templates_from_table(fv.PRESETS[params.get("preset", next(iter(fv.PRESETS)))], True)
+    z = (params.get("z1", fv.DEFAULT_Z[0]), params.get("z2", fv.DEFAULT_Z[1]))
+    return fv.solve(templates, z, params.get("alpha", 1.0))
+
+
+def inside_hull(point, t) -> bool:
+    """Whether point lies in the convex hull of the rows of t (a feasible convex combination, by scipy's LP)."""
+    n = len(t)
+    res = scipy.optimize.linprog(np.zeros(n), A_eq=np.vstack([np.asarray(t).T, np.ones(n)]),
+                                 b_eq=np.append(point, 1), bounds=[(0, None)] * n)
+    return res.status == 0
+
+
+def watch_small_alpha(params):
+    s = link_state(params)
+    e = s.est
+    for h in (e.h[0], e.h1[0], e.h2[0]):
+        assert float((h - e.mu).norm()) < 0.03                             # within 0.03 of mu
+    assert 2.5e-4 < s.error_18 < 4e-4 and s.error_15 < 1e-6
+
+
+def watch_large_alpha(params):
+    s = link_state(params)
+    e, t = s.est, s.templates.t
+    target = e.mu + s.z
+    assert inside_hull(target.numpy(), t.numpy())
+    assert float((e.h[0] - target).norm()) < 0.13                          # the exact h: 0.12 from mu + z
+    to_templates = (t - e.h1[0]).norm(dim=1)
+    best = int((t @ s.z).argmax())
+    assert s.templates.names[best] == "t2" and int(to_templates.argmin()) == best
+    assert 0.3 < float(to_templates[best]) < 0.33 and 0.75 < float((e.h1[0] - target).norm()) < 0.77
+
+
+def watch_uniform_u(params):
+    s = link_state(params)
+    assert s.alpha == 1 and torch.equal(s.templates.u, torch.full((4,), 0.25, dtype=F64))
+    np.testing.assert_allclose(fv.weights(s).attention.numpy(), softmax(s.templates.t.numpy() @ s.z.numpy()),
+                               rtol=1e-12)
+
+
+def watch_errors_against_alpha(params):
+    sweep = fv.sweep(link_state(params))
+    a, e18, e15 = (np.log(x.numpy()) for x in (sweep.alphas, sweep.err1, sweep.err2))
+    slope = lambda e: (e[3] - e[0]) / (a[3] - a[0])    # noqa: E731  at the small end of the plot
+    assert 1.9 < slope(e18) < 2.1 and 2.9 < slope(e15) < 3.1
+    below = a < np.log(0.8)
+    assert (np.diff(e18[below]) > 0).all() and (np.diff(e15[below]) > 0).all()   # both fall as alpha shrinks
+    assert (e15[below] < e18[below]).all() and np.diff(e18)[a[:-1] > np.log(0.8)].max() < 0   # from about 0.8
+
+
+def watch_ot_small_gamma(params):
+    s = link_state(params)
+    world = fv.universe(s.templates, fv.EXTRAS)
+    ot = fv.ot_attention(s, world, params["gamma"], fv.cost(world, "squared Euclidean"))
+    p = ot.panel
+    assert float((p.true - p.u).abs().sum()) < 1e-4                       # (40) is back to u
+    assert 0.55 < float((p.exact - p.approx).abs().sum()) < 0.65           # (25) and (38) 0.6 apart
+    assert s.alpha / ot.gamma == pytest.approx(100)
+
+
+WATCH = {"Shrink alpha to 0.01": watch_small_alpha, "Grow alpha to 10 with z = (0.5, 0.25)": watch_large_alpha,
+         "Uniform u: dot-product attention": watch_uniform_u, "Errors against alpha": watch_errors_against_alpha,
+         "OT attention at gamma = 0.01": watch_ot_small_gamma}
+
+
+@pytest.mark.parametrize("item", fv.TRY_THIS, ids=lambda t: t.label)
+def test_each_guided_experiment_shows_what_its_sentence_says(item):
+    """Every Try link's sentence, checked on the numbers of the state the link opens; a new link needs its check."""
+    assert item.label in WATCH, f"Try {item.label!r} has no check of what its sentence says"
+    WATCH[item.label](item.params)
+
+
+def test_the_value_as_set_is_labelled_on_its_line(templates):
+    """On a log axis Plotly reads an annotation's x as log10 of the value: the label stands on the dashed line."""
+    s = fv.solve(templates, Z, 0.316)
+    fig = figs.alpha_sweep(fv.sweep(s), s.alpha)
+    (label,) = [a for a in fig.layout.annotations if a.text == "alpha as set"]
+    (line,) = fig.layout.shapes
+    assert line.x0 == 0.316 and 10 ** label.x == pytest.approx(0.316)

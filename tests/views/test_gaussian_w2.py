@@ -242,3 +242,66 @@ def test_log_axis_of_the_sweep_is_readable(tokens):
     assert fig.layout.xaxis.type == "log"
     assert list(fig.layout.xaxis.ticktext) == ["0.01", "0.1", "1", "10", "100"]
     assert fig.layout.yaxis.range[1] > 1.0
+
+
+# ---- what each guided experiment says to watch, on the numbers of the state its link opens ------------------------
+
+def link_scene(params: dict) -> gv.Scene:
+    """The scene the page computes when a link sets ``params`` (every other widget at its default: the DEFAULT
+    tokens, full covariances, query t1, covariances as drawn unless equal_cov)."""
+    t = gv.tokens_from_table(gv.DEFAULT, params.get("cov_kind") == "diagonal")
+    return gv.scene(gv.equal_covariances(t, 0) if params.get("equal_cov") else t, 0)
+
+
+def watch_equal_covariances(params):
+    s = link_scene(params)
+    assert float(s.cov_part.abs().max()) < 1e-12                            # the covariance part is zero
+    D = ((s.tokens.means[:, None] - s.tokens.means[None]) ** 2).sum(-1).numpy()
+    np.testing.assert_allclose(gv.attend(s, 1.0).w2.numpy(), softmax(-D, axis=1), atol=1e-12)
+
+
+def watch_uncertain_key(params):
+    s = link_scene(params)
+    token = gv.unique_names(s.tokens.names).index(params["sweep_token"])
+    w = gv.sweep(gv.attend(s, 1.0), token)[:, token].numpy()
+    assert gv.SCALES[int(np.argmax(w))] == pytest.approx(1.0)               # the peak at its drawn size
+    assert w[-1] < 1e-4 and (np.diff(w[np.argmax(w):]) < 0).all()           # down to zero as it grows
+
+
+def watch_small_tau(params):
+    a = gv.attend(link_scene(params), params["tau"])
+    assert float(a.w2.diagonal().min()) > 1 - 1e-9                          # one-hot on the token itself
+    names, M = a.scene.tokens.names, a.scene.tokens.means
+    t2, t5 = names.index("t2"), names.index("t5")
+    assert int((M[t2] @ M.T).argmax()) == t5 and float(a.dot[t2, t5]) > 1 - 1e-9
+    np.testing.assert_allclose(a.dot[names.index("t1")].numpy(), 0.2, atol=1e-15)   # t1 at the origin: uniform
+
+
+def watch_side_by_side(params):
+    s = link_scene(params)
+    sharp, soft = gv.attend(s, params["side_tau_left"]).w2, gv.attend(s, params["side_tau_right"]).w2
+    assert float(sharp.diagonal().min()) > 0.999
+    row = soft[0].numpy()
+    assert abs(row[0] - 0.55) < 0.005 and (0.115 < row[1:4]).all() and (row[1:4] < 0.175).all()
+    assert abs(row[4] - 0.01) < 0.005
+
+
+def watch_click_t1(params):
+    a = gv.attend(link_scene(params), 1.0)
+    np.testing.assert_allclose(a.dot[0].numpy(), 0.2, atol=1e-15)
+    w2 = (a.scene.mean_part + a.scene.cov_part).numpy()
+    order = np.argsort(w2[1:]) + 1                                            # the keys by their W2^2 to t1
+    assert [a.scene.tokens.names[k] for k in order] == ["t2", "t4", "t3", "t5"]
+    np.testing.assert_allclose(a.w2[0, order].numpy(), [0.17, 0.16, 0.12, 0.01], atol=0.005)
+
+
+WATCH = {"Give every token the query's covariance": watch_equal_covariances,
+         "Make one key very uncertain": watch_uncertain_key, "Send tau to 0.01": watch_small_tau,
+         "Compare tau = 0.1 and tau = 1": watch_side_by_side, "Click a query row": watch_click_t1}
+
+
+@pytest.mark.parametrize("item", gv.TRY_THIS, ids=lambda t: t.label)
+def test_each_guided_experiment_shows_what_its_sentence_says(item):
+    """Every Try link's sentence, checked on the numbers of the state the link opens; a new link needs its check."""
+    assert item.label in WATCH, f"Try {item.label!r} has no check of what its sentence says"
+    WATCH[item.label](item.params)

@@ -206,7 +206,7 @@ def test_fixed_point_without_banach():
 @pytest.mark.parametrize("potential", pv.POTENTIALS)
 def test_max_entropy_star_is_the_softmax_row_of_the_query(potential):
     i = make(potential, identity=False, n=9)
-    chk = pv.max_entropy(pv.flow(i, 0.8), 4)
+    chk = pv.max_entropy(pv.flow(i, 0.8), 5)                            # the 5th token, counted from 1
     x = i.x.numpy()
     W_Q, W_K, _ = (w.numpy() for w in i.projections)
     q, k = x[4] @ W_Q, x @ W_K
@@ -285,23 +285,71 @@ def test_log_axes_are_labelled_in_full():
         "10<sup>8</sup>", "10<sup>9</sup>", "10<sup>10</sup>", "10<sup>11</sup>", "10<sup>12</sup>"]
 
 
-def page_default(**changes):
-    """The page's default inputs: 40 clustered particles, 10 layers, Gaussian potential, identity projections."""
-    settings = dict(potential="gaussian", n=40, layers=10)
-    settings.update(changes)
-    return make(**settings)
+def test_the_side_by_side_view_opens_on_grid_temperatures():
+    assert pv.SIDE_TAUS == (0.1, 1.0)
 
 
-def test_what_the_guided_experiments_say_to_watch():
-    """The "watch" sentences of TRY_THIS, checked on the page's default inputs."""
-    hot = pv.flow(page_default(), 3.16)
-    # one point within five layers
-    assert np.ptp(hot.trajectory[-1].numpy(), axis=0).max() < 1e-9 and (hot.steps[4:] < 1e-8).all()
-    cold = pv.flow(page_default(), 0.0316)
-    assert len(np.unique(np.round(cold.trajectory[-1].numpy(), 3), axis=0)) >= 8   # about a dozen clusters
-    con = pv.contraction(pv.flow(page_default(), 0.316), "noise", 16, 0.1)   # the default tau on the grid
-    assert con.largest_ratio < 1 and con.thm23.bound > 1e40 and con.cor30 < 1e3
-    fix = pv.fixed_point(pv.flow(page_default(source="random", value_scale=0.1), 31.6))
+# ---- what each guided experiment says to watch, on the numbers of the state its link opens ------------------------
+
+def link_flow(params: dict, tau: float | None = None) -> pv.Flow:
+    """The flow the page computes when a link sets ``params`` (every other widget at its default: 40 clustered
+    particles, seed 0, 10 layers, the Gaussian potential, identity projections, value scale 1, tau = 0.316)."""
+    settings = dict(source=params.get("preset", "clusters"), n=40, layers=10,
+                    value_scale=params.get("value_scale", 1.0))
+    return pv.flow(make(**settings), tau if tau is not None else params.get("tau", 0.316))
+
+
+def clusters(points: np.ndarray, within: float = 1e-3) -> list[np.ndarray]:
+    """The particles grouped with every particle within ``within`` (l-infinity) of its group's first one."""
+    groups = []
+    for x in points:
+        for g in groups:
+            if np.abs(g[0] - x).max() < within:
+                g.append(x)
+                break
+        else:
+            groups.append([x])
+    return [np.array(g) for g in groups]
+
+
+def watch_large_tau(params):
+    f = link_flow(params)
+    assert np.ptp(f.trajectory[5].numpy(), axis=0).max() < 1e-12            # one point after five layers
+    assert (f.steps[4:] < 1e-8).all() and f.steps[0] > 0.1                   # the steps from layer 5 on
+
+
+def watch_small_tau(params):
+    groups = clusters(link_flow(params).trajectory[-1].numpy())
+    assert 9 <= len(groups) <= 15                                            # about a dozen
+    centres = np.array([g.mean(0) for g in groups])
+    gaps = np.abs(centres[:, None] - centres[None]).max(-1) + np.diag(np.full(len(groups), np.inf))
+    assert gaps.min() > 10 * 1e-3                                            # and apart
+
+
+def watch_two_temperatures(params):
+    small = clusters(link_flow(params, params["side_tau_left"]).trajectory[-1].numpy())
+    large = clusters(link_flow(params, params["side_tau_right"]).trajectory[-1].numpy())
+    assert len(small) >= 9 and len(large) == 1
+
+
+def watch_contraction(params):
+    con = pv.contraction(link_flow(params), "noise", 16, 0.1)              # the view's default perturbation
+    assert con.largest_ratio < 1 and 1e41 < con.thm23.bound < 1e43 and 20 < con.cor30 < 35
+
+
+def watch_fixed_point(params):
+    fix = pv.fixed_point(link_flow(params))
     assert fix.banach.bound < 1 and fix.envelope is not None
     assert (fix.result.to_last.numpy() <= fix.envelope.numpy() + 1e-12).all()
-    assert pv.SIDE_TAUS == (0.1, 1.0)
+
+
+WATCH = {"Raise tau to 3.16": watch_large_tau, "Lower tau to 0.0316": watch_small_tau,
+         "Compare two temperatures": watch_two_temperatures, "Measure the contraction": watch_contraction,
+         "Make the fixed point provable": watch_fixed_point}
+
+
+@pytest.mark.parametrize("item", pv.TRY_THIS, ids=lambda t: t.label)
+def test_each_guided_experiment_shows_what_its_sentence_says(item):
+    """Every Try link's sentence, checked on the numbers of the state the link opens; a new link needs its check."""
+    assert item.label in WATCH, f"Try {item.label!r} has no check of what its sentence says"
+    WATCH[item.label](item.params)

@@ -49,8 +49,9 @@ def test_comparison_runs_every_normaliser_against_the_original(comparison):
 
 
 def test_one_head_sink_and_sinkhorn_columns(comparison):
-    one = rv.one_head(comparison, 2, 5)
+    one = rv.one_head(comparison, 3, 6)                              # layer 3, head 6 counted from 1: [2, 5]
     assert list(one.maps) == ["original: softmax (tau = 1)", *comparison.swapped]
+    assert (one.layer, one.head) == (3, 6)
     A = comparison.base.attention[0, 2, 5].double().numpy()
     received = A.sum(axis=0)
     assert one.sink == int(np.argmax(received)) and abs(one.sink_mass - received.max()) < 1e-5
@@ -59,12 +60,14 @@ def test_one_head_sink_and_sinkhorn_columns(comparison):
     np.testing.assert_allclose(K.sum(axis=1), 1, atol=1e-5)         # rows exactly
     assert col.n_iter == 5 and abs(col.error - np.abs(K.sum(axis=0) - 1).max()) < 1e-6
     with pytest.raises(ValueError, match="layer must be"):
-        rv.one_head(comparison, 6, 0)
+        rv.one_head(comparison, 7, 1)
+    with pytest.raises(ValueError, match="head 1 to 12"):
+        rv.one_head(comparison, 1, 0)
 
 
 def test_the_original_softmax_is_not_drawn_twice():
     c = rv.comparison(rv.Settings(("softmax", "sparsemax"), 1.5, 1.0, 5), 1.0, run)
-    assert list(rv.one_head(c, 0, 0).maps) == ["original: softmax (tau = 1)", "sparsemax (tau = 1)"]
+    assert list(rv.one_head(c, 1, 1).maps) == ["original: softmax (tau = 1)", "sparsemax (tau = 1)"]
 
 
 def test_sparsity_counted_by_numpy(comparison):
@@ -84,7 +87,7 @@ def test_sparsity_counted_by_numpy(comparison):
 def test_change_table_and_layer_distances(comparison):
     table = rv.change_table(comparison)
     assert list(table["normaliser"]) == list(comparison.swapped)
-    assert list(table.columns[3:]) == [f"distance, layer {l}" for l in range(6)]
+    assert list(table.columns[3:]) == [f"distance, layer {l}" for l in range(1, 7)]   # layers counted from 1
     e0 = comparison.base.embedding[0].double().numpy()
     h0 = comparison.base.hidden[0, 1:].double().numpy()
     for i, fwd in enumerate(comparison.swapped.values()):
@@ -139,9 +142,9 @@ def heatmap_colour_bars(fig) -> list[str]:
 def test_attention_maps_label_every_token_with_colour_bars(comparison):
     from wviz.figures import real_transformer as figs
 
-    one = rv.one_head(comparison, 2, 5)
-    fig = figs.attention_maps(one.maps, comparison.tokens, 2, 5)
-    labels = [f"{i} {t}" for i, t in enumerate(comparison.tokens)]
+    one = rv.one_head(comparison, 3, 6)
+    fig = figs.attention_maps(one.maps, comparison.tokens, one.layer, one.head)
+    labels = [f"{i} {t}" for i, t in enumerate(comparison.tokens, 1)]   # positions counted from 1: "1 [CLS]"
     heat = [t for t in fig.data if t.type == "heatmap"]
     assert len(heat) == len(one.maps) and heatmap_colour_bars(fig) == ["weight"] * len(one.maps)
     assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
@@ -151,21 +154,21 @@ def test_attention_maps_label_every_token_with_colour_bars(comparison):
         assert list(x.tickvals) == list(x.ticktext) == labels == list(y.tickvals)   # every token, in order
         assert x.title.text == "key token" and x.tickangle == -90 and y.tickangle == 0
     assert {fig.layout[t.yaxis.replace("y", "yaxis")].title.text for t in heat} == {"query token", None}
-    assert fig.layout.title.text.startswith("Layer 2, head 5") and not fig.layout.title.subtitle.text
+    assert fig.layout.title.text.startswith("Layer 3, head 6") and not fig.layout.title.subtitle.text
 
 
 def test_attention_maps_thin_long_sentences_and_say_so():
     from wviz.figures import real_transformer as figs
 
     n = 60
-    tokens = [f"w{i}" for i in range(n)]
+    tokens = [f"w{i}" for i in range(1, n + 1)]
     maps = {"a": torch.full((n, n), 1 / n), "b": torch.eye(n)}
-    fig = figs.attention_maps(maps, tokens, 0, 0)
+    fig = figs.attention_maps(maps, tokens, 1, 1)
     k = figs.label_step(n)
     assert k == -(-n * figs.LABEL_PX // figs.PANEL_PX) and k > 1 and figs.label_step(n, k * 1e9) == 1
     assert (n // k) * figs.LABEL_PX <= figs.PANEL_PX                    # the labels kept fit the panel
     x = fig.layout.xaxis
-    assert list(x.tickvals) == [f"{i} w{i}" for i in range(0, n, k)]
+    assert list(x.tickvals) == [f"{i} w{i}" for i in range(1, n + 1, k)]   # tokens counted from 1
     assert f"one key token in {k} labelled" in fig.layout.title.subtitle.text
     assert figs.label_step(23) == 1                                     # 23 x 14 px fit in 330 px
 
@@ -215,14 +218,14 @@ def test_linked_altair_view_selects_a_query_and_filters_the_bars(comparison):
 
     from wviz.figures import real_transformer as figs
 
-    one = rv.one_head(comparison, 0, 3)
-    chart = figs.linked_attention(one.maps, comparison.tokens, 0, 3)
+    one = rv.one_head(comparison, 1, 4)
+    chart = figs.linked_attention(one.maps, comparison.tokens, one.layer, one.head)
     with alt.data_transformers.disable_max_rows():
         spec = chart.to_dict()
     pick, shown = spec["params"]
     assert pick["name"] == "query_row" and pick["select"] == {"type": "point", "fields": ["query"], "on": "click",
                                                               "toggle": False, "clear": False}
-    assert pick["value"] == [{"query": "0 [CLS]"}]
+    assert pick["value"] == [{"query": "1 [CLS]"}]
     assert shown["name"] == "heatmap_of" and shown["bind"]["options"] == list(one.maps)
     heat, bars = spec["vconcat"]
     assert pick["views"] == [heat["name"]] and heat["mark"]["type"] == "rect"
@@ -230,7 +233,7 @@ def test_linked_altair_view_selects_a_query_and_filters_the_bars(comparison):
     assert heat["encoding"]["stroke"]["condition"]["param"] == "query_row"
     assert bars["mark"]["type"] == "bar" and [t["filter"]["param"] for t in bars["transform"]] == ["query_row"]
     assert bars["encoding"]["x"]["field"] == "key" and bars["encoding"]["xOffset"]["field"] == "normaliser"
-    labels = [f"{i} {t}" for i, t in enumerate(comparison.tokens)]
+    labels = [f"{i} {t}" for i, t in enumerate(comparison.tokens, 1)]
     assert heat["encoding"]["y"]["sort"] == labels == bars["encoding"]["x"]["sort"] == heat["encoding"]["x"]["sort"]
     assert heat["encoding"]["x"]["axis"]["labelOverlap"] is False                # every token labelled
     rows = spec["datasets"][spec["data"]["name"]]
@@ -254,7 +257,7 @@ def test_try_this_items_are_valid_settings():
         assert p.get("view", "Sparsity per head") in ("Sparsity per head", "The layers and the sentence embedding",
                                                       "Click a query", "Sinkhorn's rho: softmax to Sinkformer")
         assert set(p.get("normalisers", [])) <= set(rv.CHOICES.values())  # as the multiselect writes the URL
-        assert p.get("tau", 1.0) in grid and p.get("layer", 0) in range(6) and p.get("head", 0) in range(12)
+        assert p.get("tau", 1.0) in grid and p.get("layer", 1) in range(1, 7) and p.get("head", 1) in range(1, 13)
         assert 1.0 <= p.get("alpha", 1.5) <= 2.0 and round(p.get("alpha", 1.5) / 0.05, 9) % 1 == 0
         assert p.get("dual_alpha", 1.0) in {float(f"{v:.3g}") for v in np.logspace(-2, 1, 37)}
         assert t.watch.endswith(".") and t.label
@@ -271,7 +274,7 @@ def test_rho_is_a_sinkhorn_keyword_only_when_finite():
     c = rv.comparison(rv.Settings(("sinkhorn",), 1.5, 1.0, 5, 0.1), 1.0, run)
     (label,) = c.swapped
     assert label == "sinkhorn (gamma = 1, rho = 0.1, 5 iterations)"
-    one = rv.one_head(c, 2, 5)
+    one = rv.one_head(c, 3, 6)
     A = c.swapped[label].attention[0, 2, 5].double().numpy()
     np.testing.assert_allclose(A.sum(axis=1), 1, atol=1e-5)       # each query still spreads one unit
     (col,) = one.sinkhorn.values()
@@ -294,3 +297,73 @@ def test_the_rho_sweep_runs_from_the_models_softmax_to_sinkformer():
     fig = figs.rho_sweep(sweep, math.inf)
     assert list(fig.layout.xaxis2.ticktext)[0] == "0" and list(fig.layout.xaxis2.ticktext)[-1] == "∞"
     assert len(fig.data) == 1 + rv.N_LAYERS
+
+
+# ---- what each guided experiment says to watch, on the numbers of the state its link opens ------------------------
+
+def link_state(params: dict):
+    """What the page computes when a link sets ``params`` (every other widget at its default: DEFAULT_SENTENCE, its
+    default normalisers, tau = 1, alpha = 1.5, gamma = 1, 5 iterations, rho = infinity, layer 1, head 1): the
+    comparison and the head it shows."""
+    key_of = {label: name for name, label in rv.CHOICES.items()}
+    chosen = tuple(key_of[v] for v in params.get("normalisers", [rv.CHOICES[n] for n in rv.DEFAULT_CHOSEN]))
+    settings = rv.Settings(chosen, params.get("alpha", 1.5), 1.0, 5, params.get("rho", math.inf))
+    c = rv.comparison(settings, params.get("tau", 1.0),
+                      lambda name, p: rv.forward(rv.DEFAULT_SENTENCE, name, p, CPU))
+    return c, rv.one_head(c, params.get("layer", 1), params.get("head", 1))
+
+
+def watch_sharp_sparsemax(params):
+    _, one = link_state(params)
+    support = (one.maps["sparsemax (tau = 0.1)"] > 0).sum(dim=1).tolist()
+    assert (one.layer, one.head) == (1, 1) and len(support) == 13
+    assert support.count(1) == 11 and support.count(2) == 2
+
+
+def watch_rho_to_sinkformer(params):
+    _, one = link_state(params)
+    original, sinkhorn = one.maps.values()
+    assert float((sinkhorn - original).abs().max()) < 2e-3                     # the original head
+    sweep = rv.rho_sweep(rv.DEFAULT_SENTENCE, 1.0, 5, CPU)
+    cosines = sweep.cosines.numpy()
+    assert sweep.rhos[0] == params["rho"] and cosines[0] == pytest.approx(1, abs=1e-6)
+    assert (np.diff(cosines) < 1e-6).all() and cosines[-1] == pytest.approx(sweep.ends[1][0], abs=1e-3)
+    assert round(sweep.ends[1][0], 2) == 0.42                                 # Sinkformer attention at rho = inf
+
+
+def watch_attention_sink(params):
+    _, one = link_state(params)
+    assert (one.layer, one.head) == (5, 8) and one.tokens[one.sink] == "[CLS]" and len(one.tokens) == 13
+    assert round(one.sink_mass, 1) == 10.7                                     # 10.7 of its 13 units
+    (col,) = one.sinkhorn.values()
+    assert col.rho == math.inf and col.error < 0.02                             # one unit each, within 0.02
+
+
+def watch_entmax_between(params):
+    c, one = link_state(params)
+    zeros = {name: int((m == 0).sum()) for name, m in one.maps.items()}
+    assert 0 < zeros["entmax (alpha = 1.25, tau = 1)"] < zeros["sparsemax (tau = 1)"]
+    mean = {label: float(m.mean()) for label, m in rv.sparsity_maps(c).items()}
+    assert round(mean["entmax (alpha = 1.25, tau = 1)"], 2) == 0.36 and round(mean["sparsemax (tau = 1)"], 2) == 0.87
+
+
+def watch_figure4_small_alpha(params):
+    """On the whole bundled corpus, as the page shows it (rv.deviation: on disk once computed, else about 20 s)."""
+    small = rv.deviation(params["dual_alpha"], CPU).per_layer.mean(dim=1).numpy()
+    paper = rv.deviation(1.0, CPU).per_layer.mean(dim=1).numpy()
+    assert (0.045 < paper).all() and (paper < 0.085).all()                    # 0.05 to 0.08 at alpha = 1
+    assert (small < 0.012).all() and (small < paper / 5).all()                  # about 0.01, every layer
+
+
+WATCH = {"Sparsemax at tau = 0.1": watch_sharp_sparsemax,
+         "From the model's softmax to Sinkformer": watch_rho_to_sinkformer,
+         "An attention sink: layer 5, head 8, under Sinkhorn": watch_attention_sink,
+         "entmax between softmax and sparsemax": watch_entmax_between,
+         "Figure 4 at alpha = 0.1": watch_figure4_small_alpha}
+
+
+@pytest.mark.parametrize("item", rv.TRY_THIS, ids=lambda t: t.label)
+def test_each_guided_experiment_shows_what_its_sentence_says(item):
+    """Every Try link's sentence, checked on the numbers of the state the link opens; a new link needs its check."""
+    assert item.label in WATCH, f"Try {item.label!r} has no check of what its sentence says"
+    WATCH[item.label](item.params)

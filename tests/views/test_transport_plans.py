@@ -395,9 +395,55 @@ def test_error_curve_and_cost_sweep_use_decade_ticks():
     assert sweep.layout.xaxis.type == "log" and errors.layout.yaxis.type == "log"
 
 
+def test_cost_against_gamma_is_drawn_in_the_sliders_unit_with_its_labels_on_their_lines():
+    """The x axis is gamma / max C, as the slider; the slider's line and its label stand at the same place (on a log
+    axis Plotly reads an annotation's x as log10 of the value), as do the error curve's tolerance and its label."""
+    problem = link_state({})[0]
+    s = tv.sweep(problem)
+    np.testing.assert_allclose(s.gammas_rel.numpy(), tv.SWEEP.numpy())
+    fig = tplot.cost_against_gamma(s.gammas_rel, s.costs, s.exact, 0.0355, "sweep")
+    (line,) = [sh for sh in fig.layout.shapes if sh.x0 == sh.x1 == 0.0355]
+    (label,) = [a for a in fig.layout.annotations if a.text.startswith("the slider")]
+    assert 10 ** label.x == pytest.approx(line.x0) and fig.layout.xaxis.title.text == "gamma / max C"
+    np.testing.assert_allclose(fig.data[0].x, tv.SWEEP.numpy())
+    errors = tplot.marginal_error_curve([1, 10, 20], [0.5, 1e-3, 1e-7], 1e-6, "errors")
+    (tol,) = errors.layout.annotations
+    assert 10 ** tol.y == pytest.approx(1e-6) and errors.layout.shapes[0].y0 == 1e-6
+
+
+def test_sources_and_targets_are_counted_from_1_in_the_axes_hover_and_csv():
+    from wviz import export
+
+    P = torch.tensor([[0.1, 0.2, 0.0], [0.3, 0.0, 0.4]], dtype=torch.float64)
+    fig = tplot.plan_with_marginals(P, P.sum(1), P.sum(0), "plan")
+    heat = next(t for t in fig.data if t.type == "heatmap")
+    assert list(heat.x) == [1, 2, 3] and list(heat.y) == [1, 2] and "i = %{y}, j = %{x}" in heat.hovertemplate
+    assert list(fig.layout.xaxis4.tickvals) == [1, 2, 3] and list(fig.layout.yaxis3.tickvals) == [1, 2]
+    bars = {t.name: t for t in fig.data if t.type == "bar"}
+    assert list(bars["b (target)"].x) == [1, 2, 3] and list(bars["a (source)"].y) == [1, 2]
+    table = export.figure_table(fig)
+    cells = table[table["type"] == "heatmap"]
+    got = {(int(i), int(j)): z for i, j, z in zip(cells["y"], cells["x"], cells["z"])}
+    assert got[(2, 3)] == 0.4 and got[(1, 1)] == 0.1
+
+
+def test_zero_entries_count_what_the_metric_says():
+    """The metric counts entries below 1e-8 times the largest: an entropic plan has none exactly 0 at a large gamma,
+    and more and more below the threshold as gamma shrinks (never fewer than its exact zeros)."""
+    problem = link_state({})[0]
+    shares = []
+    for gamma_rel in (1.0, 0.01, 0.001):
+        P = tv.transport(problem, "sinkhorn", gamma_rel).plan
+        want = float((P <= tv.SPARSE_BELOW * P.max()).double().mean())
+        assert tv.transport(problem, "sinkhorn", gamma_rel).sparsity == pytest.approx(want)
+        assert want >= float((P == 0).double().mean())
+        shares.append(want)
+    assert shares[0] == 0 and shares[0] < shares[1] < shares[2]
+
+
 @pytest.mark.parametrize("x", [0.0, 1.0, 0.123456, 123456.789, -1.23456e-5, 9.87654e12, 1e-300])
 def test_metric_numbers_fit_in_eight_characters(x):
-    text = tv.short(x)
+    text = common.number_text(x, chars=8)
     assert len(text) <= 8 and float(text) == pytest.approx(x, rel=0.06)
 
 
@@ -406,21 +452,108 @@ def test_side_by_side_uses_a_regularised_solver_and_grid_gammas():
     assert tv.SIDE_GAMMAS == (0.001, 0.1)
 
 
-def test_what_the_guided_experiments_say_to_watch():
-    """The "watch" sentences of TRY_THIS, checked on the page's default problems (40 x 30, seed 0)."""
+def test_a_large_gamma_blurs_the_plan_to_the_independent_coupling():
     line = tv.clouds_from_table(tv.points_table("line", 40, 30, 0), "sqeuclidean")
-    exact = tv.transport(line, "exact", 0.01).cost
-    costs = [tv.transport(line, "sinkhorn", g).cost for g in (0.01, 0.001)]
-    assert 0 < costs[1] - exact < (costs[0] - exact) / 5                 # gamma -> 0: the exact cost
     blur = tv.transport(line, "sinkhorn", 3.16).plan.numpy()
     assert np.abs(blur - np.outer(line.a, line.b)).sum() < 0.03         # gamma large: a b^T
-    blocks = tv.clouds_from_table(tv.points_table("two clusters", 40, 30, 0), "sqeuclidean")
-    P = tv.transport(blocks, "exact", 0.01).plan.numpy()
-    assert (P > 1e-12).sum() <= 40 + 30 - 1 and P[:20, :15].sum() + P[20:, 15:].sum() > 1 - 1e-12
-    uneven = next(t for t in tv.TRY_THIS if t.label == "Uneven masses").params
-    C = tv.cost_from_text(tv.DEFAULT_COST)   # the page's default cost matrix, 4 x 3: the keys a_4 and b_3
-    P = tv.transport(tv.cost_problem(C, uneven["a_4"], uneven["b_3"]), "exact", 0.01).plan.numpy()
-    assert P[0, 2] >= 1 - 1e-12 and C[0, 2] == C.max()                  # source 1 to target 3, the longest way
+
+
+# ---- what each guided experiment says to watch, on the numbers of the state its link opens ------------------------
+
+def link_state(params: dict):
+    """The problem, solver, gamma / max C and rho / max C that the page reads when a link sets ``params`` (every
+    other widget at its default: the "line" preset, 40 x 30 points, seed 0, the first ground cost, Sinkhorn,
+    gamma = 0.01 max C, rho = infinity; the typed cost matrix DEFAULT_COST)."""
+    if params.get("problem") == "cost matrix":
+        C = tv.cost_from_text(tv.DEFAULT_COST)
+        n, m = C.shape
+        masses = (params[f"a_{n}"], params[f"b_{m}"]) if params.get("marginals") == "edited" else ()
+        problem = tv.cost_problem(C, *masses)
+    else:
+        table = tv.points_table(params.get("preset", tv.PRESETS[0]), *tv.DEFAULT_SIZES, 0)
+        problem = tv.clouds_from_table(table, tv.COST_KINDS[0])
+    return problem, params.get("solver", "sinkhorn"), params.get("gamma", 0.01), params.get("rho", float("inf"))
+
+
+def band_width(P: np.ndarray) -> np.ndarray:
+    """Per source, the standard deviation of the target index its mass goes to (in targets)."""
+    rows = P / P.sum(1, keepdims=True)
+    j = np.arange(P.shape[1])
+    return np.sqrt(np.maximum(rows @ j ** 2 - (rows @ j) ** 2, 0))
+
+
+def watch_small_gamma(params):
+    problem, solver, gamma_rel, _ = link_state(params)
+    narrow = band_width(tv.transport(problem, solver, gamma_rel).plan.numpy()).mean()
+    wide = band_width(tv.transport(problem, solver, 0.01).plan.numpy()).mean()
+    assert narrow < 1.2 and 2.5 < wide < 3.5                              # about one target either side vs three
+    s = tv.sweep(problem)
+    at = int(np.argmin(np.abs(s.gammas_rel.numpy() - gamma_rel)))
+    assert s.gammas_rel[at] == pytest.approx(gamma_rel)
+    assert 0 < s.costs[at] - s.exact < 0.003 * s.exact                   # within 0.3 % of the dashed line
+    assert (np.diff(s.costs.numpy()) > 0).all()                          # coming down as gamma shrinks
+
+
+def watch_loose_targets(params):
+    problem, solver, gamma_rel, rho_rel = link_state(params)
+    loose = tv.transport(problem, solver, gamma_rel, rho_rel=rho_rel)
+    balanced = tv.transport(problem, solver, gamma_rel)
+    nearest = np.argsort(problem.C, axis=1)[:, :3]
+    share = [np.take_along_axis(t.plan.numpy(), nearest, 1).sum(1).mean() / problem.a.mean() for t in (loose, balanced)]
+    assert share[0] > 0.5 and share[1] < 1 / 5                          # over half, against about a sixth
+    np.testing.assert_allclose(loose.columns.numpy(), loose.plan.numpy().sum(0))   # the black marks
+    assert np.abs(loose.columns.numpy() - problem.b).sum() > 0.3         # the columns leave b
+    sweep = tv.rho_sweep(problem, gamma_rel)
+    assert loose.cost < balanced.cost and sweep.ends[1][0] == pytest.approx(balanced.cost, rel=1e-6)
+
+
+def watch_exact(params):
+    problem, solver, _, _ = link_state(params)
+    P = tv.transport(problem, solver, 0.01).plan.numpy()
+    n, m = P.shape
+    assert (P > 0).sum() <= n + m - 1                                     # a vertex of U(a, b)
+    assert P[:n // 2, :m // 2].sum() + P[n // 2:, m // 2:].sum() == pytest.approx(1, abs=1e-12)   # the two blocks
+    C = problem.C
+    top, bottom = C[:n // 2], C[n // 2:]
+    assert top[:, :m // 2].mean() < top[:, m // 2:].mean() and bottom[:, m // 2:].mean() < bottom[:, :m // 2].mean()
+
+
+def watch_uneven_masses(params):
+    problem, solver, _, _ = link_state(params)
+    a, b, C = problem.a / problem.a.sum(), problem.b / problem.b.sum(), problem.C
+    assert a[0] == pytest.approx(1 / 2) and b[2] == pytest.approx(2 / 3)   # source 1, target 3 (counted from 1)
+    assert a[1:].sum() < b[2]                                             # the others cannot fill target 3
+    P = tv.transport(problem, solver, 0.01).plan.numpy() / problem.a.sum()
+    assert P[0, 2] >= b[2] - a[1:].sum() - 1e-12 and C[0, 2] == C.max() == 4
+
+
+def watch_sinkhorn_converge(params):
+    problem, solver, gamma_rel, _ = link_state(params)
+    iterations = []
+    for g in (gamma_rel, 0.01):
+        t = tv.transport(problem, solver, g)
+        run = tv.scrub(problem, t.gamma, t.n_iter)
+        errors = run.errors.numpy()
+        assert run.converged and errors[-1] <= tv.TOL and (np.diff(errors) < 0).all()   # shrinks at every step
+        ratios = errors[1:] / errors[:-1]
+        late = ratios[len(ratios) // 2:]
+        assert late.max() - late.min() < 0.01                             # by a steady factor at the end
+        for step in run.iterations[1:]:
+            assert np.abs(run.frame(step).columns.numpy() - problem.b).sum() < 1e-12   # the columns match b
+        iterations.append(run.n_iter)
+    assert 1300 < iterations[0] < 1700 and 100 < iterations[1] < 140      # about 1500 against about 120
+
+
+WATCH = {"Send gamma to 0.001": watch_small_gamma, "Hold the targets loosely": watch_loose_targets,
+         "Solve exactly": watch_exact, "Uneven masses": watch_uneven_masses,
+         "Watch Sinkhorn converge": watch_sinkhorn_converge}
+
+
+@pytest.mark.parametrize("item", tv.TRY_THIS, ids=lambda t: t.label)
+def test_each_guided_experiment_shows_what_its_sentence_says(item):
+    """Every Try link's sentence, checked on the numbers of the state the link opens; a new link needs its check."""
+    assert item.label in WATCH, f"Try {item.label!r} has no check of what its sentence says"
+    WATCH[item.label](item.params)
 
 
 # ---- semi-relaxed -------------------------------------------------------------------------------------------------

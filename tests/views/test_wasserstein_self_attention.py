@@ -151,11 +151,88 @@ def test_matrices_have_colour_bars_axis_titles_and_position_labels(n):
     ys = -(-n // figs.Y_TICKS)
     for c in ("", "2", "3"):
         assert fig.layout[f"xaxis{c}"].title.text == "key j" and fig.layout[f"yaxis{c}"].title.text == "query i"
-        assert list(fig.layout[f"xaxis{c}"].tickvals) == list(range(0, n, xs))
-        assert list(fig.layout[f"yaxis{c}"].tickvals) == list(range(0, n, ys))
+        assert list(fig.layout[f"xaxis{c}"].tickvals) == list(range(1, n + 1, xs))   # positions counted from 1
+        assert list(fig.layout[f"yaxis{c}"].tickvals) == list(range(1, n + 1, ys))
     title = fig.layout.title.text
     assert title.startswith("Distances and weights")
     assert (f"one key in {xs}" in title) == (xs > 1) and (f"one query in {ys}" in title) == (ys > 1)
     for t, c in zip(fig.data, ("", "2", "3")):  # each colour bar beside its own panel, as tall as it
         lo, hi = fig.layout[f"yaxis{c}"].domain
         assert t.colorbar.y == pytest.approx((lo + hi) / 2) and t.colorbar.len == pytest.approx(hi - lo)
+        assert list(t.x) == list(t.y) == list(range(1, n + 1))   # the cells (and the CSV) count from 1 too
+
+
+def test_channels_and_positions_count_from_1_as_the_csv_columns_do():
+    from wviz.figures import wasserstein_self_attention as figs
+
+    X = np.arange(15, dtype=float).reshape(5, 3)
+    fig = figs.sequences(X, {"Y": X}, channels=3)
+    assert [a.text for a in fig.layout.annotations] == ["channel 1", "channel 2", "channel 3"]
+    assert list(fig.data[0].x) == [1, 2, 3, 4, 5]
+    assert wv.example_sequence().decode().splitlines()[0] == "c1,c2,c3,c4"
+
+
+# ---- what each guided experiment says to watch, on the numbers of the state its link opens ------------------------
+
+def link_attention(params: dict) -> wv.Attention:
+    """What the page computes when a link sets ``params`` (every other widget at its default: the first preset, n =
+    24, d = 8, seed 0, identity projections, the Gaussian reading, softmax, b = 1, s = 0.5, rows normalised, k = 2,
+    p = 1, tau = 1)."""
+    X = wv.sequence(wv.PRESETS[0], 24, 8, 0, None)
+    i = wv.Inputs(X, None if params.get("identity", True) else 0, params.get("representation", wv.REPRESENTATIONS[0]),
+                  params.get("weight_map", wv.WEIGHT_MAPS[0]), 1.0, 0.5, params.get("normalize", True), 2,
+                  params.get("p", 1))
+    return wv.attend(i, params.get("tau", 1.0))
+
+
+def watch_small_tau(params):
+    a = link_attention(params)
+    W = a.ours.W.numpy()
+    assert np.abs(np.diag(W)).max() < 1e-12 and (W + np.diag(np.full(len(W), np.inf))).min() > 0.3
+    np.testing.assert_allclose(a.ours.A.numpy(), np.eye(len(W)), atol=1e-12)
+    np.testing.assert_allclose(a.ours.Y.numpy(), a.inputs.X.numpy(), atol=1e-12)   # Y copies X
+
+
+def watch_large_tau(params):
+    a = link_attention(params)
+    A, Y, X = a.ours.A.numpy(), a.ours.Y.numpy(), a.inputs.X.numpy()
+    assert 0.035 < A.min() and A.max() < 0.05 and len(A) == 24
+    assert np.abs(Y - X.mean(0)).max() < 0.03 and np.abs(X - X.mean(0)).max() > 1   # a flat line at the average
+
+
+def watch_random_projections(params):
+    a = link_attention(params)
+    assert np.abs(np.diag(a.ours.W.numpy())).min() > 1
+    assert (a.ours.A.numpy().argmax(1) != np.arange(24)).sum() == 22
+
+
+def watch_sigmoid_rows(params):
+    a = link_attention(params)
+    A, W = a.ours.A.numpy(), a.ours.W.numpy()
+    sums = A.sum(1)
+    assert 1.4 <= sums.min() < 1.45 and 3.25 < sums.max() <= 3.3
+    assert (A[W < 1.0] > 0.5).all() and (A[W > 1.0] < 0.5).all()            # b = 1: closer keys above 1/2
+
+
+def watch_empirical(params):
+    a = link_attention(params)
+    Q, K, _ = qkv(a.inputs)
+    W1 = np.abs(np.sort(Q, 1)[:, None] - np.sort(K, 1)[None]).mean(-1)       # the sorted coordinates, p = 1
+    np.testing.assert_allclose(a.ours.W.numpy(), W1, atol=1e-12)
+    shuffled = np.random.default_rng(0).permuted(K, axis=1)                 # which channel holds which value
+    np.testing.assert_allclose(np.abs(np.sort(Q, 1)[:, None] - np.sort(shuffled, 1)[None]).mean(-1), W1)
+    gaussian = link_attention({**params, "representation": "gaussian"}).ours.W.numpy()
+    assert 15 < gaussian.max() < 17 and a.ours.W.numpy().max() < 1
+
+
+WATCH = {"Send tau to 0.01": watch_small_tau, "Send tau to 100": watch_large_tau,
+         "Use random projections": watch_random_projections,
+         "Use the note's sigmoid, rows not normalised": watch_sigmoid_rows,
+         "Read vectors as empirical distributions": watch_empirical}
+
+
+@pytest.mark.parametrize("item", wv.TRY_THIS, ids=lambda t: t.label)
+def test_each_guided_experiment_shows_what_its_sentence_says(item):
+    """Every Try link's sentence, checked on the numbers of the state the link opens; a new link needs its check."""
+    assert item.label in WATCH, f"Try {item.label!r} has no check of what its sentence says"
+    WATCH[item.label](item.params)

@@ -101,7 +101,8 @@ def tau_sweep_lines(taus, weights, key_labels: list[str], tau_now: float, title:
     fig = go.Figure()
     for j, label in enumerate(key_labels):
         fig.add_scatter(x=taus, y=w[:, j], mode="lines", name=label, line=dict(color=PALETTE[j % len(PALETTE)]))
-    fig.add_vline(x=tau_now, line_dash="dash", annotation_text=f"tau = {tau_now:.3g}")
+    # on a log axis an annotation's position is log10 of the value (Plotly): placed by hand, it sits on its line
+    fig.add_vline(x=tau_now, line_dash="dash", annotation_text=f"tau = {tau_now:.3g}", annotation_x=np.log10(tau_now))
     fig.update_layout(title=title, xaxis=decade_ticks(taus.min(), taus.max()), xaxis_title="tau",
                       yaxis_title="weight p_j", yaxis_range=[-0.02, 1.05], legend_title="key", height=380,
                       margin=dict(t=50, b=40))
@@ -112,8 +113,8 @@ def attention_heatmap(matrix, title: str, block: tuple[int, int] = (1, 1)) -> go
     """An n x m attention matrix (queries down, keys across); ``block`` says how much it was pooled."""
     z = to_numpy(matrix)
     note = "" if block == (1, 1) else f" (block means of {block[0]} x {block[1]})"
-    # label each (pooled) cell with the index of the first query / key it covers
-    y, x = np.arange(z.shape[0]) * block[0], np.arange(z.shape[1]) * block[1]
+    # label each (pooled) cell with the index of the first query / key it covers, counted from 1 as k1, ..., km
+    y, x = np.arange(z.shape[0]) * block[0] + 1, np.arange(z.shape[1]) * block[1] + 1
     fig = go.Figure(go.Heatmap(z=z, x=x, y=y, colorscale="Viridis", showscale=True, colorbar=dict(title="weight"),
                                hovertemplate="query i = %{y}, key j = %{x}: %{z:.3g}<extra></extra>"))
     fig.update_layout(title=title + note, xaxis_title="key j", yaxis_title="query i", yaxis_autorange="reversed",

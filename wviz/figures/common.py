@@ -1,7 +1,10 @@
 """Small pieces shared by the figure builders."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import plotly.graph_objects as go
 import torch
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
@@ -15,9 +18,50 @@ def to_numpy(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+def number_text(x, digits: int = 4, chars: int | None = None) -> str:
+    """x as a table, a metric or a caption shows it: ``digits`` significant digits, with a power of ten when x is
+    below 1e-4 or from 10^digits on in size ("6.2e-244", not "0.000000..."; "1.235e4"), whole numbers of an int
+    type in full, NaN as "–". ``chars``: the most significant digits (at most ``digits``) that fit in that many
+    characters, for a metric in a narrow column. The one number format of every page's tables and metrics."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return str(int(x))
+    x = float(x)
+    if math.isnan(x):
+        return "–"
+    for d in range(digits, 0, -1):
+        mantissa, e, power = f"{x:.{d}g}".partition("e")
+        text = mantissa + (f"e{int(power)}" if e else "")
+        if chars is None or len(text) <= chars:
+            break
+    return "0" if text == "-0" else text
+
+
+def number_tex(x, digits: int = 3) -> str:
+    """x for a display equation, as :func:`number_text` writes it but with its power of ten in LaTeX: 6.24 \\times
+    10^{-244}, not 6.24e-244 (which LaTeX reads as 6.24 e minus 244)."""
+    mantissa, e, power = number_text(x, digits).partition("e")
+    return mantissa if not e else rf"{mantissa} \times 10^{{{power}}}"
+
+
+def vector_tex(v, keep: int = 4) -> str:
+    """'(1.06, 0.5, -0.92)' for an equation: a vector's entries by :func:`number_tex`, at most ``keep`` of them
+    (the first keep - 1, an ellipsis and the last, then its length) so that the line fits a narrow screen."""
+    text = [number_tex(e) for e in to_numpy(v).tolist()]
+    if len(text) <= keep:
+        return "(" + ", ".join(text) + ")"
+    return "(" + ", ".join(text[:keep - 1] + [r"\ldots", text[-1]]) + rf") \in \mathbb{{R}}^{{{len(text)}}}"
+
+
+def table_text(table):
+    """A pandas table for st.dataframe with every number column shown by :func:`number_text` (a Styler: the cells
+    keep their numbers, so a column still sorts by value)."""
+    numbers = [c for c in table.columns if table[c].dtype.kind in "fiu"]
+    return table.style.format(number_text, subset=numbers)
+
+
 def vector_text(v) -> str:
-    """'1.06, 0.5, -0.92': a vector's entries to 3 significant digits, for equations and captions."""
-    return ", ".join(f"{x:.3g}" for x in to_numpy(v))
+    """'1.06, 0.5, -0.92': a vector's entries to 3 significant digits (:func:`number_text`), for captions."""
+    return ", ".join(number_text(x, 3) for x in to_numpy(v).tolist())
 
 
 MAX_DECADE_LABELS = 13   # a log axis spanning more decades labels every 2nd (3rd...) one
@@ -44,3 +88,32 @@ def decade_ticks(lo: float, hi: float) -> dict:
         ticks = [(k, 1) for k in range(first, last + 1) if k % step == 0] or [(first, 1)]
     return dict(type="log", tickmode="array", tickvals=[m * 10.0 ** k for k, m in ticks],
                 ticktext=[decade_text(k, m) for k, m in ticks])
+
+
+def same_scale(figures: list) -> list:
+    """Copies of figures that are drawn side by side, on one scale: every heatmap from the smallest to the largest
+    value of all of them (the two plans of a pair, not each its own maximum) and every axis whose range is set
+    spanning the ranges of all (the same position on either side means the same place)."""
+    out = [go.Figure(f) for f in figures]
+    heatmaps = [t for f in out for t in f.data if t.type == "heatmap"]
+    if heatmaps:
+        lows = [t.zmin if t.zmin is not None else np.nanmin(to_numpy(t.z)) for t in heatmaps]
+        highs = [t.zmax if t.zmax is not None else np.nanmax(to_numpy(t.z)) for t in heatmaps]
+        for t in heatmaps:
+            t.update(zmin=float(min(lows)), zmax=float(max(highs)), zauto=False)
+    names = {k for f in out for k in f.layout.to_plotly_json() if k.startswith(("xaxis", "yaxis"))}
+    for name in names:
+        ranges = [f.layout[name].range for f in out]
+        if all(r is not None for r in ranges):
+            lo, hi = min(min(r) for r in ranges), max(max(r) for r in ranges)
+            for f in out:
+                f.layout[name].range = [hi, lo] if f.layout[name].range[0] > f.layout[name].range[1] else [lo, hi]
+    return out
+
+
+def index_ticks(n: int, most: int = 10) -> dict:
+    """Tick settings for an axis of positions 1..n (tokens, keys, sources, targets: counted from 1 as the papers'
+    i and j): every one up to ``most``, else 1 and the multiples of a round step (1, 10, 20, ...)."""
+    step = next(s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000) if n / s <= most or s == 5000)
+    ticks = list(range(1, n + 1, step)) if step <= 2 else [1, *range(step, n + 1, step)]
+    return dict(tickmode="array", tickvals=ticks, ticktext=[str(t) for t in ticks])

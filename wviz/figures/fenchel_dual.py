@@ -111,7 +111,8 @@ def _sweep_lines(x, lines, now: float, param: str, title: str, ytitle: str, heig
         y = to_numpy(y)
         fig.add_scatter(x=to_numpy(x), y=np.where(y > 0, y, np.nan), mode="lines", name=name,
                         line=dict(color=color, width=2.5))
-    fig.add_vline(x=now, line_dash="dash", annotation_text=f"{param} as set")
+    # on a log axis an annotation's position is log10 of the value (Plotly): placed by hand, it sits on its line
+    fig.add_vline(x=now, line_dash="dash", annotation_text=f"{param} as set", annotation_x=np.log10(now))
     xs = to_numpy(x)
     fig.update_layout(title=title, xaxis=decade_ticks(xs.min(), xs.max()), xaxis_title=param, yaxis_title=ytitle,
                       yaxis=dict(type="log", dtick=1, exponentformat="power"), height=height,

@@ -22,7 +22,7 @@ def _layer_traces(traj: np.ndarray, h: int, angle: np.ndarray) -> list:
             go.Scatter(x=traj[h, :, 0], y=traj[h, :, 1], mode="markers", name=f"layer {h}", showlegend=False,
                        marker=dict(size=8, color=angle, colorscale="Twilight", line=dict(width=0.5, color="black")),
                        hovertemplate="particle %{text}<br>(%{x:.3f}, %{y:.3f})<extra></extra>",
-                       text=[str(i) for i in range(traj.shape[1])])]
+                       text=[str(i) for i in range(1, traj.shape[1] + 1)])]   # counted from 1, as x_1, ..., x_N
 
 
 def _flow_parts(trajectory):

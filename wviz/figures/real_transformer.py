@@ -14,8 +14,9 @@ from wviz.figures.common import PALETTE, decade_ticks, to_numpy
 
 
 def token_labels(tokens) -> list[str]:
-    """'0 [CLS]', '1 the', ...: unique axis labels even when a word piece repeats."""
-    return [f"{i} {t}" for i, t in enumerate(tokens)]
+    """'1 [CLS]', '2 the', ...: unique axis labels even when a word piece repeats (positions counted from 1, as
+    layers and heads are)."""
+    return [f"{i} {t}" for i, t in enumerate(tokens, 1)]
 
 
 def _panel_titles(labels) -> list[str]:
@@ -86,8 +87,8 @@ def attention_maps(maps: dict, tokens, layer: int, head: int) -> go.Figure:
 
 
 def sparsity_per_head(sparsity: dict) -> go.Figure:
-    """Fraction of exact zeros of each head (layers down, heads across), one panel per normaliser, three to a row
-    on one colour scale (one shared colour bar)."""
+    """Fraction of exact zeros of each head (layers 1..L down, heads 1..H across), one panel per normaliser, three
+    to a row on one colour scale (one shared colour bar)."""
     names = list(sparsity)
     cols = min(3, len(names))
     rows = math.ceil(len(names) / cols)
@@ -99,8 +100,8 @@ def sparsity_per_head(sparsity: dict) -> go.Figure:
         r, col = i // cols + 1, i % cols + 1
         s = to_numpy(sparsity[name])
         L, H = s.shape
-        fig.add_trace(go.Heatmap(z=s, x=list(range(H)), y=list(range(L)), coloraxis="coloraxis", name=name,
-                                 hovertemplate="layer %{y}, head %{x}: %{z:.1%} zeros<extra></extra>"),
+        fig.add_trace(go.Heatmap(z=s, x=list(range(1, H + 1)), y=list(range(1, L + 1)), coloraxis="coloraxis",
+                                 name=name, hovertemplate="layer %{y}, head %{x}: %{z:.1%} zeros<extra></extra>"),
                       row=r, col=col)
         fig.update_yaxes(autorange="reversed", title_text="layer" if col == 1 else None, dtick=1, row=r, col=col)
         fig.update_xaxes(title_text="head", dtick=2, row=r, col=col)
@@ -111,11 +112,11 @@ def sparsity_per_head(sparsity: dict) -> go.Figure:
 
 
 def layer_distances(distances: dict) -> go.Figure:
-    """||h'_l - h_l|| / ||h_l|| of each layer's output, one line per normaliser."""
+    """||h'_l - h_l|| / ||h_l|| of each layer's output (layer l = 1..L), one line per normaliser."""
     fig = go.Figure()
     for i, (name, d) in enumerate(distances.items()):
         d = to_numpy(d)
-        fig.add_scatter(x=list(range(len(d))), y=d, mode="lines+markers", name=name,
+        fig.add_scatter(x=list(range(1, len(d) + 1)), y=d, mode="lines+markers", name=name,
                         line=dict(color=PALETTE[i % len(PALETTE)]))
     fig.update_layout(title="How far each layer's output moves from the original model",
                       xaxis=dict(title="layer", dtick=1),
@@ -139,10 +140,10 @@ def rho_sweep(sweep, rho_now: float) -> go.Figure:
                     name="cosine", line=dict(color=PALETTE[0]), row=1, col=1,
                     hovertemplate="cosine %{y:.4f}<extra></extra>")
     distances, d0, d_inf = to_numpy(sweep.distances), to_numpy(dist0), to_numpy(dist_inf)
-    for layer in range(distances.shape[1]):
+    for layer in range(distances.shape[1]):   # named from 1, as the page's layer selector counts them
         fig.add_scatter(x=[lo, *rhos, hi], y=[d0[layer], *distances[:, layer], d_inf[layer]], mode="lines",
-                        name=f"layer {layer}", line=dict(color=PALETTE[(layer + 1) % len(PALETTE)]), row=2, col=1,
-                        hovertemplate=f"layer {layer}: %{{y:.3g}}<extra></extra>")
+                        name=f"layer {layer + 1}", line=dict(color=PALETTE[(layer + 1) % len(PALETTE)]), row=2, col=1,
+                        hovertemplate=f"layer {layer + 1}: %{{y:.3g}}<extra></extra>")
     ticks = decade_ticks(rhos[0], rhos[-1])
     ticks.update(tickvals=[lo, *ticks["tickvals"], hi], ticktext=["0", *ticks["ticktext"], "∞"])
     for row in (1, 2):
@@ -165,14 +166,15 @@ def deviation_histograms(per_layer, alpha: float, bins: int = 30) -> go.Figure:
     cols = 3
     rows = math.ceil(L / cols)
     means = dev.mean(axis=1)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"layer {l}: mean {m:.3f}" for l, m in enumerate(means)],
+    fig = make_subplots(rows=rows, cols=cols,
+                        subplot_titles=[f"layer {l}: mean {m:.3f}" for l, m in enumerate(means, 1)],
                         vertical_spacing=0.2, horizontal_spacing=0.08)
     edges = np.linspace(0.0, max(float(dev.max()), 1e-12), bins + 1)
     centres = (edges[:-1] + edges[1:]) / 2
     for layer in range(L):
         r, c = layer // cols + 1, layer % cols + 1
         counts, _ = np.histogram(dev[layer], bins=edges)
-        fig.add_bar(x=centres, y=counts, width=edges[1] - edges[0], marker_color=PALETTE[0], name=f"layer {layer}",
+        fig.add_bar(x=centres, y=counts, width=edges[1] - edges[0], marker_color=PALETTE[0], name=f"layer {layer + 1}",
                     showlegend=False, hovertemplate="deviation %{x:.3f}: %{y} tokens<extra></extra>", row=r, col=c)
         fig.add_vline(x=float(means[layer]), line=dict(color="red", width=2), row=r, col=c)
         fig.update_xaxes(range=[0, edges[-1]], nticks=4, row=r, col=c)
@@ -187,10 +189,11 @@ def deviation_histograms(per_layer, alpha: float, bins: int = 30) -> go.Figure:
 
 
 def deviation_per_head(per_head) -> go.Figure:
-    """Mean relative deviation of every head (layers down, heads across): Appendix C / Figure 5 of 002 in short."""
+    """Mean relative deviation of every head (layers 1..L down, heads 1..H across): Appendix C / Figure 5 of 002 in
+    short."""
     mean = to_numpy(per_head).mean(axis=-1)
     L, H = mean.shape
-    fig = go.Figure(go.Heatmap(z=mean, x=list(range(H)), y=list(range(L)), colorscale="Cividis",
+    fig = go.Figure(go.Heatmap(z=mean, x=list(range(1, H + 1)), y=list(range(1, L + 1)), colorscale="Cividis",
                                colorbar=dict(title="mean<br>deviation"),
                                hovertemplate="layer %{y}, head %{x}: mean deviation %{z:.3f}<extra></extra>"))
     fig.update_layout(title="Mean relative deviation per head (Appendix C of 002)", height=360,

@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, decade_ticks, to_numpy
+from wviz.figures.common import PALETTE, decade_ticks, index_ticks, number_text, to_numpy
 
 
 def main_figure(t) -> go.Figure:
@@ -24,29 +24,30 @@ def plan_with_marginals(plan, a, b, title: str, zmax: float | None = None, heigh
     a page wide): the marginals' bars without tick labels (their values show on hover). sums=(P 1, P^T 1): the
     plan's own marginals, marked over the bars (a semi-relaxed plan, whose columns are not b)."""
     P, a, b = to_numpy(plan), to_numpy(a), to_numpy(b)
+    i, j = np.arange(1, len(a) + 1), np.arange(1, len(b) + 1)   # sources and targets counted from 1, as in the text
     fig = make_subplots(rows=2, cols=2, column_widths=[0.22, 0.78] if compact else [0.15, 0.85],
                         row_heights=[0.2, 0.8], shared_xaxes="columns", shared_yaxes="rows",
                         horizontal_spacing=0.04 if compact else 0.01,
                         vertical_spacing=0.02)
-    fig.add_bar(x=np.arange(len(b)), y=b, row=1, col=2, marker_color=PALETTE[1], name="b (target)",
+    fig.add_bar(x=j, y=b, row=1, col=2, marker_color=PALETTE[1], name="b (target)",
                 hovertemplate="b_%{x} = %{y:.3g}<extra></extra>")
-    fig.add_bar(y=np.arange(len(a)), x=a, orientation="h", row=2, col=1, marker_color=PALETTE[0],
+    fig.add_bar(y=i, x=a, orientation="h", row=2, col=1, marker_color=PALETTE[0],
                 name="a (source)", hovertemplate="a_%{y} = %{x:.3g}<extra></extra>")
     if sums is not None:
         rows, cols = map(to_numpy, sums)
-        fig.add_scatter(x=np.arange(len(b)), y=cols, mode="markers", row=1, col=2, name="P^T 1 (column sums)",
+        fig.add_scatter(x=j, y=cols, mode="markers", row=1, col=2, name="P^T 1 (column sums)",
                         marker=dict(symbol="line-ew-open", size=12, color="black", line=dict(width=3, color="black")),
                         hovertemplate="(P^T 1)_%{x} = %{y:.3g}<extra></extra>")
-        fig.add_scatter(y=np.arange(len(a)), x=rows, mode="markers", row=2, col=1, name="P 1 (row sums)",
+        fig.add_scatter(y=i, x=rows, mode="markers", row=2, col=1, name="P 1 (row sums)",
                         marker=dict(symbol="line-ns-open", size=12, color="black", line=dict(width=3, color="black")),
                         hovertemplate="(P 1)_%{y} = %{x:.3g}<extra></extra>")
-    fig.add_trace(go.Heatmap(z=P, colorscale="Viridis", showscale=True, zmin=0 if zmax else None, zmax=zmax,
+    fig.add_trace(go.Heatmap(z=P, x=j, y=i, colorscale="Viridis", showscale=True, zmin=0 if zmax else None, zmax=zmax,
                              colorbar=dict(title=dict(text="P_ij"), len=0.8, y=0.4),
-                             hovertemplate="P[%{y}, %{x}] = %{z:.3g}<extra></extra>"), row=2, col=2)
+                             hovertemplate="P_ij, i = %{y}, j = %{x}: %{z:.3g}<extra></extra>"), row=2, col=2)
     fig.update_xaxes(autorange="reversed", row=2, col=1, title_text="a_i")
-    fig.update_yaxes(autorange="reversed", row=2, col=1, title_text="source i")
+    fig.update_yaxes(autorange="reversed", row=2, col=1, title_text="source i", **index_ticks(len(a)))
     fig.update_yaxes(title_text="b_j", row=1, col=2)
-    fig.update_xaxes(title_text="target j", row=2, col=2)
+    fig.update_xaxes(title_text="target j", row=2, col=2, **index_ticks(len(b)))
     if compact:
         fig.update_xaxes(showticklabels=False, row=2, col=1)
         fig.update_yaxes(showticklabels=False, row=1, col=2)
@@ -97,7 +98,8 @@ def marginal_error_curve(iterations, errors, tol: float, title: str, current: in
     """Marginal L1 error against iteration (log scale), with the tolerance as a line."""
     it, err = to_numpy(iterations), to_numpy(errors)
     fig = go.Figure(go.Scatter(x=it, y=np.maximum(err, 1e-300), mode="lines+markers", name="marginal error"))
-    fig.add_hline(y=tol, line_dash="dash", annotation_text=f"tol = {tol:g}")
+    # on a log axis an annotation's position is log10 of the value (Plotly): placed by hand, it sits on its line
+    fig.add_hline(y=tol, line_dash="dash", annotation_text=f"tol = {number_text(tol)}", annotation_y=np.log10(tol))
     if current is not None:
         fig.add_vline(x=current, line_color=PALETTE[5])
     shown = np.maximum(err, 1e-300)
@@ -107,15 +109,18 @@ def marginal_error_curve(iterations, errors, tol: float, title: str, current: in
     return fig
 
 
-def cost_against_gamma(gammas, costs, exact_cost: float, gamma_now: float, title: str) -> go.Figure:
-    """Transport cost <C, P_gamma> against gamma, converging to the exact (unregularised) cost."""
-    fig = go.Figure(go.Scatter(x=to_numpy(gammas), y=to_numpy(costs), mode="lines+markers",
-                               name="<C, P_gamma>"))
+def cost_against_gamma(gammas_rel, costs, exact_cost: float, gamma_rel_now: float, title: str) -> go.Figure:
+    """Transport cost <C, P_gamma> against gamma / max C (the unit of the page's slider), converging to the exact
+    (unregularised) cost, with the slider's gamma marked."""
+    g = to_numpy(gammas_rel)
+    fig = go.Figure(go.Scatter(x=g, y=to_numpy(costs), mode="lines+markers", name="<C, P_gamma>",
+                               hovertemplate="gamma / max C = %{x:.3g}: cost %{y:.4g}<extra></extra>"))
     fig.add_hline(y=exact_cost, line_dash="dash", annotation_text=f"exact OT = {exact_cost:.4g}")
-    fig.add_vline(x=gamma_now, line_color=PALETTE[5], annotation_text="current gamma")
-    g = to_numpy(gammas)
-    fig.update_layout(title=title, xaxis=decade_ticks(min(g.min(), gamma_now), max(g.max(), gamma_now)),
-                      xaxis_title="gamma", yaxis_title="transport cost <C, P>", height=360,
+    # on a log axis an annotation's position is log10 of the value (Plotly): placed by hand, it sits on its line
+    fig.add_vline(x=gamma_rel_now, line_color=PALETTE[5], annotation_text=f"the slider: {gamma_rel_now:.3g}",
+                  annotation_x=np.log10(gamma_rel_now))
+    fig.update_layout(title=title, xaxis=decade_ticks(min(g.min(), gamma_rel_now), max(g.max(), gamma_rel_now)),
+                      xaxis_title="gamma / max C", yaxis_title="transport cost <C, P>", height=360,
                       margin=dict(t=50, b=40))
     return fig
 
@@ -136,7 +141,8 @@ def cost_against_rho(sweep, rho_now: float, title: str) -> go.Figure:
     fig.add_hline(y=cost0, line_dash="dot", annotation_text="rho = 0: prior-softmax", row=1, col=1)
     fig.add_hline(y=cost_inf, line_dash="dash", annotation_text="rho = ∞: balanced",
                   annotation_position="bottom right", row=1, col=1)
-    fig.add_hline(y=max(kl0, 1e-300), line_dash="dot", annotation_text="rho = 0", row=2, col=1)
+    fig.add_hline(y=max(kl0, 1e-300), line_dash="dot", annotation_text="rho = 0", row=2, col=1,
+                  annotation_y=np.log10(max(kl0, 1e-300)))   # log10: the annotation sits on its line (log axis)
     x_now = rhos[-1] if np.isinf(rho_now) else rho_now
     kls = np.maximum(to_numpy(sweep.kls), 1e-300)
     for row in (1, 2):

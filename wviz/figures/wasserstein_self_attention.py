@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -14,9 +15,10 @@ X_TICKS, Y_TICKS = 12, 8
 
 
 def position_ticks(n: int, most: int) -> tuple[dict, int]:
-    """Tick settings labelling positions 0..n-1: all of them up to ``most``, else one in k (returned)."""
+    """Tick settings labelling positions 1..n (counted from 1, as the note's i and j): all of them up to ``most``,
+    else one in k (returned)."""
     step = -(-n // most)
-    return dict(tickmode="array", tickvals=list(range(0, n, step)), tickangle=0), step
+    return dict(tickmode="array", tickvals=list(range(1, n + 1, step)), tickangle=0), step
 
 
 def main_figure(a) -> go.Figure:
@@ -43,7 +45,8 @@ def matrices(panels: dict, title: str) -> go.Figure:
     yticks, ystep = position_ticks(n, Y_TICKS)
     for row, (z, scale) in enumerate(panels.values(), 1):
         lo, hi = fig.layout[f"yaxis{'' if row == 1 else row}"].domain   # the colour bar beside its own panel
-        fig.add_trace(go.Heatmap(z=to_numpy(z), colorscale="Viridis",
+        positions = list(range(1, n + 1))   # counted from 1, as the note's i and j
+        fig.add_trace(go.Heatmap(z=to_numpy(z), x=positions, y=positions, colorscale="Viridis",
                                  colorbar=dict(title=dict(text=scale, side="right"), y=(lo + hi) / 2, len=hi - lo,
                                                thickness=14),
                                  hovertemplate="query %{y}, key %{x}: %{z:.3g}<extra></extra>"), row=row, col=1)
@@ -60,12 +63,13 @@ def sequences(X, outputs: dict, channels: int = 3) -> go.Figure:
     X = to_numpy(X)
     channels = min(channels, X.shape[-1])
     fig = make_subplots(rows=channels, cols=1, shared_xaxes=True, vertical_spacing=0.07,
-                        subplot_titles=[f"channel {c}" for c in range(channels)])
+                        subplot_titles=[f"channel {c + 1}" for c in range(channels)])   # c1, c2, ... as in the CSV
     series = {"input X": X, **{name: to_numpy(Y) for name, Y in outputs.items()}}
     for c in range(channels):
         for i, (name, Z) in enumerate(series.items()):
             if c < Z.shape[-1]:
-                fig.add_scatter(y=Z[:, c], mode="lines", name=name, legendgroup=name, showlegend=c == 0,
+                fig.add_scatter(x=np.arange(1, len(Z) + 1), y=Z[:, c], mode="lines", name=name, legendgroup=name,
+                                showlegend=c == 0,
                                 line=dict(color=PALETTE[i % len(PALETTE)], width=2 if i == 0 else 1.5,
                                           dash="dot" if i == 0 else "solid"), row=c + 1, col=1)
     fig.update_xaxes(title_text="position i", row=channels, col=1)

@@ -11,6 +11,7 @@ import streamlit as st
 
 from wviz import animation as animation_lib
 from wviz import export
+from wviz.figures.common import same_scale
 from wviz.ui import lecture, state, style
 from wviz.ui.runs import below, guarded
 from wviz.ui.widgets import log_slider, view_selector
@@ -80,25 +81,30 @@ def figure_view(key: str, build: Callable[[], go.Figure], live: bool = True, cap
 
 def side_by_side(label: str, key: str, lo: float, hi: float, defaults: tuple[float, float],
                  build: Callable[[str, float], go.Figure], help: str, caption: str) -> View:
-    """The "Side by side" view: the page's figure at two values of its main parameter next to each other. Each
-    value has its own log slider ``label (left|right)`` over lo..hi (keys ``key_left``, ``key_right``, bound to the
-    URL; ``help`` may name ``{side}``); ``build(side, value)`` makes that side's figure, drawn under side_left /
-    side_right and guarded on its own (a bad value shows its message, the other side stays). The page's main
-    slider does not change it, so its moves do not send it again (View.live)."""
+    """The "Side by side" view: the page's figure at two values of its main parameter next to each other, on one
+    scale (figures.common.same_scale: one colour scale for both heatmaps, the same axis ranges). Each value has its
+    own log slider ``label (left|right)`` over lo..hi (keys ``key_left``, ``key_right``, bound to the URL; ``help``
+    may name ``{side}``); ``build(side, value)`` makes that side's figure, drawn under side_left / side_right and
+    guarded on its own (a bad value shows its message, the other side stays). The page's main slider does not
+    change it, so its moves do not send it again (View.live)."""
     sides = ("left", "right")
 
     def draw() -> None:
-        for column, side, default in zip(st.columns(2), sides, defaults):
+        columns, built = st.columns(2), []
+        for column, side, default in zip(columns, sides, defaults):
             value = log_slider(f"{label} ({side})", lo, hi, default, key=f"{key}_{side}", where=column,
                                help=help.format(side=side))
             with column:
-                fig = guarded(f"{key}/{side}", lambda side=side, value=value: build(side, value))
-                if fig is not None:
-                    show_figure(fig, key=f"side_{side}")
+                built.append(guarded(f"{key}/{side}", lambda side=side, value=value: build(side, value)))
+        drawn = iter(same_scale([fig for fig in built if fig is not None]))
+        for column, side, fig in zip(columns, sides, built):
+            if fig is not None:
+                with column:
+                    show_figure(next(drawn), key=f"side_{side}")
         st.caption(caption)
 
     return View(draw, tuple(f"side_{side}" for side in sides),
-                lambda: [build(side, value) for side, value in zip(sides, defaults)], live=False)
+                lambda: same_scale([build(side, value) for side, value in zip(sides, defaults)]), live=False)
 
 
 def views(choices: dict[str, View], help: str, key: str = "view", label: str = "View") -> str:

@@ -250,16 +250,6 @@ def sweep_frames(inputs: Inputs, taus=ANIMATION_TAUS) -> list[Weights]:
     return [weights(inputs, float(t)) for t in taus]
 
 
-def vector_tex(v, keep: int = 4) -> str:
-    """'(1.06, 0.5, -0.92)' for an equation: a vector's entries to 3 significant digits, at most ``keep`` of them
-    (the first keep - 1, an ellipsis and the last, then its length) so that the line fits a narrow screen."""
-    x = v.detach().cpu().tolist() if isinstance(v, torch.Tensor) else list(v)
-    text = [f"{e:.3g}" for e in x]
-    if len(text) <= keep:
-        return "(" + ", ".join(text) + ")"
-    return "(" + ", ".join(text[:keep - 1] + [r"\ldots", text[-1]]) + rf") \in \mathbb{{R}}^{{{len(x)}}}"
-
-
 # ---- semi-relaxed OT: from softmax to Sinkhorn -------------------------------------------------------------------
 
 SEMI = "semi-relaxed OT"
@@ -379,22 +369,25 @@ def rho_frames(inputs: Inputs, tau: float, rhos=ANIMATION_RHOS) -> list[SemiRela
 PRIOR_EXAMPLE = '[["k1",0.6],["k2",0.3],["k3",0.1]]'
 TRY_THIS = (
     Try("Send tau to 0.001", {"tau": 0.001, "mechanisms": ["softmax", "sparsemax", "entmax"]},
-        "Sparsemax and entmax put all the mass on k1 (support size 1 in the table), while softmax is one-hot to the "
-        "eye but keeps every key's weight above zero."),
+        "Sparsemax and entmax put all the mass on k1 (support size 1 in the table). Softmax is one-hot to the eye "
+        "too: its other weights are exp(-(s_1 - s_j) / tau), about 6e-244 for k2 and, for k3, smaller than the "
+        "smallest double, so it shows as 0 (support size 2), although in exact arithmetic softmax keeps every "
+        "weight above zero."),
     Try("Send tau to 100", {"tau": 100, "mechanisms": ["softmax", "sparsemax", "entmax"]},
-        "Every mechanism flattens to about 1/3 per key: the regulariser outweighs the scores, and even sparsemax "
-        "keeps all three keys."),
+        "Every mechanism flattens to about 1/3 per key (every weight between 0.32 and 0.35): the regulariser "
+        "outweighs the scores, and even sparsemax keeps all three keys (support size 3)."),
     Try("entmax with alpha = 1", {"mechanisms": ["softmax", "entmax"], "alpha": 1.0},
         "The entmax bars equal the softmax bars: the Tsallis entropy with alpha = 1 is Shannon's."),
     Try("Semi-relaxed OT: from softmax to Sinkhorn", {"mechanisms": ["softmax", SEMI], "rho": 1000.0,
                                                        "view": "rho sweep"},
-        "The four tokens attend to the three keys; softmax gives k3 little, semi-relaxed OT at rho = 1000 holds every "
-        "key's column sum at b = 1/3, so the query's weight on k3 grows. The sweep walks rho from 0 (softmax) to "
-        "infinity (Sinkhorn's balanced plan)."),
+        "The four tokens (the query and the three keys) attend to the three keys. Softmax gives k3 0.08; "
+        "semi-relaxed OT at rho = 1000 holds every key's column sum within 0.001 of b = 1/3, so the query's weight "
+        "on k3 nearly doubles, to 0.15. The sweep walks rho from 0 (softmax) to infinity (Sinkhorn's balanced "
+        "plan)."),
     Try("prior-softmax with the prior (0.6, 0.3, 0.1) at tau = 100",
         {"mechanisms": ["softmax", "prior-softmax"], "tau": 100, "prior_table_3": PRIOR_EXAMPLE},
-        "Softmax goes to uniform but prior-softmax goes to the prior (0.6, 0.3, 0.1): KL(p || pi) pulls the "
-        "weights towards pi, not towards uniform."),
+        "Softmax goes to uniform but prior-softmax goes to the prior (0.6, 0.3, 0.1), each within 0.01: "
+        "KL(p || pi) pulls the weights towards pi, not towards uniform."),
 )
 
 

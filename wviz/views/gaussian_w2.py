@@ -36,17 +36,17 @@ TRY_THIS = (
         "The covariance part of W2² is zero for every key: W2 attention becomes softmax(−‖m_i − m_j‖²/τ), a "
         "function of the means alone."),
     Try("Make one key very uncertain", {"view": "Sweep: one token grows uncertain", "sweep_token": "t3"},
-        "t3's weight peaks near its drawn size and falls to zero as its covariance grows, although its mean stays "
-        "put."),
+        "t3's weight peaks at its drawn size (scale 1) and falls to zero as its covariance grows, although its "
+        "mean stays put."),
     Try("Send tau to 0.01", {"tau": 0.01},
         "Every row of W2 attention is one-hot on the token itself (W2² = 0); dot-product attention sends t2 to t5, "
         "the larger ⟨m_i, m_j⟩, and leaves t1 (at the origin) uniform."),
     Try("Compare tau = 0.1 and tau = 1", {"view": "Side by side", "side_tau_left": 0.1, "side_tau_right": 1},
         "At tau = 0.1 every row is one-hot on the token itself; at tau = 1 its neighbours share the weight (t1 keeps "
-        "0.55 and gives about 0.15 to each of t2, t3, t4)."),
+        "0.55 and gives 0.12 to 0.17 to each of t2, t3, t4, 0.01 to the far t5)."),
     Try("Click a query row", {"view": "Click a query"},
         "Click t1's row: its dot-product weights are uniform (its mean is the origin, so every ⟨m_1, m_j⟩ = 0), "
-        "while W2 attention prefers the keys near it."),
+        "while W2 attention ranks the keys by their W2² to it (t2 0.17, t4 0.16, t3 0.12, the far t5 0.01)."),
 )
 
 

@@ -201,8 +201,13 @@ def solve(solver: str, a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gamma:
     raise ValueError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}")
 
 
-def sparsity(plan: torch.Tensor, rel: float = 1e-8) -> float:
-    """Fraction of the plan's entries that carry (relatively) no mass: exact and quadratic plans are sparse."""
+SPARSE_BELOW = 1e-8   # an entry below this times the plan's largest carries no mass that a figure or a sum shows
+
+
+def sparsity(plan: torch.Tensor, rel: float = SPARSE_BELOW) -> float:
+    """Fraction of the plan's entries below ``rel`` times its largest entry. Exact and quadratic plans have exact
+    zeros; an entropic plan is positive everywhere (P_ij = u_i exp(-C_ij / gamma) v_j), but at a small gamma most of
+    its entries fall below the threshold (or underflow to 0), so it counts as nearly sparse there."""
     return float((plan <= rel * plan.max()).float().mean())
 
 
@@ -269,7 +274,7 @@ class Transport:
 
     @property
     def sparsity(self) -> float:
-        """Fraction of the plan's zero entries (see :func:`sparsity`)."""
+        """Fraction of the plan's entries below SPARSE_BELOW times its largest (see :func:`sparsity`)."""
         return sparsity(self.plan)
 
 
@@ -420,18 +425,25 @@ def gamma_sweep(a: torch.Tensor, b: torch.Tensor, C: torch.Tensor, gammas: torch
 
 @dataclass(frozen=True)
 class Sweep:
-    """<C, P_gamma> (costs) for gammas = SWEEP max|C|, and the exact (unregularised) cost they tend to."""
+    """<C, P_gamma> (costs) for gammas = SWEEP max|C| (scale = max|C|), and the exact (unregularised) cost they
+    tend to."""
 
     gammas: torch.Tensor
     costs: torch.Tensor
     exact: float
+    scale: float = 1.0
+
+    @property
+    def gammas_rel(self) -> torch.Tensor:
+        """gamma / max|C|, the unit of the page's slider."""
+        return self.gammas / self.scale
 
 
 def sweep(problem: Problem, device="cpu") -> Sweep:
     """The entropic cost over the grid SWEEP (in units of max|C|) and the exact cost, on ``device``."""
     a, b, C = problem.tensors(device)
     gammas = SWEEP * problem.scale
-    return Sweep(gammas, gamma_sweep(a, b, C, gammas), float(ot.emd(a, b, C).cost))
+    return Sweep(gammas, gamma_sweep(a, b, C, gammas), float(ot.emd(a, b, C).cost), problem.scale)
 
 
 # ---- cost against rho ------------------------------------------------------------------------------------------
@@ -474,33 +486,27 @@ def side_solver(solver: str) -> str:
     return "sinkhorn" if solver == "exact" else solver
 
 
-def short(x: float) -> str:
-    """A number in at most 8 characters, for a metric: 4 significant digits when they fit, then fewer."""
-    for digits in (4, 3, 2, 1):
-        text = f"{x:.{digits}g}"
-        if len(text) <= 8:
-            return text
-    return text
-
-
 # ---- guided experiments ----------------------------------------------------------------------------------------
 
 TRY_THIS = (
     Try("Send gamma to 0.001", {"gamma": 0.001, "view": "Cost against gamma"},
-        r"The band of the plan narrows to the monotone map, and the entropic cost $\langle C, P\rangle$ comes down "
-        r"to the exact OT cost (the dashed line) as $\gamma$ shrinks."),
+        r"The band of the plan narrows towards the monotone map (each source spreads over about one target either "
+        r"side, against three at $\gamma = 0.01 \max C$), and the entropic cost $\langle C, P\rangle$ comes down "
+        r"to within 0.3 % of the exact OT cost (the dashed line)."),
     Try("Hold the targets loosely", {"rho": 0.01, "view": "Cost against rho"},
-        r"At $\rho = 0.01 \max C$ the targets' masses are barely held: every source sends its mass to its nearest "
-        r"targets, the column sums (black marks over $b$) leave $b$, and the cost $\langle C, P\rangle$ falls "
-        r"below the balanced plan's ($\rho = \infty$, dashed)."),
+        r"At $\rho = 0.01 \max C$ the targets' masses are barely held: the sources send more of their mass to "
+        r"their nearest targets (over half to their three nearest, against a sixth in the balanced plan), the "
+        r"column sums (black marks over $b$) leave $b$, and the cost $\langle C, P\rangle$ falls below the "
+        r"balanced plan's ($\rho = \infty$, dashed)."),
     Try("Solve exactly", {"solver": "exact", "preset": "two clusters"},
-        "The exact plan is sparse (at most $n + m - 1$ entries) and stays within the two blocks: each cluster is "
-        "sent to the nearer one."),
+        "The exact plan is sparse (at most $n + m - 1$ nonzero entries) and stays within the two blocks: each "
+        "cluster is sent to the nearer one."),
     Try("Uneven masses", {"problem": "cost matrix", "solver": "exact", "marginals": "edited", "a_4": "3, 1, 1, 1",
                           "b_3": "1, 1, 4"},
         "Source 1 holds half of the mass and target 3 two thirds: the other sources cannot fill target 3, so "
         "source 1 must send part of its mass the longest way, at cost 4."),
     Try("Watch Sinkhorn converge", {"gamma": 0.001, "view": "Watch Sinkhorn converge"},
-        r"Each iteration rescales rows then columns: the columns match $b$ at once, the rows' error shrinks "
-        r"geometrically, more slowly the smaller $\gamma$."),
+        r"Each iteration rescales rows then columns: after it the columns match $b$ exactly, and the rows' error "
+        r"shrinks at every step, by a steady factor at the end, more slowly the smaller $\gamma$: about 1500 "
+        r"iterations to the tolerance here, against about 120 at $\gamma = 0.01 \max C$."),
 )
