@@ -52,7 +52,8 @@ REFERENCES = {r.key: r for r in (
               "Mathieu Blondel, Vivien Seguy, Antoine Rolet. *Smooth and Sparse Optimal Transport*. Proceedings of "
               "the 21st International Conference on Artificial Intelligence and Statistics (AISTATS 2018), PMLR 84, "
               "880-889.",
-              "https://arxiv.org/abs/1710.06276", "Attention as transport (sparsemax), Transport plans"),
+              "https://arxiv.org/abs/1710.06276",
+              "Attention as transport (sparsemax and entmax as regularised argmax), Transport plans (quadratic OT)"),
     Reference("martins2016", "Martins and Astudillo 2016",
               "André F. T. Martins, Ramón F. Astudillo. *From Softmax to Sparsemax: A Sparse Model of Attention and "
               "Multi-Label Classification*. Proceedings of the 33rd International Conference on Machine Learning "
