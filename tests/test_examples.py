@@ -26,6 +26,15 @@ EXAMPLES = {
     "wviz.vit.evaluate": ("evaluate",),
     "wviz.models.minilm": ("load", "forward", "make_normaliser", "attention_maps", "compare"),
     "wviz.models.figure4": ("fenchel_deviation",),
+    "wviz.models.normalisers": None,
+    "wviz.models.swap": None,
+    "wviz.models.families": None,
+    "wviz.models.safety": None,
+    "wviz.models.hub": None,
+    "wviz.models.lens": None,
+    "wviz.models.tasks": None,
+    "wviz.models.sinks": None,
+    "wviz.models.tiny": None,
 }
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

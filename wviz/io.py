@@ -338,20 +338,29 @@ def _unsafe(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
-def _members(z: zipfile.ZipFile, cap: int) -> list[zipfile.ZipInfo]:
-    """The zip's image members under test/<class>/, after the checks that need no decompression: every member's
-    path (:func:`_unsafe`), the total uncompressed size against ``cap``, each member's compression ratio."""
-    infos = z.infolist()
-    if len(infos) > 2 * MAX_ZIP_IMAGES:
-        fail("test-images zip", [f"it holds {len(infos)} files; at most {MAX_ZIP_IMAGES} images are read"])
+def zip_problems(infos: list[zipfile.ZipInfo], cap: int, setting: str) -> list[str]:
+    """What is wrong with an uploaded zip's members, found before anything is decompressed: a path that leads
+    outside the zip's folder, a link or an encrypted member (:func:`_unsafe`), contents that unpack to more than
+    ``cap`` bytes (``setting`` names the environment variable that sets the cap), a member that unpacks to
+    MAX_ZIP_RATIO times its packed size (a zip bomb). Shared by every zip upload (test images, models)."""
     problems = [p for p in map(_unsafe, infos) if p]
     total = sum(i.file_size for i in infos)
     if total > cap:
         problems.append(f"its contents unpack to {total / 2 ** 20:.1f} MB, over the limit of {cap / 2 ** 20:.0f} MB "
-                        "(WVIZ_MAX_TEST_ZIP_MB sets it)")
+                        f"({setting} sets it)")
     problems += [f"{i.filename!r} unpacks to {i.file_size / max(i.compress_size, 1):.0f} times its packed size: "
                  "refused as a zip bomb" for i in infos
                  if i.file_size > 64 * 1024 and i.file_size > MAX_ZIP_RATIO * max(i.compress_size, 1)]
+    return problems
+
+
+def _members(z: zipfile.ZipFile, cap: int) -> list[zipfile.ZipInfo]:
+    """The zip's image members under test/<class>/, after the checks that need no decompression
+    (:func:`zip_problems`)."""
+    infos = z.infolist()
+    if len(infos) > 2 * MAX_ZIP_IMAGES:
+        fail("test-images zip", [f"it holds {len(infos)} files; at most {MAX_ZIP_IMAGES} images are read"])
+    problems = zip_problems(infos, cap, "WVIZ_MAX_TEST_ZIP_MB")
     if problems:
         fail("test-images zip", problems)
     return [i for i in infos if not i.is_dir() and _in_test(i.filename) is not None]

@@ -1,5 +1,6 @@
 """A small bundled corpus for the Sec. 8 / Figure 4 experiment of 002 (the relative deviation of lambda* from
-alpha z, per layer): forty short English sentences of varied length, topic and syntax, written for wviz."""
+alpha z, per layer): forty short English sentences of varied length, topic and syntax, written for wviz; and a
+paragraph for a decoder's perplexity (PARAGRAPH)."""
 
 CORPUS: tuple[str, ...] = (
     "The cat sat on the mat and watched the rain.",
@@ -42,4 +43,16 @@ CORPUS: tuple[str, ...] = (
     "The map showed a path through the forest to the village.",
     "Fresh snow muffled every sound in the valley.",
     "The engineer checked each bolt twice before the test.",
+)
+
+# A paragraph for a decoder's perplexity under each normaliser (wviz.models.tasks.perplexity): plain, varied English
+# prose of about 120 words, written for wviz.
+PARAGRAPH = (
+    "The old lighthouse stood at the end of a narrow path, where the cliffs met the sea. Every evening the keeper "
+    "climbed the spiral stairs, trimmed the wick and lit the lamp, so that the fishing boats could find their way "
+    "home. In winter the storms were fierce, and waves broke over the rocks below with a sound like distant thunder. "
+    "The keeper kept a careful log of the weather, the ships that passed and the birds that rested on the railing. "
+    "When the light was finally replaced by an automatic beacon, the village held a small party in his honour. He "
+    "moved to a cottage nearby, but on clear nights he still walked to the cliff to watch the beam sweep across the "
+    "water."
 )

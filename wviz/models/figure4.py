@@ -8,6 +8,10 @@ t_i = x_i / sqrt(d'), z = K^T q_k and u uniform, (18) is exactly a BERT head's s
 alpha z is from lambda*: the relative deviation ||lambda* - alpha z|| / ||lambda*||, per layer (Figure 4) and per
 head (Appendix C, Figure 5).
 
+Any encoder wviz opens (wviz.models.families: BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA, all post-LayerNorm,
+so that hidden state l is the input of layer l's attention) gives the same experiment: pass its Lens
+(wviz.models.hub.load) as ``lens``; the default is MiniLM.
+
 In this module alpha is only that reliability of z in problem (4); the entmax index of the normalisers is
 :attr:`wviz.models.minilm.Normaliser.alpha`.
 """
@@ -20,7 +24,9 @@ import torch
 
 from wviz import fenchel
 from wviz._checks import positive
-from wviz.models.minilm import Forward, check_sentences, forward, load
+from wviz.models import hub
+from wviz.models.families import key_weight
+from wviz.models.lens import Forward, check_sentences, forward
 
 __all__ = ["HeadDuals", "fenchel_duals", "FenchelDeviation", "fenchel_deviation"]
 
@@ -46,7 +52,7 @@ class HeadDuals:
     alpha: float
 
 
-def fenchel_duals(fwd: Forward, layer: int, alpha: float = 1.0) -> HeadDuals:
+def fenchel_duals(fwd: Forward, layer: int, alpha: float = 1.0, lens=None) -> HeadDuals:
     """Sec. 8 of 002 for one layer of MiniLM: with alpha, t_i = x_i / sqrt(d'), z = K^T Q x_k and u_i propto 1,
     the generalised attention (18) sum_i t_i softmax_i(alpha <t_i, z>) is the head's attention (21) (V' = V sqrt(d')
     maps it to the head's output); lambda* maximises the dual (9) of problem (4), solved by wviz.fenchel.solve_dual.
@@ -60,9 +66,10 @@ def fenchel_duals(fwd: Forward, layer: int, alpha: float = 1.0) -> HeadDuals:
     log M(lambda) depends on B^T lambda only and mu lies in the span, so (9) splits into the n-dimensional dual of
     templates B^T t_i and evidence B^T z (solved by solve_dual) and <lambda_perp, z_perp> - ||lambda_perp||^2 /
     (2 alpha), maximised by lambda_perp = alpha z_perp. Hence lambda* = B lambda~* + alpha (z - B B^T z), and the
-    Newton systems are n x n (n <= 128 tokens) rather than d x d (d = 384) for each of B H T problems.
+    Newton systems are n x n (n tokens) rather than d x d (d = 384 in MiniLM) for each of B H T problems.
+    ``lens``: the encoder that ran ``fwd`` (wviz.models.hub.Lens; default the bundled MiniLM).
     """
-    model, _ = load(fwd.attention.device)
+    model = (lens if lens is not None else hub.load(None, fwd.attention.device)).model
     if not 0 <= layer < fwd.queries.shape[1]:
         raise ValueError(f"layer must be 0 to {fwd.queries.shape[1] - 1}, got {layer}")
     alpha = positive(alpha, "alpha")
@@ -71,8 +78,7 @@ def fenchel_duals(fwd: Forward, layer: int, alpha: float = 1.0) -> HeadDuals:
     H, d_head = fwd.queries.shape[2], fwd.queries.shape[-1]
     t = fwd.hidden[:, layer].to(f64) * mask[..., None] / math.sqrt(d_head)          # (B, T, d)
     u = mask.to(f64) / mask.sum(dim=-1, keepdim=True)                               # (B, T)
-    W_K = model.encoder.layer[layer].attention.self.key.weight.detach().to(f64)     # (H d', d)
-    W_K = W_K.reshape(H, d_head, -1)
+    W_K = key_weight(model, layer).detach().to(f64).reshape(H, d_head, -1)          # (H d', d) -> (H, d', d)
     z = torch.einsum("hcd,bhkc->bhkd", W_K, fwd.queries[:, layer].to(f64))          # (B, H, T, d)
     basis = torch.linalg.qr(t.mT).Q                                                 # (B, d, T) orthonormal columns
     t_red = t @ basis                                                               # (B, T, T)
@@ -110,12 +116,13 @@ def _real_tokens(per_query: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def fenchel_deviation(sentences=None, alpha: float = 1.0, *, device=None, batch_size: int = 4,
-                      progress=None) -> FenchelDeviation:
+                      progress=None, lens=None) -> FenchelDeviation:
     """The Sec. 8 / Figure 4 experiment of 002 on MiniLM: for every layer, head and real query token of every
     sentence (default: the bundled corpus, wviz.models.corpus.CORPUS), lambda* maximising the dual (9) with
     reliability alpha (1 in the paper), t_i = x_i / sqrt(d'), z = K^T Q x_k, u uniform (see fenchel_duals), and the
     relative deviation of its approximation (16), ||lambda* - alpha z|| / ||lambda*||. Sentences run in padded
-    batches of ``batch_size``; ``progress(done, total)`` is called after each batch.
+    batches of ``batch_size``; ``progress(done, total)`` is called after each batch. ``lens``: any encoder
+    (wviz.models.hub.Lens; default the bundled MiniLM on ``device``).
 
     Example: on one short sentence, each lambda* maximises the dual (9) to a gradient norm near 1e-10, and alpha z is
     within about 10 % of it in every layer (Figure 4), closer still for a smaller alpha.
@@ -135,13 +142,16 @@ def fenchel_deviation(sentences=None, alpha: float = 1.0, *, device=None, batch_
 
     sentences = check_sentences(CORPUS if sentences is None else sentences)
     alpha = positive(alpha, "alpha")
+    lens = lens if lens is not None else hub.load(None, device)
+    if lens.family != "encoder":
+        raise ValueError(f"Figure 4 of 002 reads an encoder's attention; {lens.info.name} is a {lens.family}")
     per_head, grads, sent, pos = [], [], [], []
     # batches of similar lengths pad less (every padded token is another problem per head)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     for start in range(0, len(sentences), batch_size):
         chunk = order[start:start + batch_size]
-        fwd = forward([sentences[i] for i in chunk], device=device)
-        duals = [fenchel_duals(fwd, layer, alpha) for layer in range(fwd.queries.shape[1])]
+        fwd = forward(lens, [sentences[i] for i in chunk])
+        duals = [fenchel_duals(fwd, layer, alpha, lens) for layer in range(fwd.queries.shape[1])]
         dev = torch.stack([fenchel.relative_deviation(dl.lam, dl.z, alpha) for dl in duals])  # (L, B, H, T)
         per_head.append(_real_tokens(dev, fwd.mask))
         grads.append(_real_tokens(torch.stack([dl.grad_norm for dl in duals]), fwd.mask))
