@@ -194,7 +194,7 @@ def test_after_a_slider_move_the_bundle_has_the_new_values_once(server, page):
     assert readme.count("p^\\star_{\\text{") == 3 and readme.count("\\tau = 1.21") == 1, readme
     assert not re.search(r"\\tau = 1(?![.\d])", readme) and readme.count("\\arg\\min") == 1  # old tau gone
     drawn = sorted(n[:-4] for n in bundle.namelist() if n.endswith(".svg"))
-    assert drawn == ["bars", "land", "many", "side_left", "side_right", "sweep"]
+    assert drawn == ["bars", "columns", "land", "many", "rho_sweep", "side_left", "side_right", "sweep"]
     assert json.loads(bundle.read("params.json"))["tau"] == 1.21
 
 
