@@ -257,6 +257,38 @@ def test_topk_doubling_is_exact_when_supports_differ(alpha):
     assert int(A.support_size(p).max()) > 200 and int(A.support_size(p).min()) <= 4
 
 
+@pytest.mark.parametrize("m", [7, 255, 256, 300, 512, 1023])
+def test_newton_threshold_agrees_with_the_entmax_package(m):
+    # CPU rows go through Newton's method on the threshold; rows of 256 keys or more start it from the threshold of
+    # group maxima (contiguous groups when 8 divides m, max pooling otherwise). Attention-like rows (a few large
+    # scores), flat rows, exact ties and rows with one key must give the sort-based peer's weights and supports.
+    g = torch.Generator().manual_seed(m)
+    for dtype, atol in [(F64, 1e-12), (torch.float32, 2e-6)]:
+        s = torch.randn(64, m, generator=g, dtype=F64) * torch.tensor([0.01, 1.0, 4.0, 30.0]).repeat(16)[:, None]
+        s[5, : m // 2] = 3.0                  # a tie across half the row
+        s[6] = 1.0                            # all equal
+        s[7, 1:] = -INF                       # one key left
+        s = s.to(dtype)
+        masked = s.double().masked_fill(s == -INF, -1e30)  # the peer in float64: its float32 is off by 1e-5
+        for tau in (0.05, 1.0):
+            for p, ref in ((A.sparsemax(s, tau), peer.sparsemax(masked / tau, dim=-1)),
+                           (A.entmax(s, 1.5, tau), peer.entmax15(masked / tau, dim=-1))):
+                assert p.dtype == dtype and torch.allclose(p.double(), ref, atol=atol)
+                assert torch.allclose(p.sum(-1), torch.ones(64, dtype=dtype), atol=atol)
+
+
+def test_newton_scratch_memory_serves_inference_mode_and_autograd_alike():
+    # The scratch buffers a thread keeps between calls must be normal tensors: a call in inference mode (the Real
+    # transformer's forward) followed by one that records gradients must work and agree.
+    s = scores(6, 300, seed=4, dtype=torch.float32)
+    with torch.inference_mode():
+        first = A.entmax(s, 1.5)
+    x = s.clone().requires_grad_(True)
+    second = A.entmax(x, 1.5)
+    second[:, 0].sum().backward()
+    assert torch.equal(first, second.detach()) and x.grad is not None and bool(torch.isfinite(x.grad).all())
+
+
 # ------------------------------------------------------------------------------- properties (hypothesis)
 
 @st.composite

@@ -24,6 +24,7 @@ or +inf scores, and a tau that is not a positive finite number raise ValueError.
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -309,16 +310,154 @@ def _entmax_bisect(scores: torch.Tensor, smax: torch.Tensor, tau: float, alpha: 
     return (p / p.sum(dim=-1, keepdim=True)).to(scores.dtype)
 
 
+# Newton's method on the threshold (CPU). With v = (s - max s) / scale <= 0 (scale = tau for sparsemax, 2 tau for
+# 1.5-entmax: Peters et al. 2019's (alpha - 1) z) and q = 1 / (alpha - 1), the threshold theta solves
+#     F(theta) = sum_j (v_j - theta)_+^q = 1,
+# F convex and decreasing, with F(-1) >= 1 (the top key has v = 0), so theta lies in [-1, 0). Newton's method on
+# G = F^(1/q) = ||(v - t)_+||_q, a norm of convex functions hence convex too, started below the root (t = -1)
+# rises monotonically to it, and is exact in one step on a row of equal scores (G is linear there), where the
+# plain Newton step on F halves the distance per step. Once the support S = {j : v_j > t} is the final one, the
+# closed form on S (sparsemax: the mean formula, 1.5-entmax: the smaller root of a quadratic) is the exact
+# threshold, which a row's pass shows: the closed form lies between t and the smallest v_j of S. For sparsemax
+# the Newton step is that closed form, as in Michelot's projection algorithm.
+_NEWTON_PASSES = 30  # rows not settled by then (none seen on real or random scores) take the sort-based path
+_GROUP = 8  # Newton starts from the threshold of the maxima of groups of 8 keys (_start)
+
+
+def _newton_pass(v, t, q: int, e):
+    """One pass over rows v (n, m) at thresholds t (n, 1): with d = (v - t)_+, returns k = |{j : d_j > 0}|,
+    P = sum_j d_j^q, Q = sum_j d_j^(q - 1) (Q = k for q = 1) and gap = min_{d_j > 0} d_j, each (n, 1) in v's dtype.
+    e is a buffer shaped like v: in-place passes only (a fresh full-size tensor costs more than a pass over it)."""
+    # 1 / (v_j - t) is largest at the smallest positive difference and <= 0 off the support: gap without a mask
+    gap = torch.sub(v, t, out=e).reciprocal_().amax(dim=-1, keepdim=True).reciprocal_()
+    d = torch.sub(v, t, out=e).clamp_(min=0)
+    first = d.sum(dim=-1, keepdim=True)
+    P = d.square_().sum(dim=-1, keepdim=True) if q == 2 else first
+    k = d.sign_().sum(dim=-1, keepdim=True)
+    return k, P, (first if q == 2 else k), gap
+
+
+def _closed_form(t, k, P, Q, q: int):
+    """theta on the support S = {j : v_j > t} that _newton_pass read at t, from its k, P, Q (d_j = v_j - t):
+    sparsemax (q = 1) sum_S (v_j - theta) = 1, theta = t + (P - 1) / k; 1.5-entmax (q = 2) sum_S (v_j - theta)^2 = 1,
+    k x^2 - 2 Q x + P - 1 = 0 for x = theta - t, whose smaller root is x = (P - 1) / (Q + sqrt(Q^2 - k (P - 1))).
+    NaN where the quadratic has no real root (S is then too large)."""
+    if q == 1:
+        return t + (P - 1) / k
+    return t + (P - 1) / (Q + (Q * Q - k * (P - 1)).sqrt())
+
+
+def _start(v: torch.Tensor, q: int) -> torch.Tensor:
+    """A lower bound on the threshold of rows v (n, m) to start Newton's method from ((n, 1), v's dtype): -1, or for
+    long rows the threshold of the maxima of groups of _GROUP keys, solved the same way. Fewer keys make a smaller
+    sum F, hence a smaller root; and most of a sparse map's support is among the group maxima: a close bound."""
+    n, m = v.shape
+    if m < 32 * _GROUP:
+        return torch.full((n, 1), -1.0, dtype=v.dtype, device=v.device)
+    if m % _GROUP == 0:  # groups of keys m / _GROUP apart: one contiguous elementwise pass
+        top = v.view(n, _GROUP, m // _GROUP).amax(dim=1)
+    else:
+        top = torch.nn.functional.max_pool1d(v[:, None], _GROUP, ceil_mode=True)[:, 0]
+    return _newton_threshold(top, q, torch.empty((2, *top.shape), dtype=v.dtype, device=v.device))[0].nan_to_num_(-1)
+
+
+def _newton_threshold(v: torch.Tensor, q: int, work: torch.Tensor):
+    """(theta, t, k), each (n, 1) in v's dtype, for rows v (n, m) <= 0 with max 0: theta the closed form on the
+    support S = {j : v_j > t} of size k, which a pass at t showed consistent (0 <= theta - t <= gap, up to rounding:
+    the caller counts the support again at theta); NaN for a row not settled (a near tie stalls Newton's method).
+    work: two buffers shaped like v. Once a quarter of the rows has settled, the others are copied into one, the
+    other being the passes' scratch: later passes read only the rows still moving."""
+    n = v.shape[0]
+    found = torch.full((3, n, 1), math.nan, dtype=v.dtype, device=v.device)
+    rows = torch.arange(n, device=v.device)
+    moving = torch.ones(n, dtype=torch.bool, device=v.device)
+    t, sub, (e, spare) = _start(v, q), v, work
+    slack = 16 * torch.finfo(v.dtype).eps  # at the root, rounding puts theta on either side of t (|v_j| <= 1)
+    for _ in range(_NEWTON_PASSES):
+        k, P, Q, gap = _newton_pass(sub, t, q, e[:len(rows)])
+        theta = _closed_form(t, k, P, Q, q)
+        x = theta - t
+        done = ((x >= -slack) & (x <= gap)).reshape(-1) & moving
+        if bool(done.any()):
+            found[:, rows[done]] = torch.stack((theta, t, k))[:, done]
+            moving &= ~done
+            more = moving.nonzero().reshape(-1)
+            if len(more) == 0:
+                break
+            if 4 * len(more) <= 3 * len(rows):
+                rows, moving, t, P, Q = rows[more], moving[more], t[more], P[more], Q[more]
+                sub, e, spare = torch.index_select(sub, 0, more, out=e[:len(more)]), spare, e
+        # the Newton step on G = P^(1/q) = 1: t + (G - 1) / (-G'), with -G' = P^(1/q - 1) Q
+        step = t + (P - (P.sqrt() if q == 2 else 1.0)) / Q
+        if bool(((step == t).reshape(-1) | ~moving).all()):
+            break  # stalled: a key within rounding of theta (a near tie); the caller's sort decides those rows
+        t = step
+    return found.unbind(0)
+
+
+def _sums64(c: torch.Tensor, q: int) -> torch.Tensor:
+    """Per row of float32 c (n, m): sum_j c_j, and for q = 2 sum_j c_j^2, accumulated in float64 ((n, 1) or (n, 2)).
+    Blocks of about 2^16 entries: their float64 copies stay in cache."""
+    parts = []
+    for block in c.split(max(1, 2 ** 16 // c.shape[1])):
+        b = block.double()
+        first = b.sum(dim=-1, keepdim=True)
+        parts.append(torch.cat((first, b.square_().sum(dim=-1, keepdim=True)), dim=-1) if q == 2 else first)
+    return torch.cat(parts)
+
+
+_KEPT = threading.local()
+
+
+def _workspace(v: torch.Tensor) -> torch.Tensor:
+    """Two scratch buffers shaped like v (2, n, m), from memory this thread keeps between calls."""
+    need = 2 * v.numel()
+    buf = getattr(_KEPT, "buf", None)
+    if buf is None or buf.numel() < need or buf.dtype != v.dtype or buf.device != v.device:
+        with torch.inference_mode(False):  # a normal tensor: written in place in and out of inference mode
+            buf = _KEPT.buf = torch.empty(need, dtype=v.dtype, device=v.device)
+    return buf[:need].view(2, *v.shape)
+
+
+def _newton_map(v: torch.Tensor, s2: torch.Tensor, mx: torch.Tensor, scale: float, alpha: float) -> torch.Tensor:
+    """(v - theta)_+ in place for rows v = (s2 - mx) / scale (n, m), theta from _newton_threshold; a float32 row's
+    theta is recomputed from float64 sums over its support, as the sort-based path's is. Each row's support is then
+    counted: a row whose count differs from its k, or that did not settle, takes the sort-based path."""
+    q = 1 if alpha == 2.0 else 2
+    work = _workspace(v)
+    theta, t, k = _newton_threshold(v, q, work)
+    if v.dtype != torch.float64:
+        # c = max(v, t) is exact in float32, and sum_S (v_j - t)^i = sum_j (c_j - t)^i, expanded in float64
+        sums = _sums64(torch.clamp(v, min=t, out=work[0]), q)
+        t64, m = t.double(), v.shape[-1]
+        Q = sums[:, :1] - m * t64
+        P = Q if q == 1 else sums[:, 1:] - 2 * t64 * sums[:, :1] + m * t64 * t64
+        theta = _closed_form(t64, k.double(), P, Q, q)
+    v.sub_(theta.to(v.dtype)).clamp_(min=0)
+    bad = (torch.sign(v, out=work[0]).sum(dim=-1, keepdim=True) != k).reshape(-1)  # also NaN: rows not settled
+    if bool(bad.any()):
+        rows = bad.nonzero().reshape(-1)
+        w = torch.sub(s2[rows], mx[rows])
+        if scale != 1.0:
+            w.div_(scale)
+        v[rows] = w.sub_(_sorted_threshold(s2[rows], mx[rows], scale, alpha).to(w.dtype)).clamp_(min=0)
+    return v
+
+
 def _sparse_forward(scores: torch.Tensor, smax: torch.Tensor, tau: float, alpha: float) -> torch.Tensor:
     if alpha not in (1.5, 2.0):
         return _entmax_bisect(scores, smax, tau, alpha)
     scale = _tau_for(scores.dtype, tau * (2.0 if alpha == 1.5 else 1.0))  # 1.5-entmax thresholds s / (2 tau)
-    theta = _sorted_threshold(scores, smax, scale, alpha)
     # One allocation, then in-place passes: the full-size temporaries, not the arithmetic, dominate at 4096^2.
     out = torch.sub(scores.detach(), smax)  # shift first: exact near the max even for |s| ~ 1e8 in float32
     if scale != 1.0:
         out.div_(scale)
-    out.sub_(theta.to(out.dtype)).clamp_(min=0)
+    if scores.is_cuda:  # a sort costs a GPU less than Newton's host synchronisations (_sorted_threshold)
+        out.sub_(_sorted_threshold(scores, smax, scale, alpha).to(out.dtype)).clamp_(min=0)
+    else:
+        m = scores.shape[-1]
+        out = _newton_map(out.reshape(-1, m), scores.detach().reshape(-1, m), smax.reshape(-1, 1), scale,
+                          alpha).reshape(scores.shape)
     if alpha == 1.5:
         out.square_()
     return out
