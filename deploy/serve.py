@@ -13,6 +13,7 @@ access.log (nginx, one JSON object a request).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import socket
@@ -138,7 +139,17 @@ def write_replicas(folder: Path, replicas: list[Replica]) -> None:
 
 def render_conf(port: int, replica_ports: list[int]) -> str:
     upstreams = "\n".join(UPSTREAM.format(port=p) for p in replica_ports)
-    return TEMPLATE.read_text().replace("{upstreams}", upstreams).replace("{port}", str(port))
+    return (TEMPLATE.read_text().replace("{upstreams}", upstreams).replace("{port}", str(port))
+            .replace("{streamlit_static}", str(streamlit_static())))
+
+
+def streamlit_static() -> Path:
+    """The folder of Streamlit's frontend files (index.html, static/js, ...) in the replicas' Python, found without
+    importing Streamlit."""
+    spec = importlib.util.find_spec("streamlit")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit(f"{sys.executable} has no streamlit: run `make serve`, which installs it first")
+    return Path(spec.submodule_search_locations[0]) / "static"
 
 
 def start_nginx(folder: Path, port: int, replica_ports: list[int]) -> subprocess.Popen:

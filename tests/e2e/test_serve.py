@@ -1,6 +1,7 @@
 """`make serve`: two replicas behind nginx. Browsers move sliders through the proxy, a share link opens the same
 state on the other replica, every session stays on its replica, and Ctrl-C leaves nothing running."""
 import contextlib
+import gzip
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
-from deploy.serve import free_ports, port_free, read_replicas
+from deploy.serve import free_ports, port_free, read_replicas, streamlit_static
 from tests.e2e.harness import ROOT, SLIDERS, plot_data
 from tests.e2e.test_sharing_and_export import move_slider, open_page, shown_link
 
@@ -122,6 +123,18 @@ def test_make_serve_two_replicas_sticky_sessions_share_links_and_ctrl_c(browser)
                 assert any(c.startswith("wviz_replica=") for c in answer.headers.get_all("Set-Cookie"))
         spread = upstreams_by_key(folder)
         assert set().union(*spread.values()) == {f"127.0.0.1:{p}" for p in pids}
+
+        # Streamlit's frontend comes from nginx itself: gzipped, kept by the browser, byte for byte the package's
+        # file, and no replica sees the request.
+        script = next((streamlit_static() / "static" / "js").glob("PlotlyChart.*.js"))
+        asked = urllib.request.Request(f"{url}/static/js/{script.name}", headers={"Accept-Encoding": "gzip"})
+        with DIRECT.open(asked, timeout=30) as answer:
+            assert answer.headers["Content-Encoding"] == "gzip", answer.headers
+            assert "max-age=315360000" in answer.headers["Cache-Control"], answer.headers
+            body = answer.read()
+        assert gzip.decompress(body) == script.read_bytes() and len(body) < len(script.read_bytes()) / 2
+        served = [e for e in access_log(folder) if script.name in e["request"]]
+        assert [(e["status"], e["upstream"]) for e in served] == [(200, "")], served
 
         # Two students on two pages, each moving the page's main slider through the proxy.
         contexts, links, after = [], {}, {}
