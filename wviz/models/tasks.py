@@ -59,9 +59,19 @@ def _top(logits: torch.Tensor, k: int, names, position: int) -> Prediction:
     return Prediction(position, tuple(names(int(i)) for i in index), tuple(round(float(v), 6) for v in values))
 
 
+def _piece(tokenizer, i: int) -> str:
+    """Token ``i`` decoded alone, or, when it is a part of a character (a byte-level BPE piece of a UTF-8
+    character decodes to U+FFFD) or decodes to nothing, as the tokenizer writes it ('Ã', '<0xE2>'); an id that the
+    tokenizer does not have (a model's vocabulary padded beyond its tokenizer's, as Qwen2's is) as '<id i>'."""
+    text = tokenizer.decode([i])
+    if text and "\ufffd" not in text:
+        return text
+    return tokenizer.convert_ids_to_tokens(i) or f"<id {i}>"
+
+
 def token_texts(lens, fwd, sentence: int = 0) -> tuple:
     """The tokens of input ``sentence`` as text: each id decoded alone (GPT-2's 'Ġcat' is ' cat'; BERT's word
-    pieces stay as they are), or a picture's token names.
+    pieces stay as they are; a piece of a character as the tokenizer writes it), or a picture's token names.
 
     >>> from wviz.models import hub, lens
     >>> from wviz.models.tasks import token_texts
@@ -72,7 +82,7 @@ def token_texts(lens, fwd, sentence: int = 0) -> tuple:
     if fwd.ids is None:
         return fwd.tokens[sentence]
     n = int(fwd.mask[sentence].sum())
-    return tuple(lens.tokenizer.decode([i]) for i in fwd.ids[sentence, :n].tolist())
+    return tuple(_piece(lens.tokenizer, i) for i in fwd.ids[sentence, :n].tolist())
 
 
 def masked_tokens(lens, fwd, k: int = 5, sentence: int = 0) -> tuple:
@@ -113,7 +123,7 @@ def next_tokens(lens, fwd, k: int = 10, sentence: int = 0) -> Prediction:
     """
     _need(lens, "causal-lm")
     last = int(fwd.mask[sentence].sum()) - 1
-    return _top(fwd.logits[sentence, last], k, lambda i: lens.tokenizer.decode([i]), last)
+    return _top(fwd.logits[sentence, last], k, lambda i: _piece(lens.tokenizer, i), last)
 
 
 def perplexity(lens, text: str | None = None, normaliser="softmax", *, max_tokens: int | None = None,

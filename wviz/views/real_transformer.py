@@ -1,17 +1,24 @@
-"""What the "Real transformer" page computes: all-MiniLM-L6-v2 with the softmax of every head replaced
-(:mod:`wviz.models.minilm`), and Figure 4 of 002 on it (:mod:`wviz.models.figure4`).
+"""What the "Real transformer" page computes: a transformer (the bundled all-MiniLM-L6-v2, a ``save_pretrained``
+folder of WVIZ_MODELS or an uploaded .zip: :mod:`wviz.models.hub`) with the softmax of every head replaced
+(:mod:`wviz.models.lens`), what a user of its family looks at (:mod:`wviz.models.tasks`: the top 5 for a [MASK], the
+next token and the perplexity of a paragraph, an image's classes, the class token over the patches and rollout),
+attention sinks (:mod:`wviz.models.sinks`) and Figure 4 of 002 on an encoder (:mod:`wviz.models.figure4`).
 
 Two alphas meet on this page and keep two names here: ``Settings.alpha`` is the entmax index of the normaliser
 (1 = softmax, 2 = sparsemax); ``dual_alpha`` is the reliability of the evidence z in problem (4) of 002.
 
 Sinkhorn's rho (semi-relaxed OT, Chizat et al. 2018) holds the keys' columns softly: rho -> 0 at gamma = tau = 1 is
 the model's own softmax, rho = infinity Sinkformer's doubly-stochastic attention (Sander et al. 2022); the rho sweep
-follows the sentence embedding and the layers' outputs along that road.
+follows the sentence embedding and the layers' outputs along that road. In a decoder every normaliser keeps the
+causal mask, and Sinkhorn balances each prefix (wviz.models.normalisers.causal_sinkhorn_attention).
+
+Every function that runs a model takes its ``lens`` (a wviz.models.hub.Lens); None is the bundled MiniLM.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import pandas as pd
@@ -20,12 +27,16 @@ import torch
 from wviz import disk_cache
 from wviz.device import get_device
 from wviz.guide import Try
-from wviz.models import corpus, figure4, minilm
+from wviz.models import corpus, families, figure4, hub, lens as lenses, minilm, safety, sinks, tasks
 from wviz.ot import semirelaxed
 
-__all__ = ["CHOICES", "DEFAULT_SENTENCE", "DEFAULT_CHOSEN", "MAX_TOKENS", "CORPUS_SIZE", "N_LAYERS", "N_HEADS",
-           "BASE", "Settings", "params", "load", "forward", "Comparison", "comparison", "OneHead", "ColumnError",
-           "one_head", "at_defaults", "sparsity_maps", "Pruning", "pruning", "layer_distances", "change_table",
+__all__ = ["CHOICES", "DEFAULT_SENTENCE", "DEFAULT_CHOSEN", "CORPUS_SIZE", "N_LAYERS", "N_HEADS", "BASE", "BUNDLED",
+           "UPLOAD", "PICTURES", "LINKED_MAX", "SINKS", "Settings", "params", "models_setting", "catalogue",
+           "model_options", "model_from_url", "model_info", "about", "patch_grid", "load", "load_upload",
+           "upload_cap_mb", "token_limit", "shape", "example_picture", "read_picture", "SHORT", "input_length",
+           "forward", "Comparison", "comparison", "OneHead", "ColumnError", "one_head", "at_defaults", "sparsity_maps",
+           "Pruning", "pruning", "layer_distances", "change_table", "Guesses", "guesses", "mask_hint", "SinkMaps",
+           "uniform_share", "sink_maps", "PatchMaps", "patch_maps", "PERPLEXITY_TAUS", "Perplexities", "perplexities",
            "deviation", "Figure4Summary", "figure4_summary", "shown", "TRY_THIS", "RHOS", "rho_text", "RhoSweep",
            "rho_sweep"]
 
@@ -33,13 +44,20 @@ DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
 DEFAULT_CHOSEN = ("sparsemax", "entmax", "sinkhorn")   # the normalisers the page starts with
 CHOICES = {"softmax": "softmax (temperature tau)", "sparsemax": "sparsemax", "entmax": "alpha-entmax",
            "sinkhorn": "Sinkhorn (doubly stochastic)"}
-MAX_TOKENS = minilm.MAX_TOKENS
 CORPUS_SIZE = len(corpus.CORPUS)
-N_LAYERS, N_HEADS = 6, 12
+N_LAYERS, N_HEADS = 6, 12            # the bundled MiniLM's
 BASE = ("softmax", (("tau", 1.0),))  # the model's own attention: softmax at tau = 1
+BUNDLED = "bundled"                  # the bundled MiniLM's key (hub.ModelInfo.key): the selector's default
+UPLOAD = "upload"                    # the selector's choice of an uploaded .zip (never part of a link)
 RHOS = semirelaxed.rho_grid()        # Sinkhorn's rho slider: 1e-3 to 1e4, then infinity (doubly stochastic)
 rho_text = semirelaxed.rho_text
 SWEEP_RHOS = semirelaxed.rho_grid(per_decade=2, infinity=False)   # the rho sweep's grid
+# The "Click a query" view sends every weight of every map to the browser (normalisers x n^2 rows): up to 64 tokens
+# that is 20 000 rows, which Vega-Lite filters at a click; at 512 tokens it would be over a million.
+LINKED_MAX = 64
+SINKS = sinks.SINKS
+# Bundled pictures for an image model, offline: scikit-learn's two sample photographs and shapes drawn here.
+PICTURES = ("china.jpg (scikit-learn)", "flower.jpg (scikit-learn)", "drawn shapes")
 
 Params = tuple[tuple[str, float], ...]  # a normaliser's keywords as hashable pairs, for the page's cache
 
@@ -69,33 +87,198 @@ def params(settings: Settings, name: str, tau: float) -> Params:
     return tuple(per_name[name].items())
 
 
-def load(device: str):
-    """(model, tokenizer) of all-MiniLM-L6-v2 on ``device``, offline from its package."""
-    return minilm.load(device)
+# ---- the model ----------------------------------------------------------------------------------------------------
+
+def models_setting() -> str:
+    """WVIZ_MODELS as the server reads it now (the page's catalogue is cached per value)."""
+    return os.environ.get("WVIZ_MODELS", "")
 
 
-def forward(sentence: str, name: str, params: Params, device: str) -> minilm.Forward:
-    """One forward of ``sentence`` with every head normalised by ``name`` with keywords ``params``."""
-    return minilm.forward(sentence, name, device=device, **dict(params))
+def catalogue(dirs=None) -> hub.Catalogue:
+    """The models the selector lists: the bundled MiniLM, then every model folder of WVIZ_MODELS (or ``dirs``), and
+    the folders skipped with the reason (wviz.models.hub.find_models)."""
+    return hub.find_models(dirs)
+
+
+def model_options(found: hub.Catalogue) -> dict[str, str]:
+    """The selector's options: each model's key -> its label (folder name, family, size), the bundled MiniLM
+    first, then the upload."""
+    return {**{m.key: m.label() for m in found.models}, UPLOAD: "Upload a model (.zip)"}
+
+
+def model_from_url(value: str | None, found: hub.Catalogue) -> tuple[str, str | None]:
+    """The model a link names (its ``model`` parameter: a key of the catalogue), and a note when this server has no
+    such model (the bundled MiniLM is shown instead)."""
+    keys = [m.key for m in found.models]
+    if value is None or value in keys:
+        return value or BUNDLED, None
+    return BUNDLED, (f"The link names a model this server does not have ({value}); the page shows the bundled "
+                     f"{hub.BUNDLED}. WVIZ_MODELS lists the folders of the models it has.")
+
+
+def model_info(found: hub.Catalogue, key: str) -> hub.ModelInfo:
+    """The model of the catalogue with this key; the bundled MiniLM when there is none (a folder gone since)."""
+    return next((m for m in found.models if m.key == key), found.models[0])
+
+
+def load(device: str, info: hub.ModelInfo | None = None) -> hub.Lens:
+    """The model ``info`` (a ModelInfo of the catalogue; None: the bundled MiniLM) on ``device``, offline, with
+    every head's normaliser swappable; ValueError when it cannot be loaded."""
+    return hub.load(info, device)
+
+
+def load_upload(raw: bytes, device: str, name: str) -> hub.Lens:
+    """An uploaded .zip of a model folder, checked (wviz.models.safety) and loaded; ValueError listing every
+    problem of a refused one. ``name``: the file's name, its '.zip' dropped."""
+    return hub.load_upload(raw, device, name=name.removesuffix(".zip") or "upload")
+
+
+def upload_cap_mb() -> int:
+    """The cap on an uploaded model in MB (WVIZ_MAX_MODEL_MB, default 600)."""
+    return safety.max_model_bytes() // 2 ** 20
+
+
+def token_limit(lens: hub.Lens) -> int:
+    """The longest text the page runs on ``lens`` (a text model), in tokens: the model's maximum (512 for
+    BERT-family models), at most wviz.models.families.LONGEST."""
+    return min(families.token_limit(lens.model.config, lens.tokenizer), families.LONGEST)
+
+
+def shape(lens: hub.Lens) -> tuple[int, int]:
+    """(layers, heads) of the model."""
+    config = lens.model.config
+    return config.num_hidden_layers, config.num_attention_heads
+
+
+def patch_grid(lens: hub.Lens) -> tuple[int, int]:
+    """(rows, columns) of an image model's patch grid."""
+    return lenses.patch_grid(lens.model.config)
+
+
+_ABOUT = {
+    ("encoder", "masked-lm"): "An encoder with its masked-language-model head: its attention, and its top 5 for "
+                              "each {mask} in the sentence.",
+    ("encoder", None): "An encoder without a masked-language-model head: its attention and its layers' states.",
+    ("decoder", "causal-lm"): "A decoder with its language-model head: causal attention, its next token, and the "
+                              "perplexity of a paragraph.",
+    ("decoder", None): "A decoder without its language-model head: causal attention and its layers' states.",
+    ("image", "image-classification"): "An image classifier: its classes, and its class token over the patches.",
+    ("image", None): "An image model without its classifier: its attention over the patches.",
+}
+
+
+def about(lens: hub.Lens) -> str:
+    """One sentence on what the page shows of this model (its family and whether it has its head)."""
+    if lens.info.key == BUNDLED:
+        return "The bundled sentence embedder, a bare BERT encoder (no head): its attention and its layers' states."
+    mask = getattr(lens.tokenizer, "mask_token", None) or "[MASK]"
+    return _ABOUT[lens.family, lens.head].format(mask=mask)
+
+
+def example_picture(name: str):
+    """One of PICTURES as an RGB PIL image: scikit-learn's sample photographs (shipped with it, 640 x 427) or a
+    circle, a square and a triangle drawn on white (224 x 224)."""
+    from PIL import Image, ImageDraw
+
+    if name not in PICTURES:
+        raise ValueError(f"unknown picture {name!r}; choose one of {', '.join(PICTURES)}")
+    if name != "drawn shapes":
+        from sklearn.datasets import load_sample_image
+
+        return Image.fromarray(load_sample_image(name.split(" ")[0]))
+    im = Image.new("RGB", (224, 224), "white")
+    draw = ImageDraw.Draw(im)
+    draw.ellipse((20, 20, 100, 100), fill=(213, 94, 0))
+    draw.rectangle((124, 30, 200, 106), fill=(0, 114, 178))
+    draw.polygon([(112, 130), (60, 205), (164, 205)], fill=(0, 158, 115))
+    return im
+
+
+def read_picture(raw: bytes):
+    """An uploaded PNG/JPEG as an RGB PIL image, or a ValueError saying why not (wviz.models.safety.read_picture:
+    size cap, format, mode, pixels)."""
+    return safety.read_picture(raw)
+
+
+SHORT = 64   # tokens: an input up to this long is a short one, whose forwards the page keeps many of
+
+
+def input_length(lens: hub.Lens, inputs) -> int:
+    """The number of tokens ``inputs`` has for ``lens``: a text's, with the tokenizer's special tokens, or a
+    picture's (its class tokens and patches)."""
+    if lens.family == "image":
+        rows, cols = patch_grid(lens)
+        return rows * cols + 1
+    return len(lens.tokenizer(inputs, verbose=False)["input_ids"])
+
+
+def forward(inputs, name: str, params: Params, device: str, lens: hub.Lens | None = None) -> minilm.Forward:
+    """One forward of ``inputs`` (a text, or a picture for an image model) through ``lens`` (None: the bundled MiniLM
+    on ``device``) with every head normalised by ``name`` with keywords ``params``: the weights, hidden states and
+    the head's outputs (not the queries, keys and scores, which the page does not draw: at 512 tokens they would
+    double what a cached forward holds). A text may be as long as the model reads (token_limit)."""
+    lens = lens if lens is not None else hub.load(None, device)
+    return lenses.forward(lens, inputs, name, details=False, **dict(params))
+
+
+# ---- every normaliser against the model's own -------------------------------------------------------------------
+
+def _visible(text: str) -> str:
+    """A decoded token as a label: its spaces stripped, a line break as '↵', a blank as '␣', any other invisible
+    character by its escape ('\\x12')."""
+    shown = text.strip() or ("↵" if "\n" in text else "␣")
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in shown)
+
+
+def _patch_name(token: str) -> str:
+    """'patch r,c' (counted from 0 by wviz.models.lens) as a person reads it, counted from 1."""
+    if not token.startswith("patch "):
+        return token
+    r, c = token[6:].split(",")
+    return f"patch {int(r) + 1},{int(c) + 1}"
+
+
+def _shown_tokens(lens: hub.Lens, fwd: minilm.Forward) -> tuple[str, ...]:
+    """The tokens as the page labels them: an encoder's word pieces as its tokenizer writes them ([CLS], the,
+    ##s), a decoder's pieces decoded as text ('Ġcat' is 'cat'), a picture's class token and patches (row, column
+    from 1)."""
+    if lens.family == "image":
+        return tuple(_patch_name(t) for t in fwd.tokens[0])
+    if lens.family == "decoder":
+        return tuple(_visible(t) for t in tasks.token_texts(lens, fwd))
+    return fwd.tokens[0]
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """The original forward (softmax, tau = 1), the forward under each chosen normaliser (label -> Forward) and
-    what each swap changed (label -> minilm.Change)."""
+    """The original forward (softmax, tau = 1), the forward under each chosen normaliser (label -> Forward), what
+    each swap changed (label -> minilm.Change), and the tokens as the page labels them (``shown``; empty: as the
+    tokenizer writes them)."""
 
     base: minilm.Forward
     swapped: dict[str, minilm.Forward]
     changes: dict[str, minilm.Change]
+    shown: tuple[str, ...] = ()
 
     @property
     def tokens(self) -> tuple[str, ...]:
-        return self.base.tokens[0]
+        return self.shown or self.base.tokens[0]
+
+    @property
+    def family(self) -> str:
+        return self.base.family
+
+    def forwards(self) -> dict[str, minilm.Forward]:
+        """label -> Forward, the original first ('original: softmax (tau = 1)'); a swapped normaliser that is the
+        model's own (softmax at tau = 1) is not repeated."""
+        own = self.base.normaliser.label()
+        return {f"original: {own}": self.base, **{k: f for k, f in self.swapped.items() if k != own}}
 
 
-def comparison(settings: Settings, tau: float, run: Callable[[str, Params], minilm.Forward]) -> Comparison:
-    """Every chosen normaliser against the original model; ``run(name, params)`` is one forward of the sentence
-    (the page passes its cached :func:`forward`)."""
+def comparison(settings: Settings, tau: float, run: Callable[[str, Params], minilm.Forward],
+               lens: hub.Lens | None = None) -> Comparison:
+    """Every chosen normaliser against the original model; ``run(name, params)`` is one forward of the input
+    (the page passes its cached :func:`forward`), ``lens`` the model that runs it (None: the bundled MiniLM)."""
     if not settings.chosen:
         raise ValueError("choose at least one normaliser in the sidebar")
     base = run(*BASE)
@@ -103,13 +286,33 @@ def comparison(settings: Settings, tau: float, run: Callable[[str, Params], mini
     for name in settings.chosen:
         p = params(settings, name, tau)
         swapped[minilm.make_normaliser(name, **dict(p)).label()] = run(name, p)
-    return Comparison(base, swapped, {label: minilm.compare(base, fwd) for label, fwd in swapped.items()})
+    shown = _shown_tokens(lens, base) if lens is not None else ()
+    changes = {label: _change(base, fwd) for label, fwd in swapped.items()}
+    return Comparison(base, swapped, changes, shown)
+
+
+def _change(base: minilm.Forward, fwd: minilm.Forward) -> minilm.Change:
+    """minilm.compare, with a decoder's sparsity counted among the weights a head may give (on and below the
+    diagonal): the causal mask's zeros above it are no normaliser's doing."""
+    change = minilm.compare(base, fwd)
+    if base.family != "decoder":
+        return change
+    return replace(change, sparsity=_causal_sparsity(fwd), base_sparsity=_causal_sparsity(base))
+
+
+def _causal_sparsity(fwd: minilm.Forward) -> torch.Tensor:
+    """(L, H): the fraction of exact zeros among the pairs (query i, key j <= i) of real tokens, of input 0."""
+    m = fwd.mask[0]
+    allowed = (m[:, None] & m[None, :]).tril()
+    A = fwd.attention[0]
+    return ((A == 0) & allowed).sum(dim=(-2, -1)).double() / allowed.sum()
 
 
 @dataclass(frozen=True)
 class ColumnError:
     """Sinkhorn's rows sum to 1 exactly; its columns to 1 within ``error`` = max_k |sum_i A_ik - 1| after
-    ``n_iter`` iterations, held towards 1 by ``rho`` (infinity: doubly stochastic)."""
+    ``n_iter`` iterations, held towards 1 by ``rho`` (infinity: doubly stochastic). In a decoder each prefix is
+    balanced instead, and the columns of A are not held to 1."""
 
     error: float
     n_iter: int
@@ -121,7 +324,8 @@ class OneHead:
     """Head ``head`` of layer ``layer`` (both counted from 1, as the page numbers them) under every normaliser:
     ``maps`` label -> (n, n) weights over the n ``tokens``, the original first ('original: softmax (tau = 1)'); in
     the original head, the key of index ``sink`` (the ``sink + 1``-th token) receives ``sink_mass`` of the n units
-    of attention (one per query); Sinkhorn's column error per Sinkhorn label."""
+    of attention (one per query); Sinkhorn's column error per Sinkhorn label; ``causal``: a decoder's head, whose
+    weights above the diagonal are 0."""
 
     layer: int
     head: int
@@ -130,23 +334,23 @@ class OneHead:
     sink: int
     sink_mass: float
     sinkhorn: dict[str, ColumnError]
+    causal: bool = False
 
 
 def one_head(c: Comparison, layer: int, head: int) -> OneHead:
-    """The weights of head ``head`` (1 to 12) of layer ``layer`` (1 to 6, 1 next to the word embeddings) under the
+    """The weights of head ``head`` (1 to H) of layer ``layer`` (1 to L, 1 next to the embeddings) under the
     original softmax and each swapped normaliser (eq. (21), (23) of 002)."""
-    if not (1 <= layer <= N_LAYERS and 1 <= head <= N_HEADS):
-        raise ValueError(f"layer must be 1 to {N_LAYERS} and head 1 to {N_HEADS}, got {layer}, {head}")
+    L, H = c.base.attention.shape[1:3]
+    if not (1 <= layer <= L and 1 <= head <= H):
+        raise ValueError(f"layer must be 1 to {L} and head 1 to {H}, got {layer}, {head}")
     l, h = layer - 1, head - 1                                       # the tensors' indices
-    own = c.base.normaliser.label()
-    maps = {f"original: {own}": c.base.attention[0, l, h]}
-    maps.update({label: fwd.attention[0, l, h] for label, fwd in c.swapped.items() if label != own})
+    maps = {label: fwd.attention[0, l, h] for label, fwd in c.forwards().items()}
     received = c.base.attention[0, l, h].sum(dim=0)                  # attention each key receives
     sink = int(received.argmax())
     sinkhorn = {label: ColumnError(float((fwd.attention[0, l, h].sum(dim=0) - 1).abs().max()),
                                    fwd.normaliser.n_iter, fwd.normaliser.rho)
                 for label, fwd in c.swapped.items() if fwd.normaliser.name == "sinkhorn"}
-    return OneHead(layer, head, c.tokens, maps, sink, float(received[sink]), sinkhorn)
+    return OneHead(layer, head, c.tokens, maps, sink, float(received[sink]), sinkhorn, c.family == "decoder")
 
 
 def at_defaults():
@@ -158,14 +362,15 @@ def at_defaults():
 
 
 def sparsity_maps(c: Comparison) -> dict[str, torch.Tensor]:
-    """Fraction of exact zeros per (layer, head): 'original', then each normaliser."""
+    """Fraction of exact zeros per (layer, head) among the weights a head may give (in a decoder, on and below the
+    diagonal): 'original', then each normaliser."""
     first = next(iter(c.changes.values()))
     return {"original": first.base_sparsity, **{label: ch.sparsity for label, ch in c.changes.items()}}
 
 
 @dataclass(frozen=True)
 class Pruning:
-    """A normaliser that sets weights to exactly zero: the mean fraction of zeros over all heads and in layer 0."""
+    """A normaliser that sets weights to exactly zero: the mean fraction of zeros over all heads and in layer 1."""
 
     label: str
     mean: float
@@ -184,22 +389,185 @@ def layer_distances(c: Comparison) -> dict[str, torch.Tensor]:
 
 
 def change_table(c: Comparison) -> pd.DataFrame:
-    """One row per normaliser: cosine to the original sentence embedding, mean sparsity, each layer's distance (layer
-    1 to 6)."""
+    """One row per normaliser: cosine to the original embedding (the mean of the last layer's token states,
+    normalised), mean sparsity, each layer's distance (layer 1 to L)."""
     ch = c.changes.values()
     return pd.DataFrame({
         "normaliser": list(c.changes),
         "cosine to the original embedding": [x.cosine for x in ch],
         "mean sparsity": [float(x.sparsity.mean()) for x in ch],
-        **{f"distance, layer {l + 1}": [float(x.layer_distance[l]) for x in ch] for l in range(N_LAYERS)},
+        **{f"distance, layer {l + 1}": [float(x.layer_distance[l]) for x in ch]
+           for l in range(c.base.attention.shape[1])},
     })
+
+
+# ---- what a user of each family looks at -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Guesses:
+    """What the model's head predicts at one place under each normaliser: ``title`` (what is predicted, where),
+    ``by_normaliser`` label -> wviz.models.tasks.Prediction (labels and probabilities, best first), the original
+    first."""
+
+    title: str
+    by_normaliser: dict[str, tasks.Prediction]
+
+
+def guesses(lens: hub.Lens, c: Comparison) -> tuple[Guesses, ...]:
+    """The head's predictions under every normaliser: for an encoder with a masked-language-model head the top 5
+    for each mask token of the text, for a decoder the 10 most likely next tokens, for an image classifier the top
+    5 classes; none for a model without a head (the bundled MiniLM)."""
+    fwds = c.forwards()
+    if lens.head == "masked-lm":
+        per = {label: tasks.masked_tokens(lens, f) for label, f in fwds.items()}
+        first = next(iter(per.values()))
+        mask = lens.tokenizer.mask_token
+        return tuple(Guesses(f"The top 5 for {mask} (token {p.position + 1})",
+                             {label: preds[i] for label, preds in per.items()}) for i, p in enumerate(first))
+    if lens.head == "causal-lm":
+        n = int(c.base.mask[0].sum())
+        return (Guesses(f"The 10 most likely next tokens after token {n}",
+                        {label: tasks.next_tokens(lens, f) for label, f in fwds.items()}),)
+    if lens.head == "image-classification":
+        return (Guesses("The top 5 classes", {label: tasks.image_classes(lens, f) for label, f in fwds.items()}),)
+    return ()
+
+
+def mask_hint(lens: hub.Lens, c: Comparison) -> str | None:
+    """For a masked-language model whose text has no mask token: how to ask it for one; else None."""
+    if lens.head != "masked-lm" or guesses(lens, c):
+        return None
+    mask = lens.tokenizer.mask_token
+    return (f"This model has a masked-language-model head: write {mask} in the sentence (for example \"The cat sat "
+            f"on the {mask}.\") to see its top 5 for that place under each normaliser.")
+
+
+@dataclass(frozen=True)
+class SinkMaps:
+    """Attention sinks under each normaliser (wviz.models.sinks.sink_shares), label -> (L, H), the original first:
+    ``first``, each head's mean weight on the first token (``first_token``); ``special``, on the special tokens
+    (``special_tokens``, each named once), None when they are the first token alone or there are none; averaged
+    over ``queries`` query tokens (all but the first). ``uniform``: the first token's share if every query spread
+    its row evenly over the keys it may read: 1/n in an encoder, the mean of 1/i over the queries i = 2..n in a
+    decoder (query i reads i tokens)."""
+
+    first: dict[str, torch.Tensor]
+    special: dict[str, torch.Tensor] | None
+    first_token: str
+    special_tokens: tuple[str, ...]
+    queries: int
+    uniform: float
+
+
+def uniform_share(n: int, causal: bool) -> float:
+    """The first token's share (sinks.sink_shares) of uniform rows over n tokens: 1/n, or, under the causal mask,
+    (1/(n-1)) sum_{i=2..n} 1/i."""
+    if n < 2:
+        raise ValueError("a sink share needs at least two tokens")
+    return sum(1 / i for i in range(2, n + 1)) / (n - 1) if causal else 1 / n
+
+
+def sink_maps(c: Comparison) -> SinkMaps:
+    """The sink shares of the input under the original softmax and every chosen normaliser."""
+    shares = {label: sinks.sink_shares(f) for label, f in c.forwards().items()}
+    special = c.base.special[0] & c.base.mask[0]
+    names = tuple(dict.fromkeys(t for t, s in zip(c.tokens, special.tolist()) if s))   # each named once
+    only_first = not bool(special[1:].any())
+    queries = next(iter(shares.values())).queries
+    return SinkMaps({label: s.first for label, s in shares.items()},
+                    None if only_first else {label: s.special for label, s in shares.items()},
+                    c.tokens[0], names, queries, uniform_share(queries + 1, c.family == "decoder"))
+
+
+@dataclass(frozen=True)
+class PatchMaps:
+    """An image model's class token over the patch grid, label -> (rows, cols) under each normaliser (the original
+    first): ``heads``, head ``head`` of layer ``layer`` (from 1): the class token's weights on each patch; and
+    ``rollout``, attention rollout after the last layer (Abnar and Zuidema 2020)."""
+
+    layer: int
+    head: int
+    heads: dict[str, torch.Tensor]
+    rollout: dict[str, torch.Tensor]
+
+
+def patch_maps(lens: hub.Lens, c: Comparison, layer: int, head: int) -> PatchMaps:
+    """The class token's attention over the patches (wviz.models.tasks.class_attention) of one head, and rollout
+    (tasks.rollout_map), under every normaliser."""
+    one_head(c, layer, head)                                     # the same check of layer and head
+    fwds = c.forwards()
+    return PatchMaps(layer, head,
+                     {label: tasks.class_attention(lens, f)[layer - 1, head - 1] for label, f in fwds.items()},
+                     {label: tasks.rollout_map(lens, f) for label, f in fwds.items()})
+
+
+# tau at every third point of the page's slider (ui.log_slider(0.1, 10), 12 a decade): 0.1 to 10, 4 a decade
+PERPLEXITY_TAUS = (0.1, 0.215, 0.464, 1.0, 2.15, 4.64, 10.0)
+
+
+@dataclass(frozen=True)
+class Perplexities:
+    """The perplexity of a paragraph (wviz.models.corpus.PARAGRAPH) under each chosen normaliser at each tau of
+    ``taus``: ``curves`` name -> one value per tau (Sinkhorn, which has no tau, the same at each); ``original``, the
+    model's own (softmax, tau = 1); ``tokens``, the paragraph's length in tokens, ``cut`` whether only its first
+    words were read (a model that reads fewer tokens than the paragraph has)."""
+
+    taus: tuple[float, ...]
+    curves: dict[str, tuple[float, ...]]
+    original: float
+    tokens: int
+    cut: bool = False
+
+
+def _curve_name(settings: Settings, name: str) -> str:
+    """'softmax', 'sparsemax', 'entmax (alpha = 1.5)', 'sinkhorn (gamma = 1, 5 iterations)': a normaliser's label
+    without its tau."""
+    label = minilm.make_normaliser(name, **dict(params(settings, name, 1.0))).label()
+    return label.replace(", tau = 1", "").replace(" (tau = 1)", "")
+
+
+def perplexities(lens: hub.Lens, settings: Settings, taus=PERPLEXITY_TAUS, text: str | None = None) -> Perplexities:
+    """The perplexity exp(-(1/(n-1)) sum_i log p(x_i | x_<i)) of ``text`` (default the bundled paragraph) under
+    each chosen normaliser at each tau (wviz.models.tasks.perplexity): one forward per normaliser and tau, one for
+    Sinkhorn. ValueError for a model without a causal language-model head."""
+    if lens.head != "causal-lm":
+        raise ValueError(f"{lens.info.name} has no causal language-model head: perplexity is a decoder's")
+    if not settings.chosen:
+        raise ValueError("choose at least one normaliser in the sidebar")
+    text, cut = _fitted(lens, corpus.PARAGRAPH if text is None else text)
+    curves = {}
+    for name in settings.chosen:
+        if name == "sinkhorn":
+            value = tasks.perplexity(lens, text, name, **dict(params(settings, name, 1.0)))
+            curves[_curve_name(settings, name)] = (value,) * len(taus)
+        else:
+            curves[_curve_name(settings, name)] = tuple(
+                tasks.perplexity(lens, text, name, **dict(params(settings, name, tau))) for tau in taus)
+    return Perplexities(tuple(taus), curves, tasks.perplexity(lens, text), _length(lens, text), cut)
+
+
+def _length(lens: hub.Lens, text: str) -> int:
+    return len(lens.tokenizer(text, verbose=False)["input_ids"])
+
+
+def _fitted(lens: hub.Lens, text: str) -> tuple[str, bool]:
+    """``text``, or its longest run of first words that the model reads (token_limit), and whether it was cut."""
+    limit = token_limit(lens)
+    if _length(lens, text) <= limit:
+        return text, False
+    words = text.split(" ")
+    lo, hi = 1, len(words) - 1                       # the most words that fit lie in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if _length(lens, " ".join(words[:mid])) <= limit else (lo, mid - 1)
+    return " ".join(words[:lo]), True
 
 
 # ---- from softmax to Sinkformer: Sinkhorn's rho ------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class RhoSweep:
-    """Sinkhorn at one gamma and n_iter in every head, over rho: at each rho of rhos (R,) the cosine of the sentence
+    """Sinkhorn at one gamma and n_iter in every head, over rho: at each rho of rhos (R,) the cosine of the input's
     embedding to the model's own (cosines (R,)) and each layer's output distance ||h'_l - h_l||_F / ||h_l||_F
     (distances (R, L)); ends = (rho = 0, rho = infinity), each (cosine, distances (L,))."""
 
@@ -211,12 +579,14 @@ class RhoSweep:
     ends: tuple[tuple[float, torch.Tensor], tuple[float, torch.Tensor]]
 
 
-def rho_sweep(sentence: str, gamma: float, n_iter: int, device: str, rhos=SWEEP_RHOS) -> RhoSweep:
+def rho_sweep(sentence, gamma: float, n_iter: int, device: str, rhos=SWEEP_RHOS,
+              lens: hub.Lens | None = None) -> RhoSweep:
     """The road from the model's softmax (rho -> 0, at gamma = 1 exactly its attention) to Sinkformer attention
-    (rho = infinity): one forward per rho (about 30 ms each on a CPU core) compared with the model's own."""
-    base = minilm.forward(sentence, device=device)
-    changes = [minilm.compare(base, minilm.forward(sentence, "sinkhorn", device=device, gamma=gamma, n_iter=n_iter,
-                                                   rho=rho))
+    (rho = infinity): one forward of ``sentence`` (or a picture) per rho (about 30 ms each for MiniLM on a short
+    sentence on a CPU core) compared with the model's own; ``lens`` the model (None: the bundled MiniLM)."""
+    base = forward(sentence, *BASE, device, lens)
+    changes = [minilm.compare(base, forward(sentence, "sinkhorn", (("gamma", gamma), ("n_iter", n_iter),
+                                                                   ("rho", rho)), device, lens))
                for rho in (0.0, *rhos, math.inf)]
     inner = changes[1:-1]
     return RhoSweep(gamma, n_iter, torch.tensor(rhos, dtype=torch.float64),
@@ -231,22 +601,28 @@ def rho_sweep(sentence: str, gamma: float, n_iter: int, device: str, rhos=SWEEP_
 FIGURE4_VERSION = 1
 
 
-def deviation(dual_alpha: float, device: str, progress=None) -> figure4.FenchelDeviation:
-    """Sec. 8 / Figure 4 of 002 over the bundled corpus at reliability ``dual_alpha`` of z in problem (4):
-    ||lambda* - alpha z|| / ||lambda*|| for every layer, head and token. progress(done, total) after each batch.
+def deviation(dual_alpha: float, device: str, progress=None, lens: hub.Lens | None = None) -> figure4.FenchelDeviation:
+    """Sec. 8 / Figure 4 of 002 over the bundled corpus at reliability ``dual_alpha`` of z in problem (4), on the
+    encoder ``lens`` (None: the bundled MiniLM): ||lambda* - alpha z|| / ||lambda*|| for every layer, head and
+    token. progress(done, total) after each batch. ValueError for a decoder or an image model.
 
-    Seconds of work: computed once per (corpus, alpha, device) for every server process (wviz.disk_cache); a
-    result loaded from there reports no progress."""
-    params = {"corpus": list(corpus.CORPUS), "alpha": float(dual_alpha), "device": device}
+    Seconds of work: computed once per (model, corpus, alpha, device) for every server process (wviz.disk_cache,
+    keyed by the model's key: 'bundled', 'folder:<path>' or 'upload:<sha256>'); a result loaded from there reports
+    no progress."""
+    lens = lens if lens is not None else hub.load(None, device)
+    if lens.family != "encoder":
+        raise ValueError(f"Figure 4 of 002 reads an encoder's attention; {lens.info.name} is a {lens.family}")
+    params = {"corpus": list(corpus.CORPUS), "alpha": float(dual_alpha), "device": device, "model": lens.info.key}
     return disk_cache.cached("figure4", params, FIGURE4_VERSION,
-                             lambda: figure4.fenchel_deviation(alpha=dual_alpha, device=device, progress=progress),
+                             lambda: figure4.fenchel_deviation(alpha=dual_alpha, device=device, progress=progress,
+                                                               lens=lens),
                              types=(figure4.FenchelDeviation,))
 
 
 @dataclass(frozen=True)
 class Figure4Summary:
     """The numbers under Figure 4: query tokens, dual problems solved, the largest gradient norm at lambda*, the
-    mean and largest deviation, and the mean over [CLS] queries and over the other tokens."""
+    mean and largest deviation, and the mean over the first token's queries ([CLS]) and over the other tokens."""
 
     n_tokens: int
     n_problems: int
@@ -280,7 +656,8 @@ def shown(*names: str) -> list[str]:
 
 # Values as the URL holds them: layer and head ints (their selectboxes' options, counted from 1), tau and dual_alpha
 # points of their log grids (0.1, 1 and 10 are), alpha a float on its 0.05 grid, the normalisers by label (shown). On
-# the default sentence (13 word pieces) head 8 of layer 5 sends 10.7 of its 13 units of attention to [CLS].
+# the default sentence (13 word pieces) head 8 of layer 5 sends 10.7 of its 13 units of attention to [CLS]. Every
+# link opens the bundled MiniLM (a link names no model).
 TRY_THIS = (
     Try("Sparsemax at tau = 0.1", {"normalisers": shown("sparsemax"), "tau": 0.1},
         "Sparsemax of S / tau keeps one key per query, two for a few (in the panel of layer 1, head 1: one key for "

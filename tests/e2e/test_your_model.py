@@ -1,0 +1,80 @@
+"""Your model, end to end in a real browser: the server's WVIZ_MODELS points at tiny random models of each family
+(wviz.models.tiny: an encoder, a decoder, an image classifier), each is chosen in the Real transformer page's model
+selector, tau moves, and the page draws the model's maps (on its 2 layers and 4 heads) with no exception."""
+import pytest
+
+from tests.e2e.harness import running_app, wait_until_idle
+
+KINDS = ("bert", "gpt2", "vit")
+NORMALISERS = ["original: softmax (tau = 1)", "sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)",
+               "sinkhorn (gamma = 1, 5 iterations)"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    from wviz.models import tiny
+
+    root = tmp_path_factory.mktemp("models")
+    for kind in KINDS:
+        tiny.save(kind, root / f"tiny-{kind}")
+    return root
+
+
+def choose_model(page, name: str) -> None:
+    """Open the sidebar's Model selector and click the option whose label starts with ``name``."""
+    page.locator(".st-key-model").get_by_role("combobox").click()
+    page.get_by_role("option").filter(has_text=f"{name} (").first.click()
+    wait_until_idle(page)
+
+
+def move_tau(page) -> None:
+    """One step of the tau slider to the right, by keyboard, as a user would."""
+    thumb = page.locator(".st-key-tau").get_by_role("slider")
+    thumb.focus()
+    thumb.press("ArrowRight")
+    wait_until_idle(page)
+
+
+# The first chart's traces (one head under every normaliser) as Plotly drew them: name and weights (rows of z)
+MAPS = """() => Array.from(document.querySelector('.js-plotly-plot')._fullData).map(t => ({
+    name: t.name, z: Array.from(t.z || [], row => Array.from(row))}))"""
+
+
+def maps(page) -> list:
+    page.wait_for_function("() => document.querySelector('.js-plotly-plot') && "
+                           "document.querySelector('.js-plotly-plot')._fullData")
+    return page.evaluate(MAPS)
+
+
+def no_exception(page, errors) -> None:
+    exceptions = page.locator('[data-testid="stException"]')
+    assert exceptions.count() == 0, exceptions.first.inner_text()
+    assert not errors, errors
+
+
+def test_each_family_from_the_selector_tau_moves_the_maps(models, monkeypatch, page):
+    monkeypatch.setenv("WVIZ_MODELS", str(models))   # the server inherits it (harness.serving)
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    with running_app() as url:
+        page.goto(f"{url}/real_transformer")
+        wait_until_idle(page)
+        assert [t["name"] for t in maps(page)] == NORMALISERS                    # the bundled MiniLM first
+        for kind in KINDS:
+            choose_model(page, f"tiny-{kind}")
+            no_exception(page, errors)
+            assert f"tiny-{kind} (" in page.locator('[data-testid="stMain"]').inner_text()
+            assert "model=folder" in page.url and f"tiny-{kind}" in page.url    # the link names the model
+            before = maps(page)
+            names = [t["name"] for t in before]
+            assert names[0] == NORMALISERS[0] and [x.split(" (")[0] for x in names[1:]] == ["sparsemax", "entmax",
+                                                                                          "sinkhorn"], names
+            n = len(before[0]["z"])
+            assert n == len(before[0]["z"][0]) == (17 if kind == "vit" else n) and n > 3
+            move_tau(page)                                                         # one step of tau's grid
+            after = maps(page)
+            assert after[0]["z"] == before[0]["z"] and after[1]["z"] != before[1]["z"]
+            assert after[1]["name"] != names[1] and after[3]["name"] == names[3]   # sinkhorn has no tau
+            if kind == "gpt2":                                                     # the causal mask
+                assert all(w == 0 for t in after for i, row in enumerate(t["z"]) for w in row[i + 1:])
+            no_exception(page, errors)
