@@ -5,10 +5,11 @@ costs), Debian's chromium (Playwright) opens the page in a fresh browser context
 first visit) LOADS times, after one warm-up load that lets the server import and cache what every visitor shares.
 Times are from the navigation's start, read in the page (performance.now(), a MutationObserver installed before the
 page's own scripts): the end of the page's first run (stApp's script state back to notRunning), the first and the
-last figure drawn (a Plotly chart's SVG in the page), and when Plotly's chunk of the frontend had arrived; and the
-bytes the visit downloaded. Each page is served two ways: Streamlit alone (`make run`) and deploy/serve.py with one
-replica (`make serve`: nginx serves Streamlit's frontend files, gzipped); and over two networks: the loopback, and
-a lecture hall's shared wifi as Chromium emulates it (WIFI: 20 Mbit/s down, 5 up, 20 ms latency).
+last figure drawn (a Plotly chart's SVG, an Altair chart's marks), and when Plotly's chunk of the frontend had
+arrived; and the bytes the visit downloaded. Each page is served two ways: Streamlit alone (`make run`) and
+deploy/serve.py with one replica (`make serve`: nginx serves Streamlit's frontend files, gzipped); and over two
+networks: the loopback, and a lecture hall's shared wifi as Chromium emulates it (WIFI: 20 Mbit/s down, 5 up, 20 ms
+latency).
 Writes "## First load" of BENCHMARKS.md.
 
     python -m bench first_load                      every page; writes BENCHMARKS.md
@@ -33,6 +34,7 @@ WIFI = {"offline": False, "latency": 20, "downloadThroughput": 20e6 / 8, "upload
 
 # Records, from the first script of the page on, when the run state changes and when each chart is first drawn.
 WATCH = """
+window.CHARTS = '.js-plotly-plot, .vega-embed';  // Plotly's and Altair's (Vega's SVG or canvas marks)
 window.__load = {runs: [], drawn: []};
 const look = () => {
   const app = document.querySelector('[data-testid="stApp"]');
@@ -42,8 +44,10 @@ const look = () => {
                                                        performance.now()]))
       .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
   }
-  document.querySelectorAll('.js-plotly-plot').forEach(gd => {
-    if (!gd.__drawn && gd.querySelector('.main-svg')) { gd.__drawn = true; window.__load.drawn.push(performance.now()); }
+  document.querySelectorAll(CHARTS).forEach(gd => {
+    if (!gd.__drawn && gd.querySelector('.main-svg, svg.marks, canvas.marks')) {
+      gd.__drawn = true; window.__load.drawn.push(performance.now());
+    }
   });
 };
 new MutationObserver(look).observe(document, {childList: true, subtree: true});
@@ -58,7 +62,7 @@ def settled(page, quiet_s: float = 1.5, timeout_s: float = 60) -> None:
     once Plotly's chunk is in, so a count taken early is short."""
     deadline, last, since = time.time() + timeout_s, None, time.time()
     while time.time() < deadline:
-        now = page.evaluate("() => [document.querySelectorAll('.js-plotly-plot').length, window.__load.drawn.length]")
+        now = page.evaluate("() => [document.querySelectorAll(CHARTS).length, window.__load.drawn.length]")
         if now != last:
             last, since = now, time.time()
         elif now[0] > 0 and now[1] >= now[0] and time.time() - since >= quiet_s:
@@ -82,7 +86,7 @@ def one_load(browser, url: str, network: dict | None = None) -> dict:
     wait_until_idle(page, timeout_ms=300_000)
     settled(page)
     load = page.evaluate("window.__load")
-    charts = page.evaluate("document.querySelectorAll('.js-plotly-plot').length")
+    charts = page.evaluate("document.querySelectorAll(CHARTS).length")
     chunk = page.evaluate(CHUNK)
     mb = page.evaluate(BYTES) / 1e6
     context.close()
