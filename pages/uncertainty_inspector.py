@@ -10,9 +10,11 @@ device = ui.page_setup(
     "Uncertainty inspector",
     f"The stochastic Vision Transformer of the {ui.cite('004')} embeds every image patch as a Gaussian "
     "$N(\\mu, \\Sigma)$ (eq. (5)) and lets patches attend by minus their squared 2-Wasserstein distance "
-    "(Sec. 4.2). Sampling the embeddings gives a predictive distribution; the covariances say which patches the "
-    "model is unsure of. Here a small demo model trained on scikit-learn's digits (bundled, nothing is downloaded) "
-    "sits beside a deterministic ViT of the same size, or you upload your own checkpoint.",
+    "(Sec. 4.2). Sampling the embeddings gives a predictive distribution. Each block also carries a covariance per "
+    "patch; whether its trace tracks how unsure the model is depends on the rule that propagates it, and the page "
+    "measures it: every map below names what it shows and sits beside its AUROC on the OOD sets. Here a small demo "
+    "model trained on scikit-learn's digits (bundled, nothing is downloaded) sits beside a deterministic ViT of the "
+    "same size, or you upload your own checkpoint.",
     try_this=uv.TRY_THIS,
 )
 ui.equation(r"\begin{aligned} \mu &= W_\mu x + p_\mu,\quad \Sigma = \mathrm{ELU}(W_\Sigma x + p_\Sigma) + 1 "
@@ -219,17 +221,33 @@ def look_inside(layer: int) -> uv.LayerMaps:
     return uv.layer_maps(models, runs, image, box, layer, int(head), int(query))
 
 
+def auroc_line(aurocs: dict) -> str:
+    return "AUROC of this map's per-image score (its tokens' mean) against the test images: " + ", ".join(
+        f"{name} **{a:.2f}**" for name, a in aurocs.items()) + "."
+
+
+def meaning(rule: str, layer: int, what: str) -> str:
+    """What a rule's map at ``layer`` shows, its AUROC per OOD set, and whether it tracks uncertainty."""
+    if aurocs is None:
+        return uv.RULE_MEANING[rule] + " (No test split to measure it on.)"
+    at = uv.at_layer(aurocs, rule, layer)
+    return f"{uv.RULE_MEANING[rule]} {auroc_line(at)} {uv.verdict(at, what)}"
+
+
 def draw_inside(v: uv.LayerMaps):
     grid = models.config.grid
     if v.trace is not None:
         ui.show_figure(figs.main_figure(v), key="vit_trace")
-        st.caption(r"The trace of each patch token's covariance. The embedding layer (0) depends on the patch alone; "
-                   r"later layers add the variance carried by attention, $(A \odot A)\,\Sigma_v$: the variance of "
-                   r"$\sum_j A_{ij} v_j$ for independent $v_j$. It says where the embedding noise does no harm "
-                   "to the classification, not whether the image is a digit (docs/TRAINING.md measures this)."
+        st.caption(("Layer 0: the embeddings' variances of eq. (5), a function of each patch alone"
+                    + (" plus the prototype distance" if models.config.layer0 == "prototypes" else "") + ". "
+                    if v.layer == 0 else "") + meaning(v.rule, v.layer, "This map")
                    + (" In the dashed box: the corrupted patches; compare their tr(Sigma) and the whiskers above "
                       "with region 'none'." if v.box else ""))
-        ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top")
+        ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top"
+                    if v.rule == "004" else
+                    r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij} \Sigma_{v,j}\Big)(W_o \odot W_o)^\top + "
+                    r"\sum_h \sum_j A^h_{ij} \big(u^h_j - \textstyle\sum_k A^h_{ik} u^h_k\big)^2,\ u^h_j = W^h_o v^h_j")
+        draw_rules(v)
     else:
         st.info("The uploaded model is deterministic: it has no covariances to show.")
     ui.views(attention_views(v), key="view", label="Attention",
@@ -239,6 +257,38 @@ def draw_inside(v: uv.LayerMaps):
     if v.twin_grid is not None:
         st.info(f"The deterministic twin cuts the image into {v.twin_grid} x {v.twin_grid} patches, this model "
                 f"into {grid} x {grid}: there is no same query to compare, so the twin's attention is not drawn.")
+
+
+def draw_rules(v: uv.LayerMaps):
+    """The two covariance rules side by side on the same weights and image, one sentence each."""
+    ui.show_figure(figs.rule_pair(v.image, uv.rule_maps(models, v.image, v.layer), v.layer, v.rule),
+                   key="vit_rules")
+    for rule, name in (("004", "004's rule as written"), ("mixture", "The mixture rule")):
+        tag = "trained with it" if rule == v.rule else "applied post hoc to the same weights"
+        st.caption(f"**{name}** ({tag}): " + meaning(rule, v.layer, "Its map"))
+    ui.equation(r"\mathrm{Var}\Big[\textstyle\sum_j A_{ij} N(v_j, \Sigma_{v,j})\Big]_{\text{mixture}} = "
+                r"\underbrace{\textstyle\sum_j A_{ij}\Sigma_{v,j}}_{\mathbb{E}[\mathrm{Var}]} + "
+                r"\underbrace{\textstyle\sum_j A_{ij}(v_j - m_i)^2}_{\mathrm{Var}[\mathbb{E}]},\quad "
+                r"m_i = \textstyle\sum_j A_{ij} v_j")
+
+
+def draw_occlusion():
+    """The occlusion of the mutual information over the image, its score's AUROC and what it means."""
+    found = ui.guarded(f"vit/occlusion/{models.main.weights_id}", lambda: uv.occlusion(models, image, samples, seed))
+    if found is None:
+        return
+    change, score = found
+    ui.show_figure(figs.occlusion_map(image, change, score), key="vit_occlusion")
+    recorded = uv.recorded_occlusion(models)
+    st.caption("How much the predictive mutual information (how much the draws disagree) changes when a patch is "
+               "replaced by an uninformative one (zeros: the background, and the masking value of pre-training), "
+               "with the same draws: red patches held the prediction together, blue ones were the source of the "
+               "disagreement. Its per-image score is the mean MI of the occluded copies. "
+               + (auroc_line(recorded) + " " + uv.verdict(recorded, "This score") + " (The checkpoint's record: S = "
+                  f"{models.main.record.get('eval_samples')}, mean over its Monte-Carlo seeds.)" if recorded else
+                  "Its AUROC per OOD set is measured in the calibration panel at the bottom of the page."))
+    ui.equation(r"\Delta I_p(x) = I\big(y; z \mid x_{\setminus p}\big) - I(y; z \mid x),\qquad "
+                r"\text{score}(x) = \tfrac1P \textstyle\sum_p I\big(y; z \mid x_{\setminus p}\big)")
 
 
 def attention_views(v: uv.LayerMaps) -> dict[str, ui.View]:
@@ -279,11 +329,20 @@ def attention_views(v: uv.LayerMaps) -> dict[str, ui.View]:
     return views
 
 
+@st.cache_resource(max_entries=4, show_spinner="Measuring each map's AUROC on the test split and the OOD sets...")
+def map_table(weights_id: str, digest: str, _models, _split):
+    return uv.map_aurocs(_models, _split)
+
+
+aurocs = None if models is None or split is None or not models.stochastic else ui.guarded(
+    f"vit/maps/{models.main.weights_id}", lambda: map_table(models.main.weights_id, split.digest, models, split))
 if runs is not None:
     show_prediction()
     st.subheader("Inside the stochastic model")
     layer_slot, head_slot, query_slot = st.columns(3)  # the layer drawn by ui.live, the head and query in its run
     ui.live("vit/inside", layer_slot, layer_slider, look_inside, draw_inside)
+    if models.stochastic:
+        draw_occlusion()
 
 # ---------------------------------------------------------------------------------------------- dataset
 
@@ -320,7 +379,9 @@ def dataset_panel(split):
     ood_name = d2.selectbox("OOD set", list(split.ood_names), key="ood", bind="query-params",
                             help="Far from the test images: crops of scikit-learn's two sample photographs, or "
                                  "uniform noise. Near: the left half of a test image beside the right half of one of "
-                                 "another class (mixed digits for the digits). All shaped like the test images.")
+                                 "another class (mixed digits for the digits); for the digits also letters drawn at "
+                                 "the digits' size and stroke, a set built to report on and never used to choose a "
+                                 "recipe (docs/TRAINING.md). All shaped like the test images.")
     jobs = uv.panel_jobs(models, split)
     for j in jobs:
         if j.capped:
@@ -329,6 +390,79 @@ def dataset_panel(split):
     reports = panel_reports(jobs)
     if reports is not None:
         draw_panel(jobs, reports, score, ood_name, split)
+        calibration_panel(jobs, split)
+
+
+def calibration_panel(jobs, split):
+    """Temperature scaling, risk-coverage and conformal sets of each model, computed in the background."""
+    st.subheader("Calibration, selective classification and conformal sets")
+    keys = {j.name: ("vit/calibration", *j.cache_key, str(device)) for j in jobs}
+    try:
+        cals = {j.name: ui.background(keys[j.name], lambda progress, j=j: uv.calibrate_panel(j, progress))[0]
+                for j in jobs}
+    except ValueError as err:
+        st.error(str(err))
+        return
+    waiting = [n for n, c in cals.items() if c is None]
+    if waiting:
+        ui.wait_for(keys[waiting[0]], f"Calibrating {waiting[0]}: temperature, risk-coverage, conformal sets...")
+        return
+    ui.views(calibration_views(cals, split), key="calib", label="Calibration view",
+             help="Temperature: reliability before and after dividing the logits by the fitted tau. Risk-coverage: "
+                  "the error among the test images each score calls most certain. Conformal: the sets that hold the "
+                  "true class 90 % of the time, on clean and corrupted test images.")
+    main = cals[models.main.name]
+    if main.occlusion is not None:
+        st.caption(f"MI-occlusion score ({main.occlusion_note}): " + auroc_line(main.occlusion).replace(
+            "this map's per-image score (its tokens' mean)", "the MI-occlusion score") + " "
+            + uv.verdict(main.occlusion, "This score"))
+
+
+def calibration_views(cals: dict, split) -> dict[str, ui.View]:
+    """The three calibration views, each one figure per model with its caption, and the equation below."""
+    noun = split.noun
+
+    def view(name: str, figure, caption, latex: str) -> ui.View:
+        keys = tuple(f"vit_{name}_{m}" for m in cals)
+
+        def draw():
+            for key, (m, c) in zip(keys, cals.items()):
+                ui.show_figure(figure(c), key=key)
+                st.caption(f"{m}: " + caption(c))
+            ui.equation(latex)
+
+        return ui.View(draw, keys, lambda: [figure(c) for c in cals.values()])
+
+    return {
+        "Temperature scaling": view(
+            "temperature", lambda c: figs.calibrated_reliability(c.before, c.after, c.bands, c.tau, noun),
+            lambda c: f"tau = {c.tau:.3f}, fitted by the NLL on {c.source}. It is the same tau that sharpens "
+                      "(tau < 1) or flattens (tau > 1) attention's softmax(scores / tau) on the other pages; here it "
+                      "divides the logits of every Monte-Carlo draw, which keeps each prediction's class. Shaded: "
+                      "the bootstrap 95 % band of each bin's accuracy (resampling the test images)." + (
+                          f" This tau is an end of the range searched ({uv.TAU_RANGE[0]} to {uv.TAU_RANGE[1]}), not "
+                          "a measured optimum: the calibration images are right in almost every draw, so their NLL "
+                          "keeps falling as the draws are sharpened towards their votes; the 'after' panel rests "
+                          "on that bound." if uv.at_range_edge(c.tau) else ""),
+            r"p_\tau(y \mid x) = \tfrac1S \textstyle\sum_s \operatorname{softmax}(\ell_s / \tau),\quad "
+            r"\tau^\star = \arg\min_\tau -\textstyle\sum_{i \in \text{cal}} \log p_\tau(y_i \mid x_i)"),
+        "Risk-coverage": view(
+            "risk", lambda c: figs.risk_coverage(c.risk, noun),
+            lambda c: f"sort the test {noun} by a score, keep the most certain share, and read the error among "
+                      "them; a score that puts the mistakes last keeps the curve at 0 longest (AURC: the area "
+                      "under it, lower is better).",
+            r"\mathrm{risk}(c) = \frac{\#\{\text{errors among the } cN \text{ lowest scores}\}}{cN},\quad "
+            r"\mathrm{AURC} = \textstyle\int_0^1 \mathrm{risk}(c)\,dc"),
+        "Conformal sets": view(
+            "conformal", lambda c: figs.conformal_sizes(c.conformal, len(split.class_names)),
+            lambda c: f"split conformal (the crepes library), calibrated on {c.source}. On clean test {noun} the "
+                      "sets hold the true class at least 90 % of the time; corrupted images (severity "
+                      f"{uv.CONFORMAL_SEVERITY}) are not exchangeable with the calibration split, so the guarantee "
+                      "does not hold there: watch the coverage fall. A set of 0 classes is this score's way to say "
+                      "'none of them': no class is as probable as the threshold asks.",
+            r"q = \text{the } \lceil (n+1)(1-\alpha) \rceil\text{-th smallest } 1 - p_{y_i}(x_i),\quad "
+            r"C(x) = \{c : 1 - p_c(x) \le q\},\quad \alpha = 0.1"),
+    }
 
 
 def draw_panel(jobs, reports: dict, score: str, ood_name: str, split):

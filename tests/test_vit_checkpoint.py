@@ -285,6 +285,23 @@ def _fuzz(st, st_end, pt, pt_end):
     ({"image_size": "16"}, r"'image_size' must be a whole number from 4 to 256"),
     ({"class_names": [""] + list("123456789")}, r"'class_names' must be a list of 10 names .*printable"),
     ({"class_names": ["a\nb"] + list("123456789")}, r"'class_names' must be a list of 10 names"),
+    # the entries of issue 36: the validation split, the prototypes' weight, the terms, the multi-seed numbers
+    ({"val_fraction": 0.9}, r"'val_fraction' must be a number from 0 to 0.5, got 0.9"),
+    ({"val_fraction": "0.1"}, r"'val_fraction' must be a number"),
+    ({"kappa": -1}, r"'kappa' must be a number from 0 to 100"),
+    ({"pretrain_term": "evil"}, r"'pretrain_term' must be one of w2, likelihood"),
+    ({"eval_seeds": 99}, r"'eval_seeds' must be a whole number from 1 to 16"),
+    ({"metrics": {"mc": {"seeds": 2, "accuracy": [0.9], "nll": [0.1, 0.1], "ece": [0.1, 0.1], "auroc": {}}}},
+     r"metrics 'mc' must be"),
+    ({"metrics": {"mc": {"seeds": 1, "accuracy": [1.5], "nll": [0.1], "ece": [0.1], "auroc": {}}}},
+     r"metrics 'mc' must be"),
+    ({"metrics": {"mc": {"seeds": 1, "accuracy": [0.9], "nll": [0.1], "ece": [0.1],
+                         "auroc": {"noise": {"max-softmax": ["x"]}}}}}, r"metrics 'mc' must be"),
+    ({"metrics": {"occlusion_auroc": {"noise": [2.0]}}}, r"metrics 'occlusion_auroc' must be"),
+    ({"metrics": {"occlusion_auroc": {"noise": 0.9}}}, r"metrics 'occlusion_auroc' must be"),
+    ({"metrics": {"vs_twin": {"ece": [0.1, 0.2], "best_auroc": {}}}}, r"metrics 'vs_twin' must be"),
+    ({"metrics": {"vs_twin": {"ece": [0.1, 0.0, 0.2], "best_auroc": {"noise": [0.1, "a", 0.2]}}}},
+     r"metrics 'vs_twin' must be"),
 ])
 def test_hostile_training_records_are_refused(model, record, message):
     """The record comes from the file like the weights: wrong types and out-of-range values are a ValueError that
@@ -353,3 +370,37 @@ def test_weights_too_large_to_compute_with_are_refused(model):
         inspect_image(twin, image, samples=4)
     with pytest.raises(ValueError, match="not a finite number"):
         predict(twin, image[None].repeat(3, 1, 1, 1), samples=2)
+
+
+def test_a_checkpoint_from_before_the_rule_loads_with_004s_rule_and_eq5(model):
+    """A file whose config lacks rule, layer0 and prototypes (every checkpoint written before them) loads as it was
+    trained: rule '004', the embeddings' variances of eq. (5); its outputs are those of the model it holds."""
+    old = {k: v for k, v in CFG.to_dict().items() if k not in ("rule", "layer0", "prototypes")}
+    st = st_save(model.state_dict(), metadata={"wviz_config": json.dumps(old), "wviz_record": "{}"})
+    loaded, _ = load_checkpoint(st, name="old.safetensors")
+    assert (loaded.config.rule, loaded.config.layer0, loaded.config.prototypes) == ("004", "eq5", 0)
+    x = torch.rand(2, 1, 16, 16)
+    torch.testing.assert_close(loaded(x).covariances[-1], model.eval()(x, rule="004").covariances[-1])
+
+
+def test_prototypes_are_weights_of_the_file_and_checked_like_them(tmp_path):
+    from wviz.vit.model import fit_prototypes
+
+    cfg = ViTConfig(dim=16, depth=1, heads=2, rule="mixture", layer0="prototypes", prototypes=4)
+    torch.manual_seed(0)
+    m = build_model(cfg)
+    fit_prototypes(m, torch.rand(8, 1, 16, 16), kappa=0.02)
+    path = save_checkpoint(m, tmp_path / "p.safetensors", {})
+    loaded, _ = load_checkpoint(path)
+    assert loaded.config == cfg and torch.equal(loaded.proto, m.proto) and torch.equal(loaded.proto_scale, m.proto_scale)
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    state["proto_scale"] = torch.tensor([-5.0])     # a negative scale cannot make a variance negative
+    st = st_save(state, metadata={"wviz_config": json.dumps(cfg.to_dict()), "wviz_record": "{}"})
+    bad, _ = load_checkpoint(st, name="n.safetensors")
+    assert bool((bad(torch.rand(2, 1, 16, 16)).covariances[0] > 0).all())
+    del state["proto"]
+    with pytest.raises(ValueError, match="lacks 1 weight"):
+        load_checkpoint(st_save(state, metadata={"wviz_config": json.dumps(cfg.to_dict())}), name="m.safetensors")
+    bad_cfg = {**cfg.to_dict(), "prototypes": 10 ** 6}
+    with pytest.raises(ValueError, match="prototypes must be"):
+        load_checkpoint(st_save(m.state_dict(), metadata={"wviz_config": json.dumps(bad_cfg)}), name="c.safetensors")

@@ -5,7 +5,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from wviz.vit import data, evaluate, metrics
-from wviz.vit.model import StochasticViT, ViTConfig
+from wviz.vit.model import StochasticViT, ViTConfig, build_model
 
 
 def test_report_scores_and_corruption_aurocs_against_sklearn():
@@ -36,3 +36,26 @@ def test_report_scores_and_corruption_aurocs_against_sklearn():
     summary = evaluate.summary(report)
     assert summary["corruption_auroc"]["blur"]["class spread"] == [
         round(float(a), 4) for a in report.corruption_auroc["blur"]["class spread"]]
+
+
+def test_a_multi_seed_summary_is_the_mean_of_its_seeds_and_keeps_each():
+    torch.manual_seed(1)
+    model = StochasticViT(ViTConfig(dim=8, depth=1, heads=2)).eval()
+    x, y = data.load_dataset("digits", "test")
+    x, y = x[:40], y[:40]
+    sets = {"uniform noise": data.ood_set("uniform noise", 40)}
+    reports = evaluate.evaluate_seeds(model, x, y, sets, samples=4, seeds=3, corruptions=False)
+    assert len(reports) == 3
+    one = [evaluate.summary(evaluate.evaluate(model, x, y, sets, 4, False, seed=1000 * k)) for k in range(3)]
+    out = evaluate.summary_seeds(reports)
+    assert out["mc"]["seeds"] == 3 and out["mc"]["accuracy"] == [s["accuracy"] for s in one]
+    assert out["ece"] == round(sum(s["ece"] for s in one) / 3, 4)
+    assert out["mc"]["auroc"]["uniform noise"]["mutual information"] == [
+        s["auroc"]["uniform noise"]["mutual information"] for s in one]
+    assert len(set(out["mc"]["ece"])) > 1                                   # the draws differ
+    twin = build_model(ViTConfig(kind="deterministic", dim=8, depth=1, heads=2)).eval()
+    assert len(evaluate.evaluate_seeds(twin, x, y, sets, samples=4, seeds=3, corruptions=False)) == 1
+    d = evaluate.twin_intervals(reports, evaluate.evaluate(twin, x, y, sets, 4, False), y)
+    assert d["best_score"]["uniform noise"] in metrics.SCORES and len(d["ece"]) == 3
+    low, high = d["best_auroc"]["uniform noise"][1:]
+    assert low <= d["best_auroc"]["uniform noise"][0] <= high

@@ -7,8 +7,9 @@ import torch.nn.functional as F
 
 from wviz import gaussian
 from wviz.vit import data
-from wviz.vit.model import (DeterministicViT, StochasticViT, ViTConfig, build_model, covariance_kl, entropy, loss_fn,
-                            mask_patches, mc_predict, pretrain_loss, w2_regulariser)
+from wviz.vit.model import (DeterministicViT, StochasticViT, ViTConfig, build_model, covariance_kl, entropy,
+                            fit_prototypes, gaussian_nll, likelihood_regulariser, loss_fn, mask_patches, mc_predict,
+                            pretrain_loss, w2_regulariser)
 
 CFG = ViTConfig(dim=16, depth=2, heads=2)
 
@@ -192,3 +193,136 @@ def test_every_device_matches_float64_cpu(device):
     p = mc_predict(model, x.to(device), samples=4)
     assert p.mean.device.type == device
     torch.testing.assert_close(p.mean.sum(-1).cpu(), torch.ones(4))
+
+
+# ---- the mixture rule, the likelihood terms, the prototype variances (issue 36) --------------------------------
+
+def test_the_mixture_rule_is_the_variance_of_the_mixture_through_w_o():
+    """Each head's output is one value drawn with probability A_ij from N(v_j, Sigma_vj) (independently per head),
+    then W_o: the rule's variance equals a Monte-Carlo estimate of that mixture's variance (400,000 draws)."""
+    torch.manual_seed(6)
+    cfg = ViTConfig(dim=8, depth=1, heads=2, rule="mixture")
+    model = StochasticViT(cfg).double().eval()
+    x = _images(1).double()
+    mu, cov = model.embed_gaussians(x)
+    attn = model.blocks[0].attn
+    q, k, v, qs, ks, vs = attn.gaussians(model.blocks[0].norm1(mu), cov)
+    A = attn.weights(q, k, qs, ks)
+    rule = attn.variance(A, v, vs, "mixture")[0]                           # (N, D)
+    g = torch.Generator().manual_seed(0)
+    n, i = 400_000, 3                                                       # query token 3
+    heads = []
+    for h in range(cfg.heads):
+        j = torch.multinomial(A[0, h, i], n, replacement=True, generator=g)  # the value each draw takes
+        eps = torch.randn(n, v.shape[-1], generator=g, dtype=torch.float64)
+        heads.append(v[0, h, j] + vs[0, h, j].sqrt() * eps)
+    z = torch.cat(heads, -1) @ attn.proj.weight.T                           # (n, D) through W_o
+    mc = z.var(0)
+    torch.testing.assert_close(rule[i], mc, rtol=0.02, atol=1e-4)
+    # the 004 rule is the variance of sum_j A_ij v_j for independent values: smaller, and blind to the spread
+    old = attn.variance(A, v, vs, "004")[0, i]
+    assert bool((old < rule[i]).all())
+
+
+def test_the_mixture_rule_adds_the_spread_of_the_values_and_nothing_when_attention_picks_one():
+    torch.manual_seed(7)
+    attn = StochasticViT(ViTConfig(dim=8, depth=1, heads=2, rule="mixture")).blocks[0].attn
+    v, vs = torch.randn(1, 2, 5, 4), torch.rand(1, 2, 5, 4) + 0.1
+    one = torch.zeros(1, 2, 5, 5)
+    one[..., 2] = 1.0                                                       # every query takes value 2
+    W2 = attn.proj.weight ** 2
+    picked = vs[:, :, 2].reshape(1, 8)                                      # heads concatenated
+    torch.testing.assert_close(attn.variance(one, v, vs, "mixture"), (picked @ W2.T).expand(1, 5, 8))
+    torch.testing.assert_close(attn.variance(one, v, vs, "004"), (picked @ W2.T).expand(1, 5, 8))
+    same = torch.full((1, 2, 5, 5), 0.2)
+    flat_v = v[:, :, :1].expand(-1, -1, 5, -1)                              # values that agree: no spread
+    torch.testing.assert_close(attn.variance(same, flat_v, vs, "mixture"),
+                               (same @ vs).transpose(1, 2).reshape(1, 5, 8) @ W2.T)
+
+
+def test_the_gaussian_nll_is_torch_distributions_log_prob():
+    g = torch.Generator().manual_seed(0)
+    y, mu = torch.randn(6, 5, generator=g, dtype=torch.float64), torch.randn(6, 5, generator=g, dtype=torch.float64)
+    var = torch.rand(6, 5, generator=g, dtype=torch.float64) * 2 + 0.05
+    ref = -torch.distributions.Normal(mu, var.sqrt()).log_prob(y).mean(-1)
+    torch.testing.assert_close(gaussian_nll(y, mu, var), ref)
+    # as a function of var it is smallest at var = (y - mu)^2: the variance pays to cover the error
+    err2 = (y - mu) ** 2
+    for f in (0.5, 2.0):
+        assert bool((gaussian_nll(y, mu, err2 * f) >= gaussian_nll(y, mu, err2)).all())
+
+
+def test_the_likelihood_term_is_the_nll_pull_and_the_w2_push():
+    g = torch.Generator().manual_seed(1)
+    mu, mu_pos = torch.randn(4, 6, generator=g), torch.randn(4, 6, generator=g)
+    cov = torch.rand(4, 6, generator=g) + 0.1
+    labels = torch.tensor([0, 1, 0, 2])
+    full = likelihood_regulariser(mu, cov, mu_pos, labels)
+    push = w2_regulariser(mu, cov, mu_pos, cov, labels) - (-F.logsigmoid(
+        -gaussian.w2_squared(mu, cov, mu_pos, cov) / 6)).mean()
+    pull = -torch.distributions.Normal(mu, cov.sqrt()).log_prob(mu_pos).mean(-1).mean()
+    torch.testing.assert_close(full, pull + push)
+
+
+def test_likelihood_pretraining_trains_the_blocks_covariances_and_leaves_the_embeddings_variances_alone():
+    """The likelihood form runs on the means with the embeddings' variances fixed and without the prior: it trains
+    the blocks' covariance stream, and no gradient reaches the embeddings' variances (docs/TRAINING.md: through
+    the draws, the stream or the prior they were inflated)."""
+    torch.manual_seed(8)
+    model = StochasticViT(ViTConfig(dim=16, depth=2, heads=2, rule="mixture"))
+    x = _images(3)
+    loss, parts = pretrain_loss(model, x, 0.5, kl=0.1, generator=torch.Generator().manual_seed(1), term="likelihood")
+    assert set(parts) == {"pre"}
+    loss.backward()
+    attn = model.blocks[0].attn
+    assert attn.qkv_cov.weight.grad.abs().sum() > 0 and attn.qkv.weight.grad.abs().sum() > 0
+    assert model.embed_cov.weight.grad is None and model.cls_cov.grad is None
+    # the same pass with the W2 form does train them
+    model.zero_grad()
+    pretrain_loss(model, x, 0.5, generator=torch.Generator().manual_seed(1))[0].backward()
+    assert model.embed_cov.weight.grad.abs().sum() > 0
+
+
+def test_prototype_variances_are_eq5_plus_the_scaled_distance():
+    torch.manual_seed(9)
+    cfg = ViTConfig(dim=16, depth=1, heads=2, layer0="prototypes", prototypes=5)
+    model = build_model(cfg).eval()
+    train_x = data.load_dataset("digits", "train")[0][:100]
+    fit_prototypes(model, train_x, kappa=0.02)
+    x = _images(2)
+    _, cov = model.embed_gaussians(x)
+    patches = F.unfold(x, 4, stride=4).transpose(1, 2)
+    eq5 = F.elu(torch.cat([model.cls_cov.expand(2, -1, -1), model.embed_cov(patches)], 1) + model.pos_cov) + 1
+    d2 = torch.tensor([[min(float(((p - c) ** 2).sum()) for c in model.proto) for p in img] for img in patches])
+    torch.testing.assert_close(cov[:, 1:], eq5[:, 1:] + model.proto_scale * d2[..., None], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(cov[:, 0], eq5[:, 0])                       # the class token has no patch
+    d2_train = model.distance(model.patches(train_x))
+    assert float(model.proto_scale * d2_train.mean()) == pytest.approx(0.02, rel=1e-4)
+    assert float(model.distance(torch.rand(1, 16, 16)).mean()) > 3 * float(d2_train.mean())  # noise is far
+
+
+def test_new_config_fields_are_checked_and_default_to_what_the_seed_wrote():
+    old = {k: v for k, v in CFG.to_dict().items() if k not in ("rule", "layer0", "prototypes")}
+    cfg = ViTConfig.from_dict(old)
+    assert (cfg.rule, cfg.layer0, cfg.prototypes) == ("004", "eq5", 0)
+    for bad, match in (({"rule": "mix"}, "rule must be one of"), ({"rule": 4}, "rule must be one of"),
+                       ({"layer0": "mlp"}, "layer0 must be one of"), ({"prototypes": 3}, "prototypes must be"),
+                       ({"layer0": "prototypes", "prototypes": 0}, "prototypes must be"),
+                       ({"layer0": "prototypes", "prototypes": 5000}, "prototypes must be"),
+                       ({"layer0": "prototypes", "prototypes": True}, "prototypes must be"),
+                       ({"layer0": "prototypes", "prototypes": 2.0}, "prototypes must be")):
+        with pytest.raises(ValueError, match=match):
+            ViTConfig.from_dict({**CFG.to_dict(), **bad})
+
+
+def test_every_model_sees_the_augmented_views():
+    """The fair ablation: with views, the cross-entropy covers images and views for the twin too; the W2 term
+    only for the stochastic model with lam > 0."""
+    torch.manual_seed(10)
+    twin = build_model(ViTConfig(kind="deterministic", dim=16, depth=1, heads=2))
+    x, y = _images(4), torch.tensor([0, 1, 2, 3])
+    views = data.augment(x, torch.Generator().manual_seed(0))
+    loss, parts = loss_fn(twin, x, y, views, lam=0.5)
+    both = F.cross_entropy(twin(torch.cat([x, views])).logits, y.repeat(2))
+    torch.testing.assert_close(loss, both)
+    assert set(parts) == {"ce"}

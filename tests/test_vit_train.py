@@ -53,6 +53,27 @@ def test_cli_writes_checkpoint_and_resumes(tmp_path):
     assert not all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
 
 
+
+def test_the_multi_seed_evaluation_with_twin_intervals_and_occlusion_lands_in_a_valid_record(tmp_path):
+    """--eval-seeds, --twin and --occlusion-images on a tiny model: the record keeps each Monte-Carlo seed's numbers
+    (their mean is the headline), the paired intervals to the twin and the MI-occlusion AUROC per seed, and the
+    checkpoint loads (its record passes check_record)."""
+    common = ["--data", "digits", "--limit", "64", "--batch", "32", "--dim", "8", "--depth", "1", "--heads", "2",
+              "--epochs", "1", "--no-progress", "--threads", "1", "--eval-samples", "2"]
+    twin = str(tmp_path / "twin.safetensors")
+    train.main(common + ["--kind", "deterministic", "--lam", "0", "--no-eval", "--out", twin])
+    out = str(tmp_path / "s.safetensors")
+    rec = train.main(common + ["--layer0", "prototypes", "--prototypes", "4", "--rule", "mixture", "--eval-seeds",
+                               "2", "--twin", twin, "--occlusion-images", "4", "--out", out])
+    _, record = load_checkpoint(out)
+    m = record["metrics"]
+    assert record == rec and m["mc"]["seeds"] == 2 and len(set(m["mc"]["ece"])) == 2
+    assert m["ece"] == pytest.approx(sum(m["mc"]["ece"]) / 2, abs=1e-4)
+    assert set(m["auroc"]) == set(data.OOD_SETS + data.HELD_OUT)
+    for ood, (estimate, low, high) in m["vs_twin"]["best_auroc"].items():
+        assert low <= estimate <= high, ood
+    assert all(len(a) == 2 and all(0 <= v <= 1 for v in a) for a in m["occlusion_auroc"].values())
+
 def test_torchrun_two_cpu_processes_average_their_gradients(tmp_path):
     """Under torchrun with 2 processes (gloo on the CPU) the model is wrapped in DistributedDataParallel and rank 0
     writes the checkpoint. Reference: DDP averages the two processes' gradients, so with a plain mean loss
@@ -61,7 +82,7 @@ def test_torchrun_two_cpu_processes_average_their_gradients(tmp_path):
     order. The checkpoint must hold those weights, and its record must say 2 processes."""
     out = tmp_path / "ddp.safetensors"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "wviz.vit.train", "--data", "digits", "--kind", "deterministic", "--lam", "0", "--limit", "64",
+           "-m", "wviz.vit.train", "--data", "digits", "--kind", "deterministic", "--lam", "0", "--no-augment", "--limit", "64",
            "--batch", "32", "--epochs", "1", "--dim", "8", "--depth", "1", "--heads", "2", "--device", "cpu",
            "--no-eval", "--no-progress", "--threads", "1", "--out", str(out)]
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
@@ -135,28 +156,64 @@ def test_torchrun_pretraining_leaves_the_classifier_out_and_ddp_accepts_it(tmp_p
 
 
 def test_ablation_tables_are_the_mean_and_spread_of_the_seeds(tmp_path):
-    """Two tiny recipes x two seeds: each cell is mean +- sample standard deviation of the checkpoints' records;
-    a second call trains nothing (the checkpoints are there) and prints the same tables."""
+    """Two tiny recipes x two seeds, measured at S = 2 and two Monte-Carlo seeds: a cell is the mean over training
+    seeds of each seed's Monte-Carlo mean, +- their sample standard deviation (+- the mean sd over Monte-Carlo seeds),
+    recomputed here from the checkpoints; a second call trains and measures nothing and prints the same tables."""
     from wviz.vit import ablation
+    from wviz.vit.evaluate import predict
+    from wviz.vit.metrics import accuracy
 
-    argv = ["--seeds", "0", "1", "--jobs", "2", "--out-dir", str(tmp_path), "--recipes", "deterministic twin",
-            "stochastic, no W2 term", "--data", "digits", "--limit", "64", "--batch", "32", "--epochs", "1",
-            "--dim", "8", "--depth", "1", "--heads", "2", "--eval-samples", "2"]
+    recipes = ["deterministic twin", "rule 004, pre-training w2, layer 0 eq5"]
+    argv = ["--seeds", "0", "1", "--jobs", "2", "--out-dir", str(tmp_path), "--recipes", *recipes, "--samples", "2",
+            "--mc-seeds", "2", "--data", "digits", "--limit", "64", "--batch", "32", "--epochs", "1",
+            "--dim", "8", "--depth", "1", "--heads", "2", "--val-fraction", "0.1"]
     text = ablation.main(argv)
     files = sorted(tmp_path.glob("*.safetensors"))
-    assert len(files) == 4
-    recs = {f.name: load_checkpoint(f)[1]["metrics"] for f in files}
-    acc = [recs[f"deterministic_twin_seed{s}.safetensors"]["accuracy"] for s in (0, 1)]
-    mean, sd = sum(acc) / 2, abs(acc[0] - acc[1]) / 2 ** 0.5
-    assert f"| deterministic twin | {mean:.4f} +- {sd:.4f} |" in text
-    mi = [recs[f"stochastic__no_W2_term_seed{s}.safetensors"]["auroc"]["mixed digits"]["mutual information"]
-          for s in (0, 1)]
-    row = next(line for line in text.splitlines() if line.startswith("| stochastic, no W2 term | mixed digits |"))
-    assert row.split(" | ")[4] == f"{sum(mi) / 2:.3f} +- {abs(mi[0] - mi[1]) / 2 ** 0.5:.3f}"
+    assert len(files) == 4 and len(list(tmp_path.glob("*.eval.pt"))) == 4
+    x, y = data.load_dataset("digits", "test")
+    per_seed = []
+    for s in (0, 1):
+        model, _ = load_checkpoint(tmp_path / f"rule_004__pre_training_w2__layer_0_eq5_seed{s}.safetensors")
+        mc = [accuracy(predict(model, x, 2, batch=16, seed=1000 * k).probs, y) for k in (0, 1)]
+        per_seed.append(mc)
+    means = [sum(v) / 2 for v in per_seed]
+    mean, sd = sum(means) / 2, abs(means[0] - means[1]) / 2 ** 0.5
+    mc_sd = sum(abs(v[0] - v[1]) / 2 ** 0.5 for v in per_seed) / 2
+    assert f"| {recipes[1]} | {mean:.4f} +- {sd:.4f} (+- {mc_sd:.4f}) |" in text
+    twin = [accuracy(load_checkpoint(tmp_path / f"deterministic_twin_seed{s}.safetensors")[0](x).logits.softmax(-1), y)
+            for s in (0, 1)]
+    assert f"| deterministic twin | {sum(twin) / 2:.4f} +- {abs(twin[0] - twin[1]) / 2 ** 0.5:.4f} |" in text
     twin_row = next(line for line in text.splitlines() if line.startswith("| deterministic twin | mixed digits |"))
     assert twin_row.split(" | ")[4] == "-"  # the twin has no mutual information
-    stamps = [f.stat().st_mtime_ns for f in files]
-    assert ablation.main(argv) == text and [f.stat().st_mtime_ns for f in files] == stamps
+    assert "+0." in text or "-0." in text     # the intervals against the twin
+    stamps = [f.stat().st_mtime_ns for f in tmp_path.iterdir()]
+    assert ablation.main(argv) == text and [f.stat().st_mtime_ns for f in tmp_path.iterdir()] == stamps
+    _held_out_and_occlusion(ablation, argv, tmp_path, recipes, x)
+
+
+def _held_out_and_occlusion(ablation, argv, tmp_path, recipes, x):
+    """After the choice: the letters' table holds each score's AUROC of the letters against the test split,
+    recomputed here; the occlusion table the AUROC of the MI-occlusion score on the first N images of each set."""
+    from wviz.vit.evaluate import predict
+    from wviz.vit.metrics import auroc
+    from wviz.vit.occlusion import occlusion_mi, occlusion_score
+
+    letters = data.ood_set("letters", 360)
+    text = ablation.main([*argv, "--held-out"])
+    twin = [load_checkpoint(tmp_path / f"deterministic_twin_seed{s}.safetensors")[0] for s in (0, 1)]
+    a = [auroc(predict(m, x, 2, batch=16).scores()["max-softmax"], predict(m, letters, 2, batch=16).scores()[
+        "max-softmax"]) for m in twin]
+    row = next(line for line in text.splitlines() if line.startswith("| deterministic twin |"))
+    assert row.split(" | ")[1] == f"{sum(a) / 2:.3f} +- {abs(a[0] - a[1]) / 2 ** 0.5:.3f}"
+    assert "[" in next(line for line in text.splitlines() if line.startswith(f"| {recipes[1]} |"))
+    text = ablation.main([*argv, "--occlusion", "6", "--occlusion-samples", "2"])
+    model = load_checkpoint(tmp_path / "rule_004__pre_training_w2__layer_0_eq5_seed0.safetensors")[0]
+    noise = data.ood_set("uniform noise", 360)[:6]
+    seed0 = [auroc(occlusion_score(occlusion_mi(model, x[:6], 2, seed=1000 * k)),
+                   occlusion_score(occlusion_mi(model, noise, 2, seed=1000 * k))) for k in (0, 1)]
+    assert "| deterministic twin |" not in text and f"| {recipes[1]} |" in text
+    saved = torch.load(tmp_path / "rule_004__pre_training_w2__layer_0_eq5_seed0.occlusion6s2.pt", weights_only=True)
+    assert [auroc(r["test"], r["uniform noise"]) for r in saved["runs"]] == pytest.approx(seed0)
 
 
 def test_a_bad_folder_layout_is_one_line_and_exit_status_2(tmp_path):

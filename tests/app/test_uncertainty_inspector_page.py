@@ -39,7 +39,7 @@ def test_bundled_demo_matches_the_models(open_page):
     # per-patch covariance trace at layer 1 (the default) and the attention of the class token in block 1
     model = models["stochastic"][0]
     out = model(x[:1])
-    trace = [t for t in figure_titled(at, "Per-patch uncertainty")["data"] if t["type"] == "heatmap"][1]
+    trace = [t for t in figure_titled(at, "tr Σ per patch")["data"] if t["type"] == "heatmap"][1]
     np.testing.assert_allclose(np.asarray(trace["z"], dtype=float),
                                out.covariances[1][0, 1:].sum(-1).reshape(4, 4).detach().numpy(), rtol=1e-5)
     att = figure_titled(at, "stochastic: attention")
@@ -105,7 +105,7 @@ def test_widgets_move_the_views(open_page):
     x, _ = data.load_dataset("digits", "test")
     model = _models()["stochastic"][0]
     out = model(x[7:8])
-    trace = [t for t in figure_titled(at, "Per-patch uncertainty tr(Sigma) at layer 0")["data"]
+    trace = [t for t in figure_titled(at, "tr Σ per patch at layer 0")["data"]
              if t["type"] == "heatmap"][1]
     np.testing.assert_allclose(np.asarray(trace["z"], dtype=float).ravel(),
                                out.covariances[0][0, 1:].sum(-1).detach().numpy(), rtol=1e-5)
@@ -126,7 +126,7 @@ def test_a_noisy_region_is_what_the_models_see(open_page):
     at.sidebar.slider(key="region_strength").set_value(0.8).run()
     no_exception(at)
     noisy = views.corrupt_region(x[0], "noise", (1, 1, 3, 3), 4, 0.8)
-    shown = figure_titled(at, "Per-patch uncertainty")
+    shown = figure_titled(at, "tr Σ per patch")
     drawn, trace = shown["data"][0], np.asarray(shown["data"][1]["z"], dtype=float)
     np.testing.assert_allclose(np.asarray(drawn["z"], dtype=float), noisy[0].numpy(), atol=1e-6)
     np.testing.assert_allclose(trace, model(noisy[None]).covariances[1][0, 1:].sum(-1).reshape(4, 4).detach().numpy(),
@@ -300,10 +300,10 @@ def test_upload_with_another_patch_size_high_query_and_measured_panel(open_page,
     for h in range(2):
         np.testing.assert_allclose(np.asarray(heads[h]["z"], dtype=float),
                                    out.attentions[0][0, h, 40, 1:].reshape(8, 8).detach().numpy(), atol=1e-6)
-    # the upload's evaluation (the only one with corruptions): 19 passes (test split, 3 OOD sets, 3 corruptions x 5
-    # severities) reported as they start, then 1.0
+    # the upload's evaluation (the only one with corruptions): 20 passes (test split, 3 OOD sets and the held-out
+    # letters, 3 corruptions x 5 severities) reported as they start, then 1.0
     (fractions,) = [c for c in calls if len(c) > 4]
-    assert fractions == [i / 19 for i in range(19)] + [1.0]
+    assert fractions == [i / 20 for i in range(20)] + [1.0]
     report = real(model, x, y, ood_sets={}, samples=2)
     measured = report.corruption
     shown = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Test error under corr")["data"]}
@@ -342,7 +342,8 @@ def test_huge_eval_samples_are_capped_with_a_caption(open_page, tmp_path):
     no_exception(at)
     settle(at)
     assert not at.error
-    assert any("asks for 4096 Monte-Carlo samples per image; the panel uses 64" in c.value for c in at.caption)
+    assert any(f"asks for 4096 Monte-Carlo samples per image; the panel uses {views.MAX_PANEL_SAMPLES}" in c.value
+               for c in at.caption)
     figure_titled(at, "Reliability diagram")  # the panel ran
 
 
@@ -357,11 +358,11 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
     x, _ = data.load_dataset("digits", "test")
     model = _models()["stochastic"][0]
     if item.params.get("layer") == 3:               # tr(Sigma) grows from the embeddings to the last layer
-        trace = [t for t in figure_titled(at, "Per-patch uncertainty")["data"] if t["type"] == "heatmap"][1]
+        trace = [t for t in figure_titled(at, "tr Σ per patch")["data"] if t["type"] == "heatmap"][1]
         first = model(x[:1]).covariances[0][0, 1:].sum(-1).detach().numpy()
         assert np.asarray(trace["z"], dtype=float).mean() > 10 * first.mean()
     if "region" in item.params:                     # the blanked middle: larger tr(Sigma), a 3, wide whiskers
-        trace = [t for t in figure_titled(at, "Per-patch uncertainty")["data"] if t["type"] == "heatmap"][1]
+        trace = [t for t in figure_titled(at, "tr Σ per patch")["data"] if t["type"] == "heatmap"][1]
         z = np.asarray(trace["z"], dtype=float)
         clean = model(x[:1]).covariances[0][0, 1:].sum(-1).reshape(4, 4).detach().numpy()
         assert (z[1:3, 1:3] > 0.6).all() and (clean[1:3, 1:3] < 0.6).all()
@@ -388,6 +389,14 @@ def _keys_and_titles(at) -> list[tuple[str, str]]:
             for el in at.get("plotly_chart")]
 
 
+def _drawn(at, expected: list[tuple[str, str]]) -> None:
+    """The page drew exactly these figures (key, title), in order; a title given as a prefix may go on (the trace
+    map's title names the bundled model's rule, the occlusion map's its score)."""
+    got = _keys_and_titles(at)
+    assert [k for k, _ in got] == [k for k, _ in expected], got
+    assert all(t.startswith(e) for (_, t), (_, e) in zip(got, expected)), got
+
+
 def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
     """The figures the page draws, by key and title, in order: the layer slider (ui.live) redraws the trace map and
     the chosen attention view; an occlusion changes the numbers, not the figures."""
@@ -396,23 +405,27 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
              ("vit_ood", "OOD score 'max-softmax': digits vs sample-image crops"),
              ("vit_corruption", "Test error under corruption, by severity"),
              ("vit_corruption_auroc", "Does 'max-softmax' see the corruption?")]
+    panel += [(f"vit_temperature_{m}", "Temperature scaling: reliability before and after")
+              for m in ("stochastic", "deterministic")]
     one_image = [("vit_probs", "Class probabilities (mean of 32 draws)"),
                  ("vit_entropy", "Predictive entropy H(p) of the mean prediction")]
 
     def inside(layer, block):
-        return [("vit_trace", f"Per-patch uncertainty tr(Sigma) at layer {layer}"),
-                ("vit_attention_head", f"Attention of the query (red) in block {block}, head 0")]
+        return [("vit_trace", f"tr Σ per patch at layer {layer}, under "),
+                ("vit_rules", f"Both covariance rules, same weights: tr Σ at layer {layer}"),
+                ("vit_attention_head", f"Attention of the query (red) in block {block}, head 0"),
+                ("vit_occlusion", "Occlusion of the mutual information (image score ")]
 
-    at = open_page(PAGE)
-    assert _keys_and_titles(at) == one_image + inside(1, 1) + panel
+    at = settle(open_page(PAGE))
+    _drawn(at, one_image + inside(1, 1) + panel)
     at.slider(key="layer").set_value(3).run()
     no_exception(at)
-    assert _keys_and_titles(at) == one_image + inside(3, 3) + panel
+    _drawn(at, one_image + inside(3, 3) + panel)
     at.sidebar.selectbox(key="region").set_value("occlude").run()
     at.slider(key="layer").set_value(0).run()
     no_exception(at)
-    assert _keys_and_titles(at) == one_image + inside(0, 1) + panel
-    dashed = [s for s in figure_titled(at, "Per-patch uncertainty")["layout"]["shapes"] if s["line"].get("dash")]
+    _drawn(at, one_image + inside(0, 1) + panel)
+    dashed = [s for s in figure_titled(at, "tr Σ per patch")["layout"]["shapes"] if s["line"].get("dash")]
     assert len(dashed) == 2                                             # the region, on the image and on the map
 
 
@@ -421,8 +434,10 @@ def test_a_missing_image_leaves_the_dataset_panel_drawn(open_page):
     slider), and the dataset panel, which needs the models only."""
     at = open_page(PAGE, img_src="upload")
     assert [e.value for e in at.error] == ["upload a PNG or JPG in the sidebar (or pick a test image)"]
+    settle(at)  # the calibration panel is computed in the background (ui.background)
     assert [k for k, _ in _keys_and_titles(at)] == ["vit_reliability", "vit_confusion", "vit_ood", "vit_corruption",
-                                                    "vit_corruption_auroc"]
+                                                    "vit_corruption_auroc", "vit_temperature_stochastic",
+                                                    "vit_temperature_deterministic"]
     assert not at.get("slider") and "samples" not in at.session_state and "region" not in at.session_state
 
 

@@ -125,7 +125,7 @@ def test_main_figure_is_the_trace_map_over_the_image_it_was_computed_on(models):
     runs = uv.inspect_all(models, noisy, 4, 1)
     v = uv.layer_maps(models, runs, noisy, box, layer=3, head=2, query=11)
     fig = figs.main_figure(v)
-    assert fig.layout.title.text == "Per-patch uncertainty tr(Sigma) at layer 3"
+    assert fig.layout.title.text.startswith("tr Σ per patch at layer 3, under ")
     drawn, trace = fig.data
     np.testing.assert_allclose(np.asarray(drawn.z, dtype=float), noisy[0].numpy(), atol=1e-7)
     with torch.no_grad():
@@ -164,7 +164,7 @@ def test_panel_jobs_cap_samples_and_read_curves_from_the_record(models):
     greedy = uv.Loaded("uploaded (deterministic)", models.twin.model,
                        {"eval_samples": 4096, "metrics": {"corruption_error": {"blur": [0.0] * 5}}}, "upload:z")
     (job,) = uv.panel_jobs(uv.Models({greedy.name: greedy}, models.twin))
-    assert job.capped and job.samples == 64 and job.asked == 4096
+    assert job.capped and job.samples == uv.MAX_PANEL_SAMPLES == 32 and job.asked == 4096
     assert not job.from_record                                   # an upload's record is only a claim
     assert uv.score_choices(True) == ["max-softmax", "predictive entropy", "mutual information", "class spread",
                                       "covariance trace"]
@@ -206,7 +206,7 @@ def test_panel_curves_and_scores():
     jobs = uv.panel_jobs(uv.Models({up.name: up, bund.name: bund}, bund))
     seen = []
     measured = uv.evaluate_panel(jobs[0], lambda done, total: seen.append(done / total))
-    assert seen == [i / 19 for i in range(19)] + [1.0]          # 1 test split + 3 OOD sets + 3 x 5 corruptions
+    assert seen == [i / 20 for i in range(20)] + [1.0]          # 1 test split + 4 OOD sets + 3 x 5 corruptions
     reports = {up.name: measured, bund.name: uv.evaluate_panel(jobs[1])}
     assert reports[bund.name].corruption == {}                  # read from the record: not re-measured
     x, y = uv.digits_split().images, uv.digits_split().labels
@@ -525,3 +525,87 @@ def test_a_picture_keeps_its_colours_for_an_rgb_model(rgb_models, models):
     dark = uv.zip_split(rgb_models.main, shapes.test_zip(per_class=2), "t.zip")      # shapes: dark grounds
     assert uv.uploaded_image(buf.getvalue(), rgb_models, "auto", dark).pre.inverted
     assert not uv.uploaded_image(buf.getvalue(), rgb_models, "no", dark).pre.inverted
+
+
+# ---- what the maps mean, the calibration panel (issue 36) ---------------------------------------------------------
+
+def test_both_rules_run_on_the_same_weights_and_the_main_map_is_the_trained_rule(models, runs, images):
+    image = images[0][1]
+    for layer in (0, 1, 3):
+        maps = uv.rule_maps(models, image, layer)
+        v = uv.layer_maps(models, runs, image, None, layer, 0, 0)
+        torch.testing.assert_close(maps[models.config.rule], v.trace)         # the page's main map is its own rule
+        out = models.main.model(image[None], rule="004" if models.config.rule == "mixture" else "mixture")
+        other = "004" if models.config.rule == "mixture" else "mixture"
+        torch.testing.assert_close(maps[other], out.covariances[layer][0, 1:].sum(-1).reshape(4, 4))
+    torch.testing.assert_close(uv.rule_maps(models, image, 0)["004"], uv.rule_maps(models, image, 0)["mixture"])
+
+
+def test_the_map_aurocs_are_the_auroc_of_each_layers_token_mean(models):
+    """map_aurocs against a loop: the AUROC of the tokens' mean tr(Sigma) at each layer, test digits vs each set."""
+    from wviz.vit import data
+    from wviz.vit.metrics import auroc
+
+    split = uv.digits_split()
+    table = uv.map_aurocs(models, split)
+    assert set(table) == {"004", "mixture"} and set(table["004"]) == set(data.OOD_SETS + data.HELD_OUT)
+    noise = data.ood_set("uniform noise", 360)
+    for rule in ("004", "mixture"):
+        clean = [models.main.model(split.images, rule=rule).covariances[k].sum(-1).mean(-1) for k in range(4)]
+        bad = [models.main.model(noise, rule=rule).covariances[k].sum(-1).mean(-1) for k in range(4)]
+        for k in range(4):
+            assert float(table[rule]["uniform noise"][k]) == pytest.approx(auroc(clean[k], bad[k]), abs=1e-6)
+        assert uv.at_layer(table, rule, 3)["uniform noise"] == pytest.approx(float(table[rule]["uniform noise"][3]))
+
+
+def test_the_verdict_says_where_a_map_does_not_track_uncertainty():
+    assert uv.verdict({"a": 0.9, "b": 0.75}).startswith("This map tracks uncertainty on every OOD set here")
+    low = uv.verdict({"a": 0.9, "b": 0.3, "c": 0.6}, "The trace")
+    assert low.startswith("The trace does not track uncertainty on b, c") and "0.30, 0.60" in low
+    assert "*less*" in uv.verdict({"b": 0.3})
+    assert uv.TRACKS == 0.7
+
+
+def test_the_occlusion_map_is_the_mi_change_of_each_occluded_patch(models, images):
+    """Each cell against the MI of the image with that patch zeroed, drawn with the same seed (common draws)."""
+    from wviz.vit.metrics import mutual_information
+    from wviz.vit.model import mc_predict
+
+    image = images[0][1]
+    change, score = uv.occlusion(models, image, 16, 5)
+    model = models.main.model
+    base = float(mutual_information(mc_predict(model, image[None], 16, 5).probs)[0])
+    cells = []
+    for p in range(16):
+        x = image.clone()
+        r, c = divmod(p, 4)
+        x[:, 4 * r:4 * r + 4, 4 * c:4 * c + 4] = 0
+        cells.append(float(mutual_information(mc_predict(model, x[None], 16, 5).probs)[0]))
+    torch.testing.assert_close(change, (torch.tensor(cells) - base).reshape(4, 4), rtol=1e-5, atol=1e-6)
+    assert score == pytest.approx(sum(cells) / 16, rel=1e-5)
+    twin_only = uv.model_set(models.twin, models.twin)
+    assert uv.occlusion(twin_only, image, 4, 0) is None and uv.rule_maps(twin_only, image, 1) is None
+
+
+def test_the_calibration_panel_fits_tau_and_covers_at_90_percent(models, monkeypatch, tmp_path):
+    """The bundled stochastic model's calibration panel on a 120-image split: tau is the NLL minimiser on the
+    calibration half, the conformal sets cover the evaluated clean half at about 90 %, and less of the corrupted
+    images."""
+    from wviz.vit import calibration
+    from wviz.vit import evaluate as vit_evaluate
+
+    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
+    full = uv.digits_split()
+    split = uv.TestSplit(full.images[:120], full.labels[:120], full.class_names, "the first 120 digits", False)
+    job = uv.panel_jobs(models, split)[0]
+    cal = uv.calibrate_panel(job)
+    xc, yc = split.images[:60], split.labels[:60]
+    assert cal.source.startswith("the first half of the test split")
+    logits = vit_evaluate.predict(models.main.model, xc, job.samples).logits
+    assert cal.tau == pytest.approx(calibration.fit_temperature(logits, yc), rel=1e-6)
+    assert 0.8 <= cal.conformal.coverage["clean"] <= 1.0
+    assert set(cal.risk) == set(uv.score_choices(True)) and set(cal.conformal.sizes) == {
+        "clean", *(f"{k}, severity {uv.CONFORMAL_SEVERITY}" for k in ("gaussian noise", "blur", "contrast"))}
+    # corrupted images are not exchangeable with the calibration half: the coverage falls
+    assert cal.conformal.coverage["contrast, severity 3"] < cal.conformal.coverage["clean"]
+    assert set(cal.occlusion) == set(split.ood_names) and all(0 <= a <= 1 for a in cal.occlusion.values())

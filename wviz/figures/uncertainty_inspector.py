@@ -23,7 +23,8 @@ def main_figure(maps) -> go.Figure:
     model's only: a deterministic one has no covariances (``maps.trace`` None)."""
     if maps.trace is None:
         raise ValueError("a deterministic model has no covariances: there is no tr(Sigma) per patch to draw")
-    return map_over_image(maps.image, maps.trace, f"Per-patch uncertainty tr(Sigma) at layer {maps.layer}",
+    rule = "004's rule (A∘A)Σ_v" if maps.rule == "004" else "the mixture rule"
+    return map_over_image(maps.image, maps.trace, f"tr Σ per patch at layer {maps.layer}, under {rule}",
                           "tr(Sigma) per patch", maps.mark, maps.box)
 
 
@@ -256,4 +257,102 @@ def confusion(matrices: dict, names: list[str], split: str = "digits test split"
                          row=1, col=i, **every)
     fig.update_layout(title=f"Confusion matrix on the {split}", height=460, margin=dict(t=90, b=40),
                       coloraxis=dict(colorscale="Blues", cmin=0, colorbar=dict(title="images")))
+    return fig
+
+
+# short lines: three panels share the width of a narrow page
+RULE_TITLES = {"004": "004's rule<br>(A∘A)Σ_v", "mixture": "mixture rule<br>AΣ_v + spread"}
+
+
+def rule_pair(image, maps: dict, layer: int, own: str, mark=None) -> go.Figure:
+    """The image beside tr(Sigma) per patch at ``layer`` under both covariance rules on the same weights (``maps``:
+    rule -> (grid, grid)), each on its own colour scale; the rule the model was trained with (``own``) says so."""
+    rules = list(maps)
+    titles = ["input"] + [RULE_TITLES.get(r, r) + ("<br>(trained)" if r == own else "<br>(post hoc)") for r in rules]
+    fig = make_subplots(rows=1, cols=1 + len(rules), subplot_titles=titles, horizontal_spacing=0.16)
+    fig.add_trace(_image_trace(image), row=1, col=1)
+    # each colour bar just right of its map (inside the gap to the next one), thin enough for a narrow page
+    bars = [fig.layout[f"xaxis{i}"].domain[1] + 0.01 for i in range(2, 2 + len(rules))]
+    for i, r in enumerate(rules, 2):
+        fig.add_trace(go.Heatmap(z=to_numpy(maps[r]), coloraxis=f"coloraxis{i}",
+                                 hovertemplate="patch row %{y}, col %{x}: tr Σ %{z:.4g}<extra>" + r + "</extra>"),
+                      row=1, col=i)
+    _square_axes(fig, 1 + len(rules))
+    axes = {f"coloraxis{i}": dict(colorscale="Viridis", colorbar=dict(title="tr Σ", x=bars[i - 2], xanchor="left",
+                                                                      len=0.8, thickness=12))
+            for i in range(2, 2 + len(rules))}
+    fig.update_annotations(font_size=12)
+    pixels = PIXELS | dict(colorbar=dict(PIXELS.get("colorbar", {}), x=fig.layout.xaxis.domain[1] + 0.01,
+                                         xanchor="left", len=0.8, thickness=12))
+    fig.update_layout(title=f"Both covariance rules, same weights: tr Σ at layer {layer}", coloraxis=pixels,
+                      height=360, margin=dict(t=120, b=10), **axes)
+    return fig
+
+
+def occlusion_map(image, change, score: float, mark=None) -> go.Figure:
+    """dMI per patch (the MI with the patch occluded minus the image's MI) over the image, on a diverging scale
+    centred at 0: red, the draws disagree more without that patch; blue, less."""
+    fig = map_over_image(image, change, f"Occlusion of the mutual information (image score {score:.3f} nats)",
+                         "ΔMI per patch (nats)", mark)
+    top = max(float(np.abs(to_numpy(change)).max()), 1e-9)
+    fig.update_layout(coloraxis2=dict(colorscale="RdBu_r", cmin=-top, cmax=top, colorbar=dict(title="ΔMI")))
+    return fig
+
+
+def calibrated_reliability(before, after, bands: dict, tau: float, noun: str = "images") -> go.Figure:
+    """Reliability before and after temperature scaling side by side: accuracy per confidence bin (markers) with
+    its bootstrap 95 % band (shaded), against the diagonal; ECE in the titles."""
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
+                        subplot_titles=[f"before (τ = 1): ECE {before.ece:.4f}", f"after (τ = {tau:.2f}): ECE "
+                                                                                f"{after.ece:.4f}"])
+    for col, (rel, (low, high)) in enumerate(((before, bands["before"]), (after, bands["after"])), 1):
+        edges = to_numpy(rel.edges)
+        centres = (edges[:-1] + edges[1:]) / 2
+        keep = to_numpy(rel.count) > 0
+        lo, hi = to_numpy(low)[keep], to_numpy(high)[keep]
+        fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="grey", dash="dot"),
+                        showlegend=col == 1, name="perfect calibration", row=1, col=col)
+        fig.add_scatter(x=np.concatenate([centres[keep], centres[keep][::-1]]), y=np.concatenate([hi, lo[::-1]]),
+                        mode="lines", fill="toself", fillcolor="rgba(31,119,180,0.2)", line=dict(width=0),
+                        hoverinfo="skip", name="bootstrap 95 % band", showlegend=col == 1, row=1, col=col)
+        fig.add_scatter(x=centres[keep], y=to_numpy(rel.accuracy)[keep], mode="markers+lines",
+                        marker=dict(color=PALETTE[0], size=8), name="accuracy per bin", showlegend=col == 1,
+                        customdata=to_numpy(rel.count)[keep],
+                        hovertemplate="bin %{x:.2f}: accuracy %{y:.3f}, %{customdata} " + noun + "<extra></extra>",
+                        row=1, col=col)
+        fig.update_xaxes(range=[0, 1], title_text="confidence (max probability)", row=1, col=col)
+    fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)
+    fig.update_layout(title="Temperature scaling: reliability before and after", height=460,
+                      margin=dict(t=80, b=40), legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    return fig
+
+
+def risk_coverage(curves: dict, noun: str = "images") -> go.Figure:
+    """Selective classification: the error among the most certain fraction of the test images, one curve per score
+    (``curves``: score -> RiskCoverage); AURC in the legend (lower is better)."""
+    fig = go.Figure()
+    for i, (score, rc) in enumerate(curves.items()):
+        fig.add_scatter(x=to_numpy(rc.coverage), y=to_numpy(rc.risk), mode="lines", name=f"{score} (AURC "
+                        f"{rc.aurc:.4f})", line=dict(color=PALETTE[i % len(PALETTE)]),
+                        hovertemplate="coverage %{x:.2f}: error %{y:.3f}<extra>" + score + "</extra>")
+    fig.update_layout(title="Risk against coverage: keep the test " + noun + " each score calls most certain",
+                      xaxis_title="coverage (share of test " + noun + " kept)", yaxis_title="error among them",
+                      height=440, margin=dict(t=60, b=40), legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
+    return fig
+
+
+def conformal_sizes(sets, n_classes: int) -> go.Figure:
+    """Split-conformal prediction sets: how many classes the sets hold, clean and corrupted test images side by
+    side (``sets``: wviz.vit.calibration.ConformalSets); the coverage of each in the legend."""
+    fig = go.Figure()
+    sizes = np.arange(0, n_classes + 1)
+    for i, (name, s) in enumerate(sets.sizes.items()):
+        counts = np.bincount(to_numpy(s).astype(int), minlength=n_classes + 1)
+        fig.add_bar(x=sizes, y=counts / max(1, counts.sum()), name=f"{name}: coverage {sets.coverage[name]:.3f}, "
+                    f"mean size {float(to_numpy(s).mean()):.2f}", marker_color=PALETTE[i % len(PALETTE)],
+                    hovertemplate="%{x} classes: %{y:.1%}<extra>" + name + "</extra>")
+    fig.update_layout(title=f"Split-conformal sets at {1 - sets.alpha:.0%} (threshold q = {sets.q:.3f})",
+                      barmode="group", xaxis=dict(title="classes in the set", dtick=1),
+                      yaxis=dict(title="share of test images", tickformat=".0%"), height=440,
+                      margin=dict(t=60, b=40), legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
     return fig

@@ -25,9 +25,12 @@ from wviz.vit.demo import (BUNDLED, VALID_CHECKPOINT, Loaded, ModelChoice, Model
                            choose_models, data_place, digits_split, disk_split, load_bundled, load_upload, model_set,
                            weights_digest, zip_split)  # VALID_CHECKPOINT: for the tests
 from wviz.vit.inspection import HeadMaps, Inspection, block_of, head_maps, inspect_image, patch_map, query_attention
+from wviz.vit.calibration import TAU_RANGE, at_range_edge  # noqa: F401
+from wviz.vit.maps import RULE_MEANING, TRACKS, occlusion_map, rule_traces, trace_aurocs, verdict  # noqa: F401
 from wviz.vit.metrics import EPISTEMIC, SCORES
-from wviz.vit.panel import (MAX_PANEL_SAMPLES, PANEL_VERSION, PanelJob, corruption_aurocs,  # noqa: F401
-                            corruption_curves, evaluate_panel, ood_scores, panel_jobs)
+from wviz.vit.panel import (CONFORMAL_SEVERITY, MAX_PANEL_SAMPLES, PANEL_VERSION, PanelJob,  # noqa: F401
+                            calibrate_panel, corruption_aurocs, corruption_curves, evaluate_panel, ood_scores,
+                            panel_jobs)
 from wviz.vit.patches import REGION_KINDS, corrupt_region, patch_of, region_box
 
 # What the page uses; tests and the benches also read other names here (BUNDLED, at_defaults, ...)
@@ -36,7 +39,9 @@ __all__ = ["load_bundled", "load_upload", "choose_models", "ModelChoice", "recor
            "Picked", "test_image", "uploaded_image", "example_image", "REGION_KINDS", "region_box", "corrupt_region",
            "SAMPLES", "DEFAULT_SAMPLES", "inspect_all", "predictions", "entropies", "DEFAULT_LAYER", "token_label",
            "LayerMaps", "layer_maps", "score_choices", "SEVERITIES", "panel_jobs", "evaluate_panel",
-           "ood_scores", "corruption_curves", "corruption_aurocs", "TRY_THIS"]
+           "ood_scores", "corruption_curves", "corruption_aurocs", "TRY_THIS", "map_aurocs", "at_layer",
+           "RULE_MEANING", "verdict", "rule_maps", "occlusion", "recorded_occlusion", "calibrate_panel",
+           "CONFORMAL_SEVERITY", "at_range_edge", "TAU_RANGE"]
 
 OOD_SETS = data.OOD_SETS
 SEVERITIES = data.SEVERITIES
@@ -151,6 +156,7 @@ class LayerMaps:
     image: torch.Tensor
     box: tuple[int, int, int, int] | None
     layer: int
+    rule: str
     head: int
     query: int
     mark: tuple[int, int] | None
@@ -176,8 +182,9 @@ def layer_maps(models: Models, runs: dict[str, Inspection], image: torch.Tensor,
             twin_grid = t_cfg.grid
         else:
             twin = head_maps(runs[tw.name].out, min(block, t_cfg.depth - 1), query, grid)
-    return LayerMaps(image, box, layer, head, query, patch_of(query, grid), patch_map(out, layer, grid),
-                     head_maps(out, block, query, grid), one, class_weight, twin, twin_grid)
+    return LayerMaps(image, box, layer, models.config.rule, head, query, patch_of(query, grid),
+                     patch_map(out, layer, grid), head_maps(out, block, query, grid), one, class_weight, twin,
+                     twin_grid)
 
 
 def at_defaults(device: str | None = None) -> Callable[[int], LayerMaps]:
@@ -189,6 +196,43 @@ def at_defaults(device: str | None = None) -> Callable[[int], LayerMaps]:
     image = test_image(digits_split(), 0).image
     runs = inspect_all(models, image, DEFAULT_SAMPLES, 0)
     return lambda layer: layer_maps(models, runs, image, None, layer, 0, 0)
+
+
+# ---- what the maps mean -----------------------------------------------------------------------------------------
+
+def map_aurocs(models: Models, split: TestSplit) -> dict:
+    """rule -> {OOD set: (L + 1,) AUROC of the tokens' mean tr(Sigma) per layer} of the main model on its test split
+    and that split's OOD sets ({} for a deterministic model): a pass on the means per set, a second or two."""
+    ood = (data.ood_sets(split.images, split.labels) if not split.digits else
+           {n: data.ood_set(n, len(split.labels)) for n in data.OOD_SETS + data.HELD_OUT})
+    return trace_aurocs(models.main.model, split.images, ood)
+
+
+def at_layer(aurocs: dict, rule: str, layer: int) -> dict[str, float]:
+    """{OOD set: AUROC} of one rule's map at one layer, from :func:`map_aurocs`."""
+    return {name: float(a[layer]) for name, a in aurocs.get(rule, {}).items()}
+
+
+def rule_maps(models: Models, image: torch.Tensor, layer: int) -> dict | None:
+    """rule -> tr(Sigma) per patch at ``layer`` of the image under each covariance rule on the main model's weights
+    (None for a deterministic model)."""
+    return rule_traces(models.main.model, image, layer) if models.stochastic else None
+
+
+def occlusion(models: Models, image: torch.Tensor, samples: int, seed: int) -> tuple[torch.Tensor, float] | None:
+    """(dMI per patch, the image's score: the mean MI of its occluded copies) of the main model at the page's S
+    draws and seed (None for a deterministic model)."""
+    if not models.stochastic:
+        return None
+    change, _, score = occlusion_map(models.main.model, image, int(samples), int(seed))
+    return change, score
+
+
+def recorded_occlusion(models: Models) -> dict | None:
+    """{OOD set: AUROC} of the MI-occlusion score in the bundled model's record (mean over its Monte-Carlo seeds),
+    or None (an upload: the calibration panel measures it)."""
+    rec = models.main.record.get("metrics", {}).get("occlusion_auroc") if models.main.bundled else None
+    return None if not rec else {k: sum(v) / len(v) for k, v in rec.items()}
 
 
 # ---- the dataset panel -----------------------------------------------------------------------------------------

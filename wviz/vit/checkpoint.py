@@ -36,7 +36,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from wviz.vit.data import DATASETS, SEVERITIES
-from wviz.vit.model import BOUNDS, ViTConfig, build_model
+from wviz.vit.model import BOUNDS, TERMS, ViTConfig, build_model
 
 __all__ = ["MAX_BYTES", "MAX_WEIGHT", "save_checkpoint", "load_checkpoint", "check_record", "max_bytes_default"]
 
@@ -251,9 +251,16 @@ def _names(v, n_classes: int) -> bool:
 def _check_data(record: dict, n_classes: int, image: tuple[int, int] | None, bad) -> None:
     """The entries that say which data the model reads and where a page finds it again (train.py writes them)."""
     for key, lo, hi in (("epochs", 0, 10 ** 6), ("processes", 1, 10 ** 5), ("eval_samples", 1, 4096),
-                        ("channels", *BOUNDS["channels"]), ("image_size", *BOUNDS["image_size"])):
+                        ("eval_seeds", 1, 16), ("channels", *BOUNDS["channels"]),
+                        ("image_size", *BOUNDS["image_size"])):
         if key in record and not _whole(record[key], lo, hi):
             bad(f"'{key}'", f"a whole number from {lo} to {hi}", record[key])
+    for key, lo, hi in (("val_fraction", 0, 0.5), ("kappa", 0, 100)):
+        if record.get(key) is not None and not _number(record[key], lo, hi):
+            bad(f"'{key}'", f"a number from {lo} to {hi}", record[key])
+    for key in ("pretrain_term", "finetune_term"):
+        if record.get(key) is not None and record[key] not in TERMS:
+            bad(f"'{key}'", f"one of {', '.join(TERMS)}", record[key])
     if image is not None:
         for key, want in zip(("channels", "image_size"), image):
             if key in record and record[key] != want:
@@ -266,6 +273,39 @@ def _check_data(record: dict, n_classes: int, image: tuple[int, int] | None, bad
     if names is not None and not _names(names, n_classes):
         bad("'class_names'", f"a list of {n_classes} names (one per class of the model, each 1 to 100 printable "
                              "characters)", names)
+
+
+def _numbers(v, lo: float, hi: float, n: int | None = None) -> bool:
+    """A list of 1 to 16 numbers from lo to hi (exactly n of them when given)."""
+    return (isinstance(v, list) and 0 < len(v) <= 16 and (n is None or len(v) == n)
+            and all(_number(x, lo, hi) for x in v))
+
+
+def _per_set(v, ok) -> bool:
+    """{OOD set: value} with every value ok(value) (at most 16 sets)."""
+    return isinstance(v, dict) and len(v) <= 16 and all(isinstance(k, str) and ok(x) for k, x in v.items())
+
+
+def _check_seeds(metrics: dict, bad) -> None:
+    """The entries of a multi-seed evaluation (wviz.vit.evaluate.summary_seeds, wviz.vit.train --twin): the numbers
+    per Monte-Carlo seed, the occlusion AUROCs per seed, the differences to the twin as [estimate, low, high]."""
+    mc = metrics.get("mc")
+    if mc is not None:
+        n = mc.get("seeds") if isinstance(mc, dict) else None
+        if not (_whole(n, 1, 16) and all(_numbers(mc.get(k), 0, 1 if k != "nll" else math.inf, n)
+                                         for k in ("accuracy", "nll", "ece"))
+                and _per_set(mc.get("auroc"), lambda per: _per_set(per, lambda a: _numbers(a, 0, 1, n)))):
+            bad("metrics 'mc'", "{\"seeds\": n, \"accuracy\" / \"nll\" / \"ece\": [n numbers], \"auroc\": "
+                "{set: {score: [n numbers from 0 to 1]}}}", mc)
+    occ = metrics.get("occlusion_auroc")
+    if occ is not None and not _per_set(occ, lambda a: _numbers(a, 0, 1)):
+        bad("metrics 'occlusion_auroc'", "{OOD set: [numbers from 0 to 1]}", occ)
+    twin = metrics.get("vs_twin")
+    if twin is not None and not (isinstance(twin, dict) and _numbers(twin.get("ece"), -1, 1, 3)
+                                 and _per_set(twin.get("best_auroc"), lambda a: _numbers(a, -1, 1, 3))
+                                 and _per_set(twin.get("best_score", {}), lambda a: isinstance(a, str) and len(a) < 40)):
+        bad("metrics 'vs_twin'", "{\"ece\": [estimate, low, high], \"best_auroc\": {set: [estimate, low, high]}}",
+            twin)
 
 
 def check_record(record, n_classes: int, image: tuple[int, int] | None = None) -> dict:
@@ -301,6 +341,7 @@ def check_record(record, n_classes: int, image: tuple[int, int] | None = None) -
     if not (isinstance(curves, dict) and all(isinstance(err, list) and len(err) == len(SEVERITIES)
                                              and all(_number(e, 0, 1) for e in err) for err in curves.values())):
         bad("metrics 'corruption_error'", f"{{corruption: [{len(SEVERITIES)} error rates from 0 to 1]}}", curves)
+    _check_seeds(metrics, bad)
     seen = metrics.get("corruption_auroc", {})
     if not (isinstance(seen, dict) and all(
             isinstance(per, dict) and all(isinstance(a, list) and len(a) == len(SEVERITIES)

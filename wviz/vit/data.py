@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 __all__ = ["DATASETS", "DIGIT_SIZE", "load_dataset", "load_folder", "class_names", "ood_set", "ood_sets",
            "mixed_halves", "OOD_SETS", "OWN_OOD_SETS", "corrupt", "CORRUPTIONS", "SEVERITIES", "augment",
-           "image_from_bytes", "IMAGE_SUFFIXES", "IMAGE_FORMATS"]
+           "image_from_bytes", "IMAGE_SUFFIXES", "IMAGE_FORMATS", "carve_validation", "letters", "HELD_OUT"]
 
 DATASETS = ("digits", "cifar10", "cifar100", "folder")
 DIGIT_SIZE = 16
@@ -231,6 +231,29 @@ def load_dataset(name: str, split: str, root: str | Path | None = None, channels
     return _cifar(name, split, root)
 
 
+def carve_validation(images: torch.Tensor, labels: torch.Tensor,
+                     fraction: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(train images, train labels, validation images, validation labels): round(fraction x N) images of a training
+    split held out by a fixed permutation (seed 1, the same for every training seed), for choosing recipes and
+    fitting a temperature or a conformal threshold on data the model was not trained on.
+
+    Example: a tenth of 50 images held out; the two parts make the whole.
+
+    >>> import torch
+    >>> from wviz.vit.data import carve_validation
+    >>> x, y = torch.arange(50.0)[:, None, None, None], torch.arange(50) % 5
+    >>> xt, yt, xv, yv = carve_validation(x, y, 0.1)
+    >>> len(xt), len(xv), sorted(torch.cat([xt, xv]).flatten().tolist()) == x.flatten().tolist()
+    (45, 5, True)
+    """
+    n_val = round(fraction * len(images))
+    if n_val == 0:
+        return images, labels, images[:0], labels[:0]
+    order = torch.randperm(len(images), generator=torch.Generator().manual_seed(1))
+    val, keep = order[:n_val].sort().values, order[n_val:].sort().values
+    return images[keep], labels[keep], images[val], labels[val]
+
+
 def class_names(name: str, root: str | Path | None = None) -> list[str]:
     if name == "digits":
         return [str(i) for i in range(10)]
@@ -243,8 +266,11 @@ def class_names(name: str, root: str | Path | None = None) -> list[str]:
 
 # --------------------------------------------------------------------------------- OOD sets, corruptions
 
-# Two far sets (no digit in them) and a near one (digit strokes, but no single digit).
+# Two far sets (no digit in them) and a near one (digit strokes, but no single digit): the shipped sets, on which
+# recipes are chosen (docs/TRAINING.md).
 OOD_SETS = ("sample-image crops", "uniform noise", "mixed digits")
+# A near set built to report on once, never to choose with: letters drawn like the digits (:func:`letters`).
+HELD_OUT = ("letters",)
 # The same three for a model's own test split: its near set mixes that split's images.
 OWN_OOD_SETS = ("sample-image crops", "uniform noise", "mixed test images")
 
@@ -291,17 +317,62 @@ def _mixed_digits(n: int, size: int, g: torch.Generator) -> torch.Tensor:
     return _mix(resize(x, size), y, n, g)
 
 
+# Letters whose shapes are not a digit's (no O, I, Z, S, B, G, Q, D, l, o, b, g, q, s, z, t, i, j)
+GLYPHS = "ACEFHJKLMNPRTUVWXYaehkmnrwx"
+
+
+def _glyph(ch: str, g: torch.Generator) -> np.ndarray:
+    """One letter as scikit-learn draws a digit: drawn large in PIL's default font (a random stroke width, slant
+    and size), its ink box fitted into an 8 x 8 frame at the digits' margins, averaged down to 8 x 8 (the digits'
+    4 x 4 pixel counts) and scaled so that its brightest pixel is 1."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    r = torch.rand(4, generator=g).tolist()
+    font = ImageFont.load_default(size=48)
+    im = Image.new("L", (96, 96))
+    ImageDraw.Draw(im).text((20, 10), ch, fill=255, font=font, stroke_width=1 + int(2 * r[0]), stroke_fill=255)
+    im = im.rotate(-12 + 24 * r[1], resample=Image.BILINEAR)
+    im = im.crop(im.getbbox())
+    h = 7 + int(2 * r[2])                                 # ink 7 or 8 of the 8 rows tall, as the digits' are
+    w = max(2, min(8, round(h * im.width / im.height * (0.7 + 0.3 * r[3]))))
+    frame = Image.new("L", (64, 64))
+    small = im.resize((8 * w, 8 * min(h, 8)), Image.BILINEAR)
+    frame.paste(small, (8 * ((8 - w) // 2), 8 * ((8 - min(h, 8)) // 2)))
+    a = np.asarray(frame.resize((8, 8), Image.BOX), dtype=np.float32)
+    return a / max(float(a.max()), 1.0)
+
+
+def letters(n: int, size: int = DIGIT_SIZE, seed: int = 0) -> torch.Tensor:
+    """n letters drawn like the digits (HELD_OUT): :func:`_glyph` of the letters of GLYPHS in turn, 8 x 8, then
+    upsampled to ``size`` as the digits are (bilinear): glyphs of a kind the model never saw, at the digits' size,
+    stroke and margins. (n, 1, size, size) in [0, 1].
+
+    Example: as bright as the digits and as inked (a digit lights about a third of its pixels).
+
+    >>> from wviz.vit.data import letters
+    >>> x = letters(27)
+    >>> tuple(x.shape), round(float(x.amax((1, 2, 3)).min()), 2), 0.2 < float((x > 0.3).float().mean()) < 0.5
+    ((27, 1, 16, 16), 1.0, True)
+    """
+    g = torch.Generator().manual_seed(seed)
+    x = torch.from_numpy(np.stack([_glyph(GLYPHS[i % len(GLYPHS)], g) for i in range(n)]))[:, None]
+    return resize(x, size)
+
+
 def ood_set(kind: str, n: int, size: int = DIGIT_SIZE, seed: int = 0, channels: int = 1) -> torch.Tensor:
     """n images (n, channels, size, size) in [0, 1] that are not digits: random square crops (side 24 to 96 pixels)
     of scikit-learn's two sample photographs (in grey for one channel, in colour for three), resized; uniform noise;
-    or mixed digits (near OOD: halves of two test digits of different classes side by side, one channel)."""
+    mixed digits (near OOD: halves of two test digits of different classes side by side, one channel); or letters
+    (HELD_OUT, one channel)."""
     g = torch.Generator().manual_seed(seed)
     if kind == "uniform noise":
         return torch.rand(n, channels, size, size, generator=g)
     if kind == "mixed digits":
         return _mixed_digits(n, size, g)
+    if kind == "letters":
+        return letters(n, size, seed)
     if kind != "sample-image crops":
-        raise ValueError(f"unknown OOD set {kind!r}: choose one of {', '.join(OOD_SETS)}")
+        raise ValueError(f"unknown OOD set {kind!r}: choose one of {', '.join(OOD_SETS + HELD_OUT)}")
     from sklearn.datasets import load_sample_images
 
     photos = [torch.tensor(im, dtype=torch.float32) for im in load_sample_images().images]  # (H, W, 3)

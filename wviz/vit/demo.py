@@ -221,7 +221,7 @@ class TestSplit:
 
     @property
     def ood_names(self) -> tuple[str, ...]:
-        return data.OOD_SETS if self.digits else data.OWN_OOD_SETS
+        return data.OOD_SETS + data.HELD_OUT if self.digits else data.OWN_OOD_SETS
 
     @functools.cached_property
     def digest(self) -> str:

@@ -12,20 +12,24 @@ from dataclasses import dataclass
 
 import torch
 
-from wviz.vit import data, metrics
+from wviz.vit import data, intervals, metrics
 from wviz.vit.model import mc_predict
+from wviz.vit.occlusion import occlusion_mi, occlusion_score
 
-__all__ = ["Predictions", "Report", "predict", "evaluate", "summary"]
+__all__ = ["Predictions", "Report", "predict", "layer_traces", "evaluate", "summary", "evaluate_seeds",
+           "summary_seeds", "twin_intervals", "occlusion_aurocs"]
 
 
 @dataclass(frozen=True)
 class Predictions:
     """probs (N, C) the predictive distribution; draws (S, N, C) its Monte-Carlo draws and trace (N,) the mean
-    covariance trace of the last layer's tokens (both None for the deterministic model)."""
+    covariance trace of the last layer's tokens (both None for the deterministic model); logits (S, N, C) the
+    draws' logits (one draw for the deterministic model)."""
 
     probs: torch.Tensor
     trace: torch.Tensor | None
     draws: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
 
     def scores(self) -> dict[str, torch.Tensor]:
         return metrics.ood_scores(self.probs, self.trace, self.draws)
@@ -36,7 +40,8 @@ class Report:
     """accuracy, nll, reliability (with .ece); ood[set][score] = (in-distribution scores, OOD scores, AUROC);
     corruption[kind] = (N_SEV,) error rates at severities 1..5; corruption_auroc[kind][score] = (N_SEV,) AUROC of
     the score for the corrupted test images against the clean ones (0.5: the score does not see the corruption);
-    confusion (C, C) the counts of (true class, predicted class), :func:`wviz.vit.metrics.confusion`."""
+    confusion (C, C) the counts of (true class, predicted class), :func:`wviz.vit.metrics.confusion`; probs (N, C)
+    the predictive on the test split."""
 
     accuracy: float
     nll: float
@@ -45,6 +50,7 @@ class Report:
     corruption: dict
     corruption_auroc: dict
     confusion: torch.Tensor | None = None
+    probs: torch.Tensor | None = None
 
 
 @torch.no_grad()
@@ -53,28 +59,45 @@ def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, se
     device in batches).
     ValueError when the model's output overflows (inf or NaN) rather than scoring NaN."""
     device = next(model.parameters()).device
-    probs, draws, traces = [], [], []
+    probs, draws, traces, logits = [], [], [], []
     for i in range(0, len(images), batch):
         x = images[i:i + batch].to(device)
         mc = mc_predict(model, x, samples=samples, seed=seed + i)
         probs.append(mc.mean)
+        logits.append(mc.logits[:1] if mc.logits.stride(0) == 0 else mc.logits)  # the twin's S draws are one
         out = model(x)
         if out.covariances is not None:
             draws.append(mc.probs)
             traces.append(out.covariances[-1].sum(-1).mean(-1))
-    p = Predictions(torch.cat(probs), torch.cat(traces) if traces else None, torch.cat(draws, 1) if draws else None)
+    p = Predictions(torch.cat(probs), torch.cat(traces) if traces else None, torch.cat(draws, 1) if draws else None,
+                    torch.cat(logits, 1))
     if not (bool(torch.isfinite(p.probs).all()) and (p.trace is None or bool(torch.isfinite(p.trace).all()))):
         raise ValueError("the model's output is not a finite number (inf or NaN) on some images: its weights push "
                          "the computation beyond float range")
     return p
 
 
+@torch.no_grad()
+def layer_traces(model, images: torch.Tensor, rule: str | None = None, batch: int = 256) -> torch.Tensor | None:
+    """(L + 1, N): per layer l = 0..depth, the mean over each image's tokens of tr(Sigma) (the pass on the means),
+    under the covariance ``rule`` (default: the model's own); None for the deterministic model."""
+    device = next(model.parameters()).device
+    parts = []
+    for i in range(0, len(images), batch):
+        out = model(images[i:i + batch].to(device), rule=rule)
+        if out.covariances is None:
+            return None
+        parts.append(torch.stack([c.sum(-1).mean(-1) for c in out.covariances]))
+    return torch.cat(parts, 1)
+
+
 def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor] | None = None,
-             samples: int = 16, corruptions: bool = True, progress=None) -> Report:
+             samples: int = 16, corruptions: bool = True, progress=None, seed: int = 0) -> Report:
     """The full report. ``ood_sets``: name -> images (default: the OOD sets of :mod:`wviz.vit.data`, 360 each,
     shaped like ``images``); ``progress(fraction, text)`` is called before each pass over a set of images (the test
     split, each OOD set, each corruption and severity), with the fraction of those passes done, and with 1.0 at
-    the end.
+    the end; ``seed`` seeds the Monte-Carlo draws. The digits' default sets are the shipped OOD_SETS and the
+    HELD_OUT letters.
 
     Example: the bundled stochastic ViT on 20 test digits, with uniform noise as the OOD set (no corruptions, to be
     quick): it reads the digits, is well calibrated, and scores noise as out of distribution.
@@ -97,7 +120,8 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
     report = progress or (lambda f, t: None)
     labels = labels.to(next(model.parameters()).device)
     if ood_sets is None:
-        ood_sets = {name: data.ood_set(name, len(images), size=images.shape[-1]) for name in data.OOD_SETS}
+        ood_sets = {name: data.ood_set(name, len(images), size=images.shape[-1])
+                    for name in data.OOD_SETS + data.HELD_OUT}
     passes = 1 + len(ood_sets) + (len(data.CORRUPTIONS) * len(data.SEVERITIES) if corruptions else 0)
     done = 0
 
@@ -105,7 +129,7 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
         nonlocal done
         report(done / passes, text)
         done += 1
-        return predict(model, x, samples)
+        return predict(model, x, samples, seed=seed)
 
     p = run(images, "test split")
     rel = metrics.reliability(p.probs, labels)
@@ -125,7 +149,7 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
             seen[kind] = {s: torch.tensor([a[s][2] for a in per_sev]) for s in in_scores}
     report(1.0, "done")
     return Report(metrics.accuracy(p.probs, labels), metrics.nll(p.probs, labels), rel, ood, errors, seen,
-                  metrics.confusion(p.probs, labels))
+                  metrics.confusion(p.probs, labels), p.probs.cpu())
 
 
 def summary(report: Report) -> dict:
@@ -137,3 +161,63 @@ def summary(report: Report) -> dict:
         "corruption_auroc": {k: {s: [round(float(a), 4) for a in v] for s, v in scores.items()}
                              for k, scores in report.corruption_auroc.items()},
     }
+
+
+def evaluate_seeds(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor] | None = None,
+                   samples: int = 16, seeds: int = 1, corruptions: bool = True) -> list[Report]:
+    """:func:`evaluate` at Monte-Carlo seeds 0..seeds-1 (one report for the deterministic model, whose draws do not
+    depend on the seed): a number that moves with the draws is reported as its mean over them, never one draw."""
+    stochastic = model.config.kind == "stochastic"
+    return [evaluate(model, images, labels, ood_sets, samples, corruptions, seed=1000 * k)
+            for k in range(seeds if stochastic else 1)]
+
+
+def _mean(values: list) -> float:
+    return round(sum(values) / len(values), 4)
+
+
+def summary_seeds(reports: list[Report]) -> dict:
+    """The :func:`summary` of each report (one per Monte-Carlo seed), averaged entry by entry, with the per-seed
+    accuracy, NLL, ECE and AUROC under "mc" (what the mean +- sd of a table is computed from)."""
+    per = [summary(r) for r in reports]
+    first = per[0]
+    out = {k: _mean([p[k] for p in per]) for k in ("accuracy", "nll", "ece")}
+    out["auroc"] = {o: {s: _mean([p["auroc"][o][s] for p in per]) for s in sc} for o, sc in first["auroc"].items()}
+    out["corruption_error"] = {k: [_mean([p["corruption_error"][k][i] for p in per]) for i in range(len(v))]
+                               for k, v in first["corruption_error"].items()}
+    out["corruption_auroc"] = {k: {s: [_mean([p["corruption_auroc"][k][s][i] for p in per]) for i in range(len(a))]
+                                   for s, a in sc.items()} for k, sc in first["corruption_auroc"].items()}
+    out["mc"] = {"seeds": len(per), **{k: [p[k] for p in per] for k in ("accuracy", "nll", "ece")},
+                 "auroc": {o: {s: [p["auroc"][o][s] for p in per] for s in sc} for o, sc in first["auroc"].items()}}
+    return out
+
+
+def _best(report: Report, ood: str) -> str:
+    return max(report.ood[ood], key=lambda s: report.ood[ood][s][2])
+
+
+def twin_intervals(reports: list[Report], twin: Report, labels: torch.Tensor) -> dict:
+    """The paired bootstrap intervals of the model (its reports at several Monte-Carlo seeds) against its twin, as
+    [estimate, low, high]: ECE - the twin's ECE, and per OOD set the AUROC of the model's best score there (by its
+    mean over the seeds) - the AUROC of the twin's best (wviz.vit.intervals)."""
+    out = {"ece": intervals.ece_difference([r.probs for r in reports], [twin.probs], labels.cpu()).to_list(),
+           "best_auroc": {}, "best_score": {}}
+    for ood in reports[0].ood:
+        mine = max(reports[0].ood[ood], key=lambda s: sum(r.ood[ood][s][2] for r in reports))
+        pairs = [(r.ood[ood][mine][0], r.ood[ood][mine][1]) for r in reports]
+        theirs = twin.ood[ood][_best(twin, ood)]
+        out["best_auroc"][ood] = intervals.auroc_difference(pairs, [(theirs[0], theirs[1])]).to_list()
+        out["best_score"][ood] = mine
+    return out
+
+
+def occlusion_aurocs(model, images: torch.Tensor, ood_sets: dict, n: int, samples: int, seeds: int) -> dict:
+    """Per OOD set, the AUROC of the MI-occlusion score (wviz.vit.occlusion) of its first ``n`` images against the
+    first ``n`` test images, at each Monte-Carlo seed (lists)."""
+    out = {name: [] for name in ood_sets}
+    for k in range(seeds):
+        clean = occlusion_score(occlusion_mi(model, images[:n], samples, seed=1000 * k))
+        for name, x in ood_sets.items():
+            out[name].append(round(metrics.auroc(clean, occlusion_score(occlusion_mi(model, x[:n], samples,
+                                                                                     seed=1000 * k))), 4))
+    return out

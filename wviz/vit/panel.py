@@ -13,16 +13,19 @@ from dataclasses import dataclass
 import torch
 
 from wviz import disk_cache
-from wviz.vit import data, metrics
+from wviz.vit import calibration, data, metrics
 from wviz.vit import evaluate as vit_evaluate  # looked up at call time: tests spy on evaluate
 from wviz.vit.demo import Loaded, Models, TestSplit, digits_split, weights_digest
+from wviz.vit.occlusion import occlusion_mi, occlusion_score
 
 __all__ = ["MAX_PANEL_SAMPLES", "PANEL_VERSION", "PanelJob", "panel_jobs", "evaluate_panel", "ood_scores",
-           "corruption_curves", "corruption_aurocs"]
+           "corruption_curves", "corruption_aurocs", "Calibration", "calibrate_panel", "CONFORMAL_ALPHA",
+           "CONFORMAL_SEVERITY"]
 
-MAX_PANEL_SAMPLES = 64  # S x 360 test digits x 18 sets of images per model: the dataset panel's budget
-# The panel's version in the shared disk cache: raise it when evaluate's numbers change (3: the confusion matrix).
-PANEL_VERSION = 3
+MAX_PANEL_SAMPLES = 32  # S x 360 test images x (5 sets + 18 corrupted for an upload) + the calibration panel: its budget
+# The panel's version in the shared disk cache: raise it when evaluate's numbers change (3: the confusion matrix;
+# 4: the held-out letters, the test predictive).
+PANEL_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -107,4 +110,100 @@ def corruption_aurocs(jobs: tuple[PanelJob, ...], reports: dict[str, vit_evaluat
                 out[j.name] = {k: torch.tensor(per[score]) for k, per in recorded.items()}
         elif all(score in per for per in reports[j.name].corruption_auroc.values()):
             out[j.name] = {k: per[score] for k, per in reports[j.name].corruption_auroc.items()}
+    return out
+
+
+# ---- calibration, selective classification, conformal sets, and what the maps track ----------------------------
+
+CALIBRATION_VERSION = 2  # 2: the occlusion at the panel's S (at most OCCLUSION_SAMPLES)
+CONFORMAL_ALPHA = 0.1          # 90 % prediction sets
+CONFORMAL_SEVERITY = 3         # the corrupted test images the sets are also shown on
+OCCLUSION_IMAGES = 60          # MI-occlusion AUROC here: the first images of each set (a bundled record may hold it)
+OCCLUSION_SAMPLES = 16
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The calibration panel of one model on its test split: the temperature tau fitted on ``source`` (a
+    validation split carved from the training images, or the first half of the test split), the reliability of
+    the evaluated test images before and after it with bootstrap 95 % bands per bin, risk-coverage per OOD score,
+    split-conformal 90 % sets on clean and corrupted test images, and the MI-occlusion score's AUROC per OOD set
+    (None: the model has none) with where it comes from."""
+
+    tau: float
+    source: str
+    before: metrics.Reliability
+    after: metrics.Reliability
+    bands: dict
+    risk: dict
+    conformal: calibration.ConformalSets
+    occlusion: dict | None
+    occlusion_note: str
+
+
+def _calibration_split(job: PanelJob) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, str]:
+    """(calibration images, labels, evaluated images, labels, what the calibration split is)."""
+    record, split = job.loaded.record, job.split
+    frac = record.get("val_fraction") or 0.0
+    if split.digits and record.get("data") == "digits" and frac > 0:
+        x, y = data.load_dataset("digits", "train")
+        _, _, xv, yv = data.carve_validation(x, y, frac)
+        return xv, yv, split.images, split.labels, f"the validation split ({len(yv)} training images held out)"
+    half = len(split.labels) // 2
+    return (split.images[:half], split.labels[:half], split.images[half:], split.labels[half:],
+            f"the first half of the test split ({half} images; the panel then shows the other half)")
+
+
+def _occlusion(job: PanelJob, images: torch.Tensor, ood: dict) -> tuple[dict | None, str]:
+    recorded = job.loaded.record.get("metrics", {}).get("occlusion_auroc")
+    if job.loaded.model.config.kind != "stochastic":
+        return None, "a deterministic model has no Monte-Carlo draws: its mutual information is 0"
+    if job.loaded.bundled and job.split.digits and recorded:
+        seeds = len(next(iter(recorded.values())))
+        return ({k: sum(v) / len(v) for k, v in recorded.items()},
+                f"from the checkpoint's record: S = {job.loaded.record.get('eval_samples')}, mean of {seeds} "
+                "Monte-Carlo seeds")
+    # the panel's S, at most OCCLUSION_SAMPLES: P + 1 passes per image, the panel's costliest part for many patches
+    n, model, s = OCCLUSION_IMAGES, job.loaded.model, min(job.samples, OCCLUSION_SAMPLES)
+    clean = occlusion_score(occlusion_mi(model, images[:n], s))
+    out = {k: metrics.auroc(clean, occlusion_score(occlusion_mi(model, x[:n], s))) for k, x in ood.items()}
+    return out, f"measured here on the first {n} images of each set at S = {s}"
+
+
+def _calibrate(job: PanelJob) -> Calibration:
+    model, samples = job.loaded.model, job.samples
+    xc, yc, xe, ye, source = _calibration_split(job)
+    cal_pred = vit_evaluate.predict(model, xc, samples)
+    pred = vit_evaluate.predict(model, xe, samples)
+    tau = calibration.fit_temperature(cal_pred.logits, yc)
+    after = calibration.tempered(pred.logits, tau).float()
+    correct = pred.probs.argmax(-1).cpu() == ye.cpu()
+    risk = {s: calibration.risk_coverage(v, correct) for s, v in pred.scores().items()}
+    corrupted = {f"{k}, severity {CONFORMAL_SEVERITY}": (vit_evaluate.predict(
+        model, data.corrupt(xe, k, CONFORMAL_SEVERITY, seed=CONFORMAL_SEVERITY), samples).probs, ye)
+        for k in data.CORRUPTIONS}
+    sets = calibration.conformal_sets((cal_pred.probs, yc), {"clean": (pred.probs, ye), **corrupted},
+                                      CONFORMAL_ALPHA)
+    split = job.split
+    ood = (data.ood_sets(split.images, split.labels) if not split.digits else
+           {n: data.ood_set(n, len(split.labels)) for n in data.OOD_SETS + data.HELD_OUT})
+    occ, note = _occlusion(job, split.images, ood)
+    return Calibration(tau, source, metrics.reliability(pred.probs, ye), metrics.reliability(after, ye),
+                       {"before": calibration.reliability_bands(pred.probs, ye),
+                        "after": calibration.reliability_bands(after, ye)},
+                       risk, sets, occ, note)
+
+
+def calibrate_panel(job: PanelJob, progress=None) -> Calibration:
+    """:class:`Calibration` of the job's model, computed once per (weights, S, split, device) for every server
+    process (wviz.disk_cache); ``progress(done, total)`` is called once at the start and once at the end."""
+    if progress is not None:
+        progress(0, 1)
+    params = {"weights": weights_digest(job.loaded.model), "samples": job.samples, "split": job.split.digest,
+              "device": str(next(job.loaded.model.parameters()).device)}
+    out = disk_cache.cached("vit_calibration", params, CALIBRATION_VERSION, lambda: _calibrate(job),
+                            types=(Calibration, metrics.Reliability, calibration.RiskCoverage,
+                                   calibration.ConformalSets))
+    if progress is not None:
+        progress(1, 1)
     return out

@@ -14,10 +14,17 @@ A user's mistake (an option out of range, a data folder missing or laid out othe
 command with one line, "python -m wviz.vit.train: error: ...", and exit status 2, as argparse does; a traceback
 means a bug.
 
-Loss: the first --pretrain-epochs epochs are self-supervised, 004's masked-patch W2 term
-(:func:`wviz.vit.model.pretrain_loss`); the --epochs after them fine-tune with cross-entropy + lambda x 004's
-Wasserstein fine-tuning regulariser (:func:`wviz.vit.model.loss_fn`). Both add --kl x the standard normal prior on
-the embeddings' variances (:func:`wviz.vit.model.covariance_kl`). One warm-up + cosine schedule spans all epochs.
+Loss: the first --pretrain-epochs epochs are self-supervised, 004's masked-patch W2 term or its likelihood form
+(--pretrain-term, :func:`wviz.vit.model.pretrain_loss`); the --epochs after them fine-tune with cross-entropy on each
+image and an augmented view of it (every model, the twin too, unless --no-augment) + lambda x 004's Wasserstein
+fine-tuning regulariser (:func:`wviz.vit.model.loss_fn`). Both add --kl x the standard normal prior on the
+embeddings' variances (:func:`wviz.vit.model.covariance_kl`). One warm-up + cosine schedule spans all epochs.
+--rule and --layer0 choose how the covariance travels and what the embeddings' variances are (wviz.vit.model);
+--val-fraction holds out a validation split of the training images.
+
+Evaluation: S = --eval-samples draws at --eval-seeds Monte-Carlo seeds (the record's numbers are their means, each
+seed's kept under metrics.mc); --twin adds the paired bootstrap intervals of the differences to a deterministic
+checkpoint, --occlusion-images the AUROC of the MI-occlusion score (docs/TRAINING.md).
 """
 from __future__ import annotations
 
@@ -36,9 +43,10 @@ from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Tens
 
 from wviz.device import get_device
 from wviz.vit import data as vdata
-from wviz.vit.checkpoint import save_checkpoint
-from wviz.vit.evaluate import evaluate, summary
-from wviz.vit.model import ViTConfig, build_model, loss_fn, pretrain_loss
+from wviz.vit.checkpoint import load_checkpoint, save_checkpoint
+from wviz.vit.evaluate import evaluate, evaluate_seeds, occlusion_aurocs, summary_seeds, twin_intervals
+from wviz.vit.model import (LAYER0, MAX_PROTOTYPES, RULES, TERMS, ViTConfig, build_model, fit_prototypes, loss_fn,
+                            pretrain_loss)
 
 __all__ = ["parse_args", "main", "train_steps"]
 
@@ -68,6 +76,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lam", type=float, default=0.1, help="weight lambda of the W2 regulariser (0: off)")
     p.add_argument("--kl", type=float, default=0.0,
                    help="weight of the standard normal prior on the embeddings' variances (0: off)")
+    p.add_argument("--rule", default="004", choices=RULES,
+                   help="how a block propagates the covariance: 004's (A*A) Sigma_v, or the moment-matched mixture")
+    p.add_argument("--layer0", default="eq5", choices=LAYER0,
+                   help="the embeddings' variances: eq. (5), or eq. (5) + kappa x the distance to the nearest of "
+                        "--prototypes k-means prototypes of the training patches")
+    p.add_argument("--prototypes", type=int, default=64, help="K, the prototypes of --layer0 prototypes")
+    p.add_argument("--kappa", type=float, default=0.02,
+                   help="--layer0 prototypes: the mean extra variance per dimension of a training patch")
+    p.add_argument("--pretrain-term", default="w2", choices=TERMS,
+                   help="the masked-patch term's pull: 004's -log sigma(-W2^2), or the Gaussian NLL")
+    p.add_argument("--finetune-term", default="w2", choices=TERMS,
+                   help="the fine-tuning term's pull: 004's -log sigma(-W2^2), or the Gaussian NLL")
+    p.add_argument("--val-fraction", type=float, default=0.0,
+                   help="hold out this fraction of the training split as a validation split (not trained on)")
+    p.add_argument("--no-augment", action="store_true",
+                   help="cross-entropy on the images only (default: on the images and an augmented view of each, "
+                        "for every model; the W2 term's positives are those views)")
     p.add_argument("--dim", type=int, default=48)
     p.add_argument("--depth", type=int, default=3)
     p.add_argument("--heads", type=int, default=3)
@@ -78,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--no-amp", action="store_true", help="full float32 on CUDA too")
     p.add_argument("--eval-samples", type=int, default=16, help="Monte-Carlo samples of the final evaluation")
+    p.add_argument("--eval-seeds", type=int, default=1,
+                   help="Monte-Carlo seeds 0..N-1 of the final evaluation: its numbers are their means")
+    p.add_argument("--twin", default=None,
+                   help="a deterministic checkpoint: the record gets bootstrap intervals of the differences to it")
+    p.add_argument("--occlusion-images", type=int, default=0,
+                   help="measure the MI-occlusion score's AUROC on the first N images of each set (0: not)")
     p.add_argument("--limit", type=int, default=0, help="train on the first N images only (quick checks)")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation (quick checks)")
     p.add_argument("--resume", action="store_true", help="continue from <out>.state.pt")
@@ -93,10 +124,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not args.out.endswith(".safetensors"):
         p.error("--out must end in .safetensors")
-    if args.kind == "deterministic" and (args.pretrain_epochs or args.kl):
-        p.error("--pretrain-epochs and --kl act on Gaussian embeddings: stochastic model only")
+    if args.kind == "deterministic" and (args.pretrain_epochs or args.kl or args.rule != "004"
+                                         or args.layer0 != "eq5"):
+        p.error("--pretrain-epochs, --kl, --rule and --layer0 act on Gaussian embeddings: stochastic model only")
     if not 0 < args.mask_ratio < 1:
         p.error("--mask-ratio must be between 0 and 1")
+    if not 0 <= args.val_fraction <= 0.5:
+        p.error(f"--val-fraction must be from 0 to 0.5, got {args.val_fraction}")
+    if args.no_augment and args.lam and args.kind == "stochastic":
+        p.error("--lam needs the augmented views (its positives): drop --no-augment or set --lam 0")
+    if not 1 <= args.prototypes <= MAX_PROTOTYPES:
+        p.error(f"--prototypes must be from 1 to {MAX_PROTOTYPES}, got {args.prototypes}")
+    if not 0 <= args.kappa <= 100:
+        p.error(f"--kappa must be from 0 to 100, got {args.kappa}")
+    if not 1 <= args.eval_seeds <= 16:
+        p.error(f"--eval-seeds must be from 1 to 16, got {args.eval_seeds}")
     for name, lo, hi in (("epochs", 0, None), ("pretrain_epochs", 0, None), ("limit", 0, None), ("threads", 0, None),
                          ("batch", 1, None), ("eval_samples", 1, 4096), ("lr", 1e-12, None), ("weight_decay", 0, None),
                          ("lam", 0, None), ("kl", 0, None)):
@@ -190,8 +232,9 @@ def _place(args) -> _Place:
 
 @dataclass(frozen=True)
 class _Data:
-    """The training split (the first --limit images only when given), its class names, and the test split (None
-    with --no-eval), read before training starts so that a bad test folder is found at once."""
+    """The training split (the first --limit images only when given, less the --val-fraction validation split),
+    its class names, and the test split (None with --no-eval), read before training starts so that a bad test
+    folder is found at once."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -203,6 +246,7 @@ def _training_data(args) -> _Data:
     x, y = vdata.load_dataset(args.data, "train", args.data_root, size=args.image_size)
     if args.limit:
         x, y = x[:args.limit], y[:args.limit]
+    x, y, _, _ = vdata.carve_validation(x, y, args.val_fraction)
     test = None if args.no_eval else vdata.load_dataset(args.data, "test", args.data_root, size=args.image_size)
     return _Data(x, y, vdata.class_names(args.data, args.data_root), test)
 
@@ -228,10 +272,16 @@ class _Training:
 
 def _model(args, x, y, n_classes: int, place: _Place) -> _Training:
     """The model (seeded with --seed), AdamW, the warm-up + cosine schedule over all steps, mixed precision."""
+    stochastic = args.kind == "stochastic"
+    protos = stochastic and args.layer0 == "prototypes"
     cfg = ViTConfig(kind=args.kind, image_size=x.shape[-1], patch_size=args.patch, channels=x.shape[1],
-                    n_classes=n_classes, dim=args.dim, depth=args.depth, heads=args.heads, mlp_ratio=args.mlp_ratio)
+                    n_classes=n_classes, dim=args.dim, depth=args.depth, heads=args.heads, mlp_ratio=args.mlp_ratio,
+                    rule=args.rule if stochastic else "004", layer0="prototypes" if protos else "eq5",
+                    prototypes=args.prototypes if protos else 0)
     torch.manual_seed(args.seed)
     model = build_model(cfg).to(place.device)
+    if protos:
+        fit_prototypes(model, x.to(place.device), args.kappa, seed=args.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     dataset = TensorDataset(x, y)
     per_rank = max(1, args.batch // place.world)
@@ -266,9 +316,9 @@ def _step_loss(t: _Training, args, epoch: int, xb, yb, g: torch.Generator):
     """Epochs before --pretrain-epochs: the masked-patch term (pretrain_loss, no labels); after: cross-entropy +
     lambda x the W2 regulariser (loss_fn) on augmented views."""
     if epoch < args.pretrain_epochs:
-        return pretrain_loss(t.net, xb, args.mask_ratio, args.kl, generator=g)
-    views = vdata.augment(xb) if args.lam > 0 and args.kind == "stochastic" else None
-    return loss_fn(t.net, xb, yb, views, args.lam, args.kl)
+        return pretrain_loss(t.net, xb, args.mask_ratio, args.kl, generator=g, term=args.pretrain_term)
+    views = None if args.no_augment else vdata.augment(xb)
+    return loss_fn(t.net, xb, yb, views, args.lam if args.kind == "stochastic" else 0.0, args.kl, args.finetune_term)
 
 
 def _epoch(t: _Training, args, epoch: int, place: _Place, bar) -> None:
@@ -320,19 +370,34 @@ def _record(args, argv, t: _Training, n_images: int, names: list[str], place: _P
             "epochs": args.epochs, "pretrain_epochs": args.pretrain_epochs,
             "mask_ratio": args.mask_ratio if args.pretrain_epochs else None, "seed": args.seed,
             "lambda": args.lam if args.kind == "stochastic" else 0.0, "kl": args.kl, "batch": args.batch, "lr": args.lr,
+            "augment": not args.no_augment, "val_fraction": args.val_fraction,
+            "pretrain_term": args.pretrain_term if args.pretrain_epochs else None,
+            "finetune_term": args.finetune_term if args.kind == "stochastic" and args.lam else None,
+            "kappa": args.kappa if t.cfg.layer0 == "prototypes" else None,
             "train_images": n_images, "class_names": names, "train_seconds": round(t.seconds, 1),
             "device": str(place.device), "processes": place.world, "torch": torch.__version__,
-            "eval_samples": args.eval_samples,
+            "eval_samples": args.eval_samples, "eval_seeds": args.eval_seeds,
             "command": "python -m wviz.vit.train " + " ".join(sys.argv[1:] if argv is None else argv)}
 
 
 def _evaluate(args, model, test: tuple[torch.Tensor, torch.Tensor], device: torch.device) -> dict:
-    """The report's numbers on the test split (004's protocol): the digits' OOD sets, or those made for the
-    split's own images (vdata.ood_sets)."""
+    """The report's numbers on the test split (004's protocol): the digits' OOD sets (the held-out letters
+    included), or those made for the split's own images (vdata.ood_sets); at --eval-seeds Monte-Carlo seeds, their
+    means and per-seed values (summary_seeds); with --twin the bootstrap intervals of the differences to it; with
+    --occlusion-images the AUROC of the MI-occlusion score per seed."""
     xt, yt = test
-    report = evaluate(model, xt.to(device), yt, ood_sets=None if args.data == "digits" else vdata.ood_sets(xt, yt),
-                      samples=args.eval_samples)
-    return summary(report)
+    ood = None if args.data == "digits" else vdata.ood_sets(xt, yt)
+    reports = evaluate_seeds(model, xt.to(device), yt, ood, args.eval_samples, args.eval_seeds)
+    metrics = summary_seeds(reports)
+    if args.twin:
+        twin, _ = load_checkpoint(args.twin, device=device)
+        metrics["vs_twin"] = twin_intervals(reports, evaluate(twin, xt.to(device), yt, ood, corruptions=False), yt)
+    if args.occlusion_images and model.config.kind == "stochastic":
+        sets = ood or {name: vdata.ood_set(name, len(xt), size=xt.shape[-1]) for name in vdata.OOD_SETS
+                       + vdata.HELD_OUT}
+        metrics["occlusion_auroc"] = occlusion_aurocs(model, xt, sets, args.occlusion_images, args.eval_samples,
+                                                      args.eval_seeds)
+    return metrics
 
 
 def _save(model, out: Path, record: dict, state_path: Path) -> None:
