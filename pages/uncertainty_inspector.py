@@ -115,8 +115,8 @@ image_source = sb.radio("Image", ["test set", "upload"], key="img_src", bind="qu
                         help="An image of the model's test split (never seen in training), or your own PNG/JPG.")
 if image_source == "test set":
     if split is not None:
-        index = sb.number_input("Test image", 0, len(split) - 1, 0, 1, key="index", bind="query-params",
-                                help=f"Index into the {len(split)} {split.noun} of {split.source}.")
+        number = sb.number_input("Test image", 1, len(split), 1, 1, key="index", bind="query-params",
+                                 help=f"Which of the {len(split)} {split.noun} of {split.source} (1 = the first).")
 else:
     img_file = sb.file_uploader("Image (PNG/JPG)", type=["png", "jpg", "jpeg"], key="img_file",
                                 help="Turned grey for a one-channel model (kept in colour for an RGB one), "
@@ -132,7 +132,7 @@ else:
 
 def get_image():
     if image_source == "test set":
-        return None if split is None else uv.test_image(split, index)
+        return None if split is None else uv.test_image(split, number - 1)
     return uv.uploaded_image(None if img_file is None else img_file.getvalue(), models, invert, split)
 
 
@@ -146,17 +146,17 @@ def corrupted(picked: uv.Picked):
         return picked.image, None
     g, strength = models.config.grid, 0.5
     r1, r2 = sb.columns(2)
-    row = r1.number_input("Top row", 0, g - 1, g // 4, key="region_row", bind="query-params",
-                          help="Patch row of the region's top-left patch (0 = top).")
-    col = r2.number_input("Left column", 0, g - 1, g // 4, key="region_col", bind="query-params",
-                          help="Patch column of the region's top-left patch (0 = left).")
+    row = r1.number_input("Top row", 1, g, g // 4 + 1, key="region_row", bind="query-params",
+                          help="Patch row of the region's top-left patch (1 = top).")
+    col = r2.number_input("Left column", 1, g, g // 4 + 1, key="region_col", bind="query-params",
+                          help="Patch column of the region's top-left patch (1 = left).")
     size = sb.slider("Region side (patches)", 1, g, max(1, g // 2), key="region_size", bind="query-params",
                      help="The square's side in patches; a square past the image's edge is cut there.")
     if region == "noise":
         strength = sb.slider("Noise standard deviation", 0.05, 1.0, 0.5, 0.05, key="region_strength",
                              bind="query-params", help="Added to every pixel of the region (a fixed seed: a "
                                                        "link shows the same noise), then clipped to [0, 1].")
-    box = uv.region_box(row, col, size, g)
+    box = uv.region_box(row - 1, col - 1, size, g)
     return uv.corrupt_region(picked.image, region, box, models.config.patch_size, strength), box
 
 
@@ -213,12 +213,12 @@ def look_inside(layer: int) -> uv.LayerMaps:
     fragment, so that a head or query move reruns it alone too (the prediction above and the dataset panel below
     do not depend on them)."""
     cfg = models.config
-    head = head_slot.selectbox("Head", list(range(cfg.heads)), key="head", bind="query-params",
+    head = head_slot.selectbox("Head", list(range(1, cfg.heads + 1)), key="head", bind="query-params",
                                help="Which attention head's map to show (the rollout averages the heads).")
     query = query_slot.selectbox("Query token", list(range(1 + cfg.n_patches)), key="query", bind="query-params",
                                  format_func=lambda q: uv.token_label(q, cfg.grid),
                                  help="The token whose attention weights are drawn.")
-    return uv.layer_maps(models, runs, image, box, layer, int(head), int(query))
+    return uv.layer_maps(models, runs, image, box, layer, int(head) - 1, int(query))
 
 
 def auroc_line(aurocs: dict) -> str:
@@ -297,8 +297,8 @@ def attention_views(v: uv.LayerMaps) -> dict[str, ui.View]:
     blk = v.heads.block
 
     def over_image():
-        return figs.map_over_image(v.image, v.one, f"Attention of the query (red) in block {blk + 1}, head {v.head}",
-                                   "weight on each patch", v.mark, v.box)
+        title = f"Attention of the query (red) in block {blk + 1}, head {v.head + 1}"
+        return figs.map_over_image(v.image, v.one, title, "weight on each patch", v.mark, v.box)
 
     def heads():
         return figs.attention_heads(list(v.heads.per_head), v.heads.rollout,
@@ -311,7 +311,7 @@ def attention_views(v: uv.LayerMaps) -> dict[str, ui.View]:
     views = {
         "Over the image": ui.figure_view(
             "vit_attention_head", over_image,
-            caption=f"Head {v.head}'s weights of the query over the image; it puts {v.class_weight:.1%} of the "
+            caption=f"Head {v.head + 1}'s weights of the query over the image; it puts {v.class_weight:.1%} of the "
                     "query's attention on the class token. W2 attention favours keys whose Gaussians are close in "
                     "mean *and* in spread."),
         "Heads and rollout": ui.figure_view(

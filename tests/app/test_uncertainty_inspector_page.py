@@ -98,7 +98,7 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
 
 def test_widgets_move_the_views(open_page):
     at = open_page(PAGE, view="Heads and rollout")
-    at.sidebar.number_input(key="index").set_value(7).run()
+    at.sidebar.number_input(key="index").set_value(8).run()  # the 8th test image: x[7], counted from 1
     at.selectbox(key="query").set_value(6).run()
     at.slider(key="layer").set_value(0).run()
     no_exception(at)
@@ -206,16 +206,16 @@ def test_uploaded_png_is_preprocessed(open_page):
 
 def test_head_selector_draws_that_head_over_the_image(open_page):
     at = open_page(PAGE)
-    at.selectbox(key="head").set_value(2).run()
+    at.selectbox(key="head").set_value(3).run()  # head 3 counted from 1: attentions[..., 2, ...]
     at.selectbox(key="query").set_value(11).run()
     no_exception(at)
     x, _ = data.load_dataset("digits", "test")
     out = _models()["stochastic"][0](x[:1])
-    fig = figure_titled(at, "Attention of the query (red) in block 1, head 2")
+    fig = figure_titled(at, "Attention of the query (red) in block 1, head 3")
     z = np.asarray([t for t in fig["data"] if t["type"] == "heatmap"][1]["z"], dtype=float)
     np.testing.assert_allclose(z.ravel(), out.attentions[0][0, 2, 11, 1:].detach().numpy(), atol=1e-6)
     (rect_img, rect_map) = fig["layout"]["shapes"]
-    assert (rect_map["x0"], rect_map["y0"]) == (2 - 0.5, 2 - 0.5)  # token 11 = patch 10 = row 2, col 2 (4 x 4)
+    assert (rect_map["x0"], rect_map["y0"]) == (2 - 0.5, 2 - 0.5)  # token 11: row 3, col 3 of 4 x 4 (x = 2 from 0)
     assert (rect_img["x0"], rect_img["y0"]) == (2 * 4 - 0.5, 2 * 4 - 0.5)  # 4 x 4 pixels per patch
 
 
@@ -413,7 +413,7 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
     def inside(layer, block):
         return [("vit_trace", f"tr Σ per patch at layer {layer}, under "),
                 ("vit_rules", f"Both covariance rules, same weights: tr Σ at layer {layer}"),
-                ("vit_attention_head", f"Attention of the query (red) in block {block}, head 0"),
+                ("vit_attention_head", f"Attention of the query (red) in block {block}, head 1"),
                 ("vit_occlusion", "Occlusion of the mutual information (image score ")]
 
     at = settle(open_page(PAGE))
@@ -561,7 +561,7 @@ def test_cifar_found_through_wviz_data_and_a_folder_checkpoint_given_its_zip(ope
     assert not at.error and not at.info, [e.value for e in at.error]
     assert any("CIFAR-10 found through WVIZ_DATA" in c.value for c in at.sidebar.caption)
     assert list(figure_titled(at, "Confusion matrix")["data"][0]["x"]) == trained["cifar_names"]
-    assert at.sidebar.number_input(key="index").max == 3                # the 4 images of test_batch
+    assert at.sidebar.number_input(key="index").max == 4                # the 4 images of test_batch
 
     monkeypatch.delenv("WVIZ_DATA")
     at = _open_with(open_page, trained["files"]["folder"], "test set")
@@ -580,6 +580,6 @@ def test_cifar_found_through_wviz_data_and_a_folder_checkpoint_given_its_zip(ope
     settle(at)
     no_exception(at)
     assert not at.error and not at.info, [e.value for e in at.error]
-    assert at.sidebar.number_input(key="index").max == 3 * 20 - 1
+    assert at.sidebar.number_input(key="index").max == 3 * 20
     conf = np.asarray(figure_titled(at, "Confusion matrix on the test split")["data"][0]["z"], dtype=int)
     assert conf.sum(1).tolist() == [20, 20, 20] and list(shapes.CLASSES) == trained["shapes"]

@@ -84,7 +84,7 @@ def test_inspection_predictions_and_entropy(models, runs, images):
 
 def test_token_labels():
     assert uv.token_label(0, 4) == "class token"
-    assert uv.token_label(11, 4) == "patch 11 (row 2, col 2)" and uv.token_label(16, 4) == "patch 16 (row 3, col 3)"
+    assert uv.token_label(11, 4) == "patch 11 (row 3, col 3)" and uv.token_label(16, 4) == "patch 16 (row 4, col 4)"
 
 
 def test_layer_maps_gather_the_maps_of_both_models(models, runs, images):
@@ -318,19 +318,19 @@ def test_try_this_items_are_valid_settings(models):
     assert 3 <= len(uv.TRY_THIS) <= 5 and all(isinstance(t, Try) for t in uv.TRY_THIS)
     for t in uv.TRY_THIS:
         p = t.params
-        assert 0 <= p.get("layer", 1) <= models.config.depth and 0 <= p.get("index", 0) < 360
+        assert 0 <= p.get("layer", 1) <= models.config.depth and 1 <= p.get("index", 1) <= 360
         assert p.get("score", "max-softmax") in uv.score_choices(True)
         assert p.get("ood", "uniform noise") in uv.OOD_SETS and t.watch.endswith(".")
         assert p.get("region", "none") in uv.REGION_KINDS
-        row, col, size = p.get("region_row", 0), p.get("region_col", 0), p.get("region_size", 1)
-        assert min(row, col) >= 0 and max(row, col) + size <= models.config.grid  # not cut by the clamp
+        row, col, size = p.get("region_row", 1), p.get("region_col", 1), p.get("region_size", 1)
+        assert min(row, col) >= 1 and max(row, col) - 1 + size <= models.config.grid  # counted from 1; not cut
 
 
 def test_the_twin_is_wrong_and_sure_where_the_guided_link_says(models):
-    """The guided digit (index 265, an 8): the twin says 9 at about 99 %, the stochastic model 8 at about 2/3 with
+    """The guided digit (the 266th, an 8): the twin says 9 at about 99 %, the stochastic model 8 at about 2/3 with
     about ten times the twin's entropy (S = 32, seed 0: the page's defaults)."""
     (item,) = [t for t in uv.TRY_THIS if "index" in t.params]
-    picked = uv.test_image(uv.digits_split(), item.params["index"])
+    picked = uv.test_image(uv.digits_split(), item.params["index"] - 1)  # the page counts from 1
     runs = uv.inspect_all(models, picked.image, samples=32, seed=0)
     pred, ent = uv.predictions(runs), uv.entropies(runs)
     assert picked.label == 8 and pred["stochastic"][0] == 8 and 0.6 < pred["stochastic"][1] < 0.75

@@ -108,7 +108,7 @@ def attention_heads(maps: list, rollout_map, title: str) -> go.Figure:
     """The query's attention over the patches for each head, and the attention rollout, on one colour scale (one
     shared colour bar)."""
     n = len(maps) + 1
-    names = [f"head {h}" for h in range(len(maps))] + ["rollout<br>(class token)"]
+    names = [f"head {h + 1}" for h in range(len(maps))] + ["rollout<br>(class token)"]
     fig = make_subplots(rows=1, cols=n, subplot_titles=names, horizontal_spacing=0.03)
     zmax = max(float(to_numpy(m).max()) for m in [*maps, rollout_map])
     for i, m in enumerate([*maps, rollout_map], 1):

@@ -140,9 +140,9 @@ def entropies(runs: dict[str, Inspection]) -> dict[str, float]:
 # ---- inside the model: layer, head and query -------------------------------------------------------------------
 
 def token_label(query: int, grid: int) -> str:
-    """'class token' or 'patch q (row r, col c)'."""
+    """'class token' or 'patch q (row r, col c)', counted from 1 as on the page (token q is patch q)."""
     rc = patch_of(query, grid)
-    return "class token" if rc is None else f"patch {query} (row {rc[0]}, col {rc[1]})"
+    return "class token" if rc is None else f"patch {query} (row {rc[0] + 1}, col {rc[1] + 1})"
 
 
 @dataclass(frozen=True)
@@ -188,8 +188,8 @@ def layer_maps(models: Models, runs: dict[str, Inspection], image: torch.Tensor,
 
 
 def at_defaults(device: str | None = None) -> Callable[[int], LayerMaps]:
-    """The page's layer maps at its default inputs (the bundled stochastic model beside its twin, test digit 0
-    uncorrupted, DEFAULT_SAMPLES draws of seed 0, head 0, query 0: the class token) as a function of the layer,
+    """The page's layer maps at its default inputs (the bundled stochastic model beside its twin, the first test digit
+    uncorrupted, DEFAULT_SAMPLES draws of seed 0, the first head, query 0: the class token) as a function of the layer,
     its main slider (0 to DEFAULT_DEPTH), on ``device`` (default WVIZ_DEVICE): bench_latency's reference draws it."""
     device = str(get_device()) if device is None else device
     models = model_set(load_bundled("stochastic", device), load_bundled("deterministic", device))
@@ -272,10 +272,10 @@ TRY_THIS = (
     Try("The last layer against the first", {"layer": 3},
         "tr(Sigma) per patch grows from about 0.5 at the embeddings (layer 0) to about 8 at layer 3: every block "
         "adds the variance that attention carries, (A * A) Sigma_v."),
-    Try("A digit the deterministic twin gets wrong", {"index": 265},
+    Try("A digit the deterministic twin gets wrong", {"index": 266},
         "The twin is 99 % sure this 8 is a 9; the stochastic model says 8 at 70 %, and its predictive entropy is "
         "more than ten times the twin's."),
-    Try("Occlude the middle of the digit", {"region": "occlude", "region_row": 1, "region_col": 1,
+    Try("Occlude the middle of the digit", {"region": "occlude", "region_row": 2, "region_col": 2,
                                             "region_size": 2, "layer": 0},
         "The four blanked patches take the background's larger tr(Sigma) (0.16-0.59 become 0.66-0.80), the 6 turns "
         "into a 3 at 56 %, and the top class's whisker (5-95 % of the draws) widens from 0.985-0.997 to 0.14-0.90."),
