@@ -50,8 +50,8 @@ def test_a_folder_checkpoint_shows_its_own_test_split_and_panel(tmp_path, monkey
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
         sidebar = page.locator('[data-testid="stSidebar"]')
         assert f"'shapes' found through WVIZ_DATA at {root}" in sidebar.inner_text()
-        # the test-set browser: the folder's 12 test pictures, image 0 a circle, the classes by their names
-        assert page.locator(".st-key-index input").get_attribute("max") == "11"
+        # the test-set browser: the folder's 12 test pictures, image 1 a circle, the classes by their names
+        assert page.locator(".st-key-index input").get_attribute("max") == "12"   # 12 test images, counted from 1
         assert "True class: circle" in page.locator('[data-testid="stMain"]').inner_text()
         charts = page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => "
                                "[gd.layout.title.text, gd.data.map(t => t.x)])")
