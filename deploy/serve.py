@@ -155,7 +155,7 @@ def write_replicas(folder: Path, replicas: list[Replica]) -> None:
 
 def render_conf(port: int, replica_ports: list[int], upload: int = UPLOAD_MB) -> str:
     """deploy/nginx.conf for nginx on ``port`` before the replicas on ``replica_ports``, taking uploads of
-    ``upload`` MB (upload_mb) with their form."""
+    ``upload`` MB (upload_mb) with their form and serving Streamlit's frontend files from its package folder."""
     upstreams = "\n".join(UPSTREAM.format(port=p) for p in replica_ports)
     return (TEMPLATE.read_text().replace("{upstreams}", upstreams).replace("{port}", str(port))
             .replace("{body_mb}", str(upload + FORM_MB)).replace("{streamlit_static}", str(streamlit_static())))
