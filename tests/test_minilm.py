@@ -18,12 +18,7 @@ SHORT = "Bees make honey."
 CPU = "cpu"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -21,12 +21,7 @@ DECODERS = ("gpt2", "llama", "qwen2", "qwen3", "mistral")
 IMAGES = ("vit", "deit")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
