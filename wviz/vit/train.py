@@ -422,6 +422,12 @@ def main(argv=None) -> dict:
         t.net = torch.nn.parallel.DistributedDataParallel(
             t.model, device_ids=[place.local] if place.device.type == "cuda" else None)
     _loop(t, args, place, state_path)
+    if place.world > 1:
+        # every rank leaves the group together, before rank 0's evaluation, and drops DDP (whose reducer holds
+        # the group): a gloo rank torn down while its peer still holds the connection aborted once in CI
+        dist.barrier()
+        t.net = t.model
+        dist.destroy_process_group()
     record = {}
     if place.rank == 0:
         t.model.eval()
@@ -429,8 +435,6 @@ def main(argv=None) -> dict:
         if not args.no_eval:
             record["metrics"] = _evaluate(args, t.model, d.test, place.device)
         _save(t.model, out, record, state_path)
-    if place.world > 1:
-        dist.destroy_process_group()
     return record
 
 
