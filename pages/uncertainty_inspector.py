@@ -389,7 +389,11 @@ def dataset_panel(split):
                        f"{j.samples}.")
     reports = panel_reports(jobs)
     if reports is not None:
-        draw_panel(jobs, reports, score, ood_name, split)
+        ui.views(panel_views(jobs, reports, score, ood_name, split), key="panel", label="Panel view",
+                 help="OOD scores: the chosen score on the test split against the chosen OOD set. Corruptions: the "
+                      "test error and the chosen score's AUROC under noise, blur and contrast loss. Reliability: "
+                      "accuracy against confidence. Confusion: true against predicted class. The lecture bundle "
+                      "holds them all.")
         calibration_panel(jobs, split)
 
 
@@ -465,41 +469,69 @@ def calibration_views(cals: dict, split) -> dict[str, ui.View]:
     }
 
 
-def draw_panel(jobs, reports: dict, score: str, ood_name: str, split):
+def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[str, ui.View]:
+    """The dataset panel's four views, one drawn at a time (every chart drawn delays a first visit's page:
+    BENCHMARKS.md, "First load"); the others go into the lecture bundle."""
     noun, one = split.noun, split.one
-    ui.show_figure(figs.reliability({n: r.reliability for n, r in reports.items()}, split.title),
-                   key="vit_reliability")
-    st.caption(f"Above, each bar: the accuracy of the {noun} whose top probability fell in one of 15 bins (bins "
-               f"holding no {one} are left out); on the diagonal the model is as accurate as it is confident. Below: "
-               f"how many {noun} each bin holds (log scale): a bar over 1 to 3 {noun} weighs little in the ECE.")
-    ui.equation(r"\mathrm{ECE} = \sum_b \frac{n_b}{N}\,\big|\mathrm{acc}_b - \mathrm{conf}_b\big|")
-    ui.show_figure(figs.confusion({n: r.confusion for n, r in reports.items()}, split.class_names, split.title),
-                   key="vit_confusion")
-    st.caption(f"Row: the true class, column: the class the model predicts (argmax of its predictive mean); each "
-               f"cell counts {noun}, the right answers lie on the diagonal.")
-    ui.show_figure(figs.ood_histograms(uv.ood_scores(reports, ood_name, score), score, ood_name, noun=noun),
-                   key="vit_ood")
-    st.caption(f"AUROC: the probability that a random OOD image scores higher than a random {one} (0.5 = "
-               "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
-    ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - \tfrac1S \textstyle\sum_s H[p_s],"
-                r"\qquad \text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\}")
-    ui.show_figure(figs.corruption_curves(uv.corruption_curves(jobs, reports), uv.SEVERITIES), key="vit_corruption")
-    recorded = [j.name for j in jobs if j.from_record]
-    measured = [j.name for j in jobs if not j.from_record]
-    st.caption("Test error under Gaussian noise, blur and contrast loss at severities 1 to 5. "
-               + (f"{', '.join(recorded)}: from the bundled checkpoint's training record (the same evaluation, run at "
-                  "the end of training). " if recorded else "")
-               + (f"{', '.join(measured)}: measured here." if measured else ""))
     aurocs = uv.corruption_aurocs(jobs, reports, score)
-    old = [n for n, v in aurocs.items() if v is None]
-    if old:
-        st.info(f"{', '.join(old)}: this checkpoint's record predates the per-score corruption AUROCs; retrain it "
-                "with `python -m wviz.vit.train` to see them.")
     shown = {n: v for n, v in aurocs.items() if v is not None}
-    if shown:
-        ui.show_figure(figs.corruption_aurocs(shown, uv.SEVERITIES, score, noun=noun), key="vit_corruption_auroc")
-        st.caption(f"How well '{score}' tells each corrupted {one} from the clean ones: 1 = every corrupted "
-                   f"{one} scores higher, 0.5 = the score does not see the corruption, below 0.5 = it falls.")
+
+    def ood():
+        return figs.ood_histograms(uv.ood_scores(reports, ood_name, score), score, ood_name, noun=noun)
+
+    def corruption_figures():
+        curves = figs.corruption_curves(uv.corruption_curves(jobs, reports), uv.SEVERITIES)
+        return [curves] + ([figs.corruption_aurocs(shown, uv.SEVERITIES, score, noun=noun)] if shown else [])
+
+    def draw_ood():
+        ui.show_figure(ood(), key="vit_ood")
+        st.caption(f"AUROC: the probability that a random OOD image scores higher than a random {one} (0.5 = "
+                   "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
+        ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - \tfrac1S \textstyle\sum_s H[p_s],"
+                    r"\qquad \text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\}")
+
+    def draw_corruptions():
+        figures = corruption_figures()
+        ui.show_figure(figures[0], key="vit_corruption")
+        recorded = [j.name for j in jobs if j.from_record]
+        measured = [j.name for j in jobs if not j.from_record]
+        st.caption("Test error under Gaussian noise, blur and contrast loss at severities 1 to 5. "
+                   + (f"{', '.join(recorded)}: from the bundled checkpoint's training record (the same evaluation, "
+                      "run at the end of training). " if recorded else "")
+                   + (f"{', '.join(measured)}: measured here." if measured else ""))
+        old = [n for n, v in aurocs.items() if v is None]
+        if old:
+            st.info(f"{', '.join(old)}: this checkpoint's record predates the per-score corruption AUROCs; retrain "
+                    "it with `python -m wviz.vit.train` to see them.")
+        if shown:
+            ui.show_figure(figures[1], key="vit_corruption_auroc")
+            st.caption(f"How well '{score}' tells each corrupted {one} from the clean ones: 1 = every corrupted "
+                       f"{one} scores higher, 0.5 = the score does not see the corruption, below 0.5 = it falls.")
+
+    def reliability():
+        return figs.reliability({n: r.reliability for n, r in reports.items()}, split.title)
+
+    def draw_reliability():
+        ui.show_figure(reliability(), key="vit_reliability")
+        st.caption(f"Above, each bar: the accuracy of the {noun} whose top probability fell in one of 15 bins (bins "
+                   f"holding no {one} are left out); on the diagonal the model is as accurate as it is confident. "
+                   f"Below: how many {noun} each bin holds (log scale): a bar over 1 to 3 {noun} weighs little in the "
+                   "ECE.")
+        ui.equation(r"\mathrm{ECE} = \sum_b \frac{n_b}{N}\,\big|\mathrm{acc}_b - \mathrm{conf}_b\big|")
+
+    def confusion():
+        return figs.confusion({n: r.confusion for n, r in reports.items()}, split.class_names, split.title)
+
+    return {
+        "OOD scores": ui.View(draw_ood, ("vit_ood",), lambda: [ood()]),
+        "Corruptions": ui.View(draw_corruptions, ("vit_corruption", "vit_corruption_auroc")[:1 + bool(shown)],
+                               corruption_figures),
+        "Reliability": ui.View(draw_reliability, ("vit_reliability",), lambda: [reliability()]),
+        "Confusion": ui.figure_view(
+            "vit_confusion", confusion,
+            caption=f"Row: the true class, column: the class the model predicts (argmax of its predictive mean); "
+                    f"each cell counts {noun}, the right answers lie on the diagonal."),
+    }
 
 
 if models is not None:

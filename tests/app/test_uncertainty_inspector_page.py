@@ -54,7 +54,7 @@ def test_bundled_demo_matches_the_models(open_page):
 
 
 def test_dataset_panel_agrees_with_the_training_record(open_page):
-    at = open_page(PAGE)
+    at = open_page(PAGE, panel="Reliability")
     models = _models()
     rel = figure_titled(at, "Reliability diagram")
     accuracy = [t for t in rel["data"] if "ECE" in t.get("name", "")]
@@ -69,6 +69,7 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
         assert count.sum() == 360 and count.min() >= 1                   # empty bins left out
         np.testing.assert_array_equal(counts[kind], count)               # the counts drawn below the bars
         assert abs((count / 360 * np.abs(acc - conf)).sum() - models[kind][1]["metrics"]["ece"]) < 1e-3
+    at.segmented_control(key="panel").set_value("OOD scores").run()
     ood = figure_titled(at, "OOD score 'max-softmax'")
     titles = [a["text"] for a in ood["layout"]["annotations"]]
     for kind, (model, rec) in models.items():
@@ -76,6 +77,7 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
         assert abs(shown - rec["metrics"]["auroc"]["sample-image crops"]["max-softmax"]) < 1e-3
     # the confusion matrices: each model's (true, predicted) pairs on the 360 test digits, counted one by one
     x, y = data.load_dataset("digits", "test")
+    at.segmented_control(key="panel").set_value("Confusion").run()
     confusion = {t["name"]: np.asarray(t["z"], dtype=int) for t in figure_titled(at, "Confusion matrix")["data"]}
     assert set(confusion) == {"stochastic", "deterministic"}
     for kind, (model, rec) in models.items():
@@ -85,6 +87,7 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
             counts[truth, guess] += 1
         np.testing.assert_array_equal(confusion[kind], counts)
         assert abs(np.trace(counts) / 360 - rec["metrics"]["accuracy"]) < 1e-4    # the record's accuracy
+    at.segmented_control(key="panel").set_value("Corruptions").run()
     curves = figure_titled(at, "Test error under corruption")
     assert len(curves["data"]) == 6
     seen = figure_titled(at, "Does 'max-softmax' see the corruption?")
@@ -94,6 +97,8 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
         np.testing.assert_allclose(np.asarray(t["y"], dtype=float),
                                    models[kind][1]["metrics"]["corruption_auroc"][corruption]["max-softmax"])
     no_exception(at)
+    check_views(at, "panel", {"OOD scores": ["vit_ood"], "Corruptions": ["vit_corruption", "vit_corruption_auroc"],
+                              "Reliability": ["vit_reliability"], "Confusion": ["vit_confusion"]})
 
 
 def test_widgets_move_the_views(open_page):
@@ -306,6 +311,7 @@ def test_upload_with_another_patch_size_high_query_and_measured_panel(open_page,
     assert fractions == [i / 20 for i in range(20)] + [1.0]
     report = real(model, x, y, ood_sets={}, samples=2)
     measured = report.corruption
+    at.segmented_control(key="panel").set_value("Corruptions").run()
     shown = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Test error under corr")["data"]}
     for kind, err in measured.items():
         np.testing.assert_allclose(shown[f"uploaded (stochastic): {kind}"], err.numpy(), atol=1e-6)
@@ -344,7 +350,7 @@ def test_huge_eval_samples_are_capped_with_a_caption(open_page, tmp_path):
     assert not at.error
     assert any(f"asks for 4096 Monte-Carlo samples per image; the panel uses {views.MAX_PANEL_SAMPLES}" in c.value
                for c in at.caption)
-    figure_titled(at, "Reliability diagram")  # the panel ran
+    figure_titled(at, "OOD score")  # the panel ran
 
 
 @pytest.mark.parametrize("item", views.TRY_THIS, ids=lambda t: t.label)
@@ -400,11 +406,7 @@ def _drawn(at, expected: list[tuple[str, str]]) -> None:
 def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
     """The figures the page draws, by key and title, in order: the layer slider (ui.live) redraws the trace map and
     the chosen attention view; an occlusion changes the numbers, not the figures."""
-    panel = [("vit_reliability", "Reliability diagram on the digits test split (15 bins)"),
-             ("vit_confusion", "Confusion matrix on the digits test split"),
-             ("vit_ood", "OOD score 'max-softmax': digits vs sample-image crops"),
-             ("vit_corruption", "Test error under corruption, by severity"),
-             ("vit_corruption_auroc", "Does 'max-softmax' see the corruption?")]
+    panel = [("vit_ood", "OOD score 'max-softmax': digits vs sample-image crops")]  # the panel's default view
     panel += [(f"vit_temperature_{m}", "Temperature scaling: reliability before and after")
               for m in ("stochastic", "deterministic")]
     one_image = [("vit_probs", "Class probabilities (mean of 32 draws)"),
@@ -435,8 +437,7 @@ def test_a_missing_image_leaves_the_dataset_panel_drawn(open_page):
     at = open_page(PAGE, img_src="upload")
     assert [e.value for e in at.error] == ["upload a PNG or JPG in the sidebar (or pick a test image)"]
     settle(at)  # the calibration panel is computed in the background (ui.background)
-    assert [k for k, _ in _keys_and_titles(at)] == ["vit_reliability", "vit_confusion", "vit_ood", "vit_corruption",
-                                                    "vit_corruption_auroc", "vit_temperature_stochastic",
+    assert [k for k, _ in _keys_and_titles(at)] == ["vit_ood", "vit_temperature_stochastic",
                                                     "vit_temperature_deterministic"]
     assert not at.get("slider") and "samples" not in at.session_state and "region" not in at.session_state
 
@@ -544,9 +545,10 @@ def test_every_checkpoint_with_every_image_source_works_or_says_what_to_change(o
         assert any(i.value.startswith("This checkpoint was trained on CIFAR-10") for i in at.info)
         return
     split = "digits test split" if ckpt in ("bundled", "digits") else "test split"
+    figure_titled(at, "OOD score 'max-softmax'")                     # the panel's default view
+    at.segmented_control(key="panel").set_value("Confusion").run()
     conf = figure_titled(at, f"Confusion matrix on the {split}")
     assert [list(t["y"]) for t in conf["data"]][0] == names
-    figure_titled(at, "Reliability diagram")
     assert ("covariance trace" in at.selectbox(key="score").options) == (ckpt != "deterministic")
 
 
@@ -560,6 +562,7 @@ def test_cifar_found_through_wviz_data_and_a_folder_checkpoint_given_its_zip(ope
     at = _open_with(open_page, trained["files"]["cifar"], "test set")
     assert not at.error and not at.info, [e.value for e in at.error]
     assert any("CIFAR-10 found through WVIZ_DATA" in c.value for c in at.sidebar.caption)
+    at.segmented_control(key="panel").set_value("Confusion").run()
     assert list(figure_titled(at, "Confusion matrix")["data"][0]["x"]) == trained["cifar_names"]
     assert at.sidebar.number_input(key="index").max == 4                # the 4 images of test_batch
 
@@ -581,5 +584,6 @@ def test_cifar_found_through_wviz_data_and_a_folder_checkpoint_given_its_zip(ope
     no_exception(at)
     assert not at.error and not at.info, [e.value for e in at.error]
     assert at.sidebar.number_input(key="index").max == 3 * 20
+    at.segmented_control(key="panel").set_value("Confusion").run()
     conf = np.asarray(figure_titled(at, "Confusion matrix on the test split")["data"][0]["z"], dtype=int)
     assert conf.sum(1).tolist() == [20, 20, 20] and list(shapes.CLASSES) == trained["shapes"]

@@ -3,9 +3,10 @@ app with WVIZ_DATA naming the folder that holds them, upload the checkpoint on t
 the test-set browser on that folder's test split (its class names) and the dataset panel's figures."""
 from tests.e2e.harness import running_app, wait_until_idle
 
-PANEL = ("Reliability diagram on the test split", "Confusion matrix on the test split",
-         "OOD score 'max-softmax': test images vs sample-image crops", "Test error under corruption",
-         "Does 'max-softmax' see the corruption?")
+PANEL = {"OOD scores": ["OOD score 'max-softmax': test images vs sample-image crops"],   # the panel's views
+         "Corruptions": ["Test error under corruption", "Does 'max-softmax' see the corruption?"],
+         "Reliability": ["Reliability diagram on the test split"],
+         "Confusion": ["Confusion matrix on the test split"]}
 TITLES = "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd.layout.title.text)"  # in <b>
 
 
@@ -41,8 +42,7 @@ def test_a_folder_checkpoint_shows_its_own_test_split_and_panel(tmp_path, monkey
     page.on("pageerror", lambda e: errors.append(str(e)))
     with running_app() as url:
         upload_checkpoint(page, url, raw)
-        page.wait_for_function(f"() => ({TITLES})().some(t => t && t.includes('see the corruption'))",
-                               timeout=120_000)
+        page.wait_for_function(f"() => ({TITLES})().some(t => t && t.includes('OOD score'))", timeout=120_000)
         wait_until_idle(page)
         exceptions = page.locator('[data-testid="stException"]')
         assert exceptions.count() == 0, exceptions.first.inner_text()
@@ -53,10 +53,13 @@ def test_a_folder_checkpoint_shows_its_own_test_split_and_panel(tmp_path, monkey
         # the test-set browser: the folder's 12 test pictures, image 1 a circle, the classes by their names
         assert page.locator(".st-key-index input").get_attribute("max") == "12"   # 12 test images, counted from 1
         assert "True class: circle" in page.locator('[data-testid="stMain"]').inner_text()
-        charts = page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => "
-                               "[gd.layout.title.text, gd.data.map(t => t.x)])")
-        titles = [t for t, _ in charts]
-        assert all(any(want in t for t in titles) for want in PANEL), titles
+        for view, wanted in PANEL.items():
+            page.locator(".st-key-panel button").filter(has_text=view).click()
+            wait_until_idle(page)
+            charts = page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => "
+                                   "[gd.layout.title.text, gd.data.map(t => t.x)])")
+            titles = [t for t, _ in charts]
+            assert all(any(want in t for t in titles) for want in wanted), (view, titles)
         probs = next(x for t, x in charts if "Class probabilities" in t)
         confusion = next(x for t, x in charts if "Confusion matrix" in t)
         assert probs == [list(CLASSES)] and confusion == [list(CLASSES)]

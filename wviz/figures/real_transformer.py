@@ -261,14 +261,19 @@ def deviation_histograms(per_layer, alpha: float, bins: int = 30, model: str = "
                         vertical_spacing=0.2, horizontal_spacing=0.08)
     edges = np.linspace(0.0, max(float(dev.max()), 1e-12), bins + 1)
     centres = (edges[:-1] + edges[1:]) / 2
-    for layer in range(L):
-        r, c = layer // cols + 1, layer % cols + 1
+    bars, lines, axes = [], [], {}
+    for layer in range(L):  # one layout update for every panel: Plotly's per-subplot calls cost ~10 ms each
+        n = "" if layer == 0 else str(layer + 1)
         counts, _ = np.histogram(dev[layer], bins=edges)
-        fig.add_bar(x=centres, y=counts, width=edges[1] - edges[0], marker_color=PALETTE[0], name=f"layer {layer + 1}",
-                    showlegend=False, hovertemplate="deviation %{x:.3f}: %{y} tokens<extra></extra>", row=r, col=c)
-        fig.add_vline(x=float(means[layer]), line=dict(color="red", width=2), row=r, col=c)
-        fig.update_xaxes(range=[0, edges[-1]], nticks=4, row=r, col=c)
-        fig.update_yaxes(range=[0, 1.15 * max(int(counts.max()), 1)], row=r, col=c)
+        bars.append(go.Bar(x=centres, y=counts, width=edges[1] - edges[0], marker_color=PALETTE[0], xaxis=f"x{n}",
+                           yaxis=f"y{n}", name=f"layer {layer + 1}", showlegend=False,
+                           hovertemplate="deviation %{x:.3f}: %{y} tokens<extra></extra>"))
+        lines.append(dict(type="line", xref=f"x{n}", yref=f"y{n} domain", x0=float(means[layer]),
+                          x1=float(means[layer]), y0=0, y1=1, line=dict(color="red", width=2)))
+        axes[f"xaxis{n}"] = dict(range=[0, edges[-1]], nticks=4)
+        axes[f"yaxis{n}"] = dict(range=[0, 1.15 * max(int(counts.max()), 1)])
+    fig.add_traces(bars)
+    fig.update_layout(shapes=lines, **axes)
     fig.update_xaxes(title_text="relative deviation", row=rows)
     fig.update_yaxes(title_text="query tokens", col=1)
     fig.update_layout(title=dict(text=f"Figure 4 of 002 on {model} (alpha = {alpha:g})",

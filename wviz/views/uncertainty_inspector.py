@@ -279,10 +279,12 @@ TRY_THIS = (
                                             "region_size": 2, "layer": 0},
         "The four blanked patches take the background's larger tr(Sigma) (0.16-0.59 become 0.66-0.80), the 6 turns "
         "into a 3 at 56 %, and the top class's whisker (5-95 % of the draws) widens from 0.985-0.997 to 0.14-0.90."),
-    Try("Noise images, scored by the covariance trace", {"score": "covariance trace", "ood": "uniform noise"},
+    Try("Noise images, scored by the covariance trace",
+        {"score": "covariance trace", "ood": "uniform noise", "panel": "OOD scores"},
         "AUROC about 0.26, below chance: noise gets smaller covariances than the digits, while 1 - max softmax "
         "tells them apart (AUROC about 0.95)."),
-    Try("Mixed digits, scored by the mutual information", {"score": "mutual information", "ood": "mixed digits"},
+    Try("Mixed digits, scored by the mutual information",
+        {"score": "mutual information", "ood": "mixed digits", "panel": "OOD scores"},
         "Halves of two digits: the draws disagree more on them than on real digits (AUROC about 0.89), better than "
         "the twin's best score (about 0.82)."),
 )
