@@ -60,6 +60,15 @@ SMALL_TEXT = """(px) => Array.from(document.querySelectorAll('.js-plotly-plot .m
   .map(t => [t.textContent.trim().slice(0, 30), parseFloat(getComputedStyle(t).fontSize)])
   .filter(([, size]) => size < px)"""
 
+# Every visible value a control of the main column shows (typed text, a chosen option, a slider's value and ends)
+# under the given size (px).
+SMALL_INPUTS = """(px) => Array.from(document.querySelectorAll(['input:not([type=hidden])', 'textarea',
+    '[data-baseweb="select"] > div', '[data-testid="stSliderThumbValue"]', '[data-testid^="stSliderTickBar"]']
+    .map(s => `[data-testid="stMain"] ${s}`).join(', ')))
+  .filter(e => e.getBoundingClientRect().width > 0)
+  .map(e => [e.value || e.textContent.trim().slice(0, 30), parseFloat(getComputedStyle(e).fontSize)])
+  .filter(([, size]) => size < px)"""
+
 
 def open_page(page, url):
     page.goto(url)
@@ -106,6 +115,7 @@ def test_presentation_mode_is_readable_from_the_back_of_the_hall(server, page, p
     assert page.locator('[data-testid="stExpandSidebarButton"]').is_visible()  # the lecturer can open it
     assert not page.locator('[data-testid="stMainMenu"]').is_visible()
     assert page.evaluate(SMALL_TEXT, TEXT_PX) == []
+    assert page.evaluate(SMALL_INPUTS, TEXT_PX) == []
     assert cut_at_every_width(page) == {}
 
 

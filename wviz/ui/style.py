@@ -101,6 +101,9 @@ _PRESENTING = """
 [data-testid="stElementContainer"]:has([data-testid="stDataFrame"], [data-testid="stTable"]) {
   zoom: 1.35; width: calc(100% / 1.35) !important; max-width: calc(100% / 1.35) !important; }
 .stMainBlockContainer label p { font-size: 1.2rem; }
+.stMainBlockContainer input, .stMainBlockContainer textarea, .stMainBlockContainer [data-baseweb="select"] > div,
+.stMainBlockContainer [data-testid="stSliderThumbValue"], .stMainBlockContainer [data-testid^="stSliderTickBar"] {
+  font-size: 1.2rem; }
 </style>
 """
 
