@@ -1,5 +1,8 @@
 """Page "Uncertainty inspector": a stochastic ViT (004) and its deterministic twin on one image and on the digits
 test split."""
+import hashlib
+import math
+
 import streamlit as st
 
 from wviz import ui
@@ -76,6 +79,13 @@ def show_choice(choice: uv.ModelChoice):
 
 choice = ui.guarded("vit/models", load_models)
 models = None if choice is None else show_choice(choice)  # None: the page draws nothing that needs a model
+if models is not None and models.config.layer0 == "prototypes":
+    ui.equation(r"\Sigma_0(x) = \mathrm{ELU}(W_\Sigma x + p_\Sigma) + 1 + "
+                r"\kappa\,\frac{d^2(x)}{\overline{d^2}_{\text{train}}},\quad d(x) = \min_k \lVert x - c_k \rVert")
+    st.caption("This model's layer 0 adds to eq. (5) a variance that grows with a patch's distance from the "
+               f"nearest of its {models.config.prototypes} prototypes $c_k$ (k-means centres of the training "
+               "patches, kappa their weight): eq. (5) alone is affine in the pixels, and on the digits it learned "
+               "to shrink with ink, so images of noise got the smallest variances (docs/TRAINING.md).")
 
 # ---------------------------------------------------------------------------------------------- test split
 
@@ -197,9 +207,13 @@ def show_prediction():
     ui.equation(r"p(y\mid x) \approx \frac1S \sum_{s=1}^S \operatorname{softmax}\big(f(z^{(s)})\big),\quad "
                 r"z^{(s)} = \mu + \Sigma^{1/2}\varepsilon^{(s)}")
     ui.equation(r"H(p) = -\sum_c p_c \log p_c")
-    ui.show_figure(figs.entropy_bars(uv.entropies(runs), models.config.n_classes), key="vit_entropy")
-    st.caption(f"Predictive entropy: 0 for a sure prediction, log C for a uniform one. Compare a clean "
-               f"{'test image' if split is None else split.one} with an uploaded scribble.")
+    n, top = models.config.n_classes, math.log(models.config.n_classes)
+    for column, (name, h) in zip(st.columns(len(runs)), uv.entropies(runs).items()):
+        column.metric(f"Predictive entropy, {name}", f"{h:.3f} nats", f"{h / top:.0%} of log {n}",
+                      delta_color="off", delta_arrow="off",
+                      help="H(p) of the mean prediction above: 0 for a sure prediction, log C for a uniform one.")
+    st.caption(f"Predictive entropy: 0 for a sure prediction, log C = {top:.3f} nats for a uniform one. Compare a "
+               f"clean {'test image' if split is None else split.one} with an uploaded scribble.")
 
 
 def layer_slider(where) -> int:
@@ -272,9 +286,18 @@ def draw_rules(v: uv.LayerMaps):
                 r"m_i = \textstyle\sum_j A_{ij} v_j")
 
 
+@st.cache_resource(max_entries=16, show_spinner=False)
+def occlusion_of(weights_id: str, image_digest: str, samples: int, seed: int, _models, _image):
+    """The MI occlusion (P + 1 passes of S draws, ~0.1 s) once per model, image and draws: a slider move elsewhere
+    or a new visitor's first run does not pay it again (BENCHMARKS.md, "First load")."""
+    return uv.occlusion(_models, _image, samples, seed)
+
+
 def draw_occlusion():
     """The occlusion of the mutual information over the image, its score's AUROC and what it means."""
-    found = ui.guarded(f"vit/occlusion/{models.main.weights_id}", lambda: uv.occlusion(models, image, samples, seed))
+    digest = hashlib.sha256(image.cpu().numpy().tobytes()).hexdigest() + str(tuple(image.shape))
+    found = ui.guarded(f"vit/occlusion/{models.main.weights_id}",
+                       lambda: occlusion_of(models.main.weights_id, digest, int(samples), int(seed), models, image))
     if found is None:
         return
     change, score = found

@@ -121,18 +121,6 @@ def attention_heads(maps: list, rollout_map, title: str) -> go.Figure:
     return fig
 
 
-def entropy_bars(entropies: dict, n_classes: int) -> go.Figure:
-    """Predictive entropy of each model for this image, against the maximum log C."""
-    names = list(entropies)
-    fig = go.Figure(go.Bar(x=names, y=[float(entropies[k]) for k in names],
-                           marker_color=[MODEL_COLORS.get(k, PALETTE[2]) for k in names],
-                           hovertemplate="%{x}: %{y:.4f} nats<extra></extra>"))
-    fig.add_hline(y=float(np.log(n_classes)), line_dash="dot", annotation_text=f"log {n_classes} (uniform)")
-    fig.update_layout(title="Predictive entropy H(p) of the mean prediction", yaxis_title="nats",
-                      yaxis_range=[0, 1.1 * np.log(n_classes)], height=320, margin=dict(t=50, b=40))
-    return fig
-
-
 def _bin_bars(fig, centres, values, width, i, n, name, color, row, **kw) -> None:
     """Bars of model i (of n) at the bin centres, side by side within each bin of width ``width``."""
     w = width / n
