@@ -288,8 +288,8 @@ def draw_rules(v: uv.LayerMaps):
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def occlusion_of(weights_id: str, image_digest: str, samples: int, seed: int, _models, _image):
-    """The MI occlusion (P + 1 passes of S draws, ~0.1 s) once per model, image and draws: a slider move elsewhere
-    or a new visitor's first run does not pay it again (BENCHMARKS.md, "First load")."""
+    """The MI occlusion (P + 1 passes of S draws) once per model, image and draws: a slider move elsewhere or a new
+    visitor's first run does not pay it again (BENCHMARKS.md, "First load")."""
     return uv.occlusion(_models, _image, samples, seed)
 
 
