@@ -267,7 +267,8 @@ def example_image(side: int = 64) -> bytes:
 # ---- guided experiments ----------------------------------------------------------------------------------------
 
 # Values as the URL holds them: layer an int of the slider 0..depth (3 for the bundled models), index an int of the
-# test split, score and ood options of their selectboxes. Numbers in the sentences are those of the bundled models.
+# test split, score and ood options of their selectboxes, panel a view of the dataset panel. Numbers in the
+# sentences are those of the bundled models.
 TRY_THIS = (
     Try("A digit the deterministic twin gets wrong", {"index": 113},
         "The twin calls this 5 a 0 (53 %); the stochastic model says 5 at 85 %."),
