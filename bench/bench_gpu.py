@@ -302,6 +302,9 @@ def counts_table(rows, cost) -> str:
     return "\n".join(lines)
 
 
+GPU_LOOP = "wviz.ot.sinkhorn route=False"   # the limits rows of the GPU's own Sinkhorn loop
+
+
 def limit_cases(device, sizes: Sizes) -> dict:
     """The calls whose launches and synchronisations the limits table counts."""
     import entmax
@@ -317,10 +320,14 @@ def limit_cases(device, sizes: Sizes) -> dict:
             f"entmax.sparsemax {n} x {n}": lambda: entmax.sparsemax(x, dim=-1),
             f"wviz.entmax 1.5 {n} x {n}": lambda: attention.entmax(x, alpha=1.5),
             f"entmax.entmax15 {n} x {n}": lambda: entmax.entmax15(x, dim=-1),
-            f"wviz.ot.sinkhorn n = {small}, gamma = 0.05, float32": lambda: ot.sinkhorn(a, b, C, 0.05),
             f"wviz.ot.sinkhorn n = {small}, gamma = 0.01, float32": lambda: ot.sinkhorn(a, b, C, 0.01),
-            f"wviz.ot.sinkhorn n = {small}, gamma = 0.001, float32": lambda: ot.sinkhorn(a, b, C, 0.001),
-            f"wviz.ot.sinkhorn 16 x {B}, gamma = 0.05, float64": lambda: ot.sinkhorn(ab, bb, Cb, 0.05, tol=1e-6)}
+            f"wviz.ot.sinkhorn 16 x {B}, gamma = 0.05, float64": lambda: ot.sinkhorn(ab, bb, Cb, 0.05, tol=1e-6),
+            # the GPU's own loop, which the problems above (below CPU_ROUTE_SIZE) leave for the CPU
+            f"{GPU_LOOP} n = {small}, gamma = 0.05, float32": lambda: ot.sinkhorn(a, b, C, 0.05, route=False),
+            f"{GPU_LOOP} n = {small}, gamma = 0.01, float32": lambda: ot.sinkhorn(a, b, C, 0.01, route=False),
+            f"{GPU_LOOP} n = {small}, gamma = 0.001, float32": lambda: ot.sinkhorn(a, b, C, 0.001, route=False),
+            f"{GPU_LOOP} 16 x {B}, gamma = 0.05, float64": lambda: ot.sinkhorn(ab, bb, Cb, 0.05, tol=1e-6,
+                                                                               route=False)}
 
 
 # ---- the goals ------------------------------------------------------------------------------------------------------
@@ -383,7 +390,7 @@ def sinkhorn_goals(grid, inter, inter_cpu, limits) -> list[str]:
     small = [r for r in inter if r["n"] == 256] or inter[:1]
     if small:
         r = small[0]
-        limit = _limit(limits, f"wviz.ot.sinkhorn n = {r['n']}, gamma = 0.01")
+        limit = "the GPU's own loop (route=False): " + _limit(limits, f"{GPU_LOOP} n = {r['n']}, gamma = 0.01")
         lines.append(f"- One problem, n = {r['n']} (float32, gamma = 0.01): a slider's recompute in at most 2 ms: "
                      f"{_mark(r['cold'] <= 2e-3)} ({1e3 * r['cold']:.2f} ms cold, {1e3 * r['warm']:.2f} ms "
                      f"warm-started). Limit: {limit}.")
@@ -407,18 +414,18 @@ def batched_goal(batched, limits) -> list[str]:
     n = rows[0]["n"]
     return [f"- 16 problems of {n} x {n} at once at least 8x sixteen POT calls: {_mark(not miss)}, "
             f"{len(rows) - len(miss)} of {len(rows)} gammas" + (f" (missed at {'; '.join(miss)})" if miss else "")
-            + f". Limit: {per_it}; {_limit(limits, 'wviz.ot.sinkhorn 16 x')}."]
+            + f". Limit: {per_it}; the GPU's own loop (route=False): {_limit(limits, f'{GPU_LOOP} 16 x')}."]
 
 
 def means_goals(limits) -> list[str]:
-    solves = [r for r in limits if r["name"].startswith("wviz.ot.sinkhorn n =") and r["kernels"] is not None]
+    solves = [r for r in limits if r["name"].startswith(f"{GPU_LOOP} n =") and r["kernels"] is not None]
     if not solves:
         return ["- The means (CUDA graphs; no host synchronisation inside the loop): not measured (no profiler)."]
     graphs = sum(r["graphs"] for r in solves)
     syncs = ", ".join(f"{r['syncs']} at {r['name'].split(', ', 1)[1]}" for r in solves)
     grow = solves[-1]["syncs"] - solves[0]["syncs"]
     return [f"- CUDA graphs for the fixed-size iteration: {_mark(graphs > 0)} ({graphs} graph launches over "
-            f"{len(solves)} single-problem solves).",
+            f"{len(solves)} single-problem solves kept on the GPU, route=False).",
             f"- No host synchronisation inside the loop: {_mark(grow <= 2)} (host synchronisations per solve: {syncs}; "
             "met when a smaller gamma, with its many more iterations, adds at most 2)."]
 
@@ -557,9 +564,11 @@ NOTES = """What the GPU tables say (read with the limits table of the same run):
   S times cannot take less than K launches plus S round trips, the floor in the limits table. wviz's sparse maps
   launch more kernels than the entmax package (a float64 threshold, and the check that refuses NaN / +inf / all
   -inf rows, which ends in a host synchronisation).
-- OT: on CUDA wviz checks convergence every few iterations; where each check is a host synchronisation, the
-  limits table counts them. At n = 256 every GPU variant is launch-bound and POT's numpy Sinkhorn on the host CPU
-  can be the fastest.
+- OT: a problem of at most 2^18 entries on CUDA tensors is solved on the host CPU (wviz.ot.CPU_ROUTE_SIZE; the
+  tables mark those cells "solved on the CPU"): there every GPU variant is launch-bound, each iteration a few
+  kernels of microseconds, and the host's one thread is faster. The limits table also measures the GPU's own loop
+  on those problems (route=False): on CUDA it checks convergence every few iterations, each check a host
+  synchronisation, which the table counts.
 - The torch on that machine is its image's (2.11 + CUDA 13.0), not the pinned 2.13.0: the machine has no
   network, and the CUDA build of 2.13.0 is several GB.
 """

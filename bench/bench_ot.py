@@ -160,7 +160,7 @@ def bench_grid(sizes=SIZES, gammas=GAMMAS, device="cpu", log=print) -> list[dict
             ok = {k: r for k, r in peers.items() if r["reached"]}
             best = min(ok, key=lambda k: ok[k]["time"]) if ok else None
             rows.append(dict(n=n, gamma=gamma, wviz=t["wviz"], iters=res.n_iter, err=err, conv=bool(res.converged),
-                             nan=bool(torch.isnan(res.plan).any()), peers=peers, best=best,
+                             nan=bool(torch.isnan(res.plan).any()), peers=peers, best=best, routed=_routed(res, C),
                              ratio=ok[best]["time"] / t["wviz"] if best else float("nan"),
                              bare=t[bare_lib], bare_lib=bare_lib[6:-1], parts=t))
     return rows
@@ -352,7 +352,7 @@ def semi_table(rows) -> str:
             + " | fastest POT reaching tol | ratio POT/wviz | wviz / bare |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
-        nan = (" NaN" if r["nan"] else "") + ("" if r["conv"] else "; not converged")
+        nan = (" NaN" if r["nan"] else "") + ("" if r["conv"] else "; not converged") + _cpu_mark(r)
         cells = [f"{_ms(r['wviz'])} ({r['iters']}, {r['err']:.1e}{nan})"]
         for k in names:
             p = r["peers"][k]
@@ -396,7 +396,7 @@ def bench_batched(n_list=(64, 256), gammas=GAMMAS, B=16, device="cpu", log=print
             t_pot, plans = _timed(seq)
             pot_err = max(l1_error(P, *arg[:2]) for P, arg in zip(plans, args))
             rows.append(dict(n=n, gamma=gamma, B=B, wviz=t, iters=res.n_iter, err=max(errs), pot=t_pot,
-                             conv=bool(res.converged.all()),
+                             conv=bool(res.converged.all()), routed=_routed(res, C),
                              pot_err=pot_err, pot_iters=sum(iters), ratio=t_pot / t))
             log(f"  B = {B}, n = {n}, gamma = {gamma}: wviz {1e3 * t:.1f} ms ({res.n_iter} it, err {max(errs):.1e}),"
                 f" 16 x POT {1e3 * t_pot:.1f} ms (err {pot_err:.1e}), ratio {t_pot / t:.2f}")
@@ -411,13 +411,18 @@ def bench_interactive(n_list=(256, 512), gamma=0.01, step=10 ** 0.1, device="cpu
         t_cold, cold = _timed(lambda: ot.sinkhorn(a, b, C, gamma), device)
         prev = ot.sinkhorn(a, b, C, gamma * step)
         t_warm, warm = _timed(lambda: ot.sinkhorn(a, b, C, gamma, init=prev), device)
-        rows.append(dict(n=n, device=str(device), cold=t_cold, cold_it=cold.n_iter, cold_err=float(cold.marginal_error),
+        rows.append(dict(n=n, device=str(device) + (", solved on the CPU" if _routed(cold, C) else ""), cold=t_cold, cold_it=cold.n_iter, cold_err=float(cold.marginal_error),
                          warm=t_warm, warm_it=warm.n_iter, warm_err=float(warm.marginal_error),
                          conv=bool(cold.converged), warm_conv=bool(warm.converged)))
         log(f"  float32 n = {n} ({device}): cold {1e3 * t_cold:.1f} ms ({cold.n_iter} it, err "
             f"{float(cold.marginal_error):.1e}), warm {1e3 * t_warm:.1f} ms ({warm.n_iter} it, err "
             f"{float(warm.marginal_error):.1e})")
     return rows
+
+
+def _routed(res, C) -> bool:
+    """Whether wviz.ot.sinkhorn solved a problem on CUDA tensors on the CPU (CPU_ROUTE_SIZE)."""
+    return res.solved_on != C.device.type
 
 
 # ---- tables ---------------------------------------------------------------------------------------------------------
@@ -432,7 +437,7 @@ def grid_table(rows) -> str:
             + " | fastest POT reaching tol | ratio POT/wviz |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
-        nan = (" NaN" if r["nan"] else "") + ("" if r["conv"] else "; not converged")
+        nan = (" NaN" if r["nan"] else "") + ("" if r["conv"] else "; not converged") + _cpu_mark(r)
         cells = [f"{_ms(r['wviz'])} ({r['iters']}, {r['err']:.1e}{nan})"]
         for k in names:
             p = r["peers"][k]
@@ -444,11 +449,15 @@ def grid_table(rows) -> str:
     return "\n".join(lines)
 
 
+def _cpu_mark(row) -> str:
+    return "; solved on the CPU" if row.get("routed") else ""
+
+
 def batched_table(rows) -> str:
     lines = ["| B x n | gamma | wviz batched ms (it, worst L1 err) | 16 POT sinkhorn calls ms (total it, worst err) "
              "| ratio |", "|---|---|---|---|---|"]
     for r in rows:
-        conv = "" if r["conv"] else "; not converged"
+        conv = ("" if r["conv"] else "; not converged") + _cpu_mark(r)
         lines.append(f"| {r['B']} x {r['n']} | {r['gamma']} | {_ms(r['wviz'])} ({r['iters']}, {r['err']:.1e}{conv}) | "
                      f"{_ms(r['pot'])} ({r['pot_iters']}, {r['pot_err']:.1e}) | **{r['ratio']:.2f}** |")
     return "\n".join(lines)

@@ -236,8 +236,8 @@ def many_view(w: av.Weights) -> ui.View:
         if drawn is not None:
             res, fig = drawn
             ui.show_figure(fig, key="many")
-            st.caption(f"Computed in {res.seconds * 1e3:.1f} ms on {device}; mean support size "
-                       f"{res.mean_support:.1f} of {m} keys.")
+            st.caption(f"Computed in {res.seconds * 1e3:.1f} ms on {ui.where_solved(res.solved_on, device)}; mean "
+                       f"support size {res.mean_support:.1f} of {m} keys.")
 
     return ui.View(draw_view, ("many",), lambda: [many_figure(w, "softmax", 256, 256, 16)[1]])
 

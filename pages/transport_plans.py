@@ -169,6 +169,8 @@ def show_numbers(t: tv.Transport):
                         "figure can show. Exact and quadratic plans have exact zeros. An entropic plan is positive "
                         "everywhere (P_ij = u_i exp(-C_ij / gamma) v_j), but the smaller gamma, the more of its "
                         "entries fall below this threshold, so at a small gamma it is sparse in effect.")
+    if device.type == "cuda":
+        st.caption(f"Solved on {ui.where_solved(t.solved_on, device)}.")
     if not t.converged:
         st.warning("The solver stopped before the marginals met the tolerance: the plan shown is approximate. "
                    "Raise gamma or accept a looser tolerance.")

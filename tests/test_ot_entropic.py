@@ -344,11 +344,29 @@ def test_fuzz_sinkhorn(wa, wb, seed, rel, scale, batch):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_sinkhorn_cuda_matches_cpu(dtype):
+@pytest.mark.parametrize("route", [False, True])
+def test_sinkhorn_cuda_matches_cpu(dtype, route):
+    """The batch loop on CUDA (route=False), and the same small problem routed to the CPU (the default), give the
+    CPU's plan, on the GPU."""
     a, b, C = random_problem(300, 200, seed=14, dtype=dtype)
     cpu = ot.sinkhorn(a, b, C, 0.01)
-    gpu = ot.sinkhorn(a.cuda(), b.cuda(), C.cuda(), 0.01)
-    assert gpu.plan.is_cuda and bool(gpu.converged)
+    gpu = ot.sinkhorn(a.cuda(), b.cuda(), C.cuda(), 0.01, route=route)
+    assert gpu.plan.is_cuda and gpu.f.is_cuda and bool(gpu.converged)
+    assert gpu.solved_on == ("cpu" if route else "cuda")
     torch.testing.assert_close(gpu.plan.cpu(), cpu.plan, atol=1e-6 if dtype == torch.float64 else 1e-5, rtol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_cuda_routes_only_small_problems():
+    """CPU_ROUTE_SIZE counts the entries of the whole batch: 4 problems of 256 x 256 (2^18) go to the CPU, 5 stay on
+    the GPU; a warm start from a GPU result works either way."""
+    a, b, C = random_problem(256, 256, seed=3)
+    for B, where in ((4, "cpu"), (5, "cuda")):
+        Cb = C.cuda().expand(B, 256, 256)
+        res = ot.sinkhorn(a.cuda(), b.cuda(), Cb, 0.01)
+        assert res.solved_on == where and res.plan.shape == (B, 256, 256) and res.plan.is_cuda
+        warm = ot.sinkhorn(a.cuda(), b.cuda(), Cb, 0.008, init=res)
+        assert bool(warm.converged.all()) and warm.solved_on == where
+        torch.testing.assert_close(warm.plan[0].cpu(), ot.sinkhorn(a, b, C, 0.008).plan, atol=1e-6, rtol=0)
 
 

@@ -42,9 +42,9 @@ Sinkhorn); Blondel, Seguy & Rolet 2018 (smooth and sparse OT); the 001 note
 one-sided entropic OT; "001" on the References page).
 """
 from .costs import COST_KINDS, cost_matrix
-from .entropic import sinkhorn
+from .entropic import CPU_ROUTE_SIZE, sinkhorn
 from .exact import emd
 from .problem import OTResult, marginal_error
 from .quadratic import quadratic_ot
 
-__all__ = ["OTResult", "COST_KINDS", "cost_matrix", "sinkhorn", "emd", "quadratic_ot", "marginal_error"]
+__all__ = ["OTResult", "COST_KINDS", "cost_matrix", "sinkhorn", "CPU_ROUTE_SIZE", "emd", "quadratic_ot", "marginal_error"]

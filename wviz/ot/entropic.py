@@ -22,7 +22,7 @@ from .batch import leave, worth_leaving
 from .lean import LeanScalings, one_blas_thread, use_lean
 from .loop import BatchLoop, ScalingLoop
 from .problem import (OTResult, ProblemFacts, check_cost, check_iter_args, check_mass, dot, finish, init_potentials,
-                      marginal_error, prepare, tensors)
+                      marginal_error, prepare, tensors, to_device)
 from .relaxation import OverRelaxation, check_omega
 from .scaling import ABSORB, Scalings
 
@@ -31,12 +31,16 @@ _EPS_START = 0.01     # ... for the gammas below this fraction of the cost range
 _STAGE_TOL = 1e-3     # marginal error at which an intermediate stage hands over to the next (smaller) gamma
 _MAX_FAILURES = 5     # overflow recoveries before a run gives up and returns its last good plan
 _FLOOR_ITERS = 50     # iterations without a 10 % fall of the error below the rounding floor: stuck there
+# A problem of at most this many entries (B n m) on CUDA tensors is solved on the CPU: there its iterations cost less
+# than launching their kernels on the GPU (BENCHMARKS.md "On a GPU": n = 256, 512 and 16 x 64 are faster on the
+# host's one thread, 16 x 256 and n = 1024 on the GPU). Every size the Transport plans page offers falls below it.
+CPU_ROUTE_SIZE = 1 << 18
 
 
 @torch.no_grad()
 def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=None, eps_scaling: bool = True,
              omega: float | None = None, check_every: int | None = None, record_plans: int = 0,
-             rho: float | None = None) -> OTResult:
+             rho: float | None = None, route: bool = True) -> OTResult:
     """Entropic optimal transport: eq. (23) of 002, W_gamma(a, b; C) = min_{P in U(a, b)} <C, P> - gamma H(P).
 
     The solution is P_ij = exp((f_i + g_j - C_ij) / gamma) for dual potentials f, g (Cuturi 2013). Sinkhorn's
@@ -87,6 +91,9 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     (omega=1: plain Sinkhorn). record_plans=k keeps the plan every k iterations in result.plans (solving at gamma
     directly, so that every recorded plan is an iterate for this gamma; at most about 256 MB of them: when more
     come, every other one is dropped and the interval doubles).
+    route: a problem of at most CPU_ROUTE_SIZE = 2^18 entries (B n m) on CUDA tensors is solved on the CPU, where
+    each iteration costs less than launching its kernels on the GPU, and its result comes back on the GPU
+    (result.solved_on says 'cpu'); route=False keeps every problem on its tensors' device.
 
     The plan meets both marginals to tol, and its cost tends to the exact one (emd) as gamma -> 0, within
     gamma log(n m); with b=None each row is a_i softmax(-C_i / gamma):
@@ -130,7 +137,12 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
         return _one_sided(a, C, gamma)
     if rho is not None and not 0 < rho < math.inf:   # the two ends: the prior-softmax, the balanced problem
         return _rho_end(a, b, C, gamma, rho, dict(tol=tol, max_iter=max_iter, init=init, eps_scaling=eps_scaling,
-                                                  omega=omega, check_every=check_every, record_plans=record_plans))
+                                                  omega=omega, check_every=check_every, record_plans=record_plans,
+                                                  route=route))
+    if route and _small_on_cuda(a, b, C):
+        res = sinkhorn(a.cpu(), b.cpu(), C.cpu(), gamma, tol, max_iter, init=init, eps_scaling=eps_scaling,
+                       omega=omega, check_every=check_every, record_plans=record_plans, rho=rho, route=False)
+        return to_device(res, C.device)
     a, b, C, shape, facts = prepare(a, b, C)
     record = int(record_plans or 0)
     check_every = _check_interval(check_every, record, C)
@@ -161,6 +173,17 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
             if not final:
                 loop.absorb(gamma_k)
         return _result(loop, run, shape, gamma_k, gamma, rho, b)
+
+
+def _small_on_cuda(a, b, C) -> bool:
+    """A problem on CUDA tensors of at most CPU_ROUTE_SIZE entries (B n m), B its broadcast batch size."""
+    if not all(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in (a, b, C)) or C.ndim < 2:
+        return False
+    try:
+        batch = torch.broadcast_shapes(a.shape[:-1], b.shape[:-1], C.shape[:-2])
+    except RuntimeError:   # prepare says what does not match
+        return False
+    return math.prod(batch) * C.shape[-2] * C.shape[-1] <= CPU_ROUTE_SIZE
 
 
 def _check_interval(check_every, record: int, C) -> int:

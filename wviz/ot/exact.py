@@ -51,4 +51,5 @@ def emd(a, b, C, *, max_iter: int | None = None) -> OTResult:
     P = as_t(plans)
     cost = dot(C, P)
     err = marginal_error(a, b, P.sum(-1), P.sum(-2))
-    return finish(shape, P, cost, cost.clone(), 0, err, as_t(ok, torch.bool), [], as_t(fs), as_t(gs), 0.0)
+    return finish(shape, P, cost, cost.clone(), 0, err, as_t(ok, torch.bool), [], as_t(fs), as_t(gs), 0.0,
+                  solved_on="cpu")   # POT's network simplex runs on the host

@@ -4,6 +4,7 @@ a (B, n), b (B, m), C (B, n, m), and its solution is returned as an :class:`OTRe
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -35,6 +36,8 @@ class OTResult:
     rho             the weight of sinkhorn's column penalty (inf: balanced) when rho was given, else None
     column_sums     (..., m) P^T 1, and column_kl (...) KL(P^T 1 | b): how far the columns are from their target b
                     (sinkhorn with rho given, else None)
+    solved_on       where the solver ran, 'cpu' or 'cuda': 'cpu' also for a small problem on CUDA tensors that
+                    sinkhorn solved on the CPU (its result's tensors are on the inputs' device all the same)
     """
 
     plan: torch.Tensor
@@ -51,6 +54,7 @@ class OTResult:
     rho: float | None = None
     column_sums: torch.Tensor | None = None
     column_kl: torch.Tensor | None = None
+    solved_on: str = "cpu"
 
 
 # ---- input checks -------------------------------------------------------------------------------------------------
@@ -224,8 +228,9 @@ def init_potentials(init, a, b, B, n, m):
 # ---- results --------------------------------------------------------------------------------------------------------
 
 def finish(shape, plan, cost, reg_cost, n_iter, err, converged, history, f=None, g=None, gamma=0.0, plans=(),
-           columns=None):
-    """OTResult with the batch shape restored; columns=(rho, P^T 1, KL(P^T 1 | b)) when sinkhorn was given rho."""
+           columns=None, solved_on=None):
+    """OTResult with the batch shape restored; columns=(rho, P^T 1, KL(P^T 1 | b)) when sinkhorn was given rho;
+    solved_on where the solver ran (the plan's device by default)."""
     n, m = plan.shape[-2:]
     hist = torch.from_numpy(np.asarray(history, dtype=np.float64).reshape(-1, 2))
     rho, sums, kl = (None, None, None) if columns is None else columns
@@ -235,7 +240,16 @@ def finish(shape, plan, cost, reg_cost, n_iter, err, converged, history, f=None,
                     g=None if g is None else g.reshape(*shape, m), gamma=float(gamma),
                     plans=tuple((it, P.reshape(*shape, n, m)) for it, P in plans), rho=rho,
                     column_sums=None if sums is None else sums.reshape(*shape, m),
-                    column_kl=None if kl is None else kl.reshape(shape))
+                    column_kl=None if kl is None else kl.reshape(shape), solved_on=solved_on or plan.device.type)
+
+
+def to_device(res: OTResult, device: torch.device) -> OTResult:
+    """res with every tensor on ``device`` (history stays on the CPU); solved_on still says where it was solved."""
+    move = lambda t: t if t is None else t.to(device)  # noqa: E731
+    return dataclasses.replace(res, plan=move(res.plan), cost=move(res.cost), reg_cost=move(res.reg_cost),
+                               marginal_error=move(res.marginal_error), converged=move(res.converged),
+                               f=move(res.f), g=move(res.g), plans=tuple((it, move(P)) for it, P in res.plans),
+                               column_sums=move(res.column_sums), column_kl=move(res.column_kl))
 
 
 def marginal_error(a, b, rows, columns=None, *, scalings=None, work=None, dim=-1):

@@ -17,12 +17,12 @@ from wviz.ui.background import background, wait_for
 from wviz.ui.lecture import built, equation
 from wviz.ui.output import (View, animation, example_file, figure_view, show_chart, show_figure, side_by_side,
                             views)
-from wviz.ui.page import cite, device_badge, page_setup
+from wviz.ui.page import cite, device_badge, page_setup, where_solved
 from wviz.ui.process import freeze_imports
 from wviz.ui.runs import fragment, guarded, live
 from wviz.ui.state import table_editor
 from wviz.ui.widgets import log_slider
 
 __all__ = ["background", "wait_for", "built", "equation", "View", "animation", "example_file", "figure_view",
-           "show_chart", "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup",
+           "show_chart", "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup", "where_solved",
            "freeze_imports", "fragment", "guarded", "live", "table_editor", "log_slider"]

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs
 import streamlit as st
 import torch
 
-from wviz import references
+from wviz import ot, references
 from wviz.device import describe, get_device
 from wviz.guide import Try
 from wviz.ui import lecture, style
@@ -38,7 +38,18 @@ def device_badge() -> torch.device:
         st.sidebar.error(str(err))
         device = torch.device("cpu")
     st.sidebar.markdown(f"**Computing on:** {describe(device)}")
+    if device.type == "cuda":
+        st.sidebar.caption(f"Sinkhorn problems of at most {ot.CPU_ROUTE_SIZE:,} entries are solved on the CPU, "
+                           "where they are faster than on the GPU; each result says where it was computed.")
     return device
+
+
+def where_solved(solved_on: str, device: torch.device) -> str:
+    """Where a result was computed, for a caption: the page's device, or the CPU for a transport problem small
+    enough that wviz.ot solved it there although the page computes on the GPU (OTResult.solved_on)."""
+    if solved_on == "cpu" and device.type == "cuda":
+        return "the CPU (a transport problem this small is faster there than on the GPU)"
+    return str(device)
 
 
 def cite(key: str, text: str | None = None) -> str:

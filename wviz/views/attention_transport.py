@@ -410,12 +410,14 @@ def pool_for_display(matrix: torch.Tensor, max_side: int = 512) -> tuple[torch.T
 @dataclass(frozen=True)
 class ManyQueries:
     """n random queries against m random keys: the (pooled) n x m weights, how much they were pooled, the time
-    the weights took and their mean support size."""
+    the weights took, their mean support size and where they were computed ('cpu' or 'cuda': semi-relaxed OT of at
+    most wviz.ot's CPU_ROUTE_SIZE entries is solved on the CPU, wviz.ot.OTResult.solved_on)."""
 
     pooled: torch.Tensor
     block: tuple[int, int]
     seconds: float
     mean_support: float
+    solved_on: str = "cpu"
 
 
 def many_queries(mechanism: str, n: int, m: int, d: int, seed: int, tau: float, alpha: float,
@@ -427,11 +429,13 @@ def many_queries(mechanism: str, n: int, m: int, d: int, seed: int, tau: float, 
     t0 = time.perf_counter()
     if mechanism == SEMI:
         uniform = (torch.full((n,), 1.0 / n, device=device), torch.full((m,), 1.0 / m, device=device))
-        p = ot.sinkhorn(*uniform, -dot_scores(q, k), tau, rho=rho).plan * n
+        res = ot.sinkhorn(*uniform, -dot_scores(q, k), tau, rho=rho)
+        p, where = res.plan * n, res.solved_on
     else:
         p = attend(mechanism, dot_scores(q, k), tau, alpha, prior)
+        where = p.device.type
     if p.is_cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     pooled, bn, bm = pool_for_display(p)
-    return ManyQueries(pooled, (bn, bm), seconds, float(attention.support_size(p).float().mean()))
+    return ManyQueries(pooled, (bn, bm), seconds, float(attention.support_size(p).float().mean()), where)

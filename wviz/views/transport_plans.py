@@ -223,6 +223,7 @@ class Transport:
     converged       the marginal error met the tolerance (exact: an optimal basis was found)
     rho             the weight that holds the targets' masses b (rho_rel max|C|; inf: held exactly, eq. (23))
     columns         P^T 1 of a semi-relaxed plan (None at rho = inf), column_kl = KL(P^T 1 | b)
+    solved_on       where the solver ran, 'cpu' or 'cuda' (wviz.ot.OTResult.solved_on)
     """
 
     problem: Problem
@@ -237,6 +238,7 @@ class Transport:
     rho: float = math.inf
     columns: torch.Tensor | None = field(default=None, compare=False)
     column_kl: float = 0.0
+    solved_on: str = "cpu"
 
     @property
     def gamma_rel(self) -> float:
@@ -286,7 +288,8 @@ def transport(problem: Problem, solver: str, gamma_rel: float, device="cpu", rho
     res = solve(solver, *problem.tensors(device), gamma, rho=rho)
     semi = dict(rho=rho, columns=res.column_sums.cpu(), column_kl=float(res.column_kl)) if rho < math.inf else {}
     return Transport(problem, solver, gamma, res.plan.cpu(), float(res.cost), float(res.reg_cost),
-                     int(res.n_iter), float(res.marginal_error), bool(res.converged), **semi)
+                     int(res.n_iter), float(res.marginal_error), bool(res.converged), **semi,
+                     solved_on=res.solved_on)
 
 
 def at_defaults():
