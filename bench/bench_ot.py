@@ -411,7 +411,8 @@ def bench_interactive(n_list=(256, 512), gamma=0.01, step=10 ** 0.1, device="cpu
         t_cold, cold = _timed(lambda: ot.sinkhorn(a, b, C, gamma), device)
         prev = ot.sinkhorn(a, b, C, gamma * step)
         t_warm, warm = _timed(lambda: ot.sinkhorn(a, b, C, gamma, init=prev), device)
-        rows.append(dict(n=n, device=str(device) + (", solved on the CPU" if _routed(cold, C) else ""), cold=t_cold, cold_it=cold.n_iter, cold_err=float(cold.marginal_error),
+        where = str(device) + (", solved on the CPU" if _routed(cold, C) else "")
+        rows.append(dict(n=n, device=where, cold=t_cold, cold_it=cold.n_iter, cold_err=float(cold.marginal_error),
                          warm=t_warm, warm_it=warm.n_iter, warm_err=float(warm.marginal_error),
                          conv=bool(cold.converged), warm_conv=bool(warm.converged)))
         log(f"  float32 n = {n} ({device}): cold {1e3 * t_cold:.1f} ms ({cold.n_iter} it, err "

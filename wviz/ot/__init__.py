@@ -47,4 +47,5 @@ from .exact import emd
 from .problem import OTResult, marginal_error
 from .quadratic import quadratic_ot
 
-__all__ = ["OTResult", "COST_KINDS", "cost_matrix", "sinkhorn", "CPU_ROUTE_SIZE", "emd", "quadratic_ot", "marginal_error"]
+__all__ = ["OTResult", "COST_KINDS", "cost_matrix", "sinkhorn", "CPU_ROUTE_SIZE", "emd", "quadratic_ot",
+           "marginal_error"]
