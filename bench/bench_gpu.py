@@ -568,7 +568,9 @@ NOTES = """What the GPU tables say (read with the limits table of the same run):
   tables mark those cells "solved on the CPU"): there every GPU variant is launch-bound, each iteration a few
   kernels of microseconds, and the host's one thread is faster. The limits table also measures the GPU's own loop
   on those problems (route=False): on CUDA it checks convergence every few iterations, each check a host
-  synchronisation, which the table counts.
+  synchronisation, which the table counts. A routed solve cannot be faster than the host CPU's own solve (the
+  interactive table's cpu row) plus the copies to and from the GPU (the synchronisations of the limits table's
+  routed rows are those copies): there the limit is the host's one thread.
 - The torch on that machine is its image's (2.11 + CUDA 13.0), not the pinned 2.13.0: the machine has no
   network, and the CUDA build of 2.13.0 is several GB.
 """
