@@ -3,6 +3,7 @@ matrix-vector product, and compaction of a batch."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from tests.ot_problems import F64, random_problem
@@ -70,3 +71,69 @@ def test_keep_compacts_every_batched_tensor():
         torch.testing.assert_close(getattr(loop, name), before[name][[2, 0]], rtol=0, atol=0)
     torch.testing.assert_close(loop.plan(), P[[2, 0]], rtol=0, atol=0)
     assert loop.KT.data_ptr() == loop.K.data_ptr()
+
+
+def test_graphed_iterations_give_the_eager_loops_results_bit_for_bit(monkeypatch):
+    """wviz.ot.graphs' bookkeeping, on the CPU: with the CUDA capture replaced by a stand-in whose replay runs the
+    captured iterations again on the same buffers, a batch solved through graphs (buffers copied in after each
+    rebuild and absorption, the over-relaxation written in place, save() a copy, fresh graphs after a compaction)
+    equals the eager loop's result bit for bit; the graphs were replayed, over plain and over-relaxed steps."""
+    from functools import partial
+
+    from wviz import ot
+    from wviz.ot import entropic, graphs
+
+    captured = []
+
+    class Replay:
+        def __init__(self, body):
+            self.body, self.replays = body, 0
+
+        def replay(self):
+            self.replays += 1
+            self.body()
+
+    def capture(body):
+        body()                                  # the warm-up does the call's iterations, as on CUDA
+        captured.append(Replay(body))
+        return captured[-1]
+
+    probs = [random_problem(12, 9, seed=s) for s in range(6)]
+    a, b = torch.stack([p[0] for p in probs]), torch.stack([p[1] for p in probs])
+    C = torch.stack([p[2] * k for p, k in zip(probs, [1, 1, 40, 1, 1, 1])])   # one slow problem: compaction
+    b[3, 4] = 0                                                               # a zero mass: the masked updates
+    b[3] /= b[3].sum()
+    for gamma, omega in ((0.02, None), (1e-3, None), (0.05, 1.0)):   # over-relaxed steps; plain ones (omega 1)
+        eager = ot.sinkhorn(a, b, C, gamma, tol=1e-10, max_iter=100000, omega=omega)
+        monkeypatch.setattr(graphs, "capture", capture)
+        monkeypatch.setattr(entropic, "Scalings", partial(entropic.Scalings, use_graphs=True))
+        graphed = ot.sinkhorn(a, b, C, gamma, tol=1e-10, max_iter=100000, omega=omega)
+        monkeypatch.undo()
+        for field in ("plan", "f", "g", "cost", "reg_cost", "marginal_error", "converged"):
+            assert torch.equal(getattr(graphed, field), getattr(eager, field)), (gamma, field)
+        assert graphed.n_iter == eager.n_iter and torch.equal(graphed.history, eager.history)
+    assert sum(r.replays for r in captured) > len(captured) >= 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+@pytest.mark.parametrize("omega", [None, 1.0])
+def test_cuda_graphs_give_the_eager_iterations(monkeypatch, omega):
+    """On CUDA the balanced iterations run as captured graphs (wviz.ot.graphs): a batch with a slow problem (a
+    compaction, new graphs) gives the eager loop's plans, and graphs were captured and replayed."""
+    from functools import partial
+
+    from wviz import ot
+    from wviz.ot import entropic, graphs
+
+    probs = [random_problem(40, 30, seed=s) for s in range(6)]
+    a, b = (torch.stack([p[i] for p in probs]).cuda() for i in range(2))
+    C = torch.stack([p[2] * k for p, k in zip(probs, [1, 1, 40, 1, 1, 1])]).cuda()
+    monkeypatch.setattr(entropic, "Scalings", partial(entropic.Scalings, use_graphs=False))
+    eager = ot.sinkhorn(a, b, C, 0.02, tol=1e-10, max_iter=100000, omega=omega, route=False)
+    monkeypatch.undo()
+    made, real = [], graphs.capture
+    monkeypatch.setattr(graphs, "capture", lambda body: made.append(body) or real(body))
+    graphed = ot.sinkhorn(a, b, C, 0.02, tol=1e-10, max_iter=100000, omega=omega, route=False)
+    assert graphed.solved_on == "cuda" and len(made) >= 2 and bool(graphed.converged.all())
+    torch.testing.assert_close(graphed.plan, eager.plan, atol=1e-12, rtol=0)
+    assert graphed.n_iter == eager.n_iter

@@ -19,10 +19,11 @@ One module per family, as in POT:
                     marginal_error
     costs.py        cost_matrix
     entropic.py     sinkhorn: the stages of epsilon scaling, convergence checks, the stopping rule, warm starts, the
-                    one-sided form
+                    one-sided form, small problems on CUDA tensors solved on the CPU (CPU_ROUTE_SIZE)
     loop.py         the contract of the scaling loop (ScalingLoop, BatchLoop) that the two below implement
     scaling.py      the stabilised scaling form P = diag(u) K diag(v): kernel, iterations, absorption, the plan
     lean.py         the same for one problem on the CPU, in numpy on fixed buffers, with a float32 start
+    graphs.py       scaling.py's balanced iterations on CUDA captured once and replayed as CUDA graphs
     semirelaxed.py  semi-relaxed OT (sinkhorn(rho=...)): its column update, translation, objective and closed end
     relaxation.py   adaptive over-relaxation (Young's SOR theory)
     batch.py        converged problems leaving a batch early

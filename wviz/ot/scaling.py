@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import semirelaxed
+from . import graphs, semirelaxed
 from .loop import PlanParts
 from .problem import dot, marginal_error
 from .relaxation import relaxed, relaxed_from
@@ -86,17 +86,21 @@ class Scalings:
     c (B, m, 1) from log_b and g for the current gamma; t (B, m, 1) the plain column update of the current K^T u
     (None until an iteration or a refresh computes it); total (B, 1, 1) = sum a; floor the smallest column scaling;
     shift (B, 1, 1) the translations of the dual point not yet moved into f and g (None: none), see :meth:`_settle`.
+
+    graphs: the balanced iterations on CUDA run as CUDA graphs (wviz.ot.graphs; None: eagerly, on the CPU and for
+    the semi-relaxed problem). use_graphs=None chooses so; True or False forces it.
     """
 
     __slots__ = ("C", "K", "KT", "f", "g", "u", "v", "Kv", "KTu", "a3", "b3", "pa3", "pb3", "ma", "mb", "pos_a",
                  "pos_b", "zero_a", "zero_b", "omega_minus_1", "plain", "clamp", "rho", "p", "gamma", "log_b", "total",
-                 "c", "t", "floor", "shift")
+                 "c", "t", "floor", "shift", "graphs")
     # every tensor with one row per problem: what a compaction of the batch selects
     BATCHED = ("K", "u", "v", "Kv", "KTu", "f", "g", "C", "a3", "b3", "pa3", "pb3", "ma", "mb", "pos_a", "pos_b",
                "omega_minus_1")
     SEMI = ("log_b", "total", "c", "t")   # ... and those of the semi-relaxed problem
 
-    def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool, rho: float | None = None):
+    def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool, rho: float | None = None,
+                 use_graphs: bool | None = None):
         pos_a, pos_b = a > 0, b > 0
         self.C, self.f, self.g = C, f.masked_fill_(~pos_a, -torch.inf), g.masked_fill_(~pos_b, -torch.inf)
         self.K = torch.empty_like(C)
@@ -110,6 +114,9 @@ class Scalings:
         self.rho, self.p, self.gamma, self.c, self.t, self.shift = rho, None, None, None, None, None
         if rho is not None:
             self.log_b, self.total, self.floor = self.b3.log(), a.sum(-1)[:, None, None], semirelaxed.FLOOR[C.dtype]
+        if use_graphs is None:
+            use_graphs = C.is_cuda and rho is None
+        self.graphs = graphs.Graphs() if use_graphs else None
 
     def cold_start(self, gamma: float, f_is_zero: bool):
         """The first kernel without the clamp (ScalingLoop.cold_start); u = v = 1 on the points with mass."""
@@ -157,7 +164,10 @@ class Scalings:
         """The over-relaxation factors (B,) for the updates of :meth:`iterate`."""
         self.plain = all(w == 1 for w in omega.tolist())
         omega = torch.as_tensor(omega, dtype=self.C.dtype, device=self.C.device).view(-1, 1, 1)
-        self.omega_minus_1 = omega - 1
+        if self.omega_minus_1 is not None and self.omega_minus_1.shape == omega.shape:
+            self.omega_minus_1.copy_(omega - 1)   # in place: a captured graph reads this buffer
+        else:
+            self.omega_minus_1 = omega - 1
 
     def start(self):
         """Kv = K v: what the first row update reads."""
@@ -170,8 +180,8 @@ class Scalings:
             self.t = self._column_update(self.KTu)
 
     def save(self):
-        """The current scalings (iterations replace them, never change them in place)."""
-        return self.u, self.v
+        """The current scalings (eager iterations replace them; a graph's replay writes its buffers in place)."""
+        return (self.u, self.v) if self.graphs is None else (self.u.clone(), self.v.clone())
 
     def restore(self, saved):
         """The scalings saved, with their Kv and KTu."""
@@ -190,7 +200,15 @@ class Scalings:
         Semi-relaxed: :meth:`_iterate_semi`."""
         if self.rho is not None:
             return self._iterate_semi(steps)
-        K, KT, u, v, Kv, a3, b3 = self.K, self.KT, self.u, self.v, self.Kv, self.a3, self.b3
+        state = (self.u, self.v, self.Kv)
+        if self.graphs is None:
+            self.u, self.v, self.Kv, self.KTu = self._steps(*state, steps)
+        else:
+            self.u, self.v, self.Kv, self.KTu = self.graphs.run(steps, self.plain, state, self._steps)
+
+    def _steps(self, u, v, Kv, steps: int):
+        """(u, v, Kv, KTu) after steps balanced iterations from u, v and Kv = K v."""
+        K, KT, a3, b3 = self.K, self.KT, self.a3, self.b3
         pa3, pb3, zero_a, zero_b, plain, omega_minus_1 = (self.pa3, self.pb3, self.zero_a, self.zero_b, self.plain,
                                                           self.omega_minus_1)
         for _ in range(steps):
@@ -204,7 +222,7 @@ class Scalings:
             else:
                 v = relaxed(v, b3, KTu, omega_minus_1, zero_b, pb3)
             Kv = mv(K, v)
-        self.u, self.v, self.Kv, self.KTu = u, v, Kv, KTu
+        return u, v, Kv, KTu
 
     def _column_update(self, KTu, c=None):
         """The plain semi-relaxed column update t = exp(c - phi log K^T u) (wviz.ot.semirelaxed), 0 without mass."""
@@ -281,3 +299,5 @@ class Scalings:
             if getattr(self, name) is not None:
                 setattr(self, name, getattr(self, name).index_select(0, idx))
         self.KT = self.K.mT
+        if self.graphs is not None:   # new buffers: graphs captured on the old ones would read those
+            self.graphs = graphs.Graphs()
