@@ -571,6 +571,11 @@ NOTES = """What the GPU tables say (read with the limits table of the same run):
   synchronisation, which the table counts. A routed solve cannot be faster than the host CPU's own solve (the
   interactive table's cpu row) plus the copies to and from the GPU (the synchronisations of the limits table's
   routed rows are those copies): there the limit is the host's one thread.
+- CUDA graphs (wviz.ot.graphs): each solve captures its own graphs, one per (steps between checks, plain or
+  over-relaxed); a capture runs its iterations once and records them, and every later check interval is one graph
+  launch (the route=False rows: launches against graph launches). A solve of many check intervals gains (the
+  grid's small gammas); one of a single interval or two pays the capture without replaying it (the grid's
+  gamma = 0.05 cells).
 - The torch on that machine is its image's (2.11 + CUDA 13.0), not the pinned 2.13.0: the machine has no
   network, and the CUDA build of 2.13.0 is several GB.
 """
