@@ -127,7 +127,7 @@ def test_reliability_bands_hold_the_bins_accuracy():
 
 @pytest.mark.parametrize("name", ["wviz.vit.calibration", "wviz.vit.intervals", "wviz.vit.occlusion", "wviz.vit.maps"])
 def test_the_examples_of_the_new_modules_give_what_they_print(name):
-    """The docstring examples of the modules of issue 36 (tests/test_examples.py runs the older ones)."""
+    """The docstring examples of the calibration modules (tests/test_examples.py runs the older ones)."""
     import doctest
     import importlib
 

@@ -285,7 +285,7 @@ def _fuzz(st, st_end, pt, pt_end):
     ({"image_size": "16"}, r"'image_size' must be a whole number from 4 to 256"),
     ({"class_names": [""] + list("123456789")}, r"'class_names' must be a list of 10 names .*printable"),
     ({"class_names": ["a\nb"] + list("123456789")}, r"'class_names' must be a list of 10 names"),
-    # the entries of issue 36: the validation split, the prototypes' weight, the terms, the multi-seed numbers
+    # the entries of the retrained pair: the validation split, the prototypes' weight, the terms, the multi-seed numbers
     ({"val_fraction": 0.9}, r"'val_fraction' must be a number from 0 to 0.5, got 0.9"),
     ({"val_fraction": "0.1"}, r"'val_fraction' must be a number"),
     ({"kappa": -1}, r"'kappa' must be a number from 0 to 100"),

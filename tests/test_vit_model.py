@@ -195,7 +195,7 @@ def test_every_device_matches_float64_cpu(device):
     torch.testing.assert_close(p.mean.sum(-1).cpu(), torch.ones(4))
 
 
-# ---- the mixture rule, the likelihood terms, the prototype variances (issue 36) --------------------------------
+# ---- the mixture rule, the likelihood terms, the prototype variances ------------------------------------------
 
 def test_the_mixture_rule_is_the_variance_of_the_mixture_through_w_o():
     """Each head's output is one value drawn with probability A_ij from N(v_j, Sigma_vj) (independently per head),

@@ -535,7 +535,7 @@ def test_a_picture_keeps_its_colours_for_an_rgb_model(rgb_models, models):
     assert not uv.uploaded_image(buf.getvalue(), rgb_models, "no", dark).pre.inverted
 
 
-# ---- what the maps mean, the calibration panel (issue 36) ---------------------------------------------------------
+# ---- what the maps mean, the calibration panel ------------------------------------------------------------------
 
 def test_both_rules_run_on_the_same_weights_and_the_main_map_is_the_trained_rule(models, runs, images):
     image = images[0][1]

@@ -42,14 +42,14 @@ __all__ = ["RECIPES", "TWIN", "run_all", "measure", "tables", "measure_held_out"
            "measure_occlusion", "occlusion_table", "main"]
 
 TWIN = "deterministic twin"
-_BASE = ["--lam", "0.1", "--pretrain-epochs", "10", "--kl", "0.001"]  # issue 17's bundled recipe
+_BASE = ["--lam", "0.1", "--pretrain-epochs", "10", "--kl", "0.001"]  # the first bundled recipe (docs/TRAINING.md)
 
 
 KAPPA = "0.02"  # layer 0 'prototypes': the mean extra variance per dimension of a training patch
 
 
 def _recipe(rule: str, term: str, layer0: str) -> tuple[str, list[str]]:
-    """The bundled recipe of issue 17 with a covariance rule, a pre-training term and a layer-0 variance."""
+    """The first bundled recipe (docs/TRAINING.md, "The first ablation") with a covariance rule, a pre-training term and a layer-0 variance."""
     extra = ["--prototypes", "64", "--kappa", KAPPA] if layer0 == "prototypes" else []
     return (f"rule {rule}, pre-training {term}, layer 0 {layer0}",
             [*_BASE, "--rule", rule, "--pretrain-term", term, "--layer0", layer0, *extra])
