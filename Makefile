@@ -35,10 +35,11 @@ serve: $(VENV)/.runtime nginx
 test: $(VENV)/.dev chromium nginx
 	$(PY) -m pytest
 
-# The edit-test loop: the library's and the views' tests and the docstring examples, no page and no browser
-# (tests/app drives pages with AppTest, tests/e2e with chromium: `make test` runs them).
+# The edit-test loop: the library's and the views' tests and the docstring examples, no page, no browser and no
+# slow re-measurement (tests/app drives pages with AppTest, tests/e2e chromium, tests marked slow re-measure the
+# bundled models: `make test` runs them all).
 check: $(VENV)/.dev
-	$(PY) -m pytest --ignore=tests/app --ignore=tests/e2e
+	$(PY) -m pytest --ignore=tests/app --ignore=tests/e2e -m "not slow"
 
 bench: $(VENV)/.dev chromium nginx
 	$(PY) -m bench

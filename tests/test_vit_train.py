@@ -155,6 +155,7 @@ def test_torchrun_pretraining_leaves_the_classifier_out_and_ddp_accepts_it(tmp_p
     assert record["processes"] == 2 and record["pretrain_epochs"] == 2
 
 
+@pytest.mark.slow
 def test_ablation_tables_are_the_mean_and_spread_of_the_seeds(tmp_path):
     """Two tiny recipes x two seeds, measured at S = 2 and two Monte-Carlo seeds: a cell is the mean over training
     seeds of each seed's Monte-Carlo mean, +- their sample standard deviation (+- the mean sd over Monte-Carlo seeds),
