@@ -10,9 +10,10 @@ WVIZ_BENCH_THREADS threads (default 1). Goals: softmax / tau <= 1.1x, sparsemax 
 forward. The last column is wviz.models.lens.forward with softmax / tau, the whole notebook call (tokens in, every
 layer's maps stacked), against the same eager forward.
 
-Memory. A fresh process's resident memory after importing torch, transformers and wviz.models, after loading a
-110M-parameter BERT-base folder (random weights, saved with save_pretrained) through wviz.models.hub.load, with the
-maps of one 512-token forward through wviz.models.lens.forward kept, after dropping them, and at its peak.
+Memory. A fresh process, as a replica holding two user models: its resident memory after importing torch,
+transformers and wviz.models, then for each of two 110M-parameter BERT-base folders (different random weights, saved
+with save_pretrained) after loading it through wviz.models.hub.load, with the maps of one 512-token forward through
+wviz.models.lens.forward kept, and after dropping them; and at its peak.
 
 ``python -m bench.bench_models`` rewrites the section "## Your model under the lens" of BENCHMARKS.md;
 ``python -m bench.bench_models --print`` prints the tables only.
@@ -136,37 +137,42 @@ import torch, transformers
 from wviz.models import hub, lens
 torch.set_num_threads(1)
 marks = {"torch, transformers, wviz.models imported": status()}
-model = hub.load(sys.argv[1], "cpu")
-marks["model loaded (weights mapped, not yet read)"] = status()
-fwd = lens.forward(model, "cat " * 510, max_tokens=512, details=False)
-marks["a 512-token forward's maps kept"] = status()
-del fwd
-gc.collect()
-marks["forward dropped: the model alone"] = status()
+models = []  # kept, as a replica keeps its loaded models
+for i, folder in enumerate(sys.argv[1:], 1):
+    models.append(hub.load(folder, "cpu"))
+    marks[f"model {i} loaded (weights mapped, not yet read)"] = status()
+    fwd = lens.forward(models[-1], "cat " * 510, max_tokens=512, details=False)
+    marks[f"model {i}: a 512-token forward's maps kept"] = status()
+    del fwd
+    gc.collect()
+    marks[f"model {i}: forward dropped, {i} model{'s' * (i > 1)} held"] = status()
 marks["peak"] = {"VmRSS": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 print(json.dumps(marks))
 """
 
 
 def memory() -> dict:
-    """RSS marks (MB) of a fresh process loading a random 110M-parameter BERT-base folder (module docstring)."""
+    """RSS marks (MB) of a fresh process loading two random 110M-parameter BERT-base folders, each with its own
+    weights (module docstring)."""
     from transformers import BertConfig, BertModel
 
     from wviz.models import hub
 
-    folder = Path(tempfile.mkdtemp(prefix="wviz-bench-")) / "bert-base-random"
+    root = Path(tempfile.mkdtemp(prefix="wviz-bench-"))
     try:
-        torch.manual_seed(0)
-        BertModel(BertConfig()).save_pretrained(folder)
-        for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-            shutil.copy(Path(hub.bundled_dir()) / name, folder / name)
-        params = hub.describe(folder).parameters
+        folders = [root / f"bert-base-random-{seed}" for seed in (0, 1)]
+        for seed, folder in enumerate(folders):
+            torch.manual_seed(seed)  # different weights: nothing shared between the two models' files
+            BertModel(BertConfig()).save_pretrained(folder)
+            for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+                shutil.copy(Path(hub.bundled_dir()) / name, folder / name)
+        params = hub.describe(folders[0]).parameters
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-        out = subprocess.run([sys.executable, "-c", _MEMORY, str(folder)], capture_output=True, text=True, env=env,
-                             check=True)
+        out = subprocess.run([sys.executable, "-c", _MEMORY, *map(str, folders)], capture_output=True, text=True,
+                             env=env, check=True)
         return {"parameters": params, "marks": json.loads(out.stdout.strip().splitlines()[-1])}
     finally:
-        shutil.rmtree(folder.parent, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def memory_table(mem: dict) -> str:
@@ -177,6 +183,16 @@ def memory_table(mem: dict) -> str:
     return "\n".join(lines)
 
 
+def memory_summary(mem: dict) -> str:
+    """One sentence: what the first model costs the process once it has run, and what the second adds."""
+    rss = [s["VmRSS"] for s in mem["marks"].values()]
+    first, second = rss[3] - rss[0], rss[6] - rss[3]  # marks: imported, then 3 per model (module docstring)
+    return (f"A {mem['parameters'] / 1e6:.0f}M-parameter model costs a process {first:.0f} MB once it has run, and "
+            f"a second one adds {second:.0f} MB (the float32 weights of each are {4 * mem['parameters'] / 2 ** 20:.0f}"
+            " MB, memory-mapped from the safetensors file: file-backed pages that processes loading the same folder "
+            "share), plus what a forward keeps while it is shown.")
+
+
 def main(write: bool | None = None) -> str:
     write = "--print" not in sys.argv[1:] if write is None else write
     with bench_threads() as threads:
@@ -184,13 +200,8 @@ def main(write: bool | None = None) -> str:
         print(f"{SECTION}\nmachine: {machine}", flush=True)
         tab = table(run())
     mem = memory()
-    marks = list(mem["marks"].values())
-    alone = marks[3]["VmRSS"] - marks[0]["VmRSS"]
     mtab = memory_table(mem)
-    summary = (f"A {mem['parameters'] / 1e6:.0f}M-parameter model costs a process {alone:.0f} MB once it has run "
-               f"(its float32 weights are {4 * mem['parameters'] / 2 ** 20:.0f} MB, memory-mapped from the "
-               "safetensors file: file-backed pages that processes loading the same folder share), plus what a "
-               "forward keeps while it is shown.")
+    summary = memory_summary(mem)
     print(tab + "\n\n" + mtab + "\n\n" + summary)
     if write:
         body = (f"Machine: {machine}. Produced by `make bench` (`bench/bench_models.py`): the model's forward with "
@@ -199,8 +210,9 @@ def main(write: bool | None = None) -> str:
                 "ratios > 1 are slower than eager. Goals: softmax / tau <= 1.1x, sparsemax and entmax <= 1.5x "
                 "(bold: met). lens.forward is the whole notebook call (tokenizer, forward, every layer's maps "
                 "stacked). Max abs diff: the last hidden states of wviz's softmax at tau = 1 against eager.\n\n"
-                f"{tab}\n\nMemory of one process (a random BERT-base folder loaded with wviz.models.hub.load, then "
-                f"one 512-token forward through wviz.models.lens.forward):\n\n{mtab}\n\n{summary}")
+                f"{tab}\n\nMemory of one process as a replica holding two user models (two random BERT-base folders "
+                "loaded one after the other with wviz.models.hub.load and kept, each followed by one 512-token "
+                f"forward through wviz.models.lens.forward):\n\n{mtab}\n\n{summary}")
         write_section(SECTION, body)
     return tab
 
