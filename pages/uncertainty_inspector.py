@@ -39,6 +39,18 @@ def uploaded(raw: bytes, name: str, where: str):
     return uv.load_upload(raw, name, where)
 
 
+def digest_of(image) -> str:
+    """A cache key of an image: its bytes' SHA-256 and its shape."""
+    return hashlib.sha256(image.cpu().numpy().tobytes()).hexdigest() + str(tuple(image.shape))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def inspected(weights_ids: tuple, image_digest: str, samples: int, seed: int, _models, _image):
+    """The image through every model shown (uv.inspect_all), once per models, image and draws: a new visitor's
+    first run on the page's default image does not pay it again (BENCHMARKS.md, "First load"). Read only."""
+    return uv.inspect_all(_models, _image, samples, seed)
+
+
 source = sb.radio("Checkpoint", ["bundled demo", "upload"], key="ckpt", bind="query-params", horizontal=True,
                   help="The bundled demo: a stochastic ViT and its deterministic twin trained on the digits. Or "
                        "upload a checkpoint written by `python -m wviz.vit.train` (.safetensors, or .pt/.pth read "
@@ -189,7 +201,8 @@ if picked is not None:
                            help="Seed of the Monte-Carlo draws, so that a link reproduces them.")
     with st.spinner(f"Running {samples} Monte-Carlo draws through {len(models.by_name)} model(s)..."):
         runs = ui.guarded(f"vit/inspect/{models.main.weights_id}",
-                          lambda: uv.inspect_all(models, image, samples, seed))
+                          lambda: inspected(tuple(m.weights_id for m in models.by_name.values()), digest_of(image),
+                                            int(samples), int(seed), models, image))
 
 # ------------------------------------------------------------------------------------------------ one image
 
@@ -295,9 +308,9 @@ def occlusion_of(weights_id: str, image_digest: str, samples: int, seed: int, _m
 
 def draw_occlusion():
     """The occlusion of the mutual information over the image, its score's AUROC and what it means."""
-    digest = hashlib.sha256(image.cpu().numpy().tobytes()).hexdigest() + str(tuple(image.shape))
     found = ui.guarded(f"vit/occlusion/{models.main.weights_id}",
-                       lambda: occlusion_of(models.main.weights_id, digest, int(samples), int(seed), models, image))
+                       lambda: occlusion_of(models.main.weights_id, digest_of(image), int(samples), int(seed), models,
+                                            image))
     if found is None:
         return
     change, score = found
