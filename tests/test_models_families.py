@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from wviz.models import figure4, hub, lens, sinks, tasks, tiny
-from wviz.models.families import FAMILIES
+from wviz.models.families import FAMILIES, supported
 from wviz.models.normalisers import sinkhorn_attention
 
 TEXT = "the cat sat on the mat and the dog ran in the park"
@@ -194,11 +194,13 @@ def test_figure4_generalised_attention_18_is_the_head_of_any_encoder(kind, loade
 
 def test_a_model_whose_attention_bypasses_the_registry_is_refused(loaded, folders):
     """Nothing silently falls back to the model's own softmax: the same model run with another attention
-    implementation records no map through wviz, and the forward says so."""
+    implementation records no map through wviz, and the forward says so, naming the families wviz opens."""
     eager = type(loaded["gpt2"].model).from_pretrained(folders["gpt2"], attn_implementation="sdpa").eval()
     bypass = hub.Lens(loaded["gpt2"].info, eager, tokenizer=loaded["gpt2"].tokenizer, head="causal-lm")
-    with pytest.raises(ValueError, match="0 of its 2 layers"):
+    with pytest.raises(ValueError, match="0 of its 2 layers") as refused:
         lens.forward(bypass, TEXT, "sparsemax")
+    assert str(refused.value).endswith(f"Supported: {supported()}")
+    assert "encoders (BERT" in str(refused.value) and "decoders (GPT-2" in str(refused.value)
 
 
 def test_long_inputs_up_to_the_models_maximum(loaded):

@@ -10,8 +10,8 @@ import torch
 from scipy.special import softmax
 from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import (ROOT, check_views, figure_titled, figures, link_params, no_exception, settle,
-                                shown_table)
+from tests.app.conftest import (ROOT, bundle_figures, check_views, figure_titled, figures, link_params, no_exception,
+                                settle, shown_table)
 from wviz.figures.common import number_text
 from wviz.models import minilm
 from wviz.models.corpus import CORPUS
@@ -277,13 +277,18 @@ def test_rho_walks_sinkhorn_from_the_models_softmax_to_sinkformer(open_page, ref
 
 # ---- your model: WVIZ_MODELS at tiny models of each family, uploads, pictures -----------------------------------------
 
+TINY = ("bert", "gpt2", "llama", "roberta", "vit")   # wviz.models.tiny kinds, in the selector's order (folder names)
+DECODERS = ("gpt2", "llama")
+
+
 @pytest.fixture(scope="module")
 def tiny_root(tmp_path_factory):
-    """A WVIZ_MODELS folder of tiny random models (wviz.models.tiny), one per family, as save_pretrained writes them."""
+    """A WVIZ_MODELS folder of tiny random models (wviz.models.tiny: BERT, RoBERTa, GPT-2, Llama, ViT), each built
+    once per module, as save_pretrained writes them."""
     from wviz.models import tiny
 
     root = tmp_path_factory.mktemp("models")
-    for kind in ("bert", "gpt2", "vit"):
+    for kind in TINY:
         tiny.save(kind, root / f"tiny-{kind}")
     (root / "notes").mkdir()                          # not a model folder: listed among the skipped, with why
     (root / "notes" / "README.txt").write_text("my models")
@@ -314,12 +319,14 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
     at = models_page()
     options = at.sidebar.selectbox(key="model").options
     assert options[0] == "all-MiniLM-L6-v2 (encoder, 22.7M parameters)" and options[-1] == "Upload a model (.zip)"
-    assert [o.split(" (")[0] for o in options[1:4]] == ["tiny-bert", "tiny-gpt2", "tiny-vit"]
+    assert [o.split(" (")[0] for o in options[1:-1]] == [f"tiny-{kind}" for kind in TINY]
+    assert [o.split(" (")[1].split(",")[0] for o in options[1:-1]] == ["encoder", "decoder", "decoder", "encoder",
+                                                                       "image"]
     (skipped,) = [e for e in at.sidebar.expander if e.label.startswith("Folders skipped")]
     assert skipped.label == "Folders skipped (1)"
     assert [c.value for c in skipped.caption] == [line for line in rv.catalogue([tiny_root]).skipped]
     assert "notes" in skipped.caption[0].value and "config.json" in skipped.caption[0].value
-    for kind in ("bert", "gpt2", "vit"):
+    for kind in TINY:
         at.sidebar.selectbox(key="model").set_value(key_of(tiny_root, kind)).run()
         no_exception(at)
         assert not at.error, [e.value for e in at.error]
@@ -334,7 +341,7 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
         after, _ = panels(at)
         assert "sparsemax (tau = 0.464)" in after
         np.testing.assert_array_equal(after["original: softmax (tau = 1)"], before["original: softmax (tau = 1)"])
-        if kind == "gpt2":
+        if kind in DECODERS:
             assert upper_weight(after) == 0.0                             # the causal mask, under every normaliser
             assert any("No weight lies above the diagonal" in c.value for c in at.caption)
             assert list(at.dataframe[0].value.index) == list(range(1, 11))   # the next token's top 10
@@ -342,8 +349,9 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
             assert figure_titled(at, "The class token over the patches")
             assert list(at.dataframe[0].value.index) == [1, 2, 3, 4, 5]        # the top 5 classes
             assert fig["layout"]["title"]["text"].startswith("Layer 1, head 1")
-        if kind == "bert":
+        if kind in ("bert", "roberta"):
             assert any("write [MASK] in the sentence" in c.value for c in at.caption)
+            assert upper_weight(after) > 0                                     # no causal mask
         at.sidebar.select_slider(key="tau").set_value(1.0).run()
     at.sidebar.selectbox(key="model").set_value(rv.BUNDLED).run()
     assert "model" not in at.query_params                                  # the default: not in the link
@@ -466,3 +474,57 @@ def test_a_decoders_views_perplexity_and_sinks(models_page, tiny_root):
     uniform = rv.uniform_share(len(gpt2.tokenizer(rv.DEFAULT_SENTENCE)["input_ids"]), True)   # the causal baseline
     assert any(f"rows spread evenly over the tokens each query may read would give {uniform:.0%}" in c.value
                for c in at.caption)
+
+
+ALL_CHOSEN = ["original: softmax (tau = 1)", "softmax (tau = 0.464)", "sparsemax (tau = 0.464)",
+              "entmax (alpha = 1.5, tau = 0.464)", "sinkhorn (gamma = 1, 5 iterations)"]
+VIEWS = {"Sparsity per head": ["sparsity"], "The layers and the sentence embedding": ["distances"],
+         "Click a query": [], RHO_VIEW: ["rho_sweep"], "Attention sinks": ["sinks"]}
+
+
+@pytest.mark.parametrize("kind", ["roberta", "llama", "vit"])
+def test_every_view_of_a_family_under_every_normaliser(models_page, tiny_root, kind):
+    """An encoder, a decoder and an image model, every normaliser chosen (at tau = 0.464, so that softmax is a
+    panel of its own): each view the page offers that family draws its figures and no error; softmax at tau is
+    the original's weights to the power 1/tau, renormalised; every map's rows sum to 1 (a decoder's with nothing
+    above the diagonal); the sparsity and sink panels of layer 1, head 1 are those of the drawn maps; at rho -> 0
+    the model's own embedding, and a decoder's softmax curve at tau = 1 its own perplexity."""
+    tau = 0.464
+    at = models_page(model=key_of(tiny_root, kind), normalisers=rv.shown(*rv.CHOICES), tau=str(tau))
+    assert not at.error, [e.value for e in at.error]
+    maps, _ = panels(at)
+    assert list(maps) == ALL_CHOSEN
+    original = maps["original: softmax (tau = 1)"]
+    sharp = original ** (1 / tau)
+    np.testing.assert_allclose(maps["softmax (tau = 0.464)"], sharp / sharp.sum(axis=1, keepdims=True), atol=1e-5)
+    for label, A in maps.items():
+        np.testing.assert_allclose(A.sum(axis=1), 1, atol=1e-5, err_msg=label)
+    if kind in DECODERS:
+        assert upper_weight(maps) == 0.0
+    views = dict(VIEWS, **({"Perplexity as tau moves": ["perplexity"]} if kind in DECODERS else {}))
+    always = ["maps"] + (["patches"] if kind == "vit" else []) + (["figure4", "per_head"] if kind == "roberta" else [])
+    check_views(at, "view", {view: always + keys for view, keys in views.items()})
+    for view in views:                                  # each view drawn once more: no error message either
+        at.segmented_control(key="view").set_value(view).run()
+        assert not at.error and not at.exception, (view, [e.value for e in at.error])
+        if view == "Click a query":
+            assert len(at.get("vega_lite_chart")) == 1
+    bundle = bundle_figures(at)
+    assert [t["name"] for t in bundle["maps"]["data"] if t["type"] == "heatmap"] == ALL_CHOSEN   # every panel
+    n = len(original)
+    allowed = np.tril(np.ones((n, n))) > 0 if kind in DECODERS else np.ones((n, n)) > 0
+    sparsity = {t["name"]: np.asarray(t["z"], dtype=float) for t in bundle["sparsity"]["data"]}
+    sinks = {t["name"]: np.asarray(t["z"], dtype=float) for t in bundle["sinks"]["data"]}
+    for label, A in maps.items():
+        short = "original" if label.startswith("original") else label
+        assert sparsity[short][0, 0] == pytest.approx(((A == 0) & allowed).sum() / allowed.sum(), abs=1e-9)
+        assert sinks[label][0, 0] == pytest.approx(A[1:, 0].mean(), abs=1e-6)   # the share of the sinks view
+    assert sparsity["original"].max() == 0 and sparsity["sparsemax (tau = 0.464)"].max() > 0
+    distances = {t["name"]: np.asarray(t["y"], dtype=float) for t in bundle["distances"]["data"]}
+    assert list(distances) == ALL_CHOSEN[1:] and all(np.isfinite(d).all() and d.min() > 0 for d in distances.values())
+    cosine = np.asarray(bundle["rho_sweep"]["data"][0]["y"], dtype=float)
+    assert cosine[0] == pytest.approx(1.0, abs=1e-4) and np.isfinite(cosine).all()   # rho -> 0: the model's softmax
+    if kind in DECODERS:
+        curves = {t["name"]: t["y"] for t in bundle["perplexity"]["data"] if t.get("mode") == "lines"}
+        own = [v for name, v in curves.items() if name.startswith("the model's own")][0][0]
+        assert curves["softmax"][rv.PERPLEXITY_TAUS.index(1.0)] == pytest.approx(own, rel=1e-5)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from wviz.models.families import supported
 from wviz.models.normalisers import Normaliser
 
 __all__ = ["IMPLEMENTATION", "register", "attention", "swapped", "check_layers"]
@@ -162,18 +163,19 @@ def swapped(normaliser: Normaliser, details: bool = True):
 
 
 def check_layers(record: _Record, layers: int) -> int:
-    """``layers`` when the record holds one attention map per layer; ValueError when the model's attention did not
-    go through wviz's function (it would show the model's own softmax whatever the normaliser).
+    """``layers`` when the record holds one attention map per layer; ValueError naming the supported families when
+    the model's attention did not go through wviz's function (it would show the model's own softmax whatever the
+    normaliser).
 
     >>> from wviz.models.normalisers import Normaliser
     >>> from wviz.models.swap import _Record, check_layers
     >>> check_layers(_Record(Normaliser()), 2)
     Traceback (most recent call last):
         ...
-    ValueError: the model's attention went through wviz's normaliser in 0 of its 2 layers: its architecture does not route attention through transformers' attention registry, so wviz cannot swap its normaliser
+    ValueError: the model's attention went through wviz's normaliser in 0 of its 2 layers: its architecture does not route attention through transformers' attention registry, so wviz cannot swap its normaliser. Supported: encoders (BERT, ...); decoders (GPT-2, ...); image classifiers (ViT, DeiT)
     """
     if len(record.weights) != layers:
         raise ValueError(f"the model's attention went through wviz's normaliser in {len(record.weights)} of its "
                          f"{layers} layers: its architecture does not route attention through transformers' "
-                         "attention registry, so wviz cannot swap its normaliser")
+                         f"attention registry, so wviz cannot swap its normaliser. Supported: {supported()}")
     return layers
