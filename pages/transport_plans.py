@@ -154,7 +154,7 @@ def draw(t: tv.Transport):
 
 
 def show_numbers(t: tv.Transport):
-    cols = st.columns(5)
+    cols = st.columns(3) + st.columns(2)   # two rows: five in one wrapped their labels mid-word at 800 px
     cols[0].metric("cost <C, P>", number_text(t.cost, chars=8),
                    help="The transport cost <C, P> = sum_ij C_ij P_ij of the plan.")
     cols[1].metric("iterations", f"{t.n_iter}", help="Iterations the solver ran (0 for the exact solver).")
@@ -278,7 +278,7 @@ def rho_view(t: tv.Transport) -> ui.View:
             st.caption("Every source always sends exactly its mass a_i. As rho grows the targets' masses b are held "
                        "more firmly: the columns' KL divergence from b falls to 0 and the cost rises from that of the "
                        "prior-softmax plan (each source to its nearest targets, rho = 0) to the balanced plan's "
-                       "(rho = ∞). The red line is the sidebar's rho.")
+                       "(rho = ∞). The orange-red line is the sidebar's rho.")
 
     return ui.View(draw_view, ("rho_sweep",), lambda: [rho_figure(t)])
 

@@ -155,6 +155,8 @@ def test_presentation_style_is_larger_and_colour_blind_safe_and_leaves_the_origi
     assert fig.layout.font.size is None and fig.data[0].colorscale is None and fig.layout.xaxis.tickfont.size == 9
     lines = export.presentation_style(figure())
     assert lines.data[0].line.width >= 3 and lines.data[1].type == "bar"
+    titled = export.presentation_style(figure().update_layout(title="a title", margin_t=100))
+    assert titled.layout.margin.t == 140   # room for the title at 24 px above the subplots' titles
 
 
 def test_lecture_bundle_contents():

@@ -248,6 +248,8 @@ def presentation_style(fig: go.Figure) -> go.Figure:
     text, title = dict(size=TEXT_PX), dict(size=TITLE_PX)
     fig.update_layout(font_size=TEXT_PX, title_font_size=TITLE_PX + 2, title_subtitle_font=text, colorway=PALETTE,
                       legend_font=text, legend_title_font=text, hoverlabel_font=text)
+    if fig.layout.title.text and fig.layout.margin.t is not None:   # room for the title's lines at 24 px, not 17:
+        fig.update_layout(margin_t=round(1.4 * fig.layout.margin.t))  # else they run into the subplots' titles
     for axes in (fig.update_xaxes, fig.update_yaxes):
         axes(tickfont=text, title_font=title)
     axis = dict(tickfont=text, title_font=title)

@@ -74,17 +74,18 @@ def decade_text(k: int, m: int = 1) -> str:
     return f"10<sup>{k}</sup>" if m == 1 else f"{m}·10<sup>{k}</sup>"
 
 
-def decade_ticks(lo: float, hi: float) -> dict:
-    """A log axis from lo to hi (> 0) labelled in full at each power of ten (every k-th when more than
-    MAX_DECADE_LABELS decades), and at 1, 2 and 5 times each power when fewer than two powers of ten lie in the
-    range; never Plotly's bare leading digits ("5, 2, 1, 5, 2, 0.1")."""
+def decade_ticks(lo: float, hi: float, labels: int = MAX_DECADE_LABELS) -> dict:
+    """A log axis from lo to hi (> 0) labelled in full at each power of ten (every k-th when more than ``labels``
+    decades: fewer for a short axis, whose labels would touch at the presentation mode's font size), and at 1, 2
+    and 5 times each power when fewer than two powers of ten lie in the range; never Plotly's bare leading digits
+    ("5, 2, 1, 5, 2, 0.1")."""
     lo, hi = max(float(lo), 1e-300), max(float(hi), 1e-300)
     first, last = int(np.floor(np.log10(lo) + 1e-9)), int(np.ceil(np.log10(hi) - 1e-9))
     inside = sum(lo <= 10.0 ** k <= hi for k in range(first, last + 1))
     if inside < 2:
         ticks = [(k, m) for k in range(first, last + 1) for m in (1, 2, 5)]
     else:
-        step = -(-(last - first + 1) // MAX_DECADE_LABELS)
+        step = -(-(last - first + 1) // labels)
         ticks = [(k, 1) for k in range(first, last + 1) if k % step == 0] or [(first, 1)]
     return dict(type="log", tickmode="array", tickvals=[m * 10.0 ** k for k, m in ticks],
                 ticktext=[decade_text(k, m) for k, m in ticks])

@@ -279,7 +279,7 @@ def deviation_histograms(per_layer, alpha: float, bins: int = 30, model: str = "
     fig.update_layout(title=dict(text=f"Figure 4 of 002 on {model} (alpha = {alpha:g})",
                                  subtitle_text="||lambda* - alpha z|| / ||lambda*||, averaged over the heads; red: "
                                                "the mean"),
-                      height=280 * rows + 170, margin=dict(t=140, b=50), bargap=0)
+                      height=280 * rows + 170, margin=dict(t=140, b=50, r=20), bargap=0)
     return fig
 
 

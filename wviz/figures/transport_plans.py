@@ -148,7 +148,7 @@ def cost_against_rho(sweep, rho_now: float, title: str) -> go.Figure:
     for row in (1, 2):
         fig.add_vline(x=x_now, line_color=PALETTE[5], row=row, col=1)
         fig.update_xaxes(decade_ticks(rhos.min(), rhos.max()), row=row, col=1)
-    fig.update_yaxes(decade_ticks(min(kls.min(), kl0), max(kls.max(), kl0)), row=2, col=1)
+    fig.update_yaxes(decade_ticks(min(kls.min(), kl0), max(kls.max(), kl0), labels=6), row=2, col=1)   # half height
     fig.update_xaxes(title_text="rho / max C (how firmly the targets' masses b are held)", row=2, col=1)
     fig.update_layout(title=title, height=560, showlegend=False, margin=dict(t=80, b=40))
     return fig

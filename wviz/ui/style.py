@@ -38,7 +38,9 @@ _FIT_EQUATIONS = """
     const room = roomOf(box).clientWidth;
     if (!box.isConnected || !katex || room === 0) return;  // gone, or not laid out (a closed expander)
     const fitted = `${room}|${katex.textContent}`;
-    if (box.dataset.wvizFitted === fitted) return;  // our own resizing of it, reported back
+    // Our own resizing of it, reported back. Not when it overflows again at the same width: the equation grew
+    // after its fit (KaTeX's fonts arrive after the first layout), and must be fitted anew.
+    if (box.dataset.wvizFitted === fitted && katex.scrollWidth <= room) return;
     box.dataset.wvizFitted = fitted;
     katex.style.fontSize = '';
     // Scale by the overshoot, then step down: parts of an equation (spacing, tags) do not scale with it.
