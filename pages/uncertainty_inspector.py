@@ -459,23 +459,26 @@ def calibration_panel(jobs, split):
 
 
 def calibration_views(cals: dict, split) -> dict[str, ui.View]:
-    """The three calibration views, each one figure per model with its caption, and the equation below."""
+    """The three calibration views, each one figure of every model (one chart to draw, the models compared in it)
+    with a caption per model, and the equation below."""
     noun = split.noun
 
     def view(name: str, figure, caption, latex: str) -> ui.View:
-        keys = tuple(f"vit_{name}_{m}" for m in cals)
+        key = f"vit_{name}"
 
         def draw():
-            for key, (m, c) in zip(keys, cals.items()):
-                ui.show_figure(figure(c), key=key)
+            ui.show_figure(figure(), key=key)
+            for m, c in cals.items():
                 st.caption(f"{m}: " + caption(c))
             ui.equation(latex)
 
-        return ui.View(draw, keys, lambda: [figure(c) for c in cals.values()])
+        return ui.View(draw, (key,), lambda: [figure()])
 
     return {
         "Temperature scaling": view(
-            "temperature", lambda c: figs.calibrated_reliability(c.before, c.after, c.bands, c.tau, noun),
+            "temperature",
+            lambda: figs.calibrated_reliability({m: (c.before, c.after, c.bands, c.tau) for m, c in cals.items()},
+                                                noun),
             lambda c: f"tau = {c.tau:.3f}, fitted by the NLL on {c.source}. It is the same tau that sharpens "
                       "(tau < 1) or flattens (tau > 1) attention's softmax(scores / tau) on the other pages; here it "
                       "divides the logits of every Monte-Carlo draw, which keeps each prediction's class. Shaded: "
@@ -487,14 +490,15 @@ def calibration_views(cals: dict, split) -> dict[str, ui.View]:
             r"p_\tau(y \mid x) = \tfrac1S \textstyle\sum_s \operatorname{softmax}(\ell_s / \tau),\quad "
             r"\tau^\star = \arg\min_\tau -\textstyle\sum_{i \in \text{cal}} \log p_\tau(y_i \mid x_i)"),
         "Risk-coverage": view(
-            "risk", lambda c: figs.risk_coverage(c.risk, noun),
+            "risk", lambda: figs.risk_coverage({m: c.risk for m, c in cals.items()}, noun),
             lambda c: f"sort the test {noun} by a score, keep the most certain share, and read the error among "
                       "them; a score that puts the mistakes last keeps the curve at 0 longest (AURC: the area "
                       "under it, lower is better).",
             r"\mathrm{risk}(c) = \frac{\#\{\text{errors among the } cN \text{ lowest scores}\}}{cN},\quad "
             r"\mathrm{AURC} = \textstyle\int_0^1 \mathrm{risk}(c)\,dc"),
         "Conformal sets": view(
-            "conformal", lambda c: figs.conformal_sizes(c.conformal, len(split.class_names)),
+            "conformal",
+            lambda: figs.conformal_sizes({m: c.conformal for m, c in cals.items()}, len(split.class_names)),
             lambda c: f"split conformal (the crepes library), calibrated on {c.source}. On clean test {noun} the "
                       "sets hold the true class at least 90 % of the time; corrupted images (severity "
                       f"{uv.CONFORMAL_SEVERITY}) are not exchangeable with the calibration split, so the guarantee "

@@ -427,8 +427,7 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
     """The figures the page draws, by key and title, in order: the layer slider (ui.live) redraws the trace map and
     the chosen attention view; an occlusion changes the numbers, not the figures."""
     panel = [("vit_ood", "OOD score 'max-softmax': digits vs sample-image crops")]  # the panel's default view
-    panel += [(f"vit_temperature_{m}", "Temperature scaling: reliability before and after")
-              for m in ("stochastic", "deterministic")]
+    panel += [("vit_temperature", "Temperature scaling: reliability before and after")]   # both models in one
     one_image = [("vit_probs", "Class probabilities (mean of 32 draws)")]
 
     def inside(layer, block):
@@ -439,6 +438,10 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
 
     at = settle(open_page(PAGE))
     _drawn(at, one_image + inside(1, 1) + panel)
+    temperature = figure_titled(at, "Temperature scaling")   # a row per model: before and after, ECE in each title
+    titles = [a["text"] for a in temperature["layout"]["annotations"]]
+    assert [t.split(", ")[0] for t in titles] == ["stochastic", "stochastic", "deterministic", "deterministic"]
+    assert all("ECE 0." in t for t in titles) and "before (τ = 1)" in titles[2]
     at.slider(key="layer").set_value(3).run()
     no_exception(at)
     _drawn(at, one_image + inside(3, 3) + panel)
@@ -456,8 +459,7 @@ def test_a_missing_image_leaves_the_dataset_panel_drawn(open_page):
     at = open_page(PAGE, img_src="upload")
     assert [e.value for e in at.error] == ["upload a PNG or JPG in the sidebar (or pick a test image)"]
     settle(at)  # the calibration panel is computed in the background (ui.background)
-    assert [k for k, _ in _keys_and_titles(at)] == ["vit_ood", "vit_temperature_stochastic",
-                                                    "vit_temperature_deterministic"]
+    assert [k for k, _ in _keys_and_titles(at)] == ["vit_ood", "vit_temperature"]
     assert not at.get("slider") and "samples" not in at.session_state and "region" not in at.session_state
 
 

@@ -287,60 +287,80 @@ def occlusion_map(image, change, score: float, mark=None) -> go.Figure:
     return fig
 
 
-def calibrated_reliability(before, after, bands: dict, tau: float, noun: str = "images") -> go.Figure:
-    """Reliability before and after temperature scaling side by side: accuracy per confidence bin (markers) with
-    its bootstrap 95 % band (shaded), against the diagonal; ECE in the titles."""
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
-                        subplot_titles=[f"before (τ = 1): ECE {before.ece:.4f}", f"after (τ = {tau:.2f}): ECE "
-                                                                                f"{after.ece:.4f}"])
-    for col, (rel, (low, high)) in enumerate(((before, bands["before"]), (after, bands["after"])), 1):
-        edges = to_numpy(rel.edges)
-        centres = (edges[:-1] + edges[1:]) / 2
-        keep = to_numpy(rel.count) > 0
-        lo, hi = to_numpy(low)[keep], to_numpy(high)[keep]
-        fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="grey", dash="dot"),
-                        showlegend=col == 1, name="perfect calibration", row=1, col=col)
-        fig.add_scatter(x=np.concatenate([centres[keep], centres[keep][::-1]]), y=np.concatenate([hi, lo[::-1]]),
-                        mode="lines", fill="toself", fillcolor="rgba(31,119,180,0.2)", line=dict(width=0),
-                        hoverinfo="skip", name="bootstrap 95 % band", showlegend=col == 1, row=1, col=col)
-        fig.add_scatter(x=centres[keep], y=to_numpy(rel.accuracy)[keep], mode="markers+lines",
-                        marker=dict(color=PALETTE[0], size=8), name="accuracy per bin", showlegend=col == 1,
-                        customdata=to_numpy(rel.count)[keep],
-                        hovertemplate="bin %{x:.2f}: accuracy %{y:.3f}, %{customdata} " + noun + "<extra></extra>",
-                        row=1, col=col)
-        fig.update_xaxes(range=[0, 1], title_text="confidence (max probability)", row=1, col=col)
-    fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)
-    fig.update_layout(title="Temperature scaling: reliability before and after", height=460,
-                      margin=dict(t=80, b=40), legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+def calibrated_reliability(models: dict, noun: str = "images") -> go.Figure:
+    """Reliability before and after temperature scaling, one row per model (``models``: name -> (before, after,
+    bands, tau)): accuracy per confidence bin (markers) with its bootstrap 95 % band (shaded), against the
+    diagonal; ECE in the titles."""
+    titles = [f"{name}, {part}" for name, (before, after, _, tau) in models.items()
+              for part in (f"before (τ = 1): ECE {before.ece:.4f}", f"after (τ = {tau:.2f}): ECE {after.ece:.4f}")]
+    fig = make_subplots(rows=len(models), cols=2, shared_yaxes=True, horizontal_spacing=0.06, vertical_spacing=0.16,
+                        subplot_titles=titles)
+    for row, (before, after, bands, _) in enumerate(models.values(), 1):
+        for col, (rel, (low, high)) in enumerate(((before, bands["before"]), (after, bands["after"])), 1):
+            _reliability_panel(fig, rel, low, high, noun, row, col, legend=row == col == 1)
+        fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=row, col=1)
+    fig.update_xaxes(range=[0, 1])
+    fig.update_xaxes(title_text="confidence (max probability)", row=len(models))
+    fig.update_layout(title="Temperature scaling: reliability before and after", height=300 * len(models) + 160,
+                      margin=dict(t=80, b=40), legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
     return fig
+
+
+def _reliability_panel(fig, rel, low, high, noun: str, row: int, col: int, legend: bool):
+    """One reliability panel: the diagonal, the bootstrap band and the accuracy per non-empty bin."""
+    edges = to_numpy(rel.edges)
+    centres = (edges[:-1] + edges[1:]) / 2
+    keep = to_numpy(rel.count) > 0
+    lo, hi = to_numpy(low)[keep], to_numpy(high)[keep]
+    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="grey", dash="dot"), showlegend=legend,
+                    name="perfect calibration", row=row, col=col)
+    fig.add_scatter(x=np.concatenate([centres[keep], centres[keep][::-1]]), y=np.concatenate([hi, lo[::-1]]),
+                    mode="lines", fill="toself", fillcolor="rgba(31,119,180,0.2)", line=dict(width=0),
+                    hoverinfo="skip", name="bootstrap 95 % band", showlegend=legend, row=row, col=col)
+    fig.add_scatter(x=centres[keep], y=to_numpy(rel.accuracy)[keep], mode="markers+lines",
+                    marker=dict(color=PALETTE[0], size=8), name="accuracy per bin", showlegend=legend,
+                    customdata=to_numpy(rel.count)[keep],
+                    hovertemplate="bin %{x:.2f}: accuracy %{y:.3f}, %{customdata} " + noun + "<extra></extra>",
+                    row=row, col=col)
+
+
+DASHES = ("solid", "dash", "dot")   # one per model where the models share a figure
 
 
 def risk_coverage(curves: dict, noun: str = "images") -> go.Figure:
-    """Selective classification: the error among the most certain fraction of the test images, one curve per score
-    (``curves``: score -> RiskCoverage); AURC in the legend (lower is better)."""
+    """Selective classification: the error among the most certain fraction of the test images, one curve per model
+    and score (``curves``: model -> score -> RiskCoverage; a colour per score, a dash per model); AURC in the
+    legend (lower is better)."""
     fig = go.Figure()
-    for i, (score, rc) in enumerate(curves.items()):
-        fig.add_scatter(x=to_numpy(rc.coverage), y=to_numpy(rc.risk), mode="lines", name=f"{score} (AURC "
-                        f"{rc.aurc:.4f})", line=dict(color=PALETTE[i % len(PALETTE)]),
-                        hovertemplate="coverage %{x:.2f}: error %{y:.3f}<extra>" + score + "</extra>")
+    for m, (model, by_score) in enumerate(curves.items()):
+        for i, (score, rc) in enumerate(by_score.items()):
+            fig.add_scatter(x=to_numpy(rc.coverage), y=to_numpy(rc.risk), mode="lines",
+                            name=f"{model}: {score} (AURC {rc.aurc:.4f})",
+                            line=dict(color=PALETTE[i % len(PALETTE)], dash=DASHES[m % len(DASHES)]),
+                            hovertemplate="coverage %{x:.2f}: error %{y:.3f}<extra>" + f"{model}: {score}</extra>")
     fig.update_layout(title="Risk against coverage: keep the test " + noun + " each score calls most certain",
                       xaxis_title="coverage (share of test " + noun + " kept)", yaxis_title="error among them",
-                      height=440, margin=dict(t=60, b=40), legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
+                      height=480, margin=dict(t=60, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return fig
 
 
-def conformal_sizes(sets, n_classes: int) -> go.Figure:
+def conformal_sizes(models: dict, n_classes: int) -> go.Figure:
     """Split-conformal prediction sets: how many classes the sets hold, clean and corrupted test images side by
-    side (``sets``: wviz.vit.calibration.ConformalSets); the coverage of each in the legend."""
+    side, for each model (``models``: name -> wviz.vit.calibration.ConformalSets; a colour per set, a pattern per
+    model); the coverage of each in the legend, each model's threshold q in the title."""
     fig = go.Figure()
     sizes = np.arange(0, n_classes + 1)
-    for i, (name, s) in enumerate(sets.sizes.items()):
-        counts = np.bincount(to_numpy(s).astype(int), minlength=n_classes + 1)
-        fig.add_bar(x=sizes, y=counts / max(1, counts.sum()), name=f"{name}: coverage {sets.coverage[name]:.3f}, "
-                    f"mean size {float(to_numpy(s).mean()):.2f}", marker_color=PALETTE[i % len(PALETTE)],
-                    hovertemplate="%{x} classes: %{y:.1%}<extra>" + name + "</extra>")
-    fig.update_layout(title=f"Split-conformal sets at {1 - sets.alpha:.0%} (threshold q = {sets.q:.3f})",
+    for m, (model, sets) in enumerate(models.items()):
+        for i, (name, s) in enumerate(sets.sizes.items()):
+            counts = np.bincount(to_numpy(s).astype(int), minlength=n_classes + 1)
+            fig.add_bar(x=sizes, y=counts / max(1, counts.sum()), name=f"{model}, {name}: coverage "
+                        f"{sets.coverage[name]:.3f}, mean size {float(to_numpy(s).mean()):.2f}",
+                        marker=dict(color=PALETTE[i % len(PALETTE)], pattern_shape=("", "/", ".")[m % 3]),
+                        hovertemplate="%{x} classes: %{y:.1%}<extra>" + f"{model}, {name}</extra>")
+    first = next(iter(models.values()))
+    qs = ", ".join(f"{model} {sets.q:.3f}" for model, sets in models.items())
+    fig.update_layout(title=f"Split-conformal sets at {1 - first.alpha:.0%} (threshold q: {qs})",
                       barmode="group", xaxis=dict(title="classes in the set", dtick=1),
-                      yaxis=dict(title="share of test images", tickformat=".0%"), height=440,
-                      margin=dict(t=60, b=40), legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
+                      yaxis=dict(title="share of test images", tickformat=".0%"), height=480,
+                      margin=dict(t=60, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return fig
