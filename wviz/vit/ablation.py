@@ -49,7 +49,8 @@ KAPPA = "0.02"  # layer 0 'prototypes': the mean extra variance per dimension of
 
 
 def _recipe(rule: str, term: str, layer0: str) -> tuple[str, list[str]]:
-    """The first bundled recipe (docs/TRAINING.md, "The first ablation") with a covariance rule, a pre-training term and a layer-0 variance."""
+    """The first bundled recipe (docs/TRAINING.md, "The first ablation") with a covariance rule, a pre-training term
+    and a layer-0 variance."""
     extra = ["--prototypes", "64", "--kappa", KAPPA] if layer0 == "prototypes" else []
     return (f"rule {rule}, pre-training {term}, layer 0 {layer0}",
             [*_BASE, "--rule", rule, "--pretrain-term", term, "--layer0", layer0, *extra])
