@@ -441,7 +441,7 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
     temperature = figure_titled(at, "Temperature scaling")   # a row per model: before and after, ECE in each title
     titles = [a["text"] for a in temperature["layout"]["annotations"]]
     assert [t.split(", ")[0] for t in titles] == ["stochastic", "stochastic", "deterministic", "deterministic"]
-    assert all("ECE 0." in t for t in titles) and "before (τ = 1)" in titles[2]
+    assert all("ECE 0." in t for t in titles) and titles[2].startswith("deterministic, before<br>τ = 1: ECE")
     at.slider(key="layer").set_value(3).run()
     no_exception(at)
     _drawn(at, one_image + inside(3, 3) + panel)

@@ -291,8 +291,8 @@ def calibrated_reliability(models: dict, noun: str = "images") -> go.Figure:
     """Reliability before and after temperature scaling, one row per model (``models``: name -> (before, after,
     bands, tau)): accuracy per confidence bin (markers) with its bootstrap 95 % band (shaded), against the
     diagonal; ECE in the titles."""
-    titles = [f"{name}, {part}" for name, (before, after, _, tau) in models.items()
-              for part in (f"before (τ = 1): ECE {before.ece:.4f}", f"after (τ = {tau:.2f}): ECE {after.ece:.4f}")]
+    titles = [f"{name}, {part}" for name, (before, after, _, tau) in models.items()   # two lines: narrow columns
+              for part in (f"before<br>τ = 1: ECE {before.ece:.4f}", f"after<br>τ = {tau:.2f}: ECE {after.ece:.4f}")]
     fig = make_subplots(rows=len(models), cols=2, shared_yaxes=True, horizontal_spacing=0.06, vertical_spacing=0.16,
                         subplot_titles=titles)
     for row, (before, after, bands, _) in enumerate(models.values(), 1):
@@ -302,7 +302,7 @@ def calibrated_reliability(models: dict, noun: str = "images") -> go.Figure:
     fig.update_xaxes(range=[0, 1])
     fig.update_xaxes(title_text="confidence (max probability)", row=len(models))
     fig.update_layout(title="Temperature scaling: reliability before and after", height=300 * len(models) + 160,
-                      margin=dict(t=80, b=40), legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
+                      margin=dict(t=100, b=40, r=20), legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
     return fig
 
 
