@@ -32,8 +32,9 @@ _STAGE_TOL = 1e-3     # marginal error at which an intermediate stage hands over
 _MAX_FAILURES = 5     # overflow recoveries before a run gives up and returns its last good plan
 _FLOOR_ITERS = 50     # iterations without a 10 % fall of the error below the rounding floor: stuck there
 # A problem of at most this many entries (B n m) on CUDA tensors is solved on the CPU: there its iterations cost less
-# than launching their kernels on the GPU (BENCHMARKS.md "On a GPU": n = 256, 512 and 16 x 64 are faster on the
-# host's one thread, 16 x 256 and n = 1024 on the GPU). Every size the Transport plans page offers falls below it.
+# than launching their kernels on the GPU (BENCHMARKS.md "On a GPU", an H200: n = 256 and 16 x 64 solve faster on
+# the host's one thread, 16 x 256 and n = 1024 on the GPU, n = 512 about even). Every size the Transport plans page
+# offers falls below it.
 CPU_ROUTE_SIZE = 1 << 18
 
 
