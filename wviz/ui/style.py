@@ -39,7 +39,7 @@ _FIT_EQUATIONS = """
     if (!box.isConnected || !katex || room === 0) return;  // gone, or not laid out (a closed expander)
     const fitted = `${room}|${katex.textContent}`;
     // Our own resizing of it, reported back. Not when it overflows again at the same width: the equation grew
-    // after its fit (KaTeX's fonts arrive after the first layout), and must be fitted anew.
+    // after its fit (as when KaTeX's fonts arrive after the first layout), and must be fitted anew.
     if (box.dataset.wvizFitted === fitted && katex.scrollWidth <= room) return;
     box.dataset.wvizFitted = fitted;
     katex.style.fontSize = '';
