@@ -186,6 +186,7 @@ picked = None if models is None else ui.guarded(f"vit/image/{models.main.weights
 runs = None  # the image through every model shown: what everything down to the dataset panel draws
 if picked is not None:
     image, box = corrupted(picked)
+    image_digest = digest_of(image)   # the cache key of the runs and the occlusion, once per run of the page
     if picked.pre is not None:
         ui.show_figure(figs.preprocessing(picked.pre.steps), key="vit_pre")
         st.caption("What the model sees: the last panel. " + (
@@ -201,7 +202,7 @@ if picked is not None:
                            help="Seed of the Monte-Carlo draws, so that a link reproduces them.")
     with st.spinner(f"Running {samples} Monte-Carlo draws through {len(models.by_name)} model(s)..."):
         runs = ui.guarded(f"vit/inspect/{models.main.weights_id}",
-                          lambda: inspected(tuple(m.weights_id for m in models.by_name.values()), digest_of(image),
+                          lambda: inspected(tuple(m.weights_id for m in models.by_name.values()), image_digest,
                                             int(samples), int(seed), models, image))
 
 # ------------------------------------------------------------------------------------------------ one image
@@ -309,7 +310,7 @@ def occlusion_of(weights_id: str, image_digest: str, samples: int, seed: int, _m
 def draw_occlusion():
     """The occlusion of the mutual information over the image, its score's AUROC and what it means."""
     found = ui.guarded(f"vit/occlusion/{models.main.weights_id}",
-                       lambda: occlusion_of(models.main.weights_id, digest_of(image), int(samples), int(seed), models,
+                       lambda: occlusion_of(models.main.weights_id, image_digest, int(samples), int(seed), models,
                                             image))
     if found is None:
         return
