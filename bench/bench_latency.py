@@ -12,7 +12,8 @@ BENCHMARKS.md.
 
     python -m bench latency                                       every page; writes BENCHMARKS.md
     python -m bench.bench_latency attention_transport particles   these pages only; prints, writes nothing
-    python -m bench.bench_latency "transport_plans?view=Mass+moved"   a page opened with these URL parameters
+    python -m bench.bench_latency "transport_plans?view=Mass+moved"   a page opened with these URL parameters (its
+                                                                      reference with those its at_defaults takes)
 """
 from __future__ import annotations
 
@@ -28,8 +29,17 @@ from tests.e2e.harness import launch_browser, running_app, wait_until_idle
 SECTION = "## Slider latency in the browser"
 GOAL = 1.25   # the goal: a page's p50 at most this many times its main figure's p50 alone
 MOVES, WARMUP = 30, 3
-SNAPSHOT = ("() => JSON.stringify(Array.from(document.querySelectorAll('.js-plotly-plot'))"
-            ".map(gd => gd.data || []))")
+# The Plotly data of every chart, as a string that changes when any of it does. A long array (a heatmap's z, a
+# typed array Plotly decoded) is written as its length and a position-weighted sum: JSON.stringify writes a
+# Float32Array of n numbers as an object of n keys, which at 500 tokens (four 500 x 500 maps) took the page's main
+# thread hundreds of ms per animation frame polled and slowed the move it was timing.
+SNAPSHOT = ("() => JSON.stringify(Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd.data || []),"
+            " (k, v) => { if (!(ArrayBuffer.isView(v) || (Array.isArray(v) && v.length > 64))) return v;"
+            " let s = 0; const add = (x, i) => { if (Array.isArray(x) || ArrayBuffer.isView(x))"
+            " { for (let j = 0; j < x.length; j++) add(x[j], j); } else if (typeof x === 'string')"
+            " { for (let j = 0; j < x.length; j++) s += x.charCodeAt(j) * (i % 97 + 1); }"
+            " else { s += (Number(x) || 0) * (i % 97 + 1); } };"
+            " add(v, 0); return `[${v.length}:${s}]`; })")
 HERE = Path(__file__).parent
 
 
@@ -140,8 +150,9 @@ def run(pages: dict[str, str]) -> list[dict]:
                  "ms": measure([floor_tab])[0]}]
         floor_tab.close()
         for path, key in pages.items():
-            stem = path.split("?")[0]
-            tabs = [Slider(browsers[0], f"{app}/{path}", key), Slider(browsers[1], f"{alone}/?page={stem}", key)]
+            stem, _, query = path.partition("?")
+            reference = f"{alone}/?page={stem}" + (f"&{query}" if query else "")   # the page's inputs, if it takes them
+            tabs = [Slider(browsers[0], f"{app}/{path}", key), Slider(browsers[1], reference, key)]
             row = {"page": path, "key": key, "figure": BY_STEM[stem].figure}
             row["ms"], row["alone"] = measure(tabs)
             for tab in tabs:

@@ -10,11 +10,13 @@ and the browser's drawing of it, not the page's computation. The figure is drawn
 (a column on fenchel_dual).
 
     streamlit run bench/main_figure_app.py, then open /?page=particles
+    /?page=real_transformer&sentence=...   a page's own URL parameters that its at_defaults takes
 """
 from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -58,14 +60,21 @@ def page_log_slider(stem: str, key: str):
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def compute(stem: str) -> Callable[[Any], Any]:
-    """The page's wviz.views.<stem>.at_defaults(): slider value -> what its main figure draws."""
-    return importlib.import_module(f"wviz.views.{stem}").at_defaults()
+def compute(stem: str, inputs: tuple) -> Callable[[Any], Any]:
+    """The page's wviz.views.<stem>.at_defaults(**inputs): slider value -> what its main figure draws."""
+    return importlib.import_module(f"wviz.views.{stem}").at_defaults(**dict(inputs))
 
 
 @st.cache_resource(max_entries=128, show_spinner=False)
-def result(stem: str, value):
-    return compute(stem)(value)
+def result(stem: str, inputs: tuple, value):
+    return compute(stem, inputs)(value)
+
+
+def page_inputs(stem: str) -> tuple:
+    """The URL's parameters that the page's at_defaults takes (the Real transformer's sentence), as (name, value)
+    pairs: bench_latency opens the reference with the page's own parameters."""
+    accepted = inspect.signature(importlib.import_module(f"wviz.views.{stem}").at_defaults).parameters
+    return tuple((k, v) for k, v in st.query_params.items() if k in accepted)
 
 
 def app() -> None:
@@ -77,7 +86,7 @@ def app() -> None:
         st.stop()
     page = BY_STEM[stem]
     value = SLIDERS[stem]() if stem in SLIDERS else page_log_slider(stem, page.slider)
-    figure = importlib.import_module(f"wviz.figures.{stem}").main_figure(result(stem, value))
+    figure = importlib.import_module(f"wviz.figures.{stem}").main_figure(result(stem, page_inputs(stem), value))
     st.plotly_chart(figure, key=page.figure, width="stretch")
 
 

@@ -193,9 +193,12 @@ def tau_slider(where):
                               "small tau sharpens every head, large tau flattens it.")
 
 
+def run_one(name, params):
+    return forward(lens.info.key, input_key, name, params, str(device), lens, model_input)
+
+
 def compare(tau):
-    return rv.comparison(settings, tau, lambda name, params: forward(lens.info.key, input_key, name, params,
-                                                                     str(device), lens, model_input), lens)
+    return rv.comparison(settings, tau, run_one, lens)
 
 
 def head_notes(one: rv.OneHead, tokens) -> str:
@@ -232,18 +235,28 @@ def equations(causal: bool):
                "would give if the text ended at token i (its last row is the encoder's Sinkhorn row).")
 
 
-def draw(c: rv.Comparison):
+def draw_fixed(c: rv.Comparison):
+    """Above tau's fragment: the tokens, the equations and the maps that tau does not change (the original head,
+    Sinkhorn), which a tau move leaves standing instead of sending again."""
     st.caption(figs.tokens_text(c.tokens, c.family))
     st.subheader("One head, every normaliser")
     equations(c.family == "decoder")
+    ui.show_figure(figs.fixed_maps(rv.one_head(c, layer, head)), key="maps_fixed")
+
+
+def draw(c: rv.Comparison):
     one = rv.one_head(c, layer, head)
-    ui.show_figure(figs.main_figure(one), key="maps")
+    if one.moved:
+        ui.show_figure(figs.main_figure(one), key="maps")
+    else:
+        st.caption("tau enters none of the chosen normalisers (Sinkhorn has gamma instead): choose softmax, sparsemax "
+                   "or entmax in the sidebar to see what it does.")
     sinkhorn = ("the causal Sinkhorn balances each prefix (the equation above)" if one.causal else
                 "Sinkhorn makes the matrix doubly stochastic, so no key can collect everyone's attention")
     st.caption(f"Each row is one query's weights over the keys. Sparsemax and entmax set many weights exactly to "
                f"zero; {sinkhorn}. " + head_notes(one, c.tokens))
     predictions(c)
-    views = {"Sparsity per head": sparsity_view(c), "The layers and the sentence embedding": layers_view(c),
+    views = {"Sparsity per head": sparsity_view(c), f"The layers and the {embedded(c)} embedding": layers_view(c),
              "Click a query": linked_view(one, c.tokens), RHO_VIEW: rho_view(), "Attention sinks": sinks_view(c)}
     if lens.head == "causal-lm":
         views["Perplexity as tau moves"] = perplexity_view()
@@ -288,9 +301,14 @@ def sparsity_view(c: rv.Comparison) -> ui.View:
     return ui.View(draw_view, ("sparsity",), lambda: [figs.sparsity_per_head(rv.sparsity_maps(c))])
 
 
+def embedded(c: rv.Comparison) -> str:
+    """What the embedding pools: a sentence, or an image model's picture."""
+    return "image" if c.family == "image" else "sentence"
+
+
 def layers_view(c: rv.Comparison) -> ui.View:
     def draw_view():
-        st.subheader("What the swap does to the layers and the sentence embedding")
+        st.subheader(f"What the swap does to the layers and the {embedded(c)} embedding")
         last = c.base.attention.shape[1]
         ui.equation(rf"e = \frac{{\bar h}}{{\lVert \bar h\rVert}},\quad \bar h = \frac1n\sum_i h^{{({last})}}_i,"
                     r"\qquad \cos(e, e')")
@@ -390,6 +408,9 @@ def perplexity_view() -> ui.View:
     return ui.View(draw_view, ("perplexity",), lambda: [figure()])
 
 
+fixed = ui.guarded("real/fixed", lambda: rv.fixed_comparison(settings, run_one, lens))
+if fixed is not None:
+    draw_fixed(fixed)
 ui.live("real/forward", tau_slot, tau_slider, compare, draw)
 
 # ---- Figure 4 of 002 ------------------------------------------------------------------------------------------

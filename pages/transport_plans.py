@@ -154,7 +154,9 @@ def draw(t: tv.Transport):
 
 
 def show_numbers(t: tv.Transport):
-    cols = st.columns(3) + st.columns(2)   # two rows: five in one wrapped their labels mid-word at 800 px
+    # two rows of three places (five in one row wrapped their labels mid-word at 800 px); the second row's third
+    # place stays empty, so that every value is drawn as large (a metric's value scales with its column's width)
+    cols = st.columns(3) + st.columns(3)
     cols[0].metric("cost <C, P>", number_text(t.cost, chars=8),
                    help="The transport cost <C, P> = sum_ij C_ij P_ij of the plan.")
     cols[1].metric("iterations", f"{t.n_iter}", help="Iterations the solver ran (0 for the exact solver).")

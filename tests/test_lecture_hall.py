@@ -154,6 +154,8 @@ def test_a_table_shows_its_numbers_in_that_format_and_keeps_them():
     assert styled.data is table                                  # the numbers stay numbers (a column sorts by value)
     html = styled.to_html()
     assert "3.494e-241" in html and ">0<" in html and "-0" not in html and number_text(2) in html
+    gap = table_text(table.assign(value=[float("nan"), 0.5]))   # st.dataframe would write "None" in a NaN cell
+    assert list(gap.data["value"]) == ["–", "0.5"] and gap.data["count"].dtype.kind == "i"
 
 
 def test_figures_side_by_side_share_one_scale():

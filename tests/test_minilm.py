@@ -230,6 +230,24 @@ def test_sparsity_and_compare():
     assert abs(same.cosine - 1) < 1e-6 and float(same.layer_distance.max()) == 0.0
 
 
+def test_sparsity_among_the_pairs_a_head_may_weight():
+    """Exact zeros counted by numpy over each input's real (query, key) pairs, under a causal mask on and below the
+    diagonal only; a forward counts its own once (Forward.sparsity, the same tensor on a second read)."""
+    g = torch.Generator().manual_seed(0)
+    A = torch.rand(2, 3, 4, 7, 7, generator=g)
+    A[A < 0.6] = 0
+    mask = torch.tensor([[True] * 7, [True] * 5 + [False] * 2])          # the second input padded by two
+    for causal in (False, True):
+        got = minilm.sparsity(A, mask, causal=causal).numpy()
+        for b, n in enumerate((7, 5)):
+            allowed = np.tril(np.ones((n, n), bool)) if causal else np.ones((n, n), bool)
+            block = A[b, :, :, :n, :n].numpy()
+            np.testing.assert_allclose(got[b], ((block == 0) & allowed).sum(axis=(-2, -1)) / allowed.sum())
+    sp = minilm.forward(SENTENCE, "sparsemax", device=CPU)
+    assert sp.sparsity is sp.sparsity
+    np.testing.assert_array_equal(sp.sparsity.numpy(), minilm.sparsity(sp.attention, sp.mask).numpy())
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: minilm.forward("", device=CPU), "empty"),
     (lambda: minilm.forward("   ", device=CPU), "empty"),

@@ -47,9 +47,13 @@ def reference():
 
 
 def panels(at):
-    """The heatmaps of the per-head figure: subplot title -> matrix."""
-    fig = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Layer ")][0]
-    return {t["name"]: np.asarray(t["z"], dtype=float) for t in fig["data"] if t["type"] == "heatmap"}, fig
+    """The heatmaps of the per-head figures, as the page draws them: the maps tau does not change (the original,
+    Sinkhorn), then the main figure's (softmax / tau, sparsemax, entmax), subplot title -> matrix; and the first
+    of the two figures."""
+    figs = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Layer ")]
+    assert len(figs) <= 2 and ": original" in figs[0]["layout"]["title"]["text"]
+    return {t["name"]: np.asarray(t["z"], dtype=float) for f in figs for t in f["data"] if t["type"] == "heatmap"}, \
+        figs[0]
 
 
 def sparsemax_np(s):
@@ -65,9 +69,12 @@ def test_default_page_matches_the_reference_model(open_page, reference):
     at = open_page(PAGE, timeout=300)
     attn, S0 = run(SENTENCE)
     maps, fig = panels(at)
-    assert list(maps) == ["original: softmax (tau = 1)", "sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)",
-                          "sinkhorn (gamma = 1, 5 iterations)"]
+    # first the maps a tau move leaves standing, then the main figure's, which it redraws
+    assert list(maps) == ["original: softmax (tau = 1)", "sinkhorn (gamma = 1, 5 iterations)", "sparsemax (tau = 1)",
+                          "entmax (alpha = 1.5, tau = 1)"]
     assert fig["layout"]["title"]["text"].startswith("Layer 1, head 1")
+    assert [t["name"] for t in figure_titled(at, "Layer 1, head 1: normalisers of S / tau")["data"]] == [
+        "sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)"]
     np.testing.assert_allclose(maps["original: softmax (tau = 1)"], attn[0, 0], atol=2e-6)
     np.testing.assert_allclose(maps["sparsemax (tau = 1)"], sparsemax_np(S0[0]), atol=2e-5)
     sk = maps["sinkhorn (gamma = 1, 5 iterations)"]
@@ -81,7 +88,8 @@ def test_default_page_matches_the_reference_model(open_page, reference):
     # the table (the second view): one row per normaliser, softmax-free normalisers change the embedding
     at.segmented_control(key="view").set_value("The layers and the sentence embedding").run()
     table = at.dataframe[0].value
-    assert list(table["normaliser"]) == list(maps)[1:]
+    assert list(table["normaliser"]) == ["sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)",
+                                         "sinkhorn (gamma = 1, 5 iterations)"]          # the sidebar's order
     emb = minilm.sentence_embedding(SENTENCE, "sparsemax", device="cpu").double().numpy()
     ref = minilm.sentence_embedding(SENTENCE, device="cpu").double().numpy()
     assert abs(table["cosine to the original embedding"][0] - emb @ ref) < 1e-6
@@ -150,15 +158,27 @@ def test_no_normaliser_chosen(open_page):
     assert any("at least one normaliser" in e.value for e in at.error)
 
 
+def test_sinkhorn_alone_has_no_main_figure(open_page):
+    """Sinkhorn has no tau: its map and the original's are drawn, and no figure of the normalisers of S / tau,
+    with a sentence saying why tau changes nothing."""
+    at = open_page(PAGE, timeout=300, normalisers=rv.shown("sinkhorn"))
+    maps, _ = panels(at)
+    assert list(maps) == ["original: softmax (tau = 1)", "sinkhorn (gamma = 1, 5 iterations)"]
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    assert not [t for t in titles if "normalisers of S / tau" in t], titles
+    assert any(c.value.startswith("tau enters none of the chosen normalisers") for c in at.caption)
+
+
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     at = open_page(PAGE, timeout=300, view="The layers and the sentence embedding")
     titles = [f["layout"].get("title", {}).get("text", "") for f in figures(at)]
     assert not [t for t in titles if t.startswith("Sparsity per head")], titles
     fig4 = ["figure4", "per_head"]
-    check_views(at, "view", {"Sparsity per head": ["maps", "sparsity", *fig4],
-                             "The layers and the sentence embedding": ["maps", "distances", *fig4],
-                             "Click a query": ["maps", *fig4], RHO_VIEW: ["maps", "rho_sweep", *fig4],
-                             "Attention sinks": ["maps", "sinks", *fig4]})
+    maps = ["maps_fixed", "maps"]
+    check_views(at, "view", {"Sparsity per head": [*maps, "sparsity", *fig4],
+                             "The layers and the sentence embedding": [*maps, "distances", *fig4],
+                             "Click a query": [*maps, *fig4], RHO_VIEW: [*maps, "rho_sweep", *fig4],
+                             "Attention sinks": [*maps, "sinks", *fig4]})
 
 
 def test_the_linked_view_draws_the_altair_chart_of_the_head(open_page, reference):
@@ -334,8 +354,8 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
         assert at.sidebar.selectbox(key="layer").options == ["1", "2"]
         assert at.sidebar.selectbox(key="head").options == ["1", "2", "3", "4"]
         before, fig = panels(at)
-        assert list(before) == ["original: softmax (tau = 1)", "sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)",
-                                "sinkhorn (gamma = 1, 5 iterations)"]
+        assert list(before) == ["original: softmax (tau = 1)", "sinkhorn (gamma = 1, 5 iterations)",
+                                "sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)"]
         at.sidebar.select_slider(key="tau").set_value(0.464).run()
         no_exception(at)
         after, _ = panels(at)
@@ -493,7 +513,7 @@ def test_every_view_of_a_family_under_every_normaliser(models_page, tiny_root, k
     at = models_page(model=key_of(tiny_root, kind), normalisers=rv.shown(*rv.CHOICES), tau=str(tau))
     assert not at.error, [e.value for e in at.error]
     maps, _ = panels(at)
-    assert list(maps) == ALL_CHOSEN
+    assert list(maps) == [ALL_CHOSEN[0], ALL_CHOSEN[-1], *ALL_CHOSEN[1:-1]]   # tau's maps apart, in the main figure
     original = maps["original: softmax (tau = 1)"]
     sharp = original ** (1 / tau)
     np.testing.assert_allclose(maps["softmax (tau = 0.464)"], sharp / sharp.sum(axis=1, keepdims=True), atol=1e-5)
@@ -502,7 +522,9 @@ def test_every_view_of_a_family_under_every_normaliser(models_page, tiny_root, k
     if kind in DECODERS:
         assert upper_weight(maps) == 0.0
     views = dict(VIEWS, **({"Perplexity as tau moves": ["perplexity"]} if kind in DECODERS else {}))
-    always = ["maps"] + (["patches"] if kind == "vit" else []) + (["figure4", "per_head"] if kind == "roberta" else [])
+    if kind == "vit":                                   # an image model's embedding pools its picture's patches
+        views = {k.replace("sentence", "image"): v for k, v in views.items()}
+    always = ["maps_fixed", "maps"] + (["patches"] if kind == "vit" else []) + (["figure4", "per_head"] if kind == "roberta" else [])
     check_views(at, "view", {view: always + keys for view, keys in views.items()})
     for view in views:                                  # each view drawn once more: no error message either
         at.segmented_control(key="view").set_value(view).run()
@@ -510,7 +532,7 @@ def test_every_view_of_a_family_under_every_normaliser(models_page, tiny_root, k
         if view == "Click a query":
             assert len(at.get("vega_lite_chart")) == 1
     bundle = bundle_figures(at)
-    assert [t["name"] for t in bundle["maps"]["data"] if t["type"] == "heatmap"] == ALL_CHOSEN   # every panel
+    assert [t["name"] for t in bundle["maps_fixed"]["data"] + bundle["maps"]["data"]] == list(maps)   # every panel
     n = len(original)
     allowed = np.tril(np.ones((n, n))) > 0 if kind in DECODERS else np.ones((n, n)) > 0
     sparsity = {t["name"]: np.asarray(t["z"], dtype=float) for t in bundle["sparsity"]["data"]}

@@ -18,10 +18,12 @@ def run(name, params):
     return rv.forward(SENTENCE, name, params, CPU)
 
 
+SETTINGS = rv.Settings(("softmax", "sparsemax", "entmax", "sinkhorn"), alpha=1.5, gamma=1.0, n_iter=5)
+
+
 @pytest.fixture(scope="module")
 def comparison():
-    settings = rv.Settings(("softmax", "sparsemax", "entmax", "sinkhorn"), alpha=1.5, gamma=1.0, n_iter=5)
-    return rv.comparison(settings, 0.5, run)
+    return rv.comparison(SETTINGS, 0.5, run)
 
 
 def test_params_per_normaliser():
@@ -68,6 +70,47 @@ def test_one_head_sink_and_sinkhorn_columns(comparison):
 def test_the_original_softmax_is_not_drawn_twice():
     c = rv.comparison(rv.Settings(("softmax", "sparsemax"), 1.5, 1.0, 5), 1.0, run)
     assert list(rv.one_head(c, 1, 1).maps) == ["original: softmax (tau = 1)", "sparsemax (tau = 1)"]
+
+
+def test_the_maps_tau_moves_and_those_it_leaves(comparison):
+    """tau enters softmax, sparsemax and entmax (the main figure, each chosen one, softmax at tau = 1 too), not the
+    original or Sinkhorn, whose maps fixed_comparison computes without tau's forwards and the main figure leaves
+    out."""
+    from wviz.figures import real_transformer as figs
+
+    one = rv.one_head(comparison, 2, 3)
+    moved = ["softmax (tau = 0.5)", "sparsemax (tau = 0.5)", "entmax (alpha = 1.5, tau = 0.5)"]
+    assert list(one.moved) == moved and list(one.fixed) == ["original: softmax (tau = 1)",
+                                                            "sinkhorn (gamma = 1, 5 iterations)"]
+    for label in moved:
+        torch.testing.assert_close(one.moved[label], comparison.swapped[label].attention[0, 1, 2])
+    calls = []
+    fixed = rv.fixed_comparison(SETTINGS, lambda name, p: calls.append(name) or run(name, p))
+    assert calls == ["softmax", "sinkhorn"]                            # the original and Sinkhorn, no tau forwards
+    alone = rv.one_head(fixed, 2, 3)
+    assert list(alone.maps) == list(one.fixed) and not alone.moved
+    for label, A in one.fixed.items():
+        torch.testing.assert_close(alone.maps[label], A)
+    assert [t.name for t in figs.main_figure(one).data] == moved
+    assert [t.name for t in figs.fixed_maps(alone).data] == list(one.fixed)
+    at_one = rv.one_head(rv.comparison(rv.Settings(("softmax",), 1.5, 1.0, 5), 1.0, run), 1, 1)
+    assert list(at_one.moved) == ["softmax (tau = 1)"] and list(at_one.fixed) == ["original: softmax (tau = 1)"]
+    assert [rv.tau_enters(n) for n in rv.CHOICES] == [True, True, True, False]
+
+
+def test_a_lone_map_keeps_a_paired_panels_size():
+    """One map is drawn in the first of two places, as wide as a panel beside another, the empty place without
+    axes; an odd number of maps leaves the last row's second place empty likewise."""
+    from wviz.figures import real_transformer as figs
+
+    A = torch.softmax(torch.randn(5, 5, generator=torch.Generator().manual_seed(1)), -1)
+    tokens = [f"w{i}" for i in range(5)]
+    one, two = figs.attention_maps({"a": A}, tokens, 1, 1), figs.attention_maps({"a": A, "b": A}, tokens, 1, 1)
+    assert list(one.layout.xaxis.domain) == list(two.layout.xaxis.domain)
+    assert one.layout.xaxis2.visible is False and one.layout.yaxis2.visible is False
+    assert two.layout.xaxis2.visible is not False
+    three = figs.attention_maps({"a": A, "b": A, "c": A}, tokens, 1, 1)
+    assert three.layout.xaxis4.visible is False and three.layout.xaxis3.visible is not False
 
 
 def test_sparsity_counted_by_numpy(comparison):
@@ -165,12 +208,17 @@ def test_attention_maps_thin_long_sentences_and_say_so():
     maps = {"a": torch.full((n, n), 1 / n), "b": torch.eye(n)}
     fig = figs.attention_maps(maps, tokens, 1, 1)
     k = figs.label_step(n)
-    assert k == -(-n * figs.THIN_PX // figs.PANEL_PX) and k > 1 and figs.label_step(n, k * 1e9) == 1
-    assert (n // k) * figs.THIN_PX <= figs.PANEL_PX                     # the labels kept fit, at presentation size
+    assert k == -(-n * figs.THIN_PX // figs.KEYS_PX) and k > 1 and figs.label_step(n, k * 1e9) == 1
+    assert (n // k) * figs.THIN_PX <= figs.KEYS_PX                      # the labels kept fit, at presentation size
     x = fig.layout.xaxis
     assert list(x.tickvals) == [f"{i} w{i}" for i in range(1, n + 1, k)]   # tokens counted from 1
-    assert f"one key token in {k} labelled" in fig.layout.title.subtitle.text
-    assert figs.label_step(23) == 1                                     # 23 x 14 px fit in 330 px
+    lines = fig.layout.title.subtitle.text.split("<br>")
+    assert f"one key token in {k} labelled" in " ".join(lines)
+    assert max(len(line) for line in lines) <= figs.SUBTITLE_CHARS                # wrapped: Plotly does not wrap it
+    assert figs.label_step(9) == 1 and figs.label_step(10) == 2         # 9 x 22 px fit in 200 px
+    assert 9 * figs.LABEL_PX <= 130                                     # a panel's width at 800 px, at 12 px
+    y = fig.layout.yaxis                                                # down a panel of its most height, 560 px
+    assert len(y.tickvals) * figs.THIN_PX <= 560 < n * figs.THIN_PX
 
 
 def test_figure4_is_computed_once_for_every_server_process(monkeypatch, tmp_path):
@@ -639,7 +687,7 @@ def test_a_long_sparse_map_is_drawn_by_its_nonzero_links():
     x = fig.layout.xaxis2
     assert list(x.ticktext) == labels[::figs.label_step(n)] and list(x.tickvals) == list(range(0, n, figs.label_step(n)))
     assert list(x.range) == [-0.5, n - 0.5] and list(fig.layout.yaxis2.range) == [n - 0.5, -0.5]
-    assert "sparsemax: each nonzero weight a square" in fig.layout.title.subtitle.text
+    assert "sparsemax: each nonzero weight a square" in fig.layout.title.subtitle.text.replace("<br>", " ")
     assert figs.drawn_as_links(sparse) and not figs.drawn_as_links(dense) and not figs.drawn_as_links(torch.eye(60))
 
 

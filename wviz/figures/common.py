@@ -54,9 +54,12 @@ def vector_tex(v, keep: int = 4) -> str:
 
 def table_text(table):
     """A pandas table for st.dataframe with every number column shown by :func:`number_text` (a Styler: the cells
-    keep their numbers, so a column still sorts by value)."""
+    keep their numbers, so a column still sorts by value). A column with a missing value (NaN) becomes its text,
+    '–' where the value is missing: st.dataframe writes "None" in a missing cell whatever the Styler says."""
     numbers = [c for c in table.columns if table[c].dtype.kind in "fiu"]
-    return table.style.format(number_text, subset=numbers)
+    gaps = [c for c in numbers if table[c].isna().any()]
+    shown = table.assign(**{c: table[c].map(number_text) for c in gaps}) if gaps else table
+    return shown.style.format(number_text, subset=[c for c in numbers if c not in gaps])
 
 
 def vector_text(v) -> str:

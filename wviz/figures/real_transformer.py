@@ -5,6 +5,7 @@ and the histograms of Figure 4 of 002 (relative deviation of lambda* from alpha 
 from __future__ import annotations
 
 import math
+import textwrap
 
 import altair as alt
 import numpy as np
@@ -39,18 +40,20 @@ def _panel_titles(labels) -> list[str]:
     return out
 
 
-# The attention maps sit two to a row: at 800 px a panel is about PANEL_PX wide, and a token label rotated upright
-# needs LABEL_PX (its line height at 12 px, with a gap). Beyond PANEL_PX // LABEL_PX tokens the labels would
-# overlap, so every k-th one is labelled and the figure says so, k chosen so that the labels kept do not overlap
-# at presentation size either (THIN_PX: an 18 px label with its gap; a long input's labels ran into each other in
-# the lecture hall at 14 px apart).
-MAP_COLS, PANEL_PX, LABEL_PX, THIN_PX = 2, 330, 14, 22
+# The attention maps sit two to a row, a panel about PANEL_PX wide on a wide screen. Every token label must stay
+# clear of its neighbours at presentation size (THIN_PX: an 18 px label with its gap) and beside the sidebar at
+# 800 px, where a panel is about 130 px wide and a 12 px label needs LABEL_PX: the key labels across a panel get
+# KEYS_PX (9 labels at THIN_PX, which also fit those 130 px), the query labels down a panel its height. Beyond that
+# every k-th token is labelled and the figure says so.
+MAP_COLS, PANEL_PX, LABEL_PX, THIN_PX, KEYS_PX = 2, 330, 14, 22, 200
+# A subtitle's line: 18 px text in a presentation column at 1024 px, 13 px beside the sidebar at 800 px
+SUBTITLE_CHARS = 60
 
 
-def label_step(n: int, room_px: float = PANEL_PX) -> int:
-    """Label every token when n of them fit in room_px, else every k-th (the smallest k that fits at presentation
-    size)."""
-    return 1 if n * LABEL_PX <= room_px else math.ceil(n * THIN_PX / room_px)
+def label_step(n: int, room_px: float = KEYS_PX) -> int:
+    """Label every token when n of them fit in room_px at presentation size, else every k-th (the smallest k that
+    fits)."""
+    return max(1, math.ceil(n * THIN_PX / room_px))
 
 
 def _token_axis(labels: list[str], step: int, across: bool) -> dict:
@@ -62,8 +65,17 @@ def _token_axis(labels: list[str], step: int, across: bool) -> dict:
 
 
 def main_figure(one) -> go.Figure:
-    """The page's main figure: one head under every normaliser, from a wviz.views.real_transformer.OneHead."""
-    return attention_maps(one.maps, one.tokens, one.layer, one.head)
+    """The page's main figure, the one its tau slider redraws: one head (a wviz.views.real_transformer.OneHead)
+    under each chosen normaliser that tau enters (softmax / tau, sparsemax, entmax)."""
+    return attention_maps(one.moved, one.tokens, one.layer, one.head, "normalisers of S / tau")
+
+
+def fixed_maps(one) -> go.Figure:
+    """The same head, original and under the chosen normalisers that tau does not enter (Sinkhorn): drawn apart from
+    the main figure, so that a tau move does not send and redraw them (at 512 tokens each is a 512 x 512 heatmap)."""
+    fixed = one.fixed
+    what = "original and Sinkhorn" if len(fixed) > 1 else "original"   # short: the title must fit at 800 px
+    return attention_maps(fixed, one.tokens, one.layer, one.head, what)
 
 
 # A sparse map (sparsemax, entmax) of a long input is drawn by its nonzero links, one square marker per weight above
@@ -106,21 +118,25 @@ def _links_axis(labels: list[str], step: int, across: bool) -> dict:
     return axis
 
 
-def attention_maps(maps: dict, tokens, layer: int, head: int) -> go.Figure:
-    """The (T, T) weights of one head under each normaliser (``maps``: label -> matrix), two panels to a row on
-    one colour scale from 0 to 1 (one shared colour bar); queries down, keys across, every token labelled while
-    the labels fit (else every k-th, said in the subtitle). A long sparse map is drawn by its nonzero links
-    (drawn_as_links), on a dark background where the heatmaps' 0 is. Zoom (Plotly's box zoom) reads any part."""
+def attention_maps(maps: dict, tokens, layer: int, head: int, what: str = "attention per normaliser") -> go.Figure:
+    """The (T, T) weights of one head under each normaliser (``maps``: label -> matrix), two panels to a row (a
+    panel the same size whether it has a neighbour or not) on one colour scale from 0 to 1 (one shared colour
+    bar); queries down, keys across, every token labelled while the labels fit (else every k-th, said in the
+    subtitle). A long sparse map is drawn by its nonzero links (drawn_as_links), on a dark background where the
+    heatmaps' 0 is. Zoom (Plotly's box zoom) reads any part. Titled 'Layer l, head h: ``what``'."""
     labels = token_labels(tokens)
     names = list(maps)
     n = len(labels)
-    cols = min(MAP_COLS, len(names))
+    cols = MAP_COLS
     rows = math.ceil(len(names) / cols)
-    panel_h = min(560, max(260, LABEL_PX * n))
+    panel_h = min(560, max(260, THIN_PX * n))
     step_x, step_y = label_step(n), label_step(n, panel_h)
     # between two rows: the upright key labels, the axis title and the next row's two-line panel titles, each at
-    # presentation size (18-20 px); make_subplots counts the spacing in fractions of the plot area, margins left out
-    gap = 0.6 * 20 * max(len(t) for t in labels[::step_x]) + 130
+    # presentation size (18-20 px); make_subplots counts the spacing in fractions of the plot area, margins left out.
+    # Below the last row the labels and the axis title get a margin of their own: in the figure's height, not taken
+    # from the panels' (a lone row at presentation size was squeezed to half its height, its labels overlapping)
+    labels_px = 0.6 * 20 * max(len(t) for t in labels[::step_x])
+    gap, bottom = labels_px + 130, labels_px + 60
     area = rows * panel_h + (rows - 1) * gap
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=_panel_titles(names), horizontal_spacing=0.1,
                         vertical_spacing=gap / area if rows > 1 else 0.1)
@@ -140,17 +156,22 @@ def attention_maps(maps: dict, tokens, layer: int, head: int) -> go.Figure:
         fig.update_yaxes(**y_axis, showticklabels=col == 1, title_text="query token" if col == 1 else None,
                          row=r, col=col)
         fig.update_xaxes(**x_axis, title_text="key token", row=r, col=col)
-    thinned = [f"one {what} token in {k} labelled" for k, what in ((step_y, "query"), (step_x, "key")) if k > 1]
+    for i in range(len(names), rows * cols):        # a row's empty place: no axes drawn there
+        fig.update_xaxes(visible=False, row=i // cols + 1, col=i % cols + 1)
+        fig.update_yaxes(visible=False, row=i // cols + 1, col=i % cols + 1)
+    thinned = [f"one {axis} token in {k} labelled" for k, axis in ((step_y, "query"), (step_x, "key")) if k > 1]
     thinned += [f"{', '.join(_short(x) for x in links)}: each nonzero weight a square"] if links else []
     # The title at the top of the figure (not in the middle of the top margin, Plotly's default), so that a subtitle
     # stays clear of the panels' two-line titles at presentation size
-    title = {"text": f"Layer {layer}, head {head}: attention per normaliser", "yref": "container", "y": 1,
+    title = {"text": f"Layer {layer}, head {head}: {what}", "yref": "container", "y": 1,
              "yanchor": "top", "pad": {"t": 12}}
-    if thinned:
-        title["subtitle_text"] = "; ".join(thinned) + " (hover for all; drag to zoom)"
-    top = 150 if thinned else 100
+    # the subtitle in lines of at most SUBTITLE_CHARS: Plotly does not wrap it, and one line ran past the column
+    lines = textwrap.wrap("; ".join(thinned) + " (hover for all; drag to zoom)", SUBTITLE_CHARS) if thinned else []
+    if lines:
+        title["subtitle_text"] = "<br>".join(lines)
+    top = 100 + (10 + 22 * len(lines) if lines else 0)
     fig.update_layout(title=title, coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title="weight")),
-                      height=round(area + top + 40), margin=dict(t=top, b=40))
+                      height=round(area + top + bottom), margin=dict(t=top, b=round(bottom)))
     return fig
 
 

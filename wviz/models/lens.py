@@ -22,14 +22,16 @@ Example: load a folder (here the bundled MiniLM), run a sentence under sparsemax
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
+import numpy as np
 import torch
 
 from wviz.models.families import LONGEST, token_limit
 from wviz.models.normalisers import Normaliser, make_normaliser
 from wviz.models.swap import check_layers, swapped
 
-__all__ = ["Forward", "forward", "check_sentences", "patch_grid"]
+__all__ = ["Forward", "forward", "sparsity", "check_sentences", "patch_grid"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,39 @@ class Forward:
     special: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     family: str = "encoder"
+
+    @cached_property
+    def sparsity(self) -> torch.Tensor:
+        """(B, L, H) the fraction of exact zeros among the weights each head may give (:func:`sparsity`; in a
+        decoder on and below the diagonal), counted once per forward: a page reads it on every move."""
+        return sparsity(self.attention, self.mask, causal=self.family == "decoder")
+
+
+def sparsity(attention: torch.Tensor, mask: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """Fraction of exact zeros among the weights a head may give, per layer and head: between real tokens and,
+    under a causal mask, on and below the diagonal only (the mask's zeros above it are no normaliser's doing).
+    attention (B, L, H, T, T), mask (B, T) -> (B, L, H).
+
+    Example: one head over two tokens whose one zero lies above the diagonal: a quarter of its weights, but under
+    the causal mask none of the three it may give.
+
+    >>> import torch
+    >>> from wviz.models.lens import sparsity
+    >>> A = torch.tensor([[1.0, 0.0], [0.5, 0.5]]).reshape(1, 1, 1, 2, 2)
+    >>> mask = torch.ones(1, 2, dtype=torch.bool)
+    >>> sparsity(A, mask).item(), sparsity(A, mask, causal=True).item()
+    (0.25, 0.0)
+    """
+    pair = mask[:, :, None] & mask[:, None, :]
+    if causal:
+        pair = pair.tril()
+    kept = (attention != 0) & pair[:, None, None]
+    if kept.device.type == "cpu":   # numpy counts Trues faster than torch sums bools (BENCHMARKS, design choices)
+        nonzero = torch.from_numpy(np.count_nonzero(kept.numpy(), axis=(-2, -1)))
+    else:
+        nonzero = kept.sum(dim=(-2, -1))
+    allowed = pair.sum(dim=(-2, -1))[:, None, None]
+    return (allowed - nonzero).to(torch.float64) / allowed
 
 
 def check_sentences(sentences) -> list[str]:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import torch
 
 from wviz.models import hub, lens
-from wviz.models.lens import Forward, check_sentences
+from wviz.models.lens import Forward, check_sentences, sparsity
 from wviz.models.normalisers import NORMALISERS, Normaliser, make_normaliser, sinkhorn_attention
 from wviz.models.swap import _RECORD, IMPLEMENTATION, _Record
 from wviz.models.swap import attention as _attention
@@ -132,21 +132,14 @@ def sentence_embedding(sentence: str, normaliser: str | Normaliser = "softmax", 
 
 # ---------------------------------------------------------------------------------------------- what changed
 
-def sparsity(attention: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Fraction of exact zeros among the weights between real tokens, per layer and head: attention
-    (B, L, H, T, T), mask (B, T) -> (B, L, H)."""
-    pair = (mask[:, :, None] & mask[:, None, :])[:, None, None]   # (B, 1, 1, T, T)
-    zeros = ((attention == 0) & pair).sum(dim=(-2, -1))
-    return zeros.to(torch.float64) / pair.sum(dim=(-2, -1))
-
-
 @dataclass(frozen=True)
 class Change:
     """How swapping the normaliser changed one sentence's forward (one sentence: B = 1 squeezed away).
 
     cosine          cosine between the two sentence embeddings (1: unchanged)
     layer_distance  (L,) ||h'_l - h_l||_F / ||h_l||_F of each layer's output over the real tokens
-    sparsity        (L, H) fraction of exact zeros in each head of the swapped forward
+    sparsity        (L, H) fraction of exact zeros in each head of the swapped forward, among the weights a head
+                    may give (Forward.sparsity: in a decoder on and below the diagonal)
     base_sparsity   (L, H) the same for the reference forward
     """
 
@@ -178,8 +171,7 @@ def compare(base: Forward, other: Forward) -> Change:
     h, h2 = base.hidden[0, 1:, m], other.hidden[0, 1:, m]          # (L, n, d): each layer's output
     dist = torch.linalg.vector_norm(h2 - h, dim=(-2, -1)) / torch.linalg.vector_norm(h, dim=(-2, -1))
     cos = float(torch.dot(base.embedding[0], other.embedding[0]))  # both are unit vectors
-    return Change(cosine=cos, layer_distance=dist, sparsity=sparsity(other.attention, other.mask)[0],
-                  base_sparsity=sparsity(base.attention, base.mask)[0])
+    return Change(cosine=cos, layer_distance=dist, sparsity=other.sparsity[0], base_sparsity=base.sparsity[0])
 
 
 def normaliser_change(sentence: str, normaliser: str | Normaliser = "sparsemax", *, device=None,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 import pandas as pd
@@ -34,11 +34,11 @@ __all__ = ["CHOICES", "DEFAULT_SENTENCE", "DEFAULT_CHOSEN", "CORPUS_SIZE", "N_LA
            "UPLOAD", "PICTURES", "LINKED_MAX", "SINKS", "Settings", "params", "models_setting", "catalogue",
            "model_options", "model_from_url", "model_info", "about", "patch_grid", "load", "load_upload",
            "upload_cap_mb", "token_limit", "shape", "example_picture", "read_picture", "SHORT", "input_length",
-           "forward", "Comparison", "comparison", "OneHead", "ColumnError", "one_head", "at_defaults", "sparsity_maps",
-           "Pruning", "pruning", "layer_distances", "change_table", "Guesses", "guesses", "mask_hint", "SinkMaps",
-           "uniform_share", "sink_maps", "PatchMaps", "patch_maps", "PERPLEXITY_TAUS", "Perplexities", "perplexities",
-           "deviation", "Figure4Summary", "figure4_summary", "shown", "TRY_THIS", "RHOS", "rho_text", "RhoSweep",
-           "rho_sweep"]
+           "forward", "Comparison", "tau_enters", "comparison", "fixed_comparison", "OneHead", "ColumnError",
+           "one_head", "at_defaults", "sparsity_maps", "Pruning", "pruning", "layer_distances", "change_table",
+           "Guesses", "guesses", "mask_hint", "SinkMaps", "uniform_share", "sink_maps", "PatchMaps", "patch_maps",
+           "PERPLEXITY_TAUS", "Perplexities", "perplexities", "deviation", "Figure4Summary", "figure4_summary", "shown",
+           "TRY_THIS", "RHOS", "rho_text", "RhoSweep", "rho_sweep"]
 
 DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
 DEFAULT_CHOSEN = ("sparsemax", "entmax", "sinkhorn")   # the normalisers the page starts with
@@ -275,37 +275,37 @@ class Comparison:
         return {f"original: {own}": self.base, **{k: f for k, f in self.swapped.items() if k != own}}
 
 
+def tau_enters(name: str) -> bool:
+    """Whether the temperature tau enters normaliser ``name``: softmax, sparsemax and entmax of S / tau do;
+    Sinkhorn has gamma instead."""
+    return name != "sinkhorn"
+
+
 def comparison(settings: Settings, tau: float, run: Callable[[str, Params], minilm.Forward],
                lens: hub.Lens | None = None) -> Comparison:
     """Every chosen normaliser against the original model; ``run(name, params)`` is one forward of the input
     (the page passes its cached :func:`forward`), ``lens`` the model that runs it (None: the bundled MiniLM)."""
     if not settings.chosen:
         raise ValueError("choose at least one normaliser in the sidebar")
+    return _compared(settings.chosen, settings, tau, run, lens)
+
+
+def fixed_comparison(settings: Settings, run: Callable[[str, Params], minilm.Forward],
+                     lens: hub.Lens | None = None) -> Comparison:
+    """:func:`comparison` of the chosen normalisers that tau does not enter (Sinkhorn; none: the original alone),
+    what a tau move leaves as it is: the page draws its maps outside the tau slider's reruns."""
+    return _compared(tuple(n for n in settings.chosen if not tau_enters(n)), settings, 1.0, run, lens)
+
+
+def _compared(names, settings: Settings, tau: float, run, lens) -> Comparison:
     base = run(*BASE)
     swapped = {}
-    for name in settings.chosen:
+    for name in names:
         p = params(settings, name, tau)
         swapped[minilm.make_normaliser(name, **dict(p)).label()] = run(name, p)
     shown = _shown_tokens(lens, base) if lens is not None else ()
-    changes = {label: _change(base, fwd) for label, fwd in swapped.items()}
+    changes = {label: minilm.compare(base, fwd) for label, fwd in swapped.items()}
     return Comparison(base, swapped, changes, shown)
-
-
-def _change(base: minilm.Forward, fwd: minilm.Forward) -> minilm.Change:
-    """minilm.compare, with a decoder's sparsity counted among the weights a head may give (on and below the
-    diagonal): the causal mask's zeros above it are no normaliser's doing."""
-    change = minilm.compare(base, fwd)
-    if base.family != "decoder":
-        return change
-    return replace(change, sparsity=_causal_sparsity(fwd), base_sparsity=_causal_sparsity(base))
-
-
-def _causal_sparsity(fwd: minilm.Forward) -> torch.Tensor:
-    """(L, H): the fraction of exact zeros among the pairs (query i, key j <= i) of real tokens, of input 0."""
-    m = fwd.mask[0]
-    allowed = (m[:, None] & m[None, :]).tril()
-    A = fwd.attention[0]
-    return ((A == 0) & allowed).sum(dim=(-2, -1)).double() / allowed.sum()
 
 
 @dataclass(frozen=True)
@@ -325,7 +325,8 @@ class OneHead:
     ``maps`` label -> (n, n) weights over the n ``tokens``, the original first ('original: softmax (tau = 1)'); in
     the original head, the key of index ``sink`` (the ``sink + 1``-th token) receives ``sink_mass`` of the n units
     of attention (one per query); Sinkhorn's column error per Sinkhorn label; ``causal``: a decoder's head, whose
-    weights above the diagonal are 0."""
+    weights above the diagonal are 0. ``moved``: the maps of the normalisers tau enters (tau_enters), each chosen
+    one, softmax at tau = 1 included; ``fixed``: the other maps (the original, Sinkhorn)."""
 
     layer: int
     head: int
@@ -335,6 +336,11 @@ class OneHead:
     sink_mass: float
     sinkhorn: dict[str, ColumnError]
     causal: bool = False
+    moved: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def fixed(self) -> dict[str, torch.Tensor]:
+        return {label: A for label, A in self.maps.items() if label not in self.moved}
 
 
 def one_head(c: Comparison, layer: int, head: int) -> OneHead:
@@ -350,15 +356,15 @@ def one_head(c: Comparison, layer: int, head: int) -> OneHead:
     sinkhorn = {label: ColumnError(float((fwd.attention[0, l, h].sum(dim=0) - 1).abs().max()),
                                    fwd.normaliser.n_iter, fwd.normaliser.rho)
                 for label, fwd in c.swapped.items() if fwd.normaliser.name == "sinkhorn"}
-    return OneHead(layer, head, c.tokens, maps, sink, float(received[sink]), sinkhorn, c.family == "decoder")
+    moved = {label: fwd.attention[0, l, h] for label, fwd in c.swapped.items() if tau_enters(fwd.normaliser.name)}
+    return OneHead(layer, head, c.tokens, maps, sink, float(received[sink]), sinkhorn, c.family == "decoder", moved)
 
 
-def at_defaults():
-    """The page's first head (layer 1, head 1) under its default normalisers and settings, for DEFAULT_SENTENCE on
+def at_defaults(sentence: str = DEFAULT_SENTENCE):
+    """The page's first head (layer 1, head 1) under its default normalisers and settings, for ``sentence`` on
     WVIZ_DEVICE, as a function of tau (its main slider): bench_latency's reference draws it."""
     settings, device = Settings(DEFAULT_CHOSEN, 1.5, 1.0, 5), str(get_device())
-    return lambda tau: one_head(comparison(settings, tau, lambda name, p: forward(DEFAULT_SENTENCE, name, p, device)),
-                                1, 1)
+    return lambda tau: one_head(comparison(settings, tau, lambda name, p: forward(sentence, name, p, device)), 1, 1)
 
 
 def sparsity_maps(c: Comparison) -> dict[str, torch.Tensor]:
