@@ -11,8 +11,8 @@ from wviz.export import TEXT_PX
 VIEWPORTS = ((1400, 1000), (1024, 768), (800, 1000))
 
 # Every metric (label and value) and display equation whose content is wider than its box (cut, scrolled or
-# ellipsised), every metric, equation, table and chart that runs past the right edge of the main column, and every
-# two text boxes of a chart that overlap.
+# ellipsised), every metric, equation, table and chart that runs past the right edge of the main column, every
+# chart title or other chart text past its chart's right edge, and every two text boxes of a chart that overlap.
 CUT = """() => {
   const column = document.querySelector('[data-testid="stMain"] .stMainBlockContainer').getBoundingClientRect();
   const cut = [];
@@ -33,6 +33,14 @@ CUT = """() => {
     const room = d.closest('[data-testid="stMarkdown"]') || d;
     if (d.scrollWidth > room.clientWidth + 3) cut.push(`equation cut: ${d.innerText.slice(0, 80)}`);
     past(room, 'equation');
+  });
+  // A chart's title, subtitle, legend and colour bar texts stay inside the chart (Plotly wraps none of them).
+  document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot').forEach(gd => {
+    const right = gd.getBoundingClientRect().right;
+    gd.querySelectorAll('.infolayer text').forEach(t => {
+      if (t.textContent.trim() && t.getBoundingClientRect().right > right + 1)
+        cut.push(`chart text past its chart: ${t.textContent.trim().slice(0, 60)}`);
+    });
   });
   // The bordered text boxes of a chart (a diagram's boxes) must not overlap one another.
   document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot').forEach(gd => {
