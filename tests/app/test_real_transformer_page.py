@@ -524,7 +524,8 @@ def test_every_view_of_a_family_under_every_normaliser(models_page, tiny_root, k
     views = dict(VIEWS, **({"Perplexity as tau moves": ["perplexity"]} if kind in DECODERS else {}))
     if kind == "vit":                                   # an image model's embedding pools its picture's patches
         views = {k.replace("sentence", "image"): v for k, v in views.items()}
-    always = ["maps_fixed", "maps"] + (["patches"] if kind == "vit" else []) + (["figure4", "per_head"] if kind == "roberta" else [])
+    always = (["maps_fixed", "maps"] + (["patches"] if kind == "vit" else [])
+              + (["figure4", "per_head"] if kind == "roberta" else []))
     check_views(at, "view", {view: always + keys for view, keys in views.items()})
     for view in views:                                  # each view drawn once more: no error message either
         at.segmented_control(key="view").set_value(view).run()
