@@ -324,7 +324,8 @@ def _reliability_panel(fig, rel, low, high, noun: str, row: int, col: int, legen
                     row=row, col=col)
 
 
-DASHES = ("solid", "dash", "dot")   # one per model where the models share a figure
+DASHES = ("solid", "dash", "dot")   # one per model where the models share a figure (lines)
+PATTERNS = ("", "/", ".")            # ... (bars)
 
 
 def risk_coverage(curves: dict, noun: str = "images") -> go.Figure:
@@ -355,7 +356,7 @@ def conformal_sizes(models: dict, n_classes: int) -> go.Figure:
             counts = np.bincount(to_numpy(s).astype(int), minlength=n_classes + 1)
             fig.add_bar(x=sizes, y=counts / max(1, counts.sum()), name=f"{model}, {name}: coverage "
                         f"{sets.coverage[name]:.3f}, mean size {float(to_numpy(s).mean()):.2f}",
-                        marker=dict(color=PALETTE[i % len(PALETTE)], pattern_shape=("", "/", ".")[m % 3]),
+                        marker=dict(color=PALETTE[i % len(PALETTE)], pattern_shape=PATTERNS[m % len(PATTERNS)]),
                         hovertemplate="%{x} classes: %{y:.1%}<extra>" + f"{model}, {name}</extra>")
     first = next(iter(models.values()))
     qs = ", ".join(f"{model} {sets.q:.3f}" for model, sets in models.items())
