@@ -81,7 +81,9 @@ def show_choice(choice: uv.ModelChoice):
     elif choice.waiting:
         st.info("Upload a checkpoint in the sidebar (the example under the uploader is one); meanwhile the page shows "
                 "the bundled demo model.")
-    with sb.expander("Training record", icon=":material/description:"):
+    # a popover, not an expander: a closed expander still draws its JSON viewer on a first visit
+    with sb.popover("Training record", icon=":material/description:", width="stretch",
+                    help="Each model's training record: data, epochs, seed, loss weights, time, metrics."):
         for m in choice.models.by_name.values():
             st.caption(m.name + ("" if m.bundled else ": as recorded in the file, not re-measured (the dataset panel "
                                                       "measures the model itself)"))
@@ -184,6 +186,7 @@ def corrupted(picked: uv.Picked):
 
 picked = None if models is None else ui.guarded(f"vit/image/{models.main.weights_id}", get_image)
 runs = None  # the image through every model shown: what everything down to the dataset panel draws
+drawn_from = None  # what the runs are a function of: the models' weights, the image, S and the seed
 if picked is not None:
     image, box = corrupted(picked)
     image_digest = digest_of(image)   # the cache key of the runs and the occlusion, once per run of the page
@@ -200,10 +203,9 @@ if picked is not None:
                                                          "(5)); the prediction is the mean of the S softmax outputs.")
     seed = sb.number_input("Sampling seed", 0, 10_000, 0, key="seed", bind="query-params",
                            help="Seed of the Monte-Carlo draws, so that a link reproduces them.")
+    drawn_from = (tuple(m.weights_id for m in models.by_name.values()), image_digest, int(samples), int(seed))
     with st.spinner(f"Running {samples} Monte-Carlo draws through {len(models.by_name)} model(s)..."):
-        runs = ui.guarded(f"vit/inspect/{models.main.weights_id}",
-                          lambda: inspected(tuple(m.weights_id for m in models.by_name.values()), image_digest,
-                                            int(samples), int(seed), models, image))
+        runs = ui.guarded(f"vit/inspect/{models.main.weights_id}", lambda: inspected(*drawn_from, models, image))
 
 # ------------------------------------------------------------------------------------------------ one image
 
@@ -214,8 +216,8 @@ def show_prediction():
     if picked.label is not None:
         st.markdown(f"True class: **{names[picked.label]}**. " + ", ".join(
             f"{n}: **{names[c]}** ({p:.1%})" for n, (c, p) in uv.predictions(runs).items()))
-    ui.show_figure(figs.class_probabilities({n: r.mc for n, r in runs.items()}, names, int(samples)),
-                   key="vit_probs")
+    ui.show_figure(ui.shared_figure("vit_probs", (*drawn_from, tuple(names)), lambda: figs.class_probabilities(
+        {n: r.mc for n, r in runs.items()}, names, int(samples))), key="vit_probs")
     st.caption("Bars: the predictive distribution, the mean over S draws of softmax(logits). Whiskers: 5 % to 95 % "
                "of the draws, the per-class spread. The deterministic twin has no embedding noise: no whiskers.")
     ui.equation(r"p(y\mid x) \approx \frac1S \sum_{s=1}^S \operatorname{softmax}\big(f(z^{(s)})\big),\quad "
@@ -262,10 +264,15 @@ def meaning(rule: str, layer: int, what: str) -> str:
     return f"{uv.RULE_MEANING[rule]} {auroc_line(at)} {uv.verdict(at, what)}"
 
 
+def inside_of(v: uv.LayerMaps) -> tuple:
+    """What the maps of ``v`` are drawn from (shared_figure): the runs, the corrupted region, layer, head, query."""
+    return *drawn_from, v.box, v.layer, v.head, v.query
+
+
 def draw_inside(v: uv.LayerMaps):
     grid = models.config.grid
     if v.trace is not None:
-        ui.show_figure(figs.main_figure(v), key="vit_trace")
+        ui.show_figure(ui.shared_figure("vit_trace", inside_of(v), lambda: figs.main_figure(v)), key="vit_trace")
         st.caption(("Layer 0: the embeddings' variances of eq. (5), a function of each patch alone"
                     + (" plus the prototype distance" if models.config.layer0 == "prototypes" else "") + ". "
                     if v.layer == 0 else "") + meaning(v.rule, v.layer, "This map")
@@ -289,8 +296,8 @@ def draw_inside(v: uv.LayerMaps):
 
 def draw_rules(v: uv.LayerMaps):
     """The two covariance rules side by side on the same weights and image, one sentence each."""
-    ui.show_figure(figs.rule_pair(v.image, uv.rule_maps(models, v.image, v.layer), v.layer, v.rule),
-                   key="vit_rules")
+    ui.show_figure(ui.shared_figure("vit_rules", inside_of(v), lambda: figs.rule_pair(
+        v.image, uv.rule_maps(models, v.image, v.layer), v.layer, v.rule)), key="vit_rules")
     for rule, name in (("004", "004's rule as written"), ("mixture", "The mixture rule")):
         tag = "trained with it" if rule == v.rule else "applied post hoc to the same weights"
         st.caption(f"**{name}** ({tag}): " + meaning(rule, v.layer, "Its map"))
@@ -315,7 +322,8 @@ def draw_occlusion():
     if found is None:
         return
     change, score = found
-    ui.show_figure(figs.occlusion_map(image, change, score), key="vit_occlusion")
+    ui.show_figure(ui.shared_figure("vit_occlusion", drawn_from, lambda: figs.occlusion_map(image, change, score)),
+                   key="vit_occlusion")
     recorded = uv.recorded_occlusion(models)
     st.caption("How much the predictive mutual information (how much the draws disagree) changes when a patch is "
                "replaced by an uninformative one (zeros: the background, and the masking value of pre-training), "
@@ -347,12 +355,12 @@ def attention_views(v: uv.LayerMaps) -> dict[str, ui.View]:
 
     views = {
         "Over the image": ui.figure_view(
-            "vit_attention_head", over_image,
+            "vit_attention_head", over_image, of=inside_of(v),
             caption=f"Head {v.head + 1}'s weights of the query over the image; it puts {v.class_weight:.1%} of the "
                     "query's attention on the class token. W2 attention favours keys whose Gaussians are close in "
                     "mean *and* in spread."),
         "Heads and rollout": ui.figure_view(
-            "vit_attention", heads,
+            "vit_attention", heads, of=inside_of(v),
             caption="Weights of the query on the patches in each head of the block that produced the chosen layer "
                     "(block 1 for layer 0). Rollout: the class token's share of every patch through all blocks, with "
                     r"the residual path, $\prod_l (\bar A_l + I)/2$ with $\bar A_l$ the heads' mean "
@@ -360,7 +368,7 @@ def attention_views(v: uv.LayerMaps) -> dict[str, ui.View]:
     }
     if v.twin is not None:
         views["Deterministic twin"] = ui.figure_view(
-            "vit_attention_twin", twin,
+            "vit_attention_twin", twin, of=inside_of(v),
             caption=r"The same query under $\operatorname{softmax}(q k^\top / \sqrt{d_h})$: compare where the two "
                     "models look.")
     return views
@@ -448,7 +456,7 @@ def calibration_panel(jobs, split):
     if waiting:
         ui.wait_for(keys[waiting[0]], f"Calibrating {waiting[0]}: temperature, risk-coverage, conformal sets...")
         return
-    ui.views(calibration_views(cals, split), key="calib", label="Calibration view",
+    ui.views(calibration_views(cals, split, panel_of(jobs, split)), key="calib", label="Calibration view",
              help="Temperature: reliability before and after dividing the logits by the fitted tau. Risk-coverage: "
                   "the error among the test images each score calls most certain. Conformal: the sets that hold the "
                   "true class 90 % of the time, on clean and corrupted test images.")
@@ -459,16 +467,22 @@ def calibration_panel(jobs, split):
             + uv.verdict(main.occlusion, "This score"))
 
 
-def calibration_views(cals: dict, split) -> dict[str, ui.View]:
+def panel_of(jobs, split) -> tuple:
+    """What the dataset panel's and the calibration's figures are drawn from (shared_figure): each model's
+    evaluation (weights, S, corruptions, the split's images) and the split's class names and kind."""
+    return tuple(j.cache_key for j in jobs), tuple(split.class_names), split.digits
+
+
+def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:
     """The three calibration views, each one figure of every model (one chart to draw, the models compared in it)
-    with a caption per model, and the equation below."""
+    with a caption per model, and the equation below; ``of``: what the calibrations are drawn from (panel_of)."""
     noun = split.noun
 
     def view(name: str, figure, caption, latex: str) -> ui.View:
         key = f"vit_{name}"
 
         def draw():
-            ui.show_figure(figure(), key=key)
+            ui.show_figure(ui.shared_figure(key, of, figure), key=key)
             for m, c in cals.items():
                 st.caption(f"{m}: " + caption(c))
             ui.equation(latex)
@@ -513,27 +527,28 @@ def calibration_views(cals: dict, split) -> dict[str, ui.View]:
 def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[str, ui.View]:
     """The dataset panel's four views, one drawn at a time (every chart drawn delays a first visit's page:
     BENCHMARKS.md, "First load"); the others go into the lecture bundle."""
-    noun, one = split.noun, split.one
+    noun, one, of = split.noun, split.one, panel_of(jobs, split)
     aurocs = uv.corruption_aurocs(jobs, reports, score)
     shown = {n: v for n, v in aurocs.items() if v is not None}
 
     def ood():
         return figs.ood_histograms(uv.ood_scores(reports, ood_name, score), score, ood_name, noun=noun)
 
-    def corruption_figures():
-        curves = figs.corruption_curves(uv.corruption_curves(jobs, reports), uv.SEVERITIES)
-        return [curves] + ([figs.corruption_aurocs(shown, uv.SEVERITIES, score, noun=noun)] if shown else [])
+    def curves():
+        return figs.corruption_curves(uv.corruption_curves(jobs, reports), uv.SEVERITIES)
+
+    def corruption_auroc():
+        return figs.corruption_aurocs(shown, uv.SEVERITIES, score, noun=noun)
 
     def draw_ood():
-        ui.show_figure(ood(), key="vit_ood")
+        ui.show_figure(ui.shared_figure("vit_ood", (*of, score, ood_name), ood), key="vit_ood")
         st.caption(f"AUROC: the probability that a random OOD image scores higher than a random {one} (0.5 = "
                    "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
         ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - \tfrac1S \textstyle\sum_s H[p_s],"
                     r"\qquad \text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\}")
 
     def draw_corruptions():
-        figures = corruption_figures()
-        ui.show_figure(figures[0], key="vit_corruption")
+        ui.show_figure(ui.shared_figure("vit_corruption", of, curves), key="vit_corruption")
         recorded = [j.name for j in jobs if j.from_record]
         measured = [j.name for j in jobs if not j.from_record]
         st.caption("Test error under Gaussian noise, blur and contrast loss at severities 1 to 5. "
@@ -545,7 +560,8 @@ def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[s
             st.info(f"{', '.join(old)}: this checkpoint's record predates the per-score corruption AUROCs; retrain "
                     "it with `python -m wviz.vit.train` to see them.")
         if shown:
-            ui.show_figure(figures[1], key="vit_corruption_auroc")
+            ui.show_figure(ui.shared_figure("vit_corruption_auroc", (*of, score), corruption_auroc),
+                           key="vit_corruption_auroc")
             st.caption(f"How well '{score}' tells each corrupted {one} from the clean ones: 1 = every corrupted "
                        f"{one} scores higher, 0.5 = the score does not see the corruption, below 0.5 = it falls.")
 
@@ -553,7 +569,7 @@ def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[s
         return figs.reliability({n: r.reliability for n, r in reports.items()}, split.title)
 
     def draw_reliability():
-        ui.show_figure(reliability(), key="vit_reliability")
+        ui.show_figure(ui.shared_figure("vit_reliability", of, reliability), key="vit_reliability")
         st.caption(f"Above, each bar: the accuracy of the {noun} whose top probability fell in one of 15 bins (bins "
                    f"holding no {one} are left out); on the diagonal the model is as accurate as it is confident. "
                    f"Below: how many {noun} each bin holds (log scale): a bar over 1 to 3 {noun} weighs little in the "
@@ -566,10 +582,10 @@ def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[s
     return {
         "OOD scores": ui.View(draw_ood, ("vit_ood",), lambda: [ood()]),
         "Corruptions": ui.View(draw_corruptions, ("vit_corruption", "vit_corruption_auroc")[:1 + bool(shown)],
-                               corruption_figures),
+                               lambda: [curves()] + ([corruption_auroc()] if shown else [])),
         "Reliability": ui.View(draw_reliability, ("vit_reliability",), lambda: [reliability()]),
         "Confusion": ui.figure_view(
-            "vit_confusion", confusion,
+            "vit_confusion", confusion, of=of,
             caption=f"Row: the true class, column: the class the model predicts (argmax of its predictive mean); "
                     f"each cell counts {noun}, the right answers lie on the diagonal."),
     }

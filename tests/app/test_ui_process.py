@@ -1,4 +1,9 @@
-"""wviz.ui.process: the server's torch threads leave a core to the browser and the other sessions."""
+"""wviz.ui.process: the server's torch threads leave a core to the browser and the other sessions; the imports are
+frozen out of the collector once per process."""
+import subprocess
+import sys
+import textwrap
+
 import torch
 
 from wviz.ui.process import cores, limit_threads, torch_threads
@@ -19,3 +24,21 @@ def test_limit_threads_lowers_the_count_and_never_raises_it():
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(saved)
+
+
+def test_imports_are_frozen_once_per_process():
+    """The first call imports every wviz module and freezes; a later call (every run of app.py) does nothing, not
+    even walk the packages again. In a fresh interpreter: the test process keeps its collector as it is."""
+    script = textwrap.dedent("""
+        import gc, pkgutil, sys
+        from wviz.ui.process import freeze_imports
+        assert gc.get_freeze_count() == 0
+        freeze_imports()
+        frozen = gc.get_freeze_count()
+        assert frozen > 10_000 and "wviz.vit.model" in sys.modules and "wviz.ot" in sys.modules, frozen
+        pkgutil.walk_packages = None   # a second walk would fail
+        freeze_imports()
+        assert gc.get_freeze_count() <= frozen   # nothing frozen again (frozen objects may be freed)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

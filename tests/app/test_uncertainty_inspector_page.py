@@ -453,6 +453,30 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
     assert len(dashed) == 2                                             # the region, on the image and on the map
 
 
+# Each state differs from the defaults in what one or two shared figures are drawn from, and draws the views that
+# hold the others (the attention view, the panel's and the calibration's).
+SHARED_STATES = [{}, {"layer": "2", "view": "Heads and rollout"}, {"head": "2", "view": "Deterministic twin"},
+                 {"query": "patch 5 (row 2, col 1)", "panel": "Corruptions"}, {"region": "occlude", "panel": "Reliability"},
+                 {"region": "noise", "region_strength": "0.3", "calib": "Risk-coverage"},
+                 {"samples": "8", "calib": "Conformal sets"}, {"seed": "3", "panel": "Confusion"}, {"index": "2"},
+                 {"score": "mutual information", "panel": "Corruptions"}, {"ood": "uniform noise"}]
+
+
+def test_shared_figures_are_those_of_their_own_state(open_page):
+    """The figures built once per server (ui.shared_figure) are the ones each state draws: every state opened after
+    the others (the figures of the defaults already built) draws what it draws with none built before."""
+    from wviz.ui.output import _shared
+
+    def specs(at) -> list[str]:   # the figures as the browser gets them
+        return [el.proto.spec for el in at.get("plotly_chart")]
+
+    after_others = [specs(settle(open_page(PAGE, **q))) for q in SHARED_STATES]
+    assert all(seen != after_others[0] for seen in after_others[1:])   # each state's parameters took effect
+    for q, seen in zip(SHARED_STATES, after_others):
+        _shared.clear()
+        assert specs(settle(open_page(PAGE, **q))) == seen, q
+
+
 def test_a_missing_image_leaves_the_dataset_panel_drawn(open_page):
     """The image upload chosen but no file yet: its message, nothing that needs the image (no prediction, no layer
     slider), and the dataset panel, which needs the models only."""

@@ -79,10 +79,13 @@ def test_a_move_sends_the_new_link_once(server, page):
 
 
 def shown_link(page) -> str:
-    """The text of the sidebar's share link (opening its expander if it is closed)."""
-    code = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]')
+    """The text of the sidebar's share link (opening its expander and its popover if they are closed)."""
+    code = page.locator('[data-testid="stPopoverBody"] [data-testid="stCode"]')
     if not code.is_visible():
-        page.get_by_text("Present, share, export").click()
+        share = page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Share link")
+        if not share.is_visible():
+            page.get_by_text("Present, share, export").click()
+        share.click()
     return code.inner_text().strip()
 
 
@@ -128,7 +131,7 @@ def test_every_export_button_of_the_first_figure_gives_a_valid_file(server, page
     """Every format, on every page: the file parses, and its data is the figure the browser shows."""
     open_page(page, f"{server}/{path}")
     shown = plot_data(page)[0]
-    menu = page.locator('[data-testid="stPopover"]').first
+    menu = page.locator('[data-testid="stMain"] [data-testid="stPopover"]').first   # the sidebar has its own
     panel = page.locator('[data-testid="stPopoverBody"]')
     for fmt in FORMATS:
         if not panel.is_visible():

@@ -6,17 +6,17 @@
     state       the URL: share link, table_editor
     widgets     log_slider, view_selector
     runs        live (the main slider and what it drives, in a fragment), fragment, guarded
-    output      show_figure (with its export menu), show_chart (Altair), views / View / figure_view (one secondary view drawn, the
-                others deferred to the lecture bundle), side_by_side (two values of the main
-                parameter), example_file (for an upload), animation (GIF / MP4)
+    output      show_figure (with its export menu), shared_figure (built once per server), show_chart (Altair), views /
+                View / figure_view (one secondary view drawn, the others deferred to the lecture bundle), side_by_side
+                (two values of the main parameter), example_file (for an upload), animation (GIF / MP4)
     style       the CSS and script that fit a page to a projector; presentation mode
     background  background / wait_for: work of many seconds in a worker thread
     process     freeze_imports, torch threads
 """
 from wviz.ui.background import background, wait_for
 from wviz.ui.lecture import built, equation
-from wviz.ui.output import (View, animation, example_file, figure_view, show_chart, show_figure, side_by_side,
-                            views)
+from wviz.ui.output import (View, animation, example_file, figure_view, shared_figure, show_chart, show_figure,
+                            side_by_side, views)
 from wviz.ui.page import cite, device_badge, page_setup, where_solved
 from wviz.ui.process import freeze_imports
 from wviz.ui.runs import fragment, guarded, live
@@ -24,5 +24,5 @@ from wviz.ui.state import table_editor
 from wviz.ui.widgets import log_slider
 
 __all__ = ["background", "wait_for", "built", "equation", "View", "animation", "example_file", "figure_view",
-           "show_chart", "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup", "where_solved",
-           "freeze_imports", "fragment", "guarded", "live", "table_editor", "log_slider"]
+           "shared_figure", "show_chart", "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup",
+           "where_solved", "freeze_imports", "fragment", "guarded", "live", "table_editor", "log_slider"]

@@ -30,8 +30,12 @@ def start(title: str, intro: str) -> None:
         st.toggle("Presentation mode", key=style.PRESENTATION_PARAM, bind="query-params",
                   help="For a projector: sidebar collapsed, toolbar hidden, all text at least 18 px, thicker lines, "
                        "colour-blind-safe colours (Okabe-Ito, Cividis). It travels in the share link.")
-        st.caption("Link to this page with every setting (uploaded files are not part of it):")
-        state.link_slot()
+        # In a popover: its content is drawn when opened, so a first visit does not load and run the code block's
+        # highlighter (0.27 s of the browser's main thread: BENCHMARKS.md, "First load").
+        with st.popover("Share link", icon=":material/link:", width="stretch",
+                        help="A link to this page with every setting, to copy."):
+            st.caption("Link to this page with every setting (uploaded files are not part of it):")
+            state.link_slot()
         no_browser = export.browser_path() is None
         # Built on click, after this run has drawn every figure into ``lecture`` (the callable closes over it) and
         # left a builder there for each figure it did not draw (defer).

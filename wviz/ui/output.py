@@ -28,6 +28,22 @@ def show_figure(fig: go.Figure, key: str) -> None:
     state.show_link()  # the widgets above this figure have settled their URL values by now
 
 
+@st.cache_resource(max_entries=128, show_spinner=False)
+def _shared(key: str, of: tuple, _build: Callable[[], go.Figure]) -> go.Figure:
+    return _build()
+
+
+def shared_figure(key: str, of: tuple, build: Callable[[], go.Figure]) -> go.Figure:
+    """``build()``, the figure ``key`` drawn from ``of``, made once per server and shared by every session.
+
+    ``of`` names everything the figure is drawn from (weights ids, an image's digest, the controls' values): two
+    states that differ in any of it must differ in ``of``. For figures of runs the page caches: building a Plotly
+    figure is 10-20 ms of Python holding the GIL while the server answers a first visit's file requests
+    (BENCHMARKS.md, "First load"). A figure is never changed once built (show_figure and the exports style copies).
+    """
+    return _shared(key, of, build)
+
+
 def show_chart(chart, key: str, **kwargs) -> None:
     """Draw an Altair (Vega-Lite) chart, in presentation style when that mode is on (:func:`show_figure` for
     Plotly). Its interactions run in the browser; the lecture bundle holds the Plotly figures."""
@@ -68,11 +84,12 @@ class View:
     live: bool = True
 
 
-def figure_view(key: str, build: Callable[[], go.Figure], live: bool = True, caption: str | None = None) -> View:
+def figure_view(key: str, build: Callable[[], go.Figure], live: bool = True, caption: str | None = None,
+                of: tuple | None = None) -> View:
     """A view that is one figure, drawn under ``key`` with ``caption`` below it; live=False when the page's main
-    slider does not change it."""
+    slider does not change it; ``of``: the figure is a shared_figure drawn from it."""
     def draw() -> None:
-        show_figure(build(), key)
+        show_figure(build() if of is None else shared_figure(key, of, build), key)
         if caption:
             st.caption(caption)
 
