@@ -456,7 +456,8 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
 # Each state differs from the defaults in what one or two shared figures are drawn from, and draws the views that
 # hold the others (the attention view, the panel's and the calibration's).
 SHARED_STATES = [{}, {"layer": "2", "view": "Heads and rollout"}, {"head": "2", "view": "Deterministic twin"},
-                 {"query": "patch 5 (row 2, col 1)", "panel": "Corruptions"}, {"region": "occlude", "panel": "Reliability"},
+                 {"query": "patch 5 (row 2, col 1)", "panel": "Corruptions"},
+                 {"region": "occlude", "panel": "Reliability"},
                  {"region": "noise", "region_strength": "0.3", "calib": "Risk-coverage"},
                  {"samples": "8", "calib": "Conformal sets"}, {"seed": "3", "panel": "Confusion"}, {"index": "2"},
                  {"score": "mutual information", "panel": "Corruptions"}, {"ood": "uniform noise"}]
