@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 import pandas as pd
@@ -251,14 +252,18 @@ def _shown_tokens(lens: hub.Lens, fwd: minilm.Forward) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Comparison:
-    """The original forward (softmax, tau = 1), the forward under each chosen normaliser (label -> Forward), what
-    each swap changed (label -> minilm.Change), and the tokens as the page labels them (``shown``; empty: as the
-    tokenizer writes them)."""
+    """The original forward (softmax, tau = 1), the forward under each chosen normaliser (label -> Forward), and the
+    tokens as the page labels them (``shown``; empty: as the tokenizer writes them)."""
 
     base: minilm.Forward
     swapped: dict[str, minilm.Forward]
-    changes: dict[str, minilm.Change]
     shown: tuple[str, ...] = ()
+
+    @cached_property
+    def changes(self) -> dict[str, minilm.Change]:
+        """What each swap changed (label -> minilm.Change), computed when first read: the fixed maps' comparison
+        (fixed_comparison) draws none of it."""
+        return {label: minilm.compare(self.base, fwd) for label, fwd in self.swapped.items()}
 
     @property
     def tokens(self) -> tuple[str, ...]:
@@ -304,8 +309,7 @@ def _compared(names, settings: Settings, tau: float, run, lens) -> Comparison:
         p = params(settings, name, tau)
         swapped[minilm.make_normaliser(name, **dict(p)).label()] = run(name, p)
     shown = _shown_tokens(lens, base) if lens is not None else ()
-    changes = {label: minilm.compare(base, fwd) for label, fwd in swapped.items()}
-    return Comparison(base, swapped, changes, shown)
+    return Comparison(base, swapped, shown)
 
 
 @dataclass(frozen=True)
