@@ -5,7 +5,8 @@ costs), Debian's chromium (Playwright) opens the page in a fresh browser context
 first visit) LOADS times, after one warm-up load that lets the server import and cache what every visitor shares.
 Times are from the navigation's start, read in the page (performance.now(), a MutationObserver installed before the
 page's own scripts): the end of the page's first run (stApp's script state back to notRunning), the first and the
-last figure drawn (a Plotly chart's SVG, an Altair chart's marks), and when Plotly's chunk of the frontend had
+last figure drawn as the visitor sees it (a Plotly chart's first draw at its container's width, an Altair chart's
+marks), and when Plotly's chunk of the frontend had
 arrived; and the bytes the visit downloaded. Each page is served two ways: Streamlit alone (`make run`) and
 deploy/serve.py with one replica (`make serve`: nginx serves Streamlit's frontend files, gzipped); and over two
 networks: the loopback, and a lecture hall's shared wifi as Chromium emulates it (WIFI: 20 Mbit/s down, 5 up, 20 ms
@@ -32,10 +33,14 @@ LOADS = int(os.environ.get("WVIZ_BENCH_LOADS", 5))
 HERE = Path(__file__).parent
 WIFI = {"offline": False, "latency": 20, "downloadThroughput": 20e6 / 8, "uploadThroughput": 5e6 / 8}
 
-# Records, from the first script of the page on, when the run state changes and when each chart is first drawn.
+# Records, from the first script of the page on, when the run state changes and when each chart is first drawn as
+# its visitor sees it. Streamlit's Plotly component draws a figure twice: first hidden and without a width (its
+# container not yet measured), then at the container's width; a Plotly chart counts at the end of its first draw
+# with a width (plotly_afterplot), an Altair chart when its marks appear.
 WATCH = """
 window.CHARTS = '.js-plotly-plot, .vega-embed';  // Plotly's and Altair's (Vega's SVG or canvas marks)
 window.__load = {runs: [], drawn: []};
+const drawn = (gd) => { if (!gd.__drawn) { gd.__drawn = true; window.__load.drawn.push(performance.now()); } };
 const look = () => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (app && !app.__watched) {
@@ -45,8 +50,13 @@ const look = () => {
       .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
   }
   document.querySelectorAll(CHARTS).forEach(gd => {
-    if (!gd.__drawn && gd.querySelector('.main-svg, svg.marks, canvas.marks')) {
-      gd.__drawn = true; window.__load.drawn.push(performance.now());
+    if (gd.classList.contains('js-plotly-plot')) {
+      if (gd.on && !gd.__hooked) {   // gd.on: Plotly's events, set up as its first draw starts
+        gd.__hooked = true;
+        gd.on('plotly_afterplot', () => { if (gd.layout.width !== undefined) drawn(gd); });
+      }
+    } else if (gd.querySelector('svg.marks, canvas.marks')) {
+      drawn(gd);
     }
   });
 };

@@ -250,6 +250,10 @@ def presentation_style(fig: go.Figure) -> go.Figure:
                       legend_font=text, legend_title_font=text, hoverlabel_font=text)
     if fig.layout.title.text and fig.layout.margin.t is not None:   # room for the title's lines at 24 px, not 17:
         fig.update_layout(margin_t=round(1.4 * fig.layout.margin.t))  # else they run into the subplots' titles
+    # Tick labels, colour bars and legends at 18 px, not 12, need up to 1.3 times the room the figure gives them:
+    # room given, not pushed by Plotly after a first draw (which draws the whole figure again)
+    m = fig.layout.margin
+    fig.update_layout(margin={side: round(1.3 * getattr(m, side)) for side in "lrb" if getattr(m, side) is not None})
     for axes in (fig.update_xaxes, fig.update_yaxes):
         axes(tickfont=text, title_font=title)
     axis = dict(tickfont=text, title_font=title)

@@ -35,7 +35,7 @@ def weights_bars(weights: dict, key_labels: list[str], title: str | None = None)
                     hovertemplate="%{x}: %{y:.4g}<extra>" + name + "</extra>")
     axis, note = key_ticks(key_labels)
     fig.update_layout(barmode="group", xaxis_title="key j", yaxis_title="weight p_j", yaxis_range=[0, 1.05],
-                      xaxis=axis, height=380, margin=dict(t=50 if title or note else 30, b=40, r=20),
+                      xaxis=axis, height=380, margin=dict(t=50 if title or note else 30, b=100, l=70, r=20),
                       legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
     if title or note:
         fig.update_layout(title=(title or "Weights") + note)
@@ -55,7 +55,8 @@ def weights_frames(frames, key_labels: list[str]) -> list[go.Figure]:
 
 def side_by_side(w, key_labels: list[str], side: str) -> go.Figure:
     """One half of the side-by-side view: every chosen mechanism's weights at the tau of ``w``."""
-    return weights_bars(w.p, key_labels, f"{side}: tau = {w.tau:.3g}")
+    fig = weights_bars(w.p, key_labels, f"{side}: tau = {w.tau:.3g}")
+    return fig.update_layout(margin_b=135)   # the legend in two or three lines in half the column
 
 
 LABEL_SIDES = ("bottom", "top", "top")   # each corner's label: above the top corner, under the bottom ones

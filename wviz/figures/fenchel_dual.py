@@ -53,7 +53,7 @@ def estimates(s) -> go.Figure:
     e = s.est
     _estimate_traces(fig, s.templates.t, s.templates.u, s.templates.names, e.mu, s.z, e.h[0], e.h1[0], e.h2[0])
     fig.update_layout(title=f"Exact and approximate h at alpha = {s.alpha:.3g}", height=520, yaxis_scaleanchor="x",
-                      xaxis_title="x", yaxis_title="y", margin=dict(t=50, b=40),
+                      xaxis_title="x", yaxis_title="y", margin=dict(t=50, b=170, l=70),
                       legend=dict(orientation="h", yanchor="top", y=-0.25))
     return fig
 
@@ -79,7 +79,7 @@ def estimates_grid(s, est) -> go.Figure:
     fig.update_yaxes(range=[centre[1] - half, centre[1] + half])
     fig.update_traces(textfont_size=12, selector=dict(mode="markers+text"))
     fig.update_traces(marker_size=10, selector=dict(mode="markers"))
-    fig.update_layout(title="Figure 3: h for several alpha", height=300 * rows + 120, margin=dict(t=80, b=40),
+    fig.update_layout(title="Figure 3: h for several alpha", height=300 * rows + 120, margin=dict(t=80, b=110, l=40, r=15),
                       legend=dict(orientation="h", yanchor="top", y=-0.06))
     return fig
 

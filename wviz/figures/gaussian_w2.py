@@ -55,7 +55,7 @@ def token_ellipses(means, ellipses: dict, labels: list[str], selected: int) -> g
                         marker=dict(color=color, size=14 if i == selected else 9,
                                     symbol="star" if i == selected else "circle"))
     fig.update_layout(title="Tokens as Gaussians: 1σ solid, 2σ dotted, ★ query", xaxis_title="x",
-                      yaxis_title="y", height=480, yaxis_scaleanchor="x", margin=dict(t=50, b=40))
+                      yaxis_title="y", height=480, yaxis_scaleanchor="x", margin=dict(t=50, b=70, l=80, r=85))
     return fig
 
 
@@ -77,7 +77,7 @@ def attention_pair(left, right, labels: list[str], titles: tuple[str, str]) -> g
         fig.update_xaxes(title_text="key j", **ticks, row=1, col=col)
     fig.update_yaxes(autorange="reversed", **ticks)
     fig.update_yaxes(title_text="query i", row=1, col=1)
-    fig.update_layout(title=f"Attention weights, rows: queries{note}", height=440, margin=dict(t=90, b=40))
+    fig.update_layout(title=f"Attention weights, rows: queries{note}", height=440, margin=dict(t=90, b=75, l=75, r=95))
     return fig
 
 
@@ -98,7 +98,7 @@ def query_weights(weights: dict, labels: list[str], query: str) -> go.Figure:
         fig.add_bar(x=labels, y=to_numpy(w), name=name, marker_color=PALETTE[i % len(PALETTE)])
     fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=labels)
     fig.update_layout(title=f"Weights of query {query}", barmode="group", yaxis_range=[0, 1.08],
-                      xaxis_title="key j", yaxis_title="weight", height=360, margin=dict(t=50, b=40),
+                      xaxis_title="key j", yaxis_title="weight", height=360, margin=dict(t=50, b=60, l=60),
                       legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"))
     return fig
 
@@ -110,7 +110,7 @@ def w2_parts(mean_part, cov_part, labels: list[str], query: str) -> go.Figure:
     fig.add_bar(x=labels, y=to_numpy(cov_part), name="covariances (Bures)", marker_color=PALETTE[1])
     fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=labels)
     fig.update_layout(title=f"W2² from query {query} to each key", barmode="stack", xaxis_title="key j",
-                      yaxis_title="W2²", height=360, margin=dict(t=50, b=40), legend=dict(orientation="h", y=-0.25))
+                      yaxis_title="W2²", height=360, margin=dict(t=50, b=105, l=55), legend=dict(orientation="h", y=-0.25))
     return fig
 
 

@@ -69,7 +69,7 @@ def particles_animation(trajectory, title: str = "Particles over layers") -> go.
         mode="immediate", frame=dict(duration=0, redraw=False), transition=dict(duration=0))])
     fig = go.Figure(data=_layer_traces(traj, L, angle), frames=frames)
     fig.update_layout(
-        title=title, height=600, margin=dict(t=60, b=150), **axes,
+        title=title, height=600, margin=dict(t=60, b=170, l=70), **axes,
         updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.12, xanchor="left", yanchor="top",
                           buttons=[dict(label="Play", method="animate",
                                         args=[None, dict(frame=dict(duration=500, redraw=False), fromcurrent=False,
@@ -90,7 +90,7 @@ def layer_steps(steps, ground: str) -> go.Figure:
     fig = go.Figure(go.Scatter(x=np.arange(1, len(s) + 1), y=s, mode="lines+markers", line=dict(color=PALETTE[0]),
                                hovertemplate="layer %{x}: %{y:.4g}<extra></extra>"))
     fig.update_layout(title=f"W1 between consecutive layers ({ground} ground metric)", height=320,
-                      xaxis_title="layer h (W1 between layers h - 1 and h)", yaxis_title="W1", margin=dict(t=50, b=40))
+                      xaxis_title="layer h (W1 between layers h - 1 and h)", yaxis_title="W1", margin=dict(t=50, b=60, l=70))
     return fig
 
 
@@ -121,7 +121,7 @@ def contraction_scatter(w1_in, w1_out, slopes: dict, pair=None, perturbation: st
     hi = max(b.max(), xs[1] * max(shown)) * 2
     fig.update_layout(title="Contraction: output W1 against input W1", xaxis=decade_ticks(*xs),
                       yaxis=dict(decade_ticks(lo, hi), range=[np.log10(lo), np.log10(hi)]), xaxis_title="W1(mu, nu)",
-                      yaxis_title="W1(mu A_mu, nu A_nu)", height=460, margin=dict(t=50, b=40),
+                      yaxis_title="W1(mu A_mu, nu A_nu)", height=460, margin=dict(t=50, b=180, l=60),
                       legend=dict(orientation="h", y=-0.22))
     return fig
 
@@ -159,7 +159,7 @@ def cor30_failure(n, ratio, bound) -> go.Figure:
                                  subtitle_text="ratio ~ 2 q ln N against a bound ~ sqrt(ln N)"),
                       xaxis=decade_ticks(n.min(), n.max()),
                       xaxis_title="number of tokens N", yaxis_title="W1 ratio", height=440,
-                      margin=dict(t=80, b=40), legend=dict(orientation="h", y=-0.3))
+                      margin=dict(t=80, b=125, l=60), legend=dict(orientation="h", y=-0.3))
     return fig
 
 

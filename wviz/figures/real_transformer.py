@@ -137,6 +137,9 @@ def attention_maps(maps: dict, tokens, layer: int, head: int, what: str = "atten
     # from the panels' (a lone row at presentation size was squeezed to half its height, its labels overlapping)
     labels_px = 0.6 * 20 * max(len(t) for t in labels[::step_x])
     gap, bottom = labels_px + 130, labels_px + 60
+    # the query labels and the axis title at the page's 12 px, the colour bar: room given, not pushed by Plotly
+    # after a first draw (a second draw of the whole figure)
+    left = 0.6 * 12 * max(len(t) for t in labels[::step_y]) + 50
     area = rows * panel_h + (rows - 1) * gap
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=_panel_titles(names), horizontal_spacing=0.1,
                         vertical_spacing=gap / area if rows > 1 else 0.1)
@@ -170,8 +173,9 @@ def attention_maps(maps: dict, tokens, layer: int, head: int, what: str = "atten
     if lines:
         title["subtitle_text"] = "<br>".join(lines)
     top = 100 + (10 + 22 * len(lines) if lines else 0)
-    fig.update_layout(title=title, coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title="weight")),
-                      height=round(area + top + bottom), margin=dict(t=top, b=round(bottom)))
+    fig.update_layout(title=title, coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1,
+                                                    colorbar=dict(title="weight", xpad=4)),
+                      height=round(area + top + bottom), margin=dict(t=top, b=round(bottom), l=round(left), r=80))
     return fig
 
 
@@ -203,7 +207,7 @@ def _per_head_panels(values: dict, title: str, colorscale: str, bar: str, hover:
         fig.update_yaxes(autorange="reversed", title_text="layer" if col == 1 else None, dtick=1, row=r, col=col)
         fig.update_xaxes(title_text="head", dtick=2, row=r, col=col)
     fig.update_layout(title=title, coloraxis=dict(colorscale=colorscale, cmin=0, cmax=1, colorbar=dict(title=bar)),
-                      height=height, margin=dict(t=120, b=50))
+                      height=height, margin=dict(t=120, b=80, l=70, r=115))
     return fig
 
 
@@ -300,7 +304,7 @@ def deviation_histograms(per_layer, alpha: float, bins: int = 30, model: str = "
     fig.update_layout(title=dict(text=f"Figure 4 of 002 on {model} (alpha = {alpha:g})",
                                  subtitle_text="||lambda* - alpha z|| / ||lambda*||, averaged over the heads; red: "
                                                "the mean"),
-                      height=280 * rows + 170, margin=dict(t=140, b=50, r=20), bargap=0)
+                      height=280 * rows + 170, margin=dict(t=140, b=70, l=75, r=20), bargap=0)
     return fig
 
 
@@ -314,7 +318,7 @@ def deviation_per_head(per_head) -> go.Figure:
                                hovertemplate="layer %{y}, head %{x}: mean deviation %{z:.3f}<extra></extra>"))
     fig.update_layout(title="Mean relative deviation per head (Appendix C of 002)", height=360,
                       xaxis=dict(title="head", dtick=1), yaxis=dict(title="layer", dtick=1, autorange="reversed"),
-                      margin=dict(t=60, b=40))
+                      margin=dict(t=60, b=75, l=70, r=105))
     return fig
 
 

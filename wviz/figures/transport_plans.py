@@ -51,7 +51,7 @@ def plan_with_marginals(plan, a, b, title: str, zmax: float | None = None, heigh
     if compact:
         fig.update_xaxes(showticklabels=False, row=2, col=1)
         fig.update_yaxes(showticklabels=False, row=1, col=2)
-    fig.update_layout(title=title, height=height, showlegend=False, margin=dict(t=60, b=40))
+    fig.update_layout(title=title, height=height, showlegend=False, margin=dict(t=60, b=80, l=70, r=105))
     return fig
 
 

@@ -67,7 +67,7 @@ def class_probabilities(preds: dict, names: list[str], samples: int) -> go.Figur
                                  arrayminus=np.maximum(mean - lo, 0)),
                     hovertemplate="class %{x}: %{y:.3f}<extra>" + name + "</extra>")
     fig.update_layout(title=f"Class probabilities (mean of {samples} draws)", barmode="group", yaxis_range=[0, 1.05],
-                      xaxis_title="class", yaxis_title="probability", height=380, margin=dict(t=80, b=40),
+                      xaxis_title="class", yaxis_title="probability", height=380, margin=dict(t=80, b=60, l=60),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=1, xanchor="right"))
     return fig
 
@@ -100,7 +100,7 @@ def map_over_image(image, values, title: str, label: str, mark: tuple[int, int] 
     image_bar = dict(PIXELS, colorbar=dict(title="pixel", x=fig.layout.xaxis.domain[1] + 0.02, xanchor="left"))
     fig.update_layout(title=title, coloraxis=image_bar,
                       coloraxis2=dict(colorscale="Viridis", colorbar=dict(title=label.split(" ")[0])),
-                      height=340, margin=dict(t=70, b=10))
+                      height=340, margin=dict(t=70, b=20, l=20, r=130))
     return fig
 
 
@@ -191,7 +191,7 @@ def ood_histograms(scores: dict, score: str, ood_name: str, bins: int = 30, noun
         fig.update_xaxes(title_text=SCORE_AXIS.get(score, score), row=1, col=i)
         fig.update_yaxes(range=[0, 1.15 * tallest], title_text="images" if i == 1 else None, row=1, col=i)
     fig.update_layout(title=f"OOD score '{score}': {noun} vs {ood_name}", barmode="overlay", bargap=0, height=380,
-                      margin=dict(t=110, b=40), legend=dict(orientation="h", yanchor="bottom", y=1.12, x=0))
+                      margin=dict(t=110, b=70, l=75, r=15), legend=dict(orientation="h", yanchor="bottom", y=1.12, x=0))
     return fig
 
 
@@ -273,7 +273,7 @@ def rule_pair(image, maps: dict, layer: int, own: str, mark=None) -> go.Figure:
     pixels = PIXELS | dict(colorbar=dict(PIXELS.get("colorbar", {}), x=fig.layout.xaxis.domain[1] + 0.01,
                                          xanchor="left", len=0.8, thickness=12))
     fig.update_layout(title=f"Both covariance rules, same weights: tr Σ at layer {layer}", coloraxis=pixels,
-                      height=360, margin=dict(t=120, b=10), **axes)
+                      height=360, margin=dict(t=120, b=20, l=20, r=100), **axes)
     return fig
 
 
@@ -302,7 +302,7 @@ def calibrated_reliability(models: dict, noun: str = "images") -> go.Figure:
     fig.update_xaxes(range=[0, 1])
     fig.update_xaxes(title_text="confidence (max probability)", row=len(models))
     fig.update_layout(title="Temperature scaling: reliability before and after", height=300 * len(models) + 160,
-                      margin=dict(t=100, b=40, r=20), legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
+                      margin=dict(t=100, b=125, l=70, r=20), legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
     return fig
 
 

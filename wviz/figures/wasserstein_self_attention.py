@@ -54,7 +54,7 @@ def matrices(panels: dict, title: str) -> go.Figure:
         fig.update_yaxes(title_text="query i", autorange="reversed", **yticks, row=row, col=1)
     thinned = [f"one {axis} in {step}" for axis, step in (("key", xstep), ("query", ystep)) if step > 1]
     note = f"<br>labelled: {', '.join(thinned)}" if thinned else ""
-    fig.update_layout(title=title + note, height=300 * rows + 120, margin=dict(t=100, b=40))
+    fig.update_layout(title=title + note, height=300 * rows + 120, margin=dict(t=100, b=75, l=75, r=110))
     return fig
 
 
