@@ -173,7 +173,8 @@ def main(only: list[str] | None = None, write: bool | None = None) -> str:
     ratio = [r[w]["last"] / floor for r in rows[1:] for w in [("alone", "loopback")]]
     text = (f"Machine: {machine()}. Produced by `bench/bench_first_load.py`: each page opened {LOADS} times in a "
             "fresh browser context (empty cache) after one warm-up visit; medians of ms from the navigation's "
-            "start; wifi is Chromium's emulation of 20 Mbit/s down, 5 up, 20 ms latency.\n\n" + table(rows)
+            "start; a Plotly figure counts once drawn at its container's width (Streamlit draws it first hidden, "
+            "without a width); wifi is Chromium's emulation of 20 Mbit/s down, 5 up, 20 ms latency.\n\n" + table(rows)
             + f"\n\nGoal: every figure of a page drawn within {GOAL_MS / 1000:g} s of a first visit: "
             + ", ".join(f"{met[w]} of {len(rows) - 1} pages with {'make run' if w[0] == 'alone' else 'make serve'} "
                         f"on the {w[1]}" for w in met)
