@@ -159,6 +159,20 @@ def test_presentation_style_is_larger_and_colour_blind_safe_and_leaves_the_origi
     assert titled.layout.margin.t == 140   # room for the title at 24 px above the subplots' titles
 
 
+def test_presentation_style_gives_its_larger_text_room_and_keeps_the_plot_height():
+    """Margins for 18 px labels, legends and colour bars (1.3 times the figure's own; a side the figure leaves to
+    Plotly stays unset), the title's 1.4 times; the figure grows by what its top and bottom grew."""
+    fig = figure().update_layout(title="a title", height=500, margin=dict(t=50, b=100, l=60))
+    styled = export.presentation_style(fig)
+    m = styled.layout.margin
+    assert (m.t, m.b, m.l, m.r) == (70, 130, 78, None)
+    plot = lambda f: f.layout.height - f.layout.margin.t - f.layout.margin.b
+    assert styled.layout.height == 550 and plot(styled) == plot(fig) == 350
+    untitled = export.presentation_style(go.Figure(figure().data).update_layout(height=400, margin=dict(t=40, b=40)))
+    assert untitled.layout.margin.t == 40 and untitled.layout.height == 412
+    assert export.presentation_style(go.Figure(figure().data)).layout.height is None   # none given, none set
+
+
 def test_lecture_bundle_contents():
     lecture = export.Lecture("Gaussian W2 attention", "Tokens as Gaussians.", {"plan": figure(), "A": heatmap()},
                              [r"A_{ij} = \operatorname{softmax}_j(-W_2^2/\tau)"], {"tau": 0.5, "cov_kind": "full"})

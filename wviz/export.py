@@ -248,12 +248,15 @@ def presentation_style(fig: go.Figure) -> go.Figure:
     text, title = dict(size=TEXT_PX), dict(size=TITLE_PX)
     fig.update_layout(font_size=TEXT_PX, title_font_size=TITLE_PX + 2, title_subtitle_font=text, colorway=PALETTE,
                       legend_font=text, legend_title_font=text, hoverlabel_font=text)
-    if fig.layout.title.text and fig.layout.margin.t is not None:   # room for the title's lines at 24 px, not 17:
-        fig.update_layout(margin_t=round(1.4 * fig.layout.margin.t))  # else they run into the subplots' titles
-    # Tick labels, colour bars and legends at 18 px, not 12, need up to 1.3 times the room the figure gives them:
-    # room given, not pushed by Plotly after a first draw (which draws the whole figure again)
+    # Room for the title's lines at 24 px, not 17 (else they run into the subplots' titles), and for tick labels,
+    # colour bars and legends at 18 px, not 12: given, not pushed by Plotly after a first draw (which draws the whole
+    # figure again). The figure grows by what its top and bottom margins grow, so the plot keeps its height.
     m = fig.layout.margin
-    fig.update_layout(margin={side: round(1.3 * getattr(m, side)) for side in "lrb" if getattr(m, side) is not None})
+    scale = {"t": 1.4 if fig.layout.title.text else 1, "l": 1.3, "r": 1.3, "b": 1.3}
+    grown = {side: round(k * getattr(m, side)) for side, k in scale.items() if getattr(m, side) is not None}
+    if fig.layout.height is not None:
+        fig.update_layout(height=fig.layout.height + sum(grown[s] - getattr(m, s) for s in "tb" if s in grown))
+    fig.update_layout(margin=grown)
     for axes in (fig.update_xaxes, fig.update_yaxes):
         axes(tickfont=text, title_font=title)
     axis = dict(tickfont=text, title_font=title)

@@ -9,6 +9,10 @@ import torch
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+# A legend under the chart, at the bottom of the figure: its bottom margin holds the x axis's labels and title and
+# the legend (a legend placed at a fraction of the plot's height below it ran into the axis title when the margin,
+# sized for the narrowest width, left a short plot)
+BOTTOM_LEGEND = dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0)
 
 
 def to_numpy(x) -> np.ndarray:

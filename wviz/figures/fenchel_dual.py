@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, decade_ticks, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, to_numpy
 
 # Figure 3 of 002: orange templates, dark blue evidence, red exact h, purple (18); green for (15)
 TEMPLATE, EVIDENCE, EXACT, FIRST, SECOND = PALETTE[1], "#1f3b73", PALETTE[5], PALETTE[3], PALETTE[2]
@@ -52,9 +52,9 @@ def estimates(s) -> go.Figure:
     fig = go.Figure()
     e = s.est
     _estimate_traces(fig, s.templates.t, s.templates.u, s.templates.names, e.mu, s.z, e.h[0], e.h1[0], e.h2[0])
-    fig.update_layout(title=f"Exact and approximate h at alpha = {s.alpha:.3g}", height=520, yaxis_scaleanchor="x",
+    fig.update_layout(title=f"Exact and approximate h at alpha = {s.alpha:.3g}", height=575, yaxis_scaleanchor="x",
                       xaxis_title="x", yaxis_title="y", margin=dict(t=50, b=170, l=70),
-                      legend=dict(orientation="h", yanchor="top", y=-0.25))
+                      legend=BOTTOM_LEGEND)
     return fig
 
 

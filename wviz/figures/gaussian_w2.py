@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, to_numpy
 
 MAX_TICKS = 24        # token labels an axis shows in full; beyond, every k-th is labelled and the title says so
 LOG_TICKS = [0.01, 0.1, 1.0, 10.0, 100.0]
@@ -110,7 +110,7 @@ def w2_parts(mean_part, cov_part, labels: list[str], query: str) -> go.Figure:
     fig.add_bar(x=labels, y=to_numpy(cov_part), name="covariances (Bures)", marker_color=PALETTE[1])
     fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=labels)
     fig.update_layout(title=f"W2² from query {query} to each key", barmode="stack", xaxis_title="key j",
-                      yaxis_title="W2²", height=360, margin=dict(t=50, b=105, l=55), legend=dict(orientation="h", y=-0.25))
+                      yaxis_title="W2²", height=360, margin=dict(t=50, b=105, l=55), legend=BOTTOM_LEGEND)
     return fig
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from wviz.figures.common import PALETTE, decade_ticks, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, to_numpy
 
 
 def _trails(traj: np.ndarray, upto: int):
@@ -121,8 +121,8 @@ def contraction_scatter(w1_in, w1_out, slopes: dict, pair=None, perturbation: st
     hi = max(b.max(), xs[1] * max(shown)) * 2
     fig.update_layout(title="Contraction: output W1 against input W1", xaxis=decade_ticks(*xs),
                       yaxis=dict(decade_ticks(lo, hi), range=[np.log10(lo), np.log10(hi)]), xaxis_title="W1(mu, nu)",
-                      yaxis_title="W1(mu A_mu, nu A_nu)", height=460, margin=dict(t=50, b=180, l=60),
-                      legend=dict(orientation="h", y=-0.22))
+                      yaxis_title="W1(mu A_mu, nu A_nu)", height=520, margin=dict(t=50, b=190, l=60),
+                      legend=BOTTOM_LEGEND)
     return fig
 
 
@@ -159,7 +159,7 @@ def cor30_failure(n, ratio, bound) -> go.Figure:
                                  subtitle_text="ratio ~ 2 q ln N against a bound ~ sqrt(ln N)"),
                       xaxis=decade_ticks(n.min(), n.max()),
                       xaxis_title="number of tokens N", yaxis_title="W1 ratio", height=440,
-                      margin=dict(t=80, b=125, l=60), legend=dict(orientation="h", y=-0.3))
+                      margin=dict(t=80, b=125, l=60), legend=BOTTOM_LEGEND)
     return fig
 
 

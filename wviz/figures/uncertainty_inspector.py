@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, to_numpy
 
 MODEL_COLORS = {"stochastic": PALETTE[0], "deterministic": PALETTE[1]}
 SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy": "predictive entropy (nats)",
@@ -302,7 +302,7 @@ def calibrated_reliability(models: dict, noun: str = "images") -> go.Figure:
     fig.update_xaxes(range=[0, 1])
     fig.update_xaxes(title_text="confidence (max probability)", row=len(models))
     fig.update_layout(title="Temperature scaling: reliability before and after", height=300 * len(models) + 160,
-                      margin=dict(t=100, b=125, l=70, r=20), legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
+                      margin=dict(t=100, b=125, l=70, r=20), legend=BOTTOM_LEGEND)
     return fig
 
 
