@@ -79,7 +79,8 @@ def estimates_grid(s, est) -> go.Figure:
     fig.update_yaxes(range=[centre[1] - half, centre[1] + half])
     fig.update_traces(textfont_size=12, selector=dict(mode="markers+text"))
     fig.update_traces(marker_size=10, selector=dict(mode="markers"))
-    fig.update_layout(title="Figure 3: h for several alpha", height=300 * rows + 120, margin=dict(t=80, b=110, l=40, r=15),
+    fig.update_layout(title="Figure 3: h for several alpha", height=300 * rows + 120,
+                      margin=dict(t=80, b=110, l=40, r=15),
                       legend=dict(orientation="h", yanchor="top", y=-0.06))
     return fig
 

@@ -90,7 +90,8 @@ def layer_steps(steps, ground: str) -> go.Figure:
     fig = go.Figure(go.Scatter(x=np.arange(1, len(s) + 1), y=s, mode="lines+markers", line=dict(color=PALETTE[0]),
                                hovertemplate="layer %{x}: %{y:.4g}<extra></extra>"))
     fig.update_layout(title=f"W1 between consecutive layers ({ground} ground metric)", height=320,
-                      xaxis_title="layer h (W1 between layers h - 1 and h)", yaxis_title="W1", margin=dict(t=50, b=60, l=70))
+                      xaxis_title="layer h (W1 between layers h - 1 and h)", yaxis_title="W1",
+                      margin=dict(t=50, b=60, l=70))
     return fig
 
 
