@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, decade_ticks, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, to_numpy
 
 
 MAX_KEY_LABELS = 24   # more labels than this do not fit a 800 px wide screen even upright
@@ -36,7 +36,7 @@ def weights_bars(weights: dict, key_labels: list[str], title: str | None = None)
     axis, note = key_ticks(key_labels)
     fig.update_layout(barmode="group", xaxis_title="key j", yaxis_title="weight p_j", yaxis_range=[0, 1.05],
                       xaxis=axis, height=380, margin=dict(t=50 if title or note else 30, b=100, l=70, r=20),
-                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
+                      legend=BOTTOM_LEGEND)
     if title or note:
         fig.update_layout(title=(title or "Weights") + note)
     return fig
@@ -146,7 +146,7 @@ def column_sums(semi, key_labels: list[str], title: str | None = None, ymax: flo
     fig.update_layout(barmode="group", xaxis=axis, xaxis_title="key j", yaxis_title="mass", yaxis_range=[0, top],
                       title=(title or f"Semi-relaxed OT at rho = {_rho_label(semi.rho)}: columns against b") + note,
                       height=380, margin=dict(t=50, b=40, r=20),
-                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
+                      legend=BOTTOM_LEGEND)
     return fig
 
 
@@ -184,6 +184,6 @@ def rho_sweep_lines(sweep, key_labels: list[str], rho_now: float) -> go.Figure:
         fig.update_xaxes(ticks, range=[np.log10(lo) - 0.2, np.log10(hi) + 0.2], row=row, col=1)
     fig.update_xaxes(title_text="rho (how firmly the keys' masses b are held)", row=2, col=1)
     fig.update_layout(title=f"From softmax (rho = 0) to Sinkhorn (rho = ∞), tau = {sweep.tau:.3g}", height=600,
-                      legend=dict(title="key", orientation="h", yref="container", y=0, yanchor="bottom", x=0),
+                      legend=dict(BOTTOM_LEGEND, title="key"),
                       margin=dict(t=80, b=70))
     return fig
