@@ -1,6 +1,8 @@
 """Page "Real transformer": a real transformer (the bundled all-MiniLM-L6-v2, a model folder of WVIZ_MODELS or an
 uploaded .zip) with its attention normaliser swapped, what a user of its family looks at, attention sinks, and
 Figure 4 of 002 on an encoder."""
+import contextlib
+
 import streamlit as st
 
 from wviz import ui
@@ -9,6 +11,7 @@ from wviz.figures.common import table_text
 from wviz.views import real_transformer as rv
 
 RHO_VIEW = "Sinkhorn's rho: softmax to Sinkformer"
+FIGURE4_VIEW = "Figure 4 of 002"
 
 device = ui.page_setup(
     "Real transformer",
@@ -20,8 +23,9 @@ device = ui.page_setup(
     f"({ui.cite('peters2019')}) or Sinkhorn's doubly-stochastic attention ({ui.cite('sander2022')}), and see "
     "what happens to the attention, to each layer's output and to what the model predicts. Sinkhorn's $\\rho$ "
     f"(semi-relaxed OT, {ui.cite('chizat2018')}) walks from the model's own softmax "
-    "($\\rho \\to 0$ at $\\gamma = 1$) to Sinkformer attention ($\\rho = \\infty$). Below, for an encoder, the "
-    f"Sec. 8 experiment of the {ui.cite('002')}: is each head's softmax the solution of the dual problem (9)?",
+    "($\\rho \\to 0$ at $\\gamma = 1$) to Sinkformer attention ($\\rho = \\infty$). For an encoder, the "
+    f"view \"{FIGURE4_VIEW}\" is the Sec. 8 experiment of the {ui.cite('002')}: is each head's softmax the solution "
+    "of the dual problem (9)?",
     try_this=rv.TRY_THIS,
 )
 sb = st.sidebar
@@ -260,11 +264,14 @@ def draw(c: rv.Comparison):
              "Click a query": linked_view(one, c.tokens), RHO_VIEW: rho_view(), "Attention sinks": sinks_view(c)}
     if lens.head == "causal-lm":
         views["Perplexity as tau moves"] = perplexity_view()
+    if lens.family == "encoder":
+        views[FIGURE4_VIEW] = figure4_view()
     ui.views(views, help="How many weights each head sets to zero under each normaliser; how far the swap moves "
                          "every layer and the embedding; the heatmaps where a click on a row shows that query's "
                          "weights under every normaliser; Sinkhorn's rho from the model's softmax to Sinkformer "
                          "attention; how much of each head goes to the first token; for a decoder, the perplexity "
-                         "of a paragraph along tau. The lecture bundle holds the Plotly figures of all.")
+                         "of a paragraph along tau; for an encoder, Figure 4 of 002 (does each head solve the dual "
+                         "problem?). The lecture bundle holds the Plotly figures of all.")
 
 
 def predictions(c: rv.Comparison):
@@ -408,11 +415,6 @@ def perplexity_view() -> ui.View:
     return ui.View(draw_view, ("perplexity",), lambda: [figure()])
 
 
-fixed = ui.guarded("real/fixed", lambda: rv.fixed_comparison(settings, run_one, lens))
-if fixed is not None:
-    draw_fixed(fixed)
-ui.live("real/forward", tau_slot, tau_slider, compare, draw)
-
 # ---- Figure 4 of 002 ------------------------------------------------------------------------------------------
 
 
@@ -436,27 +438,44 @@ def figure4():
     dual_alpha = ui.log_slider("alpha (reliability of z in (4))", 1e-2, 1e1, 1.0, key="dual_alpha", where=st,
                                help="The reliability alpha of the evidence z in problem (4); the paper uses 1. "
                                     "Theorem 2: the smaller alpha, the better alpha z approximates lambda*.")
-    # Thousands of dual problems, seconds of work: solved in the background, once per model and alpha for the whole
-    # server, so that tau and the other controls above answer meanwhile (ui.background).
-    job = ("real/figure4", lens.info.key, dual_alpha, str(device))
+    job = dual_job(dual_alpha)
     try:
-        dev, _ = ui.background(job, lambda progress: rv.deviation(dual_alpha, str(device), progress, lens))
+        dev, _ = ui.background(*job)
     except ValueError as err:
         st.error(str(err))
         return
     if dev is None:
-        ui.wait_for(job, f"Solving the dual (9) for every layer, head and token of {rv.CORPUS_SIZE} sentences at "
+        ui.wait_for(job[0], f"Solving the dual (9) for every layer, head and token of {rv.CORPUS_SIZE} sentences at "
                          f"alpha = {dual_alpha:g} (once per model and alpha; the controls above answer meanwhile)")
         return
     figure4_result(dev)
 
 
+def dual_job(dual_alpha: float):
+    """Figure 4 at ``dual_alpha`` as a ui.background job, its key and its work: thousands of dual problems, seconds
+    to minutes of work, solved in the background once per model and alpha for the whole server (and kept on disk),
+    so that tau and the other controls answer meanwhile."""
+    return (("real/figure4", lens.info.key, dual_alpha, str(device)),
+            lambda progress: rv.deviation(dual_alpha, str(device), progress, lens))
+
+
+def figure4_figures(dev) -> list:
+    name = "MiniLM" if lens.info.key == rv.BUNDLED else lens.info.name
+    return [figs.deviation_histograms(dev.per_layer, dev.alpha, model=name), figs.deviation_per_head(dev.per_head)]
+
+
+def figure4_view() -> ui.View:
+    """Figure 4 as a view: a first visit draws two figures fewer (each one delays the page's first draw:
+    BENCHMARKS.md, "First load"); the lecture bundle builds it at alpha = 1, from disk once solved."""
+    return ui.View(figure4, ("figure4", "per_head"),
+                   lambda: figure4_figures(rv.deviation(1.0, str(device), lens=lens)), live=False)
+
+
 def figure4_result(dev):
     s = rv.figure4_summary(dev)
     L, H, _ = dev.per_head.shape
-    name = "MiniLM" if lens.info.key == rv.BUNDLED else lens.info.name
-    ui.show_figure(figs.deviation_histograms(dev.per_layer, dev.alpha, model=name), key="figure4")
-    ui.show_figure(figs.deviation_per_head(dev.per_head), key="per_head")
+    for fig, key in zip(figure4_figures(dev), ("figure4", "per_head")):
+        ui.show_figure(fig, key=key)
     st.caption(
         f"{s.n_tokens} query tokens x {L} layers x {H} heads = {s.n_problems} dual problems, each solved by Newton "
         f"to a gradient norm of at most {s.max_grad_norm:.1e}. Mean deviation {s.mean:.3f} (largest "
@@ -468,8 +487,15 @@ def figure4_result(dev):
            "alpha small."))
 
 
-if lens.family == "encoder":
-    figure4()
+# ---- the page ----------------------------------------------------------------------------------------------------
+
+fixed = ui.guarded("real/fixed", lambda: rv.fixed_comparison(settings, run_one, lens))
+if fixed is not None:
+    draw_fixed(fixed)
+ui.live("real/forward", tau_slot, tau_slider, compare, draw)
+if lens.family == "encoder":   # Figure 4 solved from a first visit on, so that its view is ready when chosen
+    with contextlib.suppress(ValueError):   # the view shows the error
+        ui.background(*dual_job(st.session_state.get("dual_alpha", 1.0)))
 else:
     st.caption("Figure 4 of the Fenchel-dual paper (does each head solve the dual problem (9)?) reads an encoder's "
                "attention: choose an encoder to see it.")

@@ -303,7 +303,8 @@ def test_try_this_items_are_valid_settings():
                           "view"}
         assert p.get("rho", float("inf")) in rv.RHOS and rv.rho_text(p.get("rho", 1.0)) == f"{p.get('rho', 1.0):g}"
         assert p.get("view", "Sparsity per head") in ("Sparsity per head", "The layers and the sentence embedding",
-                                                      "Click a query", "Sinkhorn's rho: softmax to Sinkformer")
+                                                      "Click a query", "Sinkhorn's rho: softmax to Sinkformer",
+                                                      "Figure 4 of 002")
         assert set(p.get("normalisers", [])) <= set(rv.CHOICES.values())  # as the multiselect writes the URL
         assert p.get("tau", 1.0) in grid and p.get("layer", 1) in range(1, 7) and p.get("head", 1) in range(1, 13)
         assert 1.0 <= p.get("alpha", 1.5) <= 2.0 and round(p.get("alpha", 1.5) / 0.05, 9) % 1 == 0

@@ -684,7 +684,7 @@ TRY_THIS = (
                                                "alpha": 1.25},
         "alpha = 1.25 keeps more keys than sparsemax yet still sets weights exactly to zero: compare the panels "
         "and the 'Sparsity per head' view (36 % zeros on average, against sparsemax's 87 %)."),
-    Try("Figure 4 at alpha = 0.1", {"dual_alpha": 0.1},
+    Try("Figure 4 at alpha = 0.1", {"dual_alpha": 0.1, "view": "Figure 4 of 002"},
         "Every layer's histogram moves towards 0 (Theorem 2): its mean deviation falls from 0.05 to 0.08 at alpha "
         "= 1 to about 0.01; the less reliable the evidence z, the closer alpha z is to the true lambda*."),
 )
