@@ -273,16 +273,24 @@ def draw_inside(v: uv.LayerMaps):
     grid = models.config.grid
     if v.trace is not None:
         ui.show_figure(ui.shared_figure("vit_trace", inside_of(v), lambda: figs.main_figure(v)), key="vit_trace")
-        st.caption(("Layer 0: the embeddings' variances of eq. (5), a function of each patch alone"
-                    + (" plus the prototype distance" if models.config.layer0 == "prototypes" else "") + ". "
-                    if v.layer == 0 else "") + meaning(v.rule, v.layer, "This map")
-                   + (" In the dashed box: the corrupted patches; compare their tr(Sigma) and the whiskers above "
-                      "with region 'none'." if v.box else ""))
+        notes = (("Layer 0: the embeddings' variances of eq. (5), a function of each patch alone"
+                  + (" plus the prototype distance" if models.config.layer0 == "prototypes" else "")
+                  + ", the same under both rules. " if v.layer == 0 else "")
+                 + ("In the dashed box: the corrupted patches; compare their tr(Sigma) and the whiskers above with "
+                    "region 'none'." if v.box else ""))
+        if notes:
+            st.caption(notes)
+        for rule, name in (("004", "004's rule as written"), ("mixture", "The mixture rule")):
+            tag = "trained with it" if rule == v.rule else "applied post hoc to the same weights"
+            st.caption(f"**{name}** ({tag}): " + meaning(rule, v.layer, "Its map"))
         ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top"
                     if v.rule == "004" else
                     r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij} \Sigma_{v,j}\Big)(W_o \odot W_o)^\top + "
                     r"\sum_h \sum_j A^h_{ij} \big(u^h_j - \textstyle\sum_k A^h_{ik} u^h_k\big)^2,\ u^h_j = W^h_o v^h_j")
-        draw_rules(v)
+        ui.equation(r"\mathrm{Var}\Big[\textstyle\sum_j A_{ij} N(v_j, \Sigma_{v,j})\Big]_{\text{mixture}} = "
+                    r"\underbrace{\textstyle\sum_j A_{ij}\Sigma_{v,j}}_{\mathbb{E}[\mathrm{Var}]} + "
+                    r"\underbrace{\textstyle\sum_j A_{ij}(v_j - m_i)^2}_{\mathrm{Var}[\mathbb{E}]},\quad "
+                    r"m_i = \textstyle\sum_j A_{ij} v_j")
     else:
         st.info("The uploaded model is deterministic: it has no covariances to show.")
     ui.views(attention_views(v), key="view", label="Attention",
@@ -292,19 +300,6 @@ def draw_inside(v: uv.LayerMaps):
     if v.twin_grid is not None:
         st.info(f"The deterministic twin cuts the image into {v.twin_grid} x {v.twin_grid} patches, this model "
                 f"into {grid} x {grid}: there is no same query to compare, so the twin's attention is not drawn.")
-
-
-def draw_rules(v: uv.LayerMaps):
-    """The two covariance rules side by side on the same weights and image, one sentence each."""
-    ui.show_figure(ui.shared_figure("vit_rules", inside_of(v), lambda: figs.rule_pair(
-        v.image, uv.rule_maps(models, v.image, v.layer), v.layer, v.rule)), key="vit_rules")
-    for rule, name in (("004", "004's rule as written"), ("mixture", "The mixture rule")):
-        tag = "trained with it" if rule == v.rule else "applied post hoc to the same weights"
-        st.caption(f"**{name}** ({tag}): " + meaning(rule, v.layer, "Its map"))
-    ui.equation(r"\mathrm{Var}\Big[\textstyle\sum_j A_{ij} N(v_j, \Sigma_{v,j})\Big]_{\text{mixture}} = "
-                r"\underbrace{\textstyle\sum_j A_{ij}\Sigma_{v,j}}_{\mathbb{E}[\mathrm{Var}]} + "
-                r"\underbrace{\textstyle\sum_j A_{ij}(v_j - m_i)^2}_{\mathrm{Var}[\mathbb{E}]},\quad "
-                r"m_i = \textstyle\sum_j A_{ij} v_j")
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)

@@ -154,7 +154,7 @@ def test_a_noisy_region_is_what_the_models_see(open_page):
                                rtol=1e-5)
     assert np.abs(trace[1:3, 1:3] - clean[1:3, 1:3]).min() > 1e-3    # every patch of the region moved
     dashed = [s for s in shown["layout"]["shapes"] if s["line"].get("dash") == "dash"]
-    assert [(s["x0"], s["y0"], s["x1"], s["y1"]) for s in dashed] == [(3.5, 3.5, 11.5, 11.5), (0.5, 0.5, 2.5, 2.5)]
+    assert [(s["x0"], s["y0"], s["x1"], s["y1"]) for s in dashed] == [(3.5, 3.5, 11.5, 11.5)] + [(0.5, 0.5, 2.5, 2.5)] * 2
     bars = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Class probabilities")["data"]}
     for kind, (model, _) in _models().items():
         np.testing.assert_allclose(bars[kind], mc_predict(model, noisy[None], samples=32, seed=0).mean[0].numpy(),
@@ -432,7 +432,6 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
 
     def inside(layer, block):
         return [("vit_trace", f"tr Σ per patch at layer {layer}, under "),
-                ("vit_rules", f"Both covariance rules, same weights: tr Σ at layer {layer}"),
                 ("vit_attention_head", f"Attention of the query (red) in block {block}, head 1"),
                 ("vit_occlusion", "Occlusion of the mutual information (image score ")]
 
@@ -450,7 +449,7 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
     no_exception(at)
     _drawn(at, one_image + inside(0, 1) + panel)
     dashed = [s for s in figure_titled(at, "tr Σ per patch")["layout"]["shapes"] if s["line"].get("dash")]
-    assert len(dashed) == 2                                             # the region, on the image and on the map
+    assert len(dashed) == 3                                       # the region, on the image and on both maps
 
 
 # Each state differs from the defaults in what one or two shared figures are drawn from, and draws the views that

@@ -115,8 +115,9 @@ def test_layer_maps_of_a_model_with_another_grid_draw_no_twin(models, images):
 
 def test_main_figure_is_the_trace_map_over_the_image_it_was_computed_on(models):
     """figs.main_figure(maps) draws what the page drew by hand: the image the models saw (its region corrupted),
-    beside tr(Sigma) per patch summed by the model's own covariances, titled with the layer, the query's patch and
-    the region outlined; a deterministic model has no main figure."""
+    beside tr(Sigma) per patch summed by the model's own covariances under its own rule and under the other rule
+    (the model's forward with rule= the other), titled with the layer, the query's patch and the region outlined on
+    every panel; a deterministic model has no main figure."""
     from wviz.figures import uncertainty_inspector as figs
 
     x = uv.digits_split().images
@@ -126,16 +127,22 @@ def test_main_figure_is_the_trace_map_over_the_image_it_was_computed_on(models):
     v = uv.layer_maps(models, runs, noisy, box, layer=3, head=2, query=11)
     fig = figs.main_figure(v)
     assert fig.layout.title.text.startswith("tr Σ per patch at layer 3, under ")
-    drawn, trace = fig.data
+    drawn, trace, other = fig.data
     np.testing.assert_allclose(np.asarray(drawn.z, dtype=float), noisy[0].numpy(), atol=1e-7)
+    (post_hoc,) = {"004", "mixture"} - {v.rule}
     with torch.no_grad():
-        want = models.main.model(noisy[None]).covariances[3][0, 1:].sum(-1).reshape(4, 4).numpy()
-    np.testing.assert_allclose(np.asarray(trace.z, dtype=float), want, rtol=1e-5)
+        want = {rule: models.main.model(noisy[None], rule=rule).covariances[3][0, 1:].sum(-1).reshape(4, 4).numpy()
+                for rule in (v.rule, post_hoc)}
+    np.testing.assert_allclose(np.asarray(trace.z, dtype=float), want[v.rule], rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(other.z, dtype=float), want[post_hoc], rtol=1e-5)
+    assert (want["mixture"] >= want["004"]).all() and (want["mixture"] > want["004"]).any()   # A >= A * A
+    assert [a.text.split("<br>")[-1] for a in fig.layout.annotations[1:]] == ["(trained)", "(post hoc)"]
     solid = [(s.xref, s.x0, s.y0) for s in fig.layout.shapes if s.line.dash != "dash"]
     dashed = [(s.xref, s.x0, s.y0, s.x1, s.y1) for s in fig.layout.shapes if s.line.dash == "dash"]
-    assert solid == [("x", 7.5, 7.5), ("x2", 1.5, 1.5)]                  # token 11: the patch in row 2, col 2
-    assert dashed == [("x", 7.5, -0.5, 15.5, 7.5), ("x2", 1.5, -0.5, 3.5, 1.5)]
+    assert solid == [("x", 7.5, 7.5), ("x2", 1.5, 1.5), ("x3", 1.5, 1.5)]  # token 11: the patch in row 2, col 2
+    assert dashed == [("x", 7.5, -0.5, 15.5, 7.5), ("x2", 1.5, -0.5, 3.5, 1.5), ("x3", 1.5, -0.5, 3.5, 1.5)]
     twin = uv.layer_maps(uv.Models({"deterministic": models.twin}, models.twin), runs, noisy, box, 1, 0, 0)
+    assert twin.trace is None and twin.post_hoc is None                  # no covariances under any rule
     with pytest.raises(ValueError, match="no covariances"):
         figs.main_figure(twin)
 
@@ -538,15 +545,19 @@ def test_a_picture_keeps_its_colours_for_an_rgb_model(rgb_models, models):
 # ---- what the maps mean, the calibration panel ------------------------------------------------------------------
 
 def test_both_rules_run_on_the_same_weights_and_the_main_map_is_the_trained_rule(models, runs, images):
+    """The main map is the model's own rule (the page's runs), the post-hoc map the other rule's forward on the same
+    weights; at layer 0 (the embeddings, before any block) the two agree."""
     image = images[0][1]
+    own = models.config.rule
+    other = "004" if own == "mixture" else "mixture"
     for layer in (0, 1, 3):
-        maps = uv.rule_maps(models, image, layer)
         v = uv.layer_maps(models, runs, image, None, layer, 0, 0)
-        torch.testing.assert_close(maps[models.config.rule], v.trace)         # the page's main map is its own rule
-        out = models.main.model(image[None], rule="004" if models.config.rule == "mixture" else "mixture")
-        other = "004" if models.config.rule == "mixture" else "mixture"
-        torch.testing.assert_close(maps[other], out.covariances[layer][0, 1:].sum(-1).reshape(4, 4))
-    torch.testing.assert_close(uv.rule_maps(models, image, 0)["004"], uv.rule_maps(models, image, 0)["mixture"])
+        for rule, got in ((own, v.trace), (other, v.post_hoc[other])):
+            out = models.main.model(image[None], rule=rule)
+            torch.testing.assert_close(got, out.covariances[layer][0, 1:].sum(-1).reshape(4, 4))
+        assert list(v.post_hoc) == [other]
+    v = uv.layer_maps(models, runs, image, None, 0, 0, 0)
+    torch.testing.assert_close(v.post_hoc[other], v.trace)
 
 
 def test_the_map_aurocs_are_the_auroc_of_each_layers_token_mean(models):
@@ -592,7 +603,7 @@ def test_the_occlusion_map_is_the_mi_change_of_each_occluded_patch(models, image
     torch.testing.assert_close(change, (torch.tensor(cells) - base).reshape(4, 4), rtol=1e-5, atol=1e-6)
     assert score == pytest.approx(sum(cells) / 16, rel=1e-5)
     twin_only = uv.model_set(models.twin, models.twin)
-    assert uv.occlusion(twin_only, image, 4, 0) is None and uv.rule_maps(twin_only, image, 1) is None
+    assert uv.occlusion(twin_only, image, 4, 0) is None
 
 
 def test_the_calibration_panel_fits_tau_and_covers_at_90_percent(models, monkeypatch, tmp_path):

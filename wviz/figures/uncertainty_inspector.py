@@ -15,17 +15,40 @@ SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy"
 
 
 PIXELS = dict(colorscale="gray", cmin=0, cmax=1, colorbar=dict(title="pixel"))  # images: 0 black to 1 white
+# short lines: three panels share the width of a narrow page
+RULE_TITLES = {"004": "004's rule<br>(A∘A)Σ_v", "mixture": "mixture rule<br>AΣ_v + spread"}
 
 
 def main_figure(maps) -> go.Figure:
-    """The page's main figure: tr(Sigma) per patch at the layer of a wviz.views.uncertainty_inspector.LayerMaps,
-    beside the image the models saw (the query's patch outlined, the corrupted region dashed). A stochastic main
-    model's only: a deterministic one has no covariances (``maps.trace`` None)."""
+    """The page's main figure: tr(Sigma) per patch at the layer of a wviz.views.uncertainty_inspector.LayerMaps
+    under the model's own covariance rule, beside the image the models saw and the same map under the other rule
+    applied post hoc to the same weights, each map on its own colour scale (the query's patch outlined, the
+    corrupted region dashed, on every panel). A stochastic main model's only: a deterministic one has no
+    covariances (``maps.trace`` None)."""
     if maps.trace is None:
         raise ValueError("a deterministic model has no covariances: there is no tr(Sigma) per patch to draw")
-    rule = "004's rule (A∘A)Σ_v" if maps.rule == "004" else "the mixture rule"
-    return map_over_image(maps.image, maps.trace, f"tr Σ per patch at layer {maps.layer}, under {rule}",
-                          "tr(Sigma) per patch", maps.mark, maps.box)
+    traces = {maps.rule: maps.trace, **maps.post_hoc}
+    titles = ["input"] + [RULE_TITLES.get(r, r) + ("<br>(trained)" if r == maps.rule else "<br>(post hoc)")
+                          for r in traces]
+    n = 1 + len(traces)
+    fig = make_subplots(rows=1, cols=n, subplot_titles=titles, horizontal_spacing=0.16)
+    fig.add_trace(_image_trace(maps.image), row=1, col=1)
+    # each colour bar just right of its panel (inside the gap to the next one), thin enough for a narrow page
+    bar = dict(xanchor="left", len=0.8, thickness=12)
+    axes = {}
+    for i, (r, t) in enumerate(traces.items(), 2):
+        fig.add_trace(go.Heatmap(z=to_numpy(t), coloraxis=f"coloraxis{i}",
+                                 hovertemplate="patch row %{y}, col %{x}: tr Σ %{z:.4g}<extra>" + r + "</extra>"),
+                      row=1, col=i)
+        axes[f"coloraxis{i}"] = dict(colorscale="Viridis",
+                                     colorbar=dict(bar, title="tr Σ", x=fig.layout[f"xaxis{i}"].domain[1] + 0.01))
+    _outline(fig, maps.image, to_numpy(maps.trace).shape[0], maps.mark, maps.box, n)
+    _square_axes(fig, n)
+    fig.update_annotations(font_size=12)
+    pixels = PIXELS | dict(colorbar=dict(PIXELS["colorbar"], x=fig.layout.xaxis.domain[1] + 0.01, **bar))
+    fig.update_layout(title=f"tr Σ per patch at layer {maps.layer}, under both rules",
+                      coloraxis=pixels, height=360, margin=dict(t=120, b=20, l=20, r=100), **axes)
+    return fig
 
 
 def _image_trace(img, coloraxis: str = "coloraxis"):
@@ -80,28 +103,34 @@ def map_over_image(image, values, title: str, label: str, mark: tuple[int, int] 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("input", label), horizontal_spacing=0.2)
     fig.add_trace(_image_trace(image), row=1, col=1)
     v = to_numpy(values)
-    g = v.shape[0]
-    side = to_numpy(image).shape[-1]
     fig.add_trace(go.Heatmap(z=v, coloraxis="coloraxis2",
                              hovertemplate="patch row %{y}, col %{x}: %{z:.4g}<extra></extra>"), row=1, col=2)
-    if mark is not None:
-        r, c = mark
-        p = side / g
-        for col, (x0, y0, s) in ((1, (c * p - 0.5, r * p - 0.5, p)), (2, (c - 0.5, r - 0.5, 1))):
-            fig.add_shape(type="rect", x0=x0, y0=y0, x1=x0 + s, y1=y0 + s, line=dict(color="red", width=2),
-                          row=1, col=col)
-    if box is not None:
-        top, left, bottom, right = box
-        p = side / g
-        for col, scale in ((1, p), (2, 1)):
-            fig.add_shape(type="rect", x0=left * scale - 0.5, y0=top * scale - 0.5, x1=right * scale - 0.5,
-                          y1=bottom * scale - 0.5, line=dict(color=PALETTE[1], width=3, dash="dash"), row=1, col=col)
+    _outline(fig, image, v.shape[0], mark, box, 2)
     _square_axes(fig, 2)
     image_bar = dict(PIXELS, colorbar=dict(title="pixel", x=fig.layout.xaxis.domain[1] + 0.02, xanchor="left"))
     fig.update_layout(title=title, coloraxis=image_bar,
                       coloraxis2=dict(colorscale="Viridis", colorbar=dict(title=label.split(" ")[0])),
                       height=340, margin=dict(t=70, b=20, l=20, r=130))
     return fig
+
+
+def _outline(fig, image, g: int, mark: tuple[int, int] | None, box: tuple[int, int, int, int] | None,
+             n_cols: int) -> None:
+    """``mark`` (row, col) outlines one patch, ``box`` (top, left, bottom, right in patches, bottom and right
+    excluded) a corrupted region (dashed), on the image (panel 1, in pixels) and on each of the maps of g x g
+    patches beside it (panels 2 to n_cols)."""
+    p = to_numpy(image).shape[-1] / g    # pixels per patch
+    scales = [(1, p)] + [(col, 1) for col in range(2, n_cols + 1)]
+    if mark is not None:
+        r, c = mark
+        for col, scale in scales:
+            fig.add_shape(type="rect", x0=c * scale - 0.5, y0=r * scale - 0.5, x1=(c + 1) * scale - 0.5,
+                          y1=(r + 1) * scale - 0.5, line=dict(color="red", width=2), row=1, col=col)
+    if box is not None:
+        top, left, bottom, right = box
+        for col, scale in scales:
+            fig.add_shape(type="rect", x0=left * scale - 0.5, y0=top * scale - 0.5, x1=right * scale - 0.5,
+                          y1=bottom * scale - 0.5, line=dict(color=PALETTE[1], width=3, dash="dash"), row=1, col=col)
 
 
 def attention_heads(maps: list, rollout_map, title: str) -> go.Figure:
@@ -245,35 +274,6 @@ def confusion(matrices: dict, names: list[str], split: str = "digits test split"
                          row=1, col=i, **every)
     fig.update_layout(title=f"Confusion matrix on the {split}", height=460, margin=dict(t=90, b=40),
                       coloraxis=dict(colorscale="Blues", cmin=0, colorbar=dict(title="images")))
-    return fig
-
-
-# short lines: three panels share the width of a narrow page
-RULE_TITLES = {"004": "004's rule<br>(A∘A)Σ_v", "mixture": "mixture rule<br>AΣ_v + spread"}
-
-
-def rule_pair(image, maps: dict, layer: int, own: str, mark=None) -> go.Figure:
-    """The image beside tr(Sigma) per patch at ``layer`` under both covariance rules on the same weights (``maps``:
-    rule -> (grid, grid)), each on its own colour scale; the rule the model was trained with (``own``) says so."""
-    rules = list(maps)
-    titles = ["input"] + [RULE_TITLES.get(r, r) + ("<br>(trained)" if r == own else "<br>(post hoc)") for r in rules]
-    fig = make_subplots(rows=1, cols=1 + len(rules), subplot_titles=titles, horizontal_spacing=0.16)
-    fig.add_trace(_image_trace(image), row=1, col=1)
-    # each colour bar just right of its map (inside the gap to the next one), thin enough for a narrow page
-    bars = [fig.layout[f"xaxis{i}"].domain[1] + 0.01 for i in range(2, 2 + len(rules))]
-    for i, r in enumerate(rules, 2):
-        fig.add_trace(go.Heatmap(z=to_numpy(maps[r]), coloraxis=f"coloraxis{i}",
-                                 hovertemplate="patch row %{y}, col %{x}: tr Σ %{z:.4g}<extra>" + r + "</extra>"),
-                      row=1, col=i)
-    _square_axes(fig, 1 + len(rules))
-    axes = {f"coloraxis{i}": dict(colorscale="Viridis", colorbar=dict(title="tr Σ", x=bars[i - 2], xanchor="left",
-                                                                      len=0.8, thickness=12))
-            for i in range(2, 2 + len(rules))}
-    fig.update_annotations(font_size=12)
-    pixels = PIXELS | dict(colorbar=dict(PIXELS.get("colorbar", {}), x=fig.layout.xaxis.domain[1] + 0.01,
-                                         xanchor="left", len=0.8, thickness=12))
-    fig.update_layout(title=f"Both covariance rules, same weights: tr Σ at layer {layer}", coloraxis=pixels,
-                      height=360, margin=dict(t=120, b=20, l=20, r=100), **axes)
     return fig
 
 

@@ -28,6 +28,7 @@ from wviz.vit.inspection import HeadMaps, Inspection, block_of, head_maps, inspe
 from wviz.vit.calibration import TAU_RANGE, at_range_edge  # noqa: F401
 from wviz.vit.maps import RULE_MEANING, TRACKS, occlusion_map, rule_traces, trace_aurocs, verdict  # noqa: F401
 from wviz.vit.metrics import EPISTEMIC, SCORES
+from wviz.vit.model import RULES
 from wviz.vit.panel import (CONFORMAL_SEVERITY, MAX_PANEL_SAMPLES, PANEL_VERSION, PanelJob,  # noqa: F401
                             calibrate_panel, corruption_aurocs, corruption_curves, evaluate_panel, ood_scores,
                             panel_jobs)
@@ -40,7 +41,7 @@ __all__ = ["load_bundled", "load_upload", "choose_models", "ModelChoice", "recor
            "SAMPLES", "DEFAULT_SAMPLES", "inspect_all", "predictions", "entropies", "DEFAULT_LAYER", "token_label",
            "LayerMaps", "layer_maps", "score_choices", "SEVERITIES", "panel_jobs", "evaluate_panel",
            "ood_scores", "corruption_curves", "corruption_aurocs", "TRY_THIS", "map_aurocs", "at_layer",
-           "RULE_MEANING", "verdict", "rule_maps", "occlusion", "recorded_occlusion", "calibrate_panel",
+           "RULE_MEANING", "verdict", "occlusion", "recorded_occlusion", "calibrate_panel",
            "CONFORMAL_SEVERITY", "at_range_edge", "TAU_RANGE"]
 
 OOD_SETS = data.OOD_SETS
@@ -148,8 +149,9 @@ def token_label(query: int, grid: int) -> str:
 @dataclass(frozen=True)
 class LayerMaps:
     """What the Layer slider (with the head and query beside it) shows of the main model: the image the models saw
-    and its corrupted ``box`` of patches (None: none), tr(Sigma) per patch at ``layer`` (None for a deterministic
-    model), the query's maps in every head of the block behind the layer, the chosen head's map and its weight on
+    and its corrupted ``box`` of patches (None: none), tr(Sigma) per patch at ``layer`` under the model's own
+    covariance ``rule`` and, ``post_hoc``, under the other rule applied to the same weights (rule -> map; both None
+    for a deterministic model), the query's maps in every head of the block behind the layer, the chosen head's map and its weight on
     the class token, and the twin's maps of the same query (None when the twin is not shown or cuts the image into
     another grid, ``twin_grid``)."""
 
@@ -166,6 +168,7 @@ class LayerMaps:
     class_weight: float
     twin: HeadMaps | None
     twin_grid: int | None
+    post_hoc: dict[str, torch.Tensor] | None
 
 
 def layer_maps(models: Models, runs: dict[str, Inspection], image: torch.Tensor,
@@ -182,9 +185,11 @@ def layer_maps(models: Models, runs: dict[str, Inspection], image: torch.Tensor,
             twin_grid = t_cfg.grid
         else:
             twin = head_maps(runs[tw.name].out, min(block, t_cfg.depth - 1), query, grid)
-    return LayerMaps(image, box, layer, models.config.rule, head, query, patch_of(query, grid),
-                     patch_map(out, layer, grid), head_maps(out, block, query, grid), one, class_weight, twin,
-                     twin_grid)
+    rule = models.config.rule
+    post_hoc = (rule_traces(models.main.model, image, layer, [r for r in RULES if r != rule])
+                if models.stochastic else None)
+    return LayerMaps(image, box, layer, rule, head, query, patch_of(query, grid), patch_map(out, layer, grid),
+                     head_maps(out, block, query, grid), one, class_weight, twin, twin_grid, post_hoc)
 
 
 def at_defaults(device: str | None = None) -> Callable[[int], LayerMaps]:
@@ -211,12 +216,6 @@ def map_aurocs(models: Models, split: TestSplit) -> dict:
 def at_layer(aurocs: dict, rule: str, layer: int) -> dict[str, float]:
     """{OOD set: AUROC} of one rule's map at one layer, from :func:`map_aurocs`."""
     return {name: float(a[layer]) for name, a in aurocs.get(rule, {}).items()}
-
-
-def rule_maps(models: Models, image: torch.Tensor, layer: int) -> dict | None:
-    """rule -> tr(Sigma) per patch at ``layer`` of the image under each covariance rule on the main model's weights
-    (None for a deterministic model)."""
-    return rule_traces(models.main.model, image, layer) if models.stochastic else None
 
 
 def occlusion(models: Models, image: torch.Tensor, samples: int, seed: int) -> tuple[torch.Tensor, float] | None:

@@ -35,9 +35,9 @@ RULE_MEANING = {
 
 
 @torch.no_grad()
-def rule_traces(model, image: torch.Tensor, layer: int) -> dict[str, torch.Tensor]:
-    """rule -> tr(Sigma) of every patch token at ``layer`` (grid, grid) of one (C, H, W) image, both rules on the
-    model's weights (the pass on the means).
+def rule_traces(model, image: torch.Tensor, layer: int, rules=RULES) -> dict[str, torch.Tensor]:
+    """rule -> tr(Sigma) of every patch token at ``layer`` (grid, grid) of one (C, H, W) image, each of ``rules``
+    (default both) on the model's weights (the pass on the means).
 
     >>> import torch
     >>> from wviz.vit.maps import rule_traces
@@ -50,7 +50,7 @@ def rule_traces(model, image: torch.Tensor, layer: int) -> dict[str, torch.Tenso
     device = next(model.parameters()).device
     grid = model.config.grid
     x = image.to(device, torch.float32)[None]
-    return {rule: model(x, rule=rule).covariances[layer][0, 1:].sum(-1).reshape(grid, grid).cpu() for rule in RULES}
+    return {rule: model(x, rule=rule).covariances[layer][0, 1:].sum(-1).reshape(grid, grid).cpu() for rule in rules}
 
 
 def occlusion_map(model, image: torch.Tensor, samples: int, seed: int) -> tuple[torch.Tensor, OcclusionMI, float]:
