@@ -326,7 +326,7 @@ def draw_occlusion():
                "disagreement. Its per-image score is the mean MI of the occluded copies. "
                + (auroc_line(recorded) + " " + uv.verdict(recorded, "This score") + " (The checkpoint's record: S = "
                   f"{models.main.record.get('eval_samples')}, mean over its Monte-Carlo seeds.)" if recorded else
-                  "Its AUROC per OOD set is measured in the calibration panel at the bottom of the page."))
+                  "Its AUROC per OOD set is measured on the whole test split at the bottom of the page."))
     ui.equation(r"\Delta I_p(x) = I\big(y; z \mid x_{\setminus p}\big) - I(y; z \mid x),\qquad "
                 r"\text{score}(x) = \tfrac1P \textstyle\sum_p I\big(y; z \mid x_{\setminus p}\big)")
 
@@ -428,38 +428,43 @@ def dataset_panel(split):
             st.caption(f"{j.name}: its record asks for {j.asked} Monte-Carlo samples per image; the panel uses "
                        f"{j.samples}.")
     reports = panel_reports(jobs)
-    if reports is not None:
-        ui.views(panel_views(jobs, reports, score, ood_name, split), key="panel", label="Panel view",
-                 help="OOD scores: the chosen score on the test split against the chosen OOD set. Corruptions: the "
-                      "test error and the chosen score's AUROC under noise, blur and contrast loss. Reliability: "
-                      "accuracy against confidence. Confusion: true against predicted class. The lecture bundle "
-                      "holds them all.")
-        calibration_panel(jobs, split)
+    if reports is None:
+        return
+    cals = calibrations(jobs)
+    views = panel_views(jobs, reports, score, ood_name, split)
+    if cals is not None:
+        views |= calibration_views(cals, split, panel_of(jobs, split))
+    # one selector for the split's views: a first visit draws one of its figures, not one per section (each figure
+    # delays the page's first draw: BENCHMARKS.md, "First load")
+    ui.views(views, key="panel", label="Panel view",
+             help="OOD scores: the chosen score on the test split against the chosen OOD set. Corruptions: the test "
+                  "error and the chosen score's AUROC under noise, blur and contrast loss. Reliability: accuracy "
+                  "against confidence. Confusion: true against predicted class. Temperature scaling: reliability "
+                  "before and after dividing the logits by the fitted tau. Risk-coverage: the error among the test "
+                  "images each score calls most certain. Conformal sets: the sets that hold the true class 90 % of "
+                  "the time, on clean and corrupted test images. The lecture bundle holds them all.")
+    main = cals[models.main.name] if cals is not None else None
+    if main is not None and main.occlusion is not None:
+        st.caption(f"MI-occlusion score ({main.occlusion_note}): " + auroc_line(main.occlusion).replace(
+            "this map's per-image score (its tokens' mean)", "the MI-occlusion score") + " "
+            + uv.verdict(main.occlusion, "This score"))
 
 
-def calibration_panel(jobs, split):
-    """Temperature scaling, risk-coverage and conformal sets of each model, computed in the background."""
-    st.subheader("Calibration, selective classification and conformal sets")
+def calibrations(jobs) -> dict | None:
+    """Each model's temperature scaling, risk-coverage and conformal sets (the calibration views), or None while one
+    is still being computed in the background (its progress bar drawn) or failed (its message shown)."""
     keys = {j.name: ("vit/calibration", *j.cache_key, str(device)) for j in jobs}
     try:
         cals = {j.name: ui.background(keys[j.name], lambda progress, j=j: uv.calibrate_panel(j, progress))[0]
                 for j in jobs}
     except ValueError as err:
         st.error(str(err))
-        return
+        return None
     waiting = [n for n, c in cals.items() if c is None]
     if waiting:
         ui.wait_for(keys[waiting[0]], f"Calibrating {waiting[0]}: temperature, risk-coverage, conformal sets...")
-        return
-    ui.views(calibration_views(cals, split, panel_of(jobs, split)), key="calib", label="Calibration view",
-             help="Temperature: reliability before and after dividing the logits by the fitted tau. Risk-coverage: "
-                  "the error among the test images each score calls most certain. Conformal: the sets that hold the "
-                  "true class 90 % of the time, on clean and corrupted test images.")
-    main = cals[models.main.name]
-    if main.occlusion is not None:
-        st.caption(f"MI-occlusion score ({main.occlusion_note}): " + auroc_line(main.occlusion).replace(
-            "this map's per-image score (its tokens' mean)", "the MI-occlusion score") + " "
-            + uv.verdict(main.occlusion, "This score"))
+        return None
+    return cals
 
 
 def panel_of(jobs, split) -> tuple:

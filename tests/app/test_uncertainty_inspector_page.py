@@ -114,7 +114,14 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
                                    models[kind][1]["metrics"]["corruption_auroc"][corruption]["max-softmax"])
     no_exception(at)
     check_views(at, "panel", {"OOD scores": ["vit_ood"], "Corruptions": ["vit_corruption", "vit_corruption_auroc"],
-                              "Reliability": ["vit_reliability"], "Confusion": ["vit_confusion"]})
+                              "Reliability": ["vit_reliability"], "Confusion": ["vit_confusion"],
+                              "Temperature scaling": ["vit_temperature"], "Risk-coverage": ["vit_risk"],
+                              "Conformal sets": ["vit_conformal"]})
+    at.segmented_control(key="panel").set_value("Temperature scaling").run()
+    temperature = figure_titled(at, "Temperature scaling")   # a row per model: before and after, ECE in each title
+    titles = [a["text"] for a in temperature["layout"]["annotations"]]
+    assert [t.split(", ")[0] for t in titles] == ["stochastic", "stochastic", "deterministic", "deterministic"]
+    assert all("ECE 0." in t for t in titles) and titles[2].startswith("deterministic, before<br>τ = 1: ECE")
 
 
 def test_widgets_move_the_views(open_page):
@@ -427,7 +434,6 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
     """The figures the page draws, by key and title, in order: the layer slider (ui.live) redraws the trace map and
     the chosen attention view; an occlusion changes the numbers, not the figures."""
     panel = [("vit_ood", "OOD score 'max-softmax': digits vs sample-image crops")]  # the panel's default view
-    panel += [("vit_temperature", "Temperature scaling: reliability before and after")]   # both models in one
     one_image = [("vit_probs", "Class probabilities (mean of 32 draws)")]
 
     def inside(layer, block):
@@ -437,10 +443,6 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
 
     at = settle(open_page(PAGE))
     _drawn(at, one_image + inside(1, 1) + panel)
-    temperature = figure_titled(at, "Temperature scaling")   # a row per model: before and after, ECE in each title
-    titles = [a["text"] for a in temperature["layout"]["annotations"]]
-    assert [t.split(", ")[0] for t in titles] == ["stochastic", "stochastic", "deterministic", "deterministic"]
-    assert all("ECE 0." in t for t in titles) and titles[2].startswith("deterministic, before<br>τ = 1: ECE")
     at.slider(key="layer").set_value(3).run()
     no_exception(at)
     _drawn(at, one_image + inside(3, 3) + panel)
@@ -457,8 +459,8 @@ def test_the_figures_at_defaults_after_a_layer_move_and_an_occlusion(open_page):
 SHARED_STATES = [{}, {"layer": "2", "view": "Heads and rollout"}, {"head": "2", "view": "Deterministic twin"},
                  {"query": "patch 5 (row 2, col 1)", "panel": "Corruptions"},
                  {"region": "occlude", "panel": "Reliability"},
-                 {"region": "noise", "region_strength": "0.3", "calib": "Risk-coverage"},
-                 {"samples": "8", "calib": "Conformal sets"}, {"seed": "3", "panel": "Confusion"}, {"index": "2"},
+                 {"region": "noise", "region_strength": "0.3", "panel": "Risk-coverage"},
+                 {"samples": "8", "panel": "Conformal sets"}, {"seed": "3", "panel": "Confusion"}, {"index": "2"},
                  {"score": "mutual information", "panel": "Corruptions"}, {"ood": "uniform noise"}]
 
 
@@ -482,8 +484,8 @@ def test_a_missing_image_leaves_the_dataset_panel_drawn(open_page):
     slider), and the dataset panel, which needs the models only."""
     at = open_page(PAGE, img_src="upload")
     assert [e.value for e in at.error] == ["upload a PNG or JPG in the sidebar (or pick a test image)"]
-    settle(at)  # the calibration panel is computed in the background (ui.background)
-    assert [k for k, _ in _keys_and_titles(at)] == ["vit_ood", "vit_temperature"]
+    settle(at)  # the panel is computed in the background (ui.background)
+    assert [k for k, _ in _keys_and_titles(at)] == ["vit_ood"]
     assert not at.get("slider") and "samples" not in at.session_state and "region" not in at.session_state
 
 
