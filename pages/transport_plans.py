@@ -49,12 +49,15 @@ def read_clouds() -> tv.Problem:
     m = sb.slider("m (target points)", 2, 512, tv.DEFAULT_SIZES[1], key="m", bind="query-params",
                    help="Size of the target cloud.")
     seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params", help="Seed of the preset.")
-    with st.expander("Edit the points and their masses"):
+    default, key = tv.points_table(preset, n, m, seed), f"points_{preset.replace(' ', '_')}_{n}_{m}_{seed}"
+    # drawn only while open (opening reruns the page): closed, Streamlit's table editor still cost a first visit
+    # about 0.2 s of the browser's main thread (BENCHMARKS.md, "First load: fewer charts on a first visit")
+    box = st.expander("Edit the points and their masses", key="edit_points", on_change="rerun", bind="query-params")
+    if not box.open:
+        return tv.clouds_from_table(ui.table_from_url(default, key), cost_kind)
+    with box:
         st.caption("Masses are normalised per cloud; a zero mass removes a point from the problem.")
-        table = ui.table_editor(tv.points_table(preset, n, m, seed),
-                                f"points_{preset.replace(' ', '_')}_{n}_{m}_{seed}",
-                                disabled=["cloud"], hide_index=True)
-    return tv.clouds_from_table(table, cost_kind)
+        return tv.clouds_from_table(ui.table_editor(default, key, disabled=["cloud"], hide_index=True), cost_kind)
 
 
 def read_cost() -> tv.Problem:

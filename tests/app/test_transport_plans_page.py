@@ -1,5 +1,7 @@
 """The "Transport plans" page, driven through AppTest; its plans checked against POT on the same data."""
 
+import json
+
 import numpy as np
 import ot as pot
 import pytest
@@ -113,6 +115,23 @@ def test_uploaded_points_are_used(open_page):
     P, a, b = plan_and_marginals(at)
     assert P.shape == (2, 3)
     np.testing.assert_allclose(b, [0.25, 0.25, 0.5])
+
+
+def test_edited_points_in_a_link_hold_while_their_editor_is_closed(open_page):
+    """The points editor is drawn only while its expander is open (a first visit sends no table to draw); the
+    edits a link holds make the problem either way: the source bar is the edited masses, normalised."""
+    edited = tv.points_table("line", 40, 30, 0)
+    edited.loc[0, "mass"] = 3.0                                      # source 1 three times as heavy
+    rows = json.dumps(edited.astype(object).values.tolist(), separators=(",", ":"))
+    want = np.r_[3.0, np.ones(39)] / 42
+    for opened in (False, True):
+        at = open_page(PAGE, points_line_40_30_0=rows, **({"edit_points": "true"} if opened else {}))
+        drawn = [el.type for el in at.expander[1].children.values()]
+        assert ("dataframe" in drawn) == opened, drawn
+        P, a, _ = plan_and_marginals(at)
+        np.testing.assert_allclose(a, want, rtol=1e-6)
+        np.testing.assert_allclose(P.sum(axis=1), want, atol=1e-6)
+        assert at.query_params["points_line_40_30_0"] == rows             # the edits stay in the link
 
 
 def test_cost_matrix_mode_and_its_bad_inputs(open_page):

@@ -3,7 +3,7 @@
     page        page_setup: title, intro, guided experiments (Try this), device badge, Reset to defaults, lecture
                 panel; cite (a link to the References page)
     lecture     the lecture being recorded (figures, equations, settings) and its bundle; equation
-    state       the URL: share link, table_editor
+    state       the URL: share link, table_editor (and table_from_url while it is not drawn)
     widgets     log_slider, view_selector
     runs        live (the main slider and what it drives, in a fragment), fragment, guarded
     output      show_figure (with its export menu), shared_figure (built once per server), show_chart (Altair), views /
@@ -20,9 +20,10 @@ from wviz.ui.output import (View, animation, example_file, figure_view, shared_f
 from wviz.ui.page import cite, device_badge, page_setup, where_solved
 from wviz.ui.process import freeze_imports
 from wviz.ui.runs import fragment, guarded, live
-from wviz.ui.state import table_editor
+from wviz.ui.state import table_editor, table_from_url
 from wviz.ui.widgets import log_slider
 
 __all__ = ["background", "wait_for", "built", "equation", "View", "animation", "example_file", "figure_view",
            "shared_figure", "show_chart", "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup",
-           "where_solved", "freeze_imports", "fragment", "guarded", "live", "table_editor", "log_slider"]
+           "where_solved", "freeze_imports", "fragment", "guarded", "live", "table_editor", "table_from_url",
+           "log_slider"]

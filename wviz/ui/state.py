@@ -72,6 +72,13 @@ def table_editor(default: pd.DataFrame, key: str, where=None, **kwargs) -> pd.Da
     return table
 
 
+def table_from_url(default: pd.DataFrame, key: str) -> pd.DataFrame:
+    """The table of ``table_editor(default, key)`` while its editor is not drawn (in a closed lazy expander): the
+    edits the URL holds, or the default; the editor starts from it when it is drawn again."""
+    table = st.session_state[f"_start_{key}"] = _table_from_url(default, key)
+    return table
+
+
 def _table_from_url(default: pd.DataFrame, key: str) -> pd.DataFrame:
     """The table in the URL if it has the default's columns (up to 256 rows), else the default."""
     try:
