@@ -98,8 +98,7 @@ def check_views(at: AppTest, key: str, figure_keys: dict) -> None:
     """Each choice of the view selector ``key`` draws its figures (view -> figure keys) and only those, and the
     lecture bundle holds every view's figures whichever is drawn, each built by its own view: at the views'
     default settings a deferred figure has the title of the drawn one. A view's background work is waited for
-    (settle). (The browser writes the choice to the URL:
-    that is tested in tests/e2e.)"""
+    (settle). (The browser writes the choice to the URL: that is tested in tests/e2e.)"""
     everything = {k for keys in figure_keys.values() for k in keys}
     titles, bundles = {}, []
     for view, keys in figure_keys.items():

@@ -151,9 +151,9 @@ class LayerMaps:
     """What the Layer slider (with the head and query beside it) shows of the main model: the image the models saw
     and its corrupted ``box`` of patches (None: none), tr(Sigma) per patch at ``layer`` under the model's own
     covariance ``rule`` and, ``post_hoc``, under the other rule applied to the same weights (rule -> map; both None
-    for a deterministic model), the query's maps in every head of the block behind the layer, the chosen head's map and its weight on
-    the class token, and the twin's maps of the same query (None when the twin is not shown or cuts the image into
-    another grid, ``twin_grid``)."""
+    for a deterministic model), the query's maps in every head of the block behind the layer, the chosen head's
+    map and its weight on the class token, and the twin's maps of the same query (None when the twin is not shown
+    or cuts the image into another grid, ``twin_grid``)."""
 
     image: torch.Tensor
     box: tuple[int, int, int, int] | None
