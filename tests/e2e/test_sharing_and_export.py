@@ -115,6 +115,48 @@ def test_a_table_edit_and_a_second_slider_travel_in_the_link(server, browser):
     context.close()
 
 
+def test_an_edit_in_a_lazy_expander_holds_when_it_closes_and_opens(server, browser):
+    """Transport plans draws its points' editor only while its expander is open (ui.table_from_url): an edit made
+    there stays in the link and in the plan after the expander closes, and the editor shows it when it opens again."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    expander = "Edit the points and their masses"
+    open_page(page, f"{server}/transport_plans")
+    assert page.locator('[data-testid="stDataFrame"]').count() == 0          # closed: no editor drawn
+
+    def toggle():
+        page.get_by_text(expander).click()
+        page.wait_for_timeout(500)
+        wait_until_idle(page)
+
+    def source_bar():
+        return page.evaluate("() => { const t = document.querySelector('.js-plotly-plot').data"
+                             ".find(t => t.name === 'a (source)'); return JSON.stringify(t.x || t.y) }")
+
+    toggle()
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    box = grid.bounding_box()
+    grid.click(position={"x": box["width"] * 0.9, "y": 52})                  # row 1 (source 1), column mass
+    page.keyboard.press("Enter")
+    editor = page.locator("input.gdg-input")
+    editor.fill("3")
+    editor.press("Enter")
+    wait_until_idle(page)
+    page.wait_for_timeout(1000)
+    rows = json.loads(parse_qs(urlsplit(page.url).query)["points_line_40_30_0"][0])
+    assert rows[0][0] == "source" and rows[0][3] == 3, rows[0]
+    edited = source_bar()
+    toggle()                                                                  # closed
+    assert page.locator('[data-testid="stDataFrame"]').count() == 0
+    assert json.loads(parse_qs(urlsplit(page.url).query)["points_line_40_30_0"][0]) == rows
+    assert source_bar() == edited
+    toggle()                                                                  # open again: the editor holds the edit
+    page.wait_for_timeout(1000)
+    assert json.loads(parse_qs(urlsplit(page.url).query)["points_line_40_30_0"][0]) == rows
+    assert source_bar() == edited
+    context.close()
+
+
 def download(page, button) -> bytes:
     # a lecture bundle renders every figure of the page twice through kaleido's chromium: seconds alone, but past
     # 60 s once (the attention page) in a full suite on 2 loaded cores; the tests check the content, not the time
