@@ -459,6 +459,9 @@ def dual_job(dual_alpha: float):
             lambda progress: rv.deviation(dual_alpha, str(device), progress, lens))
 
 
+FIGURE4_KEYS = ("figure4", "per_head")   # the keys of figure4_figures's two figures, in order
+
+
 def figure4_figures(dev) -> list:
     name = "MiniLM" if lens.info.key == rv.BUNDLED else lens.info.name
     return [figs.deviation_histograms(dev.per_layer, dev.alpha, model=name), figs.deviation_per_head(dev.per_head)]
@@ -467,14 +470,14 @@ def figure4_figures(dev) -> list:
 def figure4_view() -> ui.View:
     """Figure 4 as a view: a first visit draws two figures fewer (each one delays the page's first draw:
     BENCHMARKS.md, "First load"); the lecture bundle builds it at alpha = 1, from disk once solved."""
-    return ui.View(figure4, ("figure4", "per_head"),
+    return ui.View(figure4, FIGURE4_KEYS,
                    lambda: figure4_figures(rv.deviation(1.0, str(device), lens=lens)), live=False)
 
 
 def figure4_result(dev):
     s = rv.figure4_summary(dev)
     L, H, _ = dev.per_head.shape
-    for fig, key in zip(figure4_figures(dev), ("figure4", "per_head")):
+    for fig, key in zip(figure4_figures(dev), FIGURE4_KEYS):
         ui.show_figure(fig, key=key)
     st.caption(
         f"{s.n_tokens} query tokens x {L} layers x {H} heads = {s.n_problems} dual problems, each solved by Newton "
