@@ -1,5 +1,5 @@
 """wviz.ui.process: the server's torch threads leave a core to the browser and the other sessions; the imports are
-frozen out of the collector once per process."""
+frozen out of the collector once per process. And the server's event loop and HTTP parser are the compiled ones."""
 import subprocess
 import sys
 import textwrap
@@ -42,3 +42,15 @@ def test_imports_are_frozen_once_per_process():
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_server_runs_on_the_compiled_event_loop_and_http_parser():
+    """requirements.txt installs uvloop and httptools (BENCHMARKS.md, "First load: the server's event loop"):
+    Streamlit then runs its server on uvloop's loop, and uvicorn's automatic HTTP protocol is httptools'."""
+    import uvloop
+    from streamlit.web import bootstrap
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    assert bootstrap._get_uvloop_loop_factory() is uvloop.new_event_loop
+    assert AutoHTTPProtocol is HttpToolsProtocol
