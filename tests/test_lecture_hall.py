@@ -175,3 +175,23 @@ def test_figures_side_by_side_share_one_scale():
     assert left.data[0].zmax is None and np.asarray(right.data[0].z).max() == 0.004
     bars = go.Figure(go.Bar(y=[1, 2]), layout=dict(yaxis_range=[0, 1.05]))
     assert [list(f.layout.yaxis.range) for f in same_scale([bars, bars])] == [[0, 1.05]] * 2
+
+
+@pytest.mark.parametrize("rows", [2, 3])
+def test_stacked_rows_keep_their_panels_and_gaps_in_pixels(rows):
+    """A figure of stacked_rows' area plus its margins draws every panel ``panel`` px tall and every gap between rows
+    ``gap`` px (Plotly counts both in fractions of the plot area, margins left out), in presentation mode too, which
+    grows the margins and the height alike. The gap holds an axis's labels and title and the next panel's title."""
+    from plotly.subplots import make_subplots
+
+    from wviz.export import presentation_style
+    from wviz.figures.common import stacked_rows
+
+    spacing, area = stacked_rows(rows, 225, 120)
+    fig = make_subplots(rows=rows, cols=1, vertical_spacing=spacing, subplot_titles=[f"panel {r}" for r in range(rows)])
+    fig.update_layout(title="stacked", height=area + 100 + 75, margin=dict(t=100, b=75))
+    for f in (fig, presentation_style(fig)):
+        plot = f.layout.height - f.layout.margin.t - f.layout.margin.b
+        domains = sorted(f.layout[f"yaxis{'' if r == 1 else r}"].domain for r in range(1, rows + 1))
+        assert [round((hi - lo) * plot) for lo, hi in domains] == [225] * rows
+        assert [round((up[0] - low[1]) * plot) for low, up in zip(domains, domains[1:])] == [120] * (rows - 1)

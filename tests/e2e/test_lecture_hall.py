@@ -13,7 +13,8 @@ VIEWPORTS = ((1400, 1000), (1024, 768), (800, 1000))
 
 # Every metric (label and value) and display equation whose content is wider than its box (cut, scrolled or
 # ellipsised), every metric, equation, table and chart that runs past the right edge of the main column, every
-# chart title or other chart text past its chart's right edge, and every two text boxes of a chart that overlap.
+# chart title or other chart text past its chart's right edge, every two text boxes of a chart that overlap, and
+# every two titles of a chart (its own, its axes', its panels') that overlap.
 CUT = """() => {
   const column = document.querySelector('[data-testid="stMain"] .stMainBlockContainer').getBoundingClientRect();
   const cut = [];
@@ -51,6 +52,17 @@ CUT = """() => {
     boxes.forEach(([t1, r1], i) => boxes.slice(i + 1).forEach(([t2, r2]) => {
       if (r1.left < r2.right && r2.left < r1.right && r1.top < r2.bottom && r2.top < r1.bottom)
         cut.push(`boxes overlap: ${t1.slice(0, 30)} / ${t2.slice(0, 30)}`);
+    }));
+  });
+  // Nor its titles: an axis title at 18 px ran into the next row's panel title when the rows' gap was too small.
+  document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot').forEach(gd => {
+    const groups = ['g[class^="g-x"][class$="title"]', 'g[class^="g-y"][class$="title"]', 'g.g-gtitle', 'g.annotation'];
+    const titles = Array.from(gd.querySelectorAll(groups.map(g => `.infolayer ${g} text`).join(', ')))
+      .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
+      .map(t => [t.textContent.trim(), t.getBoundingClientRect()]);
+    titles.forEach(([t1, r1], i) => titles.slice(i + 1).forEach(([t2, r2]) => {
+      if (r1.left < r2.right - 1 && r2.left < r1.right - 1 && r1.top < r2.bottom - 1 && r2.top < r1.bottom - 1)
+        cut.push(`chart titles overlap: ${t1.slice(0, 30)} / ${t2.slice(0, 30)}`);
     }));
   });
   return cut;

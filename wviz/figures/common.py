@@ -119,6 +119,14 @@ def same_scale(figures: list) -> list:
     return out
 
 
+def stacked_rows(rows: int, panel: float, gap: float) -> tuple[float, float]:
+    """make_subplots' vertical_spacing that leaves ``gap`` px between rows of panels ``panel`` px tall, and the
+    height of the plot area that takes (the figure's height less its top and bottom margins): Plotly counts the
+    spacing in fractions of the plot area, margins left out."""
+    area = rows * panel + (rows - 1) * gap
+    return (gap / area if rows > 1 else 0.0), area
+
+
 def index_ticks(n: int, most: int = 10) -> dict:
     """Tick settings for an axis of positions 1..n (tokens, keys, sources, targets: counted from 1 as the papers'
     i and j): every one up to ``most``, else 1 and the multiples of a round step (1, 10, 20, ...)."""

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, decade_ticks, number_text, to_numpy
+from wviz.figures.common import PALETTE, decade_ticks, number_text, stacked_rows, to_numpy
 
 
 def token_labels(tokens) -> list[str]:
@@ -132,7 +132,7 @@ def attention_maps(maps: dict, tokens, layer: int, head: int, what: str = "atten
     panel_h = min(560, max(260, THIN_PX * n))
     step_x, step_y = label_step(n), label_step(n, panel_h)
     # between two rows: the upright key labels, the axis title and the next row's two-line panel titles, each at
-    # presentation size (18-20 px); make_subplots counts the spacing in fractions of the plot area, margins left out.
+    # presentation size (18-20 px).
     # Below the last row the labels and the axis title get a margin of their own: in the figure's height, not taken
     # from the panels' (a lone row at presentation size was squeezed to half its height, its labels overlapping)
     labels_px = 0.6 * 20 * max(len(t) for t in labels[::step_x])
@@ -140,9 +140,9 @@ def attention_maps(maps: dict, tokens, layer: int, head: int, what: str = "atten
     # the query labels and the axis title at the page's 12 px, the colour bar: room given, not pushed by Plotly
     # after a first draw (a second draw of the whole figure)
     left = 0.6 * 12 * max(len(t) for t in labels[::step_y]) + 50
-    area = rows * panel_h + (rows - 1) * gap
+    spacing, area = stacked_rows(rows, panel_h, gap)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=_panel_titles(names), horizontal_spacing=0.1,
-                        vertical_spacing=gap / area if rows > 1 else 0.1)
+                        vertical_spacing=spacing)
     links = []
     for i, name in enumerate(names):
         r, col = i // cols + 1, i % cols + 1
@@ -194,9 +194,10 @@ def _per_head_panels(values: dict, title: str, colorscale: str, bar: str, hover:
     cols = min(3, len(names))
     rows = math.ceil(len(names) / cols)
     panel, gap = 240, 150        # px; between rows: tick labels, the axis title, two-line panel titles (at 20 px)
-    height = rows * panel + (rows - 1) * gap + 150
+    spacing, area = stacked_rows(rows, panel, gap)
+    margin = dict(t=120, b=80, l=70, r=115)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=_panel_titles(names), horizontal_spacing=0.08,
-                        vertical_spacing=gap / height if rows > 1 else 0.1)
+                        vertical_spacing=spacing)
     for i, name in enumerate(names):
         r, col = i // cols + 1, i % cols + 1
         s = to_numpy(values[name])
@@ -207,7 +208,7 @@ def _per_head_panels(values: dict, title: str, colorscale: str, bar: str, hover:
         fig.update_yaxes(autorange="reversed", title_text="layer" if col == 1 else None, dtick=1, row=r, col=col)
         fig.update_xaxes(title_text="head", dtick=2, row=r, col=col)
     fig.update_layout(title=title, coloraxis=dict(colorscale=colorscale, cmin=0, cmax=1, colorbar=dict(title=bar)),
-                      height=height, margin=dict(t=120, b=80, l=70, r=115))
+                      height=area + margin["t"] + margin["b"], margin=margin)
     return fig
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, to_numpy
+from wviz.figures.common import PALETTE, stacked_rows, to_numpy
 
 # Position labels an axis shows in full, readable at 800 px in presentation mode (18 px text); beyond, one in k, and
 # the title says so.
@@ -39,7 +39,10 @@ def matrices(panels: dict, title: str) -> go.Figure:
     j, each with its own colour scale and a colour bar beside it. Stacked, not side by side: three panels and
     their colour bars in a row leave some 120 px per panel at 800 px, too little for its labels."""
     rows = len(panels)
-    fig = make_subplots(rows=rows, cols=1, subplot_titles=list(panels), vertical_spacing=0.3 / rows)
+    panel, gap = 225, 120   # px; between rows: tick labels, the axis title and the next panel's title (at 20 px)
+    spacing, area = stacked_rows(rows, panel, gap)
+    margin = dict(t=100, b=75, l=75, r=110)
+    fig = make_subplots(rows=rows, cols=1, subplot_titles=list(panels), vertical_spacing=spacing)
     n = len(to_numpy(next(iter(panels.values()))[0]))
     xticks, xstep = position_ticks(n, X_TICKS)
     yticks, ystep = position_ticks(n, Y_TICKS)
@@ -54,7 +57,7 @@ def matrices(panels: dict, title: str) -> go.Figure:
         fig.update_yaxes(title_text="query i", autorange="reversed", **yticks, row=row, col=1)
     thinned = [f"one {axis} in {step}" for axis, step in (("key", xstep), ("query", ystep)) if step > 1]
     note = f"<br>labelled: {', '.join(thinned)}" if thinned else ""
-    fig.update_layout(title=title + note, height=300 * rows + 120, margin=dict(t=100, b=75, l=75, r=110))
+    fig.update_layout(title=title + note, height=area + margin["t"] + margin["b"], margin=margin)
     return fig
 
 
