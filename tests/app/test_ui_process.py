@@ -45,8 +45,8 @@ def test_imports_are_frozen_once_per_process():
 
 
 def test_the_server_runs_on_the_compiled_event_loop_and_http_parser():
-    """requirements.txt installs uvloop and httptools (BENCHMARKS.md, "First load: the server's event loop"):
-    Streamlit then runs its server on uvloop's loop, and uvicorn's automatic HTTP protocol is httptools'."""
+    """requirements.txt installs uvloop and httptools (BENCHMARKS.md, "First load: the server's event loop and HTTP
+    parser"): Streamlit then runs its server on uvloop's loop, and uvicorn's automatic HTTP protocol is httptools'."""
     import uvloop
     from streamlit.web import bootstrap
     from uvicorn.protocols.http.auto import AutoHTTPProtocol

@@ -54,7 +54,7 @@ CUT = """() => {
         cut.push(`boxes overlap: ${t1.slice(0, 30)} / ${t2.slice(0, 30)}`);
     }));
   });
-  // Nor its titles: an axis title at 18 px ran into the next row's panel title when the rows' gap was too small.
+  // Nor its titles: at 18 px an axis title runs into the next row's panel title when the rows' gap is too small.
   document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot').forEach(gd => {
     const groups = ['g[class^="g-x"][class$="title"]', 'g[class^="g-y"][class$="title"]', 'g.g-gtitle', 'g.annotation'];
     const titles = Array.from(gd.querySelectorAll(groups.map(g => `.infolayer ${g} text`).join(', ')))
