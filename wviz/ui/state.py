@@ -58,7 +58,7 @@ def settings() -> dict:
 def table_editor(default: pd.DataFrame, key: str, where=None, **kwargs) -> pd.DataFrame:
     """st.data_editor whose table is mirrored in the URL (query parameter ``key``, JSON rows), so a shared link
     reproduces edits. The editor's starting table is fixed per session: changing it would reset the edits."""
-    start_key = f"_start_{key}"
+    start_key = _start_key(key)
     if start_key not in st.session_state:
         st.session_state[start_key] = _table_from_url(default, key)
     table = (where or st).data_editor(st.session_state[start_key], key=key, **kwargs)
@@ -75,8 +75,13 @@ def table_editor(default: pd.DataFrame, key: str, where=None, **kwargs) -> pd.Da
 def table_from_url(default: pd.DataFrame, key: str) -> pd.DataFrame:
     """The table of ``table_editor(default, key)`` while its editor is not drawn (in a closed lazy expander): the
     edits the URL holds, or the default; the editor starts from it when it is drawn again."""
-    table = st.session_state[f"_start_{key}"] = _table_from_url(default, key)
+    table = st.session_state[_start_key(key)] = _table_from_url(default, key)
     return table
+
+
+def _start_key(key: str) -> str:
+    """Where the session keeps the table that the editor ``key`` starts from (table_editor, table_from_url)."""
+    return f"_start_{key}"
 
 
 def _table_from_url(default: pd.DataFrame, key: str) -> pd.DataFrame:
