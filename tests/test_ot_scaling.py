@@ -115,6 +115,53 @@ def test_graphed_iterations_give_the_eager_loops_results_bit_for_bit(monkeypatch
     assert sum(r.replays for r in captured) > len(captured) >= 2
 
 
+def test_failed_captures_give_the_eager_loops_results_bit_for_bit(monkeypatch):
+    """A capture that fails (wviz.ot.graphs.capture gives None after its warm-up did the work) leaves that number
+    of steps to eager iterations on the same buffers: the batch's result is the eager loop's, bit for bit."""
+    from functools import partial
+
+    from wviz import ot
+    from wviz.ot import entropic, graphs
+
+    failed = []
+
+    def capture(body):
+        body()
+        failed.append(body)
+        return None
+
+    probs = [random_problem(12, 9, seed=s) for s in range(3)]   # a batch: the single problem's lean path has no graphs
+    a, b, C = (torch.stack([p[i] for p in probs]) for i in range(3))
+    eager = ot.sinkhorn(a, b, C, 1e-3, tol=1e-10, max_iter=100000)
+    bodies, body = [], graphs.Graphs._body
+    monkeypatch.setattr(graphs, "capture", capture)
+    monkeypatch.setattr(graphs.Graphs, "_body", lambda *args: bodies.append(1) or body(*args))
+    monkeypatch.setattr(entropic, "Scalings", partial(entropic.Scalings, use_graphs=True))
+    graphed = ot.sinkhorn(a, b, C, 1e-3, tol=1e-10, max_iter=100000)
+    for field in ("plan", "f", "g", "marginal_error", "converged"):
+        assert torch.equal(getattr(graphed, field), getattr(eager, field)), field
+    assert graphed.n_iter == eager.n_iter
+    assert len(bodies) > len(failed) >= 1   # a failed key is not captured again: its later steps run eagerly
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_cuda_capture_that_fails_gives_none_and_the_device_goes_on():
+    """A body that synchronises with the host cannot be captured: capture() gives None instead of raising, the
+    warm-up ran the body once, and the device takes the next work as usual."""
+    from wviz.ot import graphs
+
+    x = torch.zeros(4, device="cuda")
+
+    def body():
+        x.add_(1)
+        torch.cuda.synchronize()   # forbidden while capturing
+
+    assert graphs.capture(body) is None
+    torch.cuda.synchronize()
+    assert x.tolist() == [1.0] * 4
+    assert (x * 2).sum().item() == 8.0
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 @pytest.mark.parametrize("omega", [None, 1.0])
 def test_cuda_graphs_give_the_eager_iterations(monkeypatch, omega):

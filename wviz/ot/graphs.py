@@ -18,19 +18,28 @@ import torch
 def capture(body: Callable[[], None]):
     """A CUDA graph of ``body``, after running it once on a side stream (the warm-up CUDA graphs ask for, which
     here does the call's work: capturing records the kernels without running them). Captured with the graph's own
-    begin and end, not torch.cuda.graph's context, which empties torch's memory cache at every capture."""
+    begin and end, not torch.cuda.graph's context, which empties torch's memory cache at every capture.
+
+    None when the capture fails (the body's work is done all the same): once in three GPU checks on an H200 a
+    capture was invalidated (cudaErrorStreamCaptureInvalidated, cause not found; BENCHMARKS.md "On a GPU"), and a
+    solve must not fail for want of a graph."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
+    graph, failed = torch.cuda.CUDAGraph(), False
     with torch.cuda.stream(side):
         body()
         graph.capture_begin()
         try:
             body()
+        except RuntimeError:
+            failed = True
         finally:
-            graph.capture_end()
+            try:   # ends the capture, also a failed one
+                graph.capture_end()
+            except RuntimeError:
+                failed = True
     torch.cuda.current_stream().wait_stream(side)
-    return graph
+    return None if failed else graph
 
 
 class Graphs:
@@ -50,11 +59,12 @@ class Graphs:
         for buffer, now in zip(self.buffers, state):
             if now is not buffer:
                 buffer.copy_(now)
-        graph = self.graphs.get((steps, plain))
-        if graph is None:
+        if (steps, plain) not in self.graphs:
             self.graphs[steps, plain] = capture(lambda: self._body(steps, iterate))
+        elif self.graphs[steps, plain] is None:   # its capture failed: eager iterations
+            self._body(steps, iterate)
         else:
-            graph.replay()
+            self.graphs[steps, plain].replay()
         return self.buffers
 
     def _body(self, steps: int, iterate: Callable):
