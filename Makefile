@@ -5,7 +5,7 @@ PORT   ?= 8501
 REPLICAS ?= 2
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run serve test check bench chromium nginx clean
+.PHONY: run serve test check bench chromium nginx node clean
 
 # wviz itself, editable: its dependencies are requirements.txt (pyproject.toml reads them from there)
 $(VENV)/.runtime: requirements.txt pyproject.toml
@@ -25,6 +25,10 @@ chromium:
 nginx:
 	@test -x /usr/sbin/nginx || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq nginx; }
 
+# Node.js runs the browser kernels (wviz/ui/js) on vectors made by wviz (tests/test_js_kernels.py).
+node:
+	@command -v node >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq nodejs; }
+
 run: $(VENV)/.runtime
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true
 
@@ -32,13 +36,13 @@ run: $(VENV)/.runtime
 serve: $(VENV)/.runtime nginx
 	$(PY) deploy/serve.py --replicas $(REPLICAS) --port $(PORT)
 
-test: $(VENV)/.dev chromium nginx
+test: $(VENV)/.dev chromium nginx node
 	$(PY) -m pytest
 
 # The edit-test loop: the library's and the views' tests and the docstring examples, no page, no browser and no
 # slow re-measurement (tests/app drives pages with AppTest, tests/e2e chromium, tests marked slow re-measure the
 # bundled models: `make test` runs them all).
-check: $(VENV)/.dev
+check: $(VENV)/.dev node
 	$(PY) -m pytest --ignore=tests/app --ignore=tests/e2e -m "not slow"
 
 bench: $(VENV)/.dev chromium nginx

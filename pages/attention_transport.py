@@ -113,15 +113,32 @@ def rho_sweep(cache_key, tau, _inputs):
 
 # ---- what tau drives ------------------------------------------------------------------------------------------
 
+TAU_GRID = (1e-3, 1e2, 24)   # the tau slider's range and steps per decade (fine enough to follow a drag)
+
+
 def tau_slider(where):
-    return ui.log_slider("tau (temperature)", 1e-3, 1e2, 1.0, key="tau", where=where,
+    return ui.log_slider("tau (temperature)", *TAU_GRID[:2], 1.0, key="tau", where=where, per_decade=TAU_GRID[2],
                          help="Weight of the regulariser. tau -> 0 gives argmax, tau -> infinity the uniform "
                               "distribution (or the prior). Transformers use tau = sqrt(d).")
+
+
+def follow_bars(w: av.Weights):
+    """The bars follow tau and alpha while they move (recomputed in the browser); they change on release with
+    semi-relaxed OT or more keys than a frame's budget, and the caption says why."""
+    live = av.live_inputs(w)
+    if live is None:
+        st.caption("The bars change when a slider is released: semi-relaxed OT's Sinkhorn runs in Python.")
+    elif not ui.follow("bars", "weights", {"tau": ui.Slider("tau", tuple(ui.log_options(*TAU_GRID))),
+                                           "alpha": ui.Slider("alpha")},
+                       {"tau": w.tau, "alpha": w.inputs.alpha}, live, entries=len(w.inputs.scores) * len(w.p)):
+        st.caption(f"The bars change when a slider is released: {len(w.inputs.scores)} keys are more than the "
+                   "browser redraws within a frame.")
 
 
 def draw(w: av.Weights):
     st.subheader("Weights")
     ui.show_figure(figs.main_figure(w), key="bars")
+    follow_bars(w)
     numbers = st.container()  # the numbers sit under the bars but are sent after the views: the bars come first
     # Side by side first: it has its own temperatures, so a tau move does not send it again (ui.View.live)
     ui.views({"Side by side": side_view(w), "Objective on the simplex (m = 3)": landscape_view(w),

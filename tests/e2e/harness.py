@@ -106,3 +106,35 @@ def serving(script: Path = ROOT / "app.py"):
         proc.terminate()
         proc.wait(10)
         log.close()
+
+
+def slider_thumb(page, key: str):
+    """The thumb of the slider keyed ``key`` (its range input sits inside the thumb) once drawn, and its track's
+    box: Streamlit draws a slider's chunk a moment after the page's run ends."""
+    page.wait_for_selector(f".st-key-{key} input[type=range]", state="attached")
+    thumb = page.locator(f".st-key-{key} input[type=range]").locator("xpath=../..")
+    return thumb, thumb.locator("xpath=..").bounding_box()
+
+
+def drag(page, key: str, to: float, seconds: float = 2.0, every_ms: float = 8.0, release: bool = True) -> int:
+    """Drag the slider keyed ``key`` from its thumb to the fraction ``to`` (0 left end, 1 right end) of its track
+    in ``seconds``, one mouse move every ``every_ms``; the number of moves sent."""
+    thumb, track = slider_thumb(page, key)
+    box = thumb.bounding_box()
+    x0, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    x1 = track["x"] + to * track["width"]
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    steps = max(1, round(seconds * 1000 / every_ms))
+    start = time.perf_counter()
+    for i in range(1, steps + 1):
+        page.mouse.move(x0 + (x1 - x0) * i / steps, y)
+        time.sleep(max(0.0, start + i * every_ms / 1000 - time.perf_counter()))
+    if release:
+        page.mouse.up()
+    return steps
+
+
+def live_frames(page) -> list[dict]:
+    """The frames the live component (wviz/ui/js/drag.js) has drawn since the page loaded, oldest first."""
+    return page.evaluate("() => (window.__wvizDrag || {frames: []}).frames")

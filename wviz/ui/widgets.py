@@ -9,11 +9,16 @@ def log_slider(label: str, lo: float, hi: float, value: float, key: str, help: s
                where=None) -> float:
     """A slider over a logarithmic grid from lo to hi (both powers of ten); ``where`` is the container (default:
     the sidebar, where pages keep their controls)."""
-    decades = round(np.log10(hi) - np.log10(lo))
-    options = [float(f"{v:.3g}") for v in np.logspace(np.log10(lo), np.log10(hi), decades * per_decade + 1)]
+    options = log_options(lo, hi, per_decade)
     value = min(options, key=lambda o: abs(np.log(o) - np.log(value)))
     return (where or st.sidebar).select_slider(label, options=options, value=value, key=key, help=help,
                                                format_func=lambda v: f"{v:.3g}", bind="query-params")
+
+
+def log_options(lo: float, hi: float, per_decade: int = 12) -> list[float]:
+    """The values of :func:`log_slider`'s grid, to three significant digits."""
+    decades = round(np.log10(hi) - np.log10(lo))
+    return [float(f"{v:.3g}") for v in np.logspace(np.log10(lo), np.log10(hi), decades * per_decade + 1)]
 
 
 def view_selector(label: str, views: list[str], key: str, help: str) -> str:

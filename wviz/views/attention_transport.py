@@ -225,6 +225,15 @@ def weights(inputs: Inputs, tau: float) -> Weights:
                                  for name in inputs.mechanisms}, semi)
 
 
+def live_inputs(w: Weights) -> dict | None:
+    """What the browser recomputes the weights bars from while tau or alpha moves (wviz.ui.drag, its "weights"
+    figure): None when semi-relaxed OT is chosen, whose Sinkhorn runs in Python on release."""
+    i = w.inputs
+    if SEMI in i.mechanisms:
+        return None
+    return {"scores": i.scores, "prior": i.prior, "mechanisms": list(i.mechanisms)}
+
+
 def at_defaults():
     """The page's weights at its default inputs as a function of tau (its main slider): bench_latency's
     reference draws them (wviz.registry)."""

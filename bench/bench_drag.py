@@ -1,0 +1,113 @@
+"""Live while the slider moves (wviz.ui.drag): chromium (Playwright) drags a live slider across its range in 2 s
+with a mouse move every 8 ms, and the component (wviz/ui/js/drag.js) records every frame it drew: when the move
+arrived (the event's timestamp), how long the kernels and the drawing took, and when that frame was painted.
+Goals on this machine's headless chromium: at least 50 figure updates per second during a drag, and input to paint
+p95 at most 16.7 ms (one frame at 60 Hz). The floor is measured in the same run: the same drag with the
+component drawing nothing (window.__wvizDrag.empty), which leaves the browser's own input-to-paint path.
+
+    python -m bench drag        (make bench runs it with the others; the table goes to BENCHMARKS.md)
+"""
+from __future__ import annotations
+
+import platform
+
+import numpy as np
+from playwright.sync_api import sync_playwright
+
+from bench.common import cpu_name, write_section
+from tests.e2e.harness import drag, launch_browser, live_frames, running_app, wait_until_idle
+
+SECTION = "## Live while the slider moves"
+FRAME_MS = 1000 / 60
+CASES = [   # (figure, page path with the case's settings, slider key)
+    ("Attention as transport: weights bars, defaults (m = 3, 3 mechanisms)", "attention_transport", "tau"),
+    ("Attention as transport: weights bars, m = 64 (random keys, 3 mechanisms)",
+     "attention_transport?source=random&m=64", "tau"),
+    ("Attention as transport: weights bars, m = 64, entmax at alpha = 1.3 (bisection)",
+     "attention_transport?source=random&m=64&alpha=1.3", "tau"),
+]
+
+
+def one_drag(page, url: str, key: str, empty: bool) -> dict:
+    """One 2 s drag from the default value to the left end and back to the right end's 90 %; the frames drawn."""
+    page.goto(url)
+    wait_until_idle(page)
+    page.evaluate(f"() => {{ window.__wvizDrag = window.__wvizDrag || {{frames: []}}; "
+                  f"window.__wvizDrag.empty = {str(empty).lower()}; window.__wvizDrag.frames = []; }}")
+    drag(page, key, 0.0, seconds=1.0, release=False)
+    drag(page, key, 0.9, seconds=1.0)
+    frames = [f for f in live_frames(page) if "paintedAt" in f]
+    wait_until_idle(page)
+    return {"frames": frames, "seconds": 2.0}
+
+
+def painted_frames(frames: list[dict]) -> int:
+    """The frames painted with a new figure: draws painted less than 4 ms apart (a move drawn at once and the
+    frame's last move drawn at its animation callback) share one frame."""
+    times = sorted(f["paintedAt"] for f in frames)
+    return sum(1 for a, b in zip([-1e9] + times, times) if b - a >= 4)
+
+
+def summary(run: dict) -> dict:
+    frames = run["frames"]
+    paint = np.array([f["paintedAt"] - f["inputAt"] for f in frames])
+    out = {"updates": painted_frames(frames) / run["seconds"],
+           "paint50": float(np.percentile(paint, 50)) if len(paint) else float("nan"),
+           "paint95": float(np.percentile(paint, 95)) if len(paint) else float("nan")}
+    if frames and "compute" in frames[0]:
+        out["compute95"] = float(np.percentile([f["compute"] for f in frames], 95))
+        out["draw95"] = float(np.percentile([f["draw"] for f in frames], 95))
+    return out
+
+
+def main(repeats: int = 3) -> None:
+    rows = []
+    with running_app() as base, sync_playwright() as pw:
+        browser = launch_browser(pw)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        for name, path, key in CASES:
+            live, floor = [], []
+            for _ in range(repeats):   # alternated, so that a change of load hits both alike
+                live.append(summary(one_drag(page, f"{base}/{path}", key, empty=False)))
+                floor.append(summary(one_drag(page, f"{base}/{path}", key, empty=True)))
+            rows.append((name, live, floor))
+            print(name, live, floor, flush=True)
+        browser.close()
+    write_section(SECTION, table(rows, repeats))
+
+
+def spread(runs: list[dict], field: str, fmt: str = "{:.1f}") -> str:
+    values = [r[field] for r in runs]
+    return f"{fmt.format(np.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def table(rows, repeats: int) -> str:
+    lines = [f"Machine: {cpu_name()}, 2 cores, Debian's chromium headless (`--disable-gpu`), Python "
+             f"{platform.python_version()}, `make run`'s server on the loopback. Produced by `python -m bench drag` "
+             f"(`bench/bench_drag.py`): each case dragged {repeats} times, live and empty (the component drawing "
+             "nothing: the floor) alternated; median and range over the drags. A drag: 2 s, one mouse move every "
+             "8 ms (250 moves), from the default value to the left end, then to 90 % of the track.",
+             "",
+             "| figure | frames with a new figure / s | input to paint p50 ms | p95 ms | kernels p95 ms | drawing p95 ms "
+             "| floor: p95 ms, nothing drawn | p95 / floor |",
+             "|---|---|---|---|---|---|---|---|"]
+    goals = []
+    for name, live, floor in rows:
+        ratio = np.median([r["paint95"] for r in live]) / np.median([r["paint95"] for r in floor])
+        lines.append(f"| {name} | {spread(live, 'updates', '{:.0f}')} | {spread(live, 'paint50')} | "
+                     f"{spread(live, 'paint95')} | {spread(live, 'compute95', '{:.2f}')} | "
+                     f"{spread(live, 'draw95', '{:.2f}')} | {spread(floor, 'paint95')} | {ratio:.2f} |")
+        goals.append((name, np.median([r["updates"] for r in live]), np.median([r["paint95"] for r in live])))
+    met_rate = all(u >= 50 for _, u, _ in goals)
+    met_paint = all(p <= FRAME_MS for _, _, p in goals)
+    lines += ["", "### Goals, as measured in this run", "",
+              f"- At least 50 figure updates per second during a drag: {'met' if met_rate else '**missed**'} "
+              f"({', '.join(f'{u:.0f}' for _, u, _ in goals)}).",
+              f"- Input to paint p95 at most 16.7 ms: {'met' if met_paint else '**missed**'} "
+              f"({', '.join(f'{p:.1f} ms' for _, _, p in goals)}; the floor column is the browser's own path with "
+              "nothing drawn)."]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""The weights bars of "Attention as transport" follow tau while it is dragged (wviz.ui.drag): chromium drags the
+slider, the figure changes in many frames before the release, and what the browser drew equals wviz's weights at
+the released value to 1e-9, bar heights included; the released value is in the link, which reproduces the figure."""
+import re
+
+import numpy as np
+import pytest
+
+from tests.e2e.harness import drag, live_frames, wait_until_idle
+from wviz.views import attention_transport as av
+
+# Each trace's weights as the figure holds them (what drag.js drew, or Python's after a rerun), and each bar's
+# height in px on the screen (its path's vertical extent).
+DRAWN = """() => {
+    const gd = document.querySelector('.st-key-bars .js-plotly-plot');
+    return {weights: gd.calcdata.map(cd => cd.map(di => di.s)),
+            heights: Array.from(gd.querySelectorAll('.barlayer .trace'), t => Array.from(t.querySelectorAll('.point path'),
+                p => { const v = (p.getAttribute('d').match(/[-\\d.]+/g) || []).map(Number);
+                       return v.length >= 3 ? Math.abs(v[2] - v[1]) : 0; }))};
+}"""
+
+
+def drawn(page) -> dict:
+    page.wait_for_function("() => document.querySelector('.st-key-bars .js-plotly-plot')?.calcdata")
+    return page.evaluate(DRAWN)
+
+
+def python_weights(tau: float) -> np.ndarray:
+    w = av.at_defaults()(tau)
+    return np.stack([p.numpy() for p in w.p.values()])
+
+
+@pytest.mark.timeout(300)
+def test_tau_drag_redraws_the_bars_live_and_equal_to_python(server, page):
+    page.goto(f"{server}/attention_transport")
+    wait_until_idle(page)
+    drag(page, "tau", 0.85, seconds=1.0, release=False)   # to tau near 20, where every weight moves
+    frames = live_frames(page)
+    taus = [f["values"]["tau"] for f in frames]
+    assert len(set(taus)) >= 10, taus   # the figure changed in at least 10 frames during one drag
+    live = drawn(page)
+    tau = taus[-1]
+    np.testing.assert_allclose(np.array(live["weights"]), python_weights(tau), atol=1e-9, rtol=0)
+
+    page.mouse.up()
+    page.wait_for_url(re.compile(rf"tau={re.escape(str(tau))}(&|$)"), timeout=30_000)
+    wait_until_idle(page)
+    released = drawn(page)   # Python's figure at the released value, drawn by Plotly itself
+    np.testing.assert_allclose(np.array(released["weights"]), python_weights(tau), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(np.array(live["heights"]), np.array(released["heights"]), atol=1.0)
+
+    shared = page.context.new_page()   # the link after the drag reproduces the released value's figure
+    shared.goto(page.url)
+    wait_until_idle(shared)
+    np.testing.assert_allclose(np.array(drawn(shared)["weights"]), python_weights(tau), atol=1e-12, rtol=0)

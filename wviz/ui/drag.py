@@ -1,0 +1,62 @@
+"""Figures that follow their sliders while they move: recomputed in the browser at frame rate.
+
+Streamlit sends a slider's value to Python when the slider is released. :func:`follow` mounts wviz's component
+(wviz/ui/js/drag.js) under a figure: while one of the named sliders moves, the browser recomputes the figure from
+the inputs given here with the float64 kernels of wviz/ui/js/kernels.js and restyles the page's own chart in the
+same animation frame. On release everything runs as before (the figure from Python, the URL, the share link, the
+exports). A problem larger than ``LIVE_MAX_ENTRIES`` keeps the release path alone.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import streamlit as st
+
+LIVE_MAX_ENTRIES = 64 * 64   # numbers a frame recomputes: BENCHMARKS.md "Live while the slider moves"
+
+
+@dataclass(frozen=True)
+class Slider:
+    """A slider the figure follows: its widget key and, for a select_slider, its options (the input's value is
+    then the option's index)."""
+    key: str
+    options: tuple[float, ...] | None = None
+
+
+def _plain(x):
+    """JSON-ready: tensors and arrays as lists, -inf as None (JSON has no infinities; the component reads None
+    back as -inf, the only non-finite number the kernels take)."""
+    if hasattr(x, "tolist"):
+        x = x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, float) and x == -math.inf:
+        return None
+    return x
+
+
+_mount = None   # the component's mounting command, registered on first use (as Streamlit asks: once per process)
+
+
+def _component():
+    global _mount
+    if _mount is None:
+        _mount = st.components.v2.component("wviz.drag", js="drag.js")
+    return _mount
+
+
+def follow(chart: str, figure: str, sliders: dict[str, Slider], values: dict[str, float], inputs: dict,
+           entries: int) -> bool:
+    """Make the chart keyed ``chart`` follow ``sliders`` (name -> Slider) while they move, recomputing the
+    component's ``figure`` ("weights") from ``inputs`` and the sliders' current values (``values``: the released
+    ones). ``entries``: the numbers a frame recomputes; above LIVE_MAX_ENTRIES nothing is mounted. True if live."""
+    if entries > LIVE_MAX_ENTRIES:
+        return False
+    _component()(key=f"_drag_{chart}", height="content", data={
+        "chart": chart, "figure": figure, "values": values,
+        "sliders": {name: {"key": s.key, "options": None if s.options is None else list(s.options)}
+                    for name, s in sliders.items()},
+        "inputs": {name: _plain(v) for name, v in inputs.items()},
+    })
+    return True

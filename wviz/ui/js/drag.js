@@ -1,0 +1,220 @@
+// A figure that follows its sliders while they move (wviz/ui/drag.py mounts it under the figure).
+//
+// Streamlit sends a slider's value to Python on release only; while the thumb moves its <input type="range">
+// holds the value the thumb shows. This component watches those inputs (MutationObserver), and in the next
+// animation frame recomputes the figure with the kernels of kernels.js and restyles the page's own Plotly chart
+// in place, through the plotly.js that Streamlit loaded for it (window.Plotly). One frame computes at most once,
+// whatever number of moves arrived in it. On release Streamlit reruns the page as before: Python's figure at the
+// released value replaces the frame drawn here, equal to it to 1e-9 (tests/test_js_kernels.py), and the URL,
+// share link and exports follow as for any slider. Nothing is drawn here but a refused problem's message; if
+// this script fails to load, the slider and the figure work as they did without it.
+
+import { attend, KernelError } from "./kernels.js";
+
+// What each figure recomputes: inputs (from Python) and the sliders' values -> the y of its traces, in order.
+const FIGURES = {
+  weights: (inputs, v) => inputs.mechanisms.map((name) => attend(name, inputs.scores, v.tau, v.alpha, inputs.prior)),
+};
+
+const followers = new WeakMap();   // the component's root -> its Follower
+const stats = (window.__wvizDrag ??= { frames: [] });   // what bench/bench_drag.py and the browser tests read
+
+export default function mount({ parentElement, data }) {
+  let follower = followers.get(parentElement);
+  if (!follower) {
+    follower = new Follower(parentElement);
+    followers.set(parentElement, follower);
+  }
+  follower.update(data);
+  return () => {
+    follower.stop();
+    followers.delete(parentElement);
+  };
+}
+
+// null inside Python's lists stands for -inf (JSON has no infinities).
+const revive = (a) => (Array.isArray(a) ? a.map((x) => (x === null ? -Infinity : revive(x))) : a);
+
+class Follower {
+  constructor(root) {
+    this.message = document.createElement("div");
+    this.message.setAttribute("role", "status");
+    this.message.style.cssText = "color: var(--st-red-color, #d33); font-size: 0.9rem;";
+    root.appendChild(this.message);
+    this.observers = [];
+    this.frame = 0;
+    this.inputAt = null;
+  }
+
+  update(data) {
+    this.stop();
+    this.data = { ...data, inputs: Object.fromEntries(Object.entries(data.inputs).map(([k, v]) => [k, revive(v)])) };
+    this.values = { ...data.values };   // the released values, which Python's figure shows
+    this.drawn = { ...data.values };
+    this.watch(20);
+  }
+
+  // Observe each slider's range input; Streamlit may draw a slider a few frames after this component.
+  watch(tries) {
+    const missing = Object.entries(this.data.sliders).filter(([name, s]) => !this.observe(name, s));
+    if (missing.length && tries > 0) this.retry = requestAnimationFrame(() => this.watch(tries - 1));
+  }
+
+  observe(name, slider) {
+    if (this.observers.some((o) => o.name === name)) return true;
+    const root = document.querySelector(`.st-key-${slider.key}`);
+    const input = root?.querySelector('input[type="range"]');
+    if (!input) return false;
+    const observer = new MutationObserver(() => this.moved(name, slider, Number(input.value)));
+    observer.observe(input, { attributes: true, attributeFilter: ["aria-valuetext", "value"] });
+    const seen = (e) => { this.inputAt = e.timeStamp; };
+    for (const type of ["pointerdown", "pointermove", "keydown", "touchmove"]) {
+      root.addEventListener(type, seen, { capture: true, passive: true });
+    }
+    const pressed = (e) => this.pressed(e, name, slider, input);
+    root.addEventListener("pointerdown", pressed, { capture: true, passive: true });
+    this.observers.push({ name, observer, root, seen, pressed });
+    return true;
+  }
+
+  // A drag is followed from the pointer itself, in the frame of each move: Streamlit's slider shows the move a
+  // frame later (BENCHMARKS.md "Live while the slider moves"). The value is the slider's own rule (react-aria's):
+  // a press on the thumb keeps its value, a press on the track takes the pointer's; then value + the pointer's
+  // travel over the track's width, snapped to the step. The slider's value, when it comes, is drawn if it differs.
+  pressed(e, name, slider, input) {
+    const thumb = input.parentElement?.parentElement;
+    const track = thumb?.parentElement?.getBoundingClientRect();
+    if (!track?.width || e.button !== 0) return;
+    const min = Number(input.min), max = Number(input.max), step = Number(input.step) || 1;
+    const digits = (String(input.step).split(".")[1] ?? "").length;
+    const snap = (v) => Number((min + Math.round((Math.min(Math.max(v, min), max) - min) / step) * step).toFixed(digits));
+    const at = (x) => min + ((x - track.left) / track.width) * (max - min);
+    const start = thumb.contains(e.target) ? Number(input.value) : snap(at(e.clientX));
+    const x0 = e.clientX;
+    const move = (m) => {
+      this.inputAt = m.timeStamp;
+      this.moved(name, slider, snap(start + ((m.clientX - x0) / track.width) * (max - min)));
+    };
+    const up = () => {
+      window.removeEventListener("pointermove", move, true);
+      window.removeEventListener("pointerup", up, true);
+      window.removeEventListener("pointercancel", up, true);
+    };
+    window.addEventListener("pointermove", move, true);
+    window.addEventListener("pointerup", up, true);
+    window.addEventListener("pointercancel", up, true);
+    move(e);
+  }
+
+  // The first move of a frame is drawn at once; later moves of the same frame are drawn together at the next one.
+  moved(name, slider, raw) {
+    const value = slider.options ? slider.options[Math.round(raw)] : raw;
+    if (value === undefined || Number.isNaN(value) || value === this.values[name]) return;
+    this.values[name] = value;
+    this.seenAt = performance.now();
+    if (this.frame) {
+      this.pending = true;
+      return;
+    }
+    this.draw(false);
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      if (this.pending) {
+        this.pending = false;
+        this.draw(true);
+      }
+    });
+  }
+
+  draw(inAnimationFrame) {
+    const inputAt = this.inputAt ?? performance.now();
+    const t0 = performance.now();
+    if (stats.empty) {   // bench/bench_drag.py's floor: the frame with nothing computed or drawn
+      const frame = { chart: this.data.chart, values: { ...this.values }, inputAt, empty: true };
+      stats.frames.push(frame);
+      afterPaint(inAnimationFrame, () => { frame.paintedAt = performance.now(); });
+      return;
+    }
+    let traces;
+    try {
+      traces = FIGURES[this.data.figure](this.data.inputs, this.values);
+      if (traces.some((y) => y.some((x) => !Number.isFinite(x)))) {
+        throw new KernelError("this setting gives weights that are not finite numbers");
+      }
+    } catch (e) {
+      if (!(e instanceof KernelError)) throw e;
+      this.message.textContent = `${e.message}. The figure keeps the last good values.`;
+      return;
+    }
+    const gd = document.querySelector(`.st-key-${this.data.chart} .js-plotly-plot`);
+    if (!gd || !window.Plotly) return;   // not drawn yet: the release path still updates the figure
+    const t1 = performance.now();
+    if (!drawBars(gd, traces)) {
+      window.Plotly.restyle(gd, { y: traces.map((y) => Array.from(y)) }, traces.map((_, i) => i));
+    }
+    const t2 = performance.now();
+    this.message.textContent = "";
+    this.drawn = { ...this.values };
+    const frame = { chart: this.data.chart, values: { ...this.values }, inputAt, seenAt: this.seenAt, drawnAt: t2,
+                    compute: t1 - t0, draw: t2 - t1 };
+    stats.frames.push(frame);
+    afterPaint(inAnimationFrame, () => { frame.paintedAt = performance.now(); });
+  }
+
+  stop() {
+    cancelAnimationFrame(this.frame);
+    cancelAnimationFrame(this.retry);
+    this.frame = 0;
+    this.pending = false;
+    for (const { observer, root, seen, pressed } of this.observers) {
+      observer.disconnect();
+      for (const type of ["pointerdown", "pointermove", "keydown", "touchmove"]) {
+        root.removeEventListener(type, seen, { capture: true });
+      }
+      root.removeEventListener("pointerdown", pressed, { capture: true });
+    }
+    this.observers = [];
+  }
+}
+
+// Vertical bars redrawn in place: each bar's path from the box Plotly computed for it (calcdata: p0, p1 across the
+// category axis, base s0) and the new height, through the axes' own data-to-pixel maps, as Plotly's bar plot
+// draws it but without its pass over the whole figure (Plotly.restyle: 20-40 ms a frame on this 2-core machine;
+// this: under 0.1 ms, BENCHMARKS.md "Live while the slider moves"). The hover reads the new heights too. False
+// (nothing drawn) for any other figure, which Plotly.restyle then redraws.
+function drawBars(gd, traces) {
+  const layout = gd._fullLayout;
+  const groups = gd.querySelectorAll(".barlayer .trace");
+  if (!gd.calcdata || groups.length !== traces.length) return false;
+  const boxes = [];
+  for (const [i, y] of traces.entries()) {
+    const cd = gd.calcdata[i];
+    const trace = cd?.[0]?.trace;
+    const points = groups[i].querySelectorAll(".point path");
+    if (trace?.type !== "bar" || trace.orientation !== "v" || cd.length !== y.length || points.length !== y.length) {
+      return false;
+    }
+    boxes.push({ cd, points, xa: layout[trace.xaxis.replace("x", "xaxis")], ya: layout[trace.yaxis.replace("y", "yaxis")] });
+  }
+  for (const [i, { cd, points, xa, ya }] of boxes.entries()) {
+    cd.forEach((di, j) => {
+      di.s = di.s1 = traces[i][j];
+      const x0 = xa.c2p(di.p0, true), x1 = xa.c2p(di.p1, true);
+      const y0 = ya.c2p(di.s0, true), y1 = ya.c2p(di.s1, true);
+      points[j].setAttribute("d", `M${x0},${y0}V${y1}H${x1}V${y0}Z`);
+    });
+  }
+  return true;
+}
+
+// Runs fn once the frame that shows what was just drawn has been painted: a message posted from that frame's
+// animation callback is handled after its rendering (the "afterframe" technique).
+function afterPaint(inAnimationFrame, fn) {
+  const post = () => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = fn;
+    channel.port2.postMessage(undefined);
+  };
+  if (inAnimationFrame) post();
+  else requestAnimationFrame(post);
+}
