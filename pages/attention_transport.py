@@ -113,11 +113,8 @@ def rho_sweep(cache_key, tau, _inputs):
 
 # ---- what tau drives ------------------------------------------------------------------------------------------
 
-TAU_GRID = (1e-3, 1e2, 24)   # the tau slider's range and steps per decade (fine enough to follow a drag)
-
-
-def tau_slider(where):
-    return ui.log_slider("tau (temperature)", *TAU_GRID[:2], 1.0, key="tau", where=where, per_decade=TAU_GRID[2],
+def tau_slider(where):   # 24 steps per decade: fine enough to follow a drag
+    return ui.log_slider("tau (temperature)", 1e-3, 1e2, 1.0, key="tau", where=where, per_decade=24,
                          help="Weight of the regulariser. tau -> 0 gives argmax, tau -> infinity the uniform "
                               "distribution (or the prior). Transformers use tau = sqrt(d).")
 
@@ -128,7 +125,7 @@ def follow_bars(w: av.Weights):
     live = av.live_inputs(w)
     if live is None:
         st.caption("The bars change when a slider is released: semi-relaxed OT's Sinkhorn runs in Python.")
-    elif not ui.follow("bars", "weights", {"tau": ui.Slider("tau", tuple(ui.log_options(*TAU_GRID))),
+    elif not ui.follow("bars", "weights", {"tau": ui.Slider("tau", ui.log_grid("tau")),
                                            "alpha": ui.Slider("alpha")},
                        {"tau": w.tau, "alpha": w.inputs.alpha}, live, entries=len(w.inputs.scores) * len(w.p)):
         st.caption(f"The bars change when a slider is released: {len(w.inputs.scores)} keys are more than the "

@@ -366,3 +366,17 @@ def test_each_guided_experiment_shows_what_its_sentence_says(item):
     """Every Try link's sentence, checked on the numbers of the state the link opens; a new link needs its check."""
     assert item.label in WATCH, f"Try {item.label!r} has no check of what its sentence says"
     WATCH[item.label](item.params)
+
+
+def test_live_inputs_carry_what_the_browser_kernels_need_and_none_for_semi_relaxed_ot():
+    """The bars follow a drag with the scores, the prior and the mechanisms in the bars' trace order; with
+    semi-relaxed OT (its Sinkhorn runs in Python) there is nothing to follow."""
+    s = torch.tensor([1.0, -math.inf, 0.5], dtype=torch.float64)
+    prior = torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64)
+    w = av.weights(av.Inputs(s, prior, ("entmax", "prior-softmax"), 1.3), 0.5)
+    live = av.live_inputs(w)
+    assert live["mechanisms"] == list(w.p) == [trace.name for trace in figs.main_figure(w).data]
+    assert live["scores"] is s and live["prior"] is prior
+    queries = torch.tensor([[1.0, 0.0, 0.5], [0.0, 1.0, 0.2]], dtype=torch.float64)
+    semi = av.weights(av.Inputs(s.clamp(min=0), prior, ("softmax", av.SEMI), 1.5, queries), 0.5)
+    assert av.live_inputs(semi) is None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-LIVE_MAX_ENTRIES = 64 * 64   # numbers a frame recomputes: BENCHMARKS.md "Live while the slider moves"
+LIVE_MAX_ENTRIES = 1024   # numbers a frame recomputes and draws; the cap is a row of BENCHMARKS.md "Live while the slider moves"
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,13 @@
 // A figure that follows its sliders while they move (wviz/ui/drag.py mounts it under the figure).
 //
-// Streamlit sends a slider's value to Python on release only; while the thumb moves its <input type="range">
-// holds the value the thumb shows. This component watches those inputs (MutationObserver), and in the next
-// animation frame recomputes the figure with the kernels of kernels.js and restyles the page's own Plotly chart
-// in place, through the plotly.js that Streamlit loaded for it (window.Plotly). One frame computes at most once,
-// whatever number of moves arrived in it. On release Streamlit reruns the page as before: Python's figure at the
-// released value replaces the frame drawn here, equal to it to 1e-9 (tests/test_js_kernels.py), and the URL,
-// share link and exports follow as for any slider. Nothing is drawn here but a refused problem's message; if
-// this script fails to load, the slider and the figure work as they did without it.
+// Streamlit sends a slider's value to Python on release only. This component finds each slider's range input by
+// its widget key, follows the pointer from a press on it (and the input's own value, for the keyboard and to
+// correct any difference), recomputes the figure with the kernels of kernels.js and redraws the page's own Plotly
+// chart, through the plotly.js that Streamlit loaded for it (window.Plotly), before the frame is painted. A frame
+// never queues work: moves that arrive while one is drawn are drawn together at the next animation frame. On
+// release Streamlit reruns the page as before: Python's figure at the released value replaces the one drawn here,
+// equal to it to 1e-9 (tests/test_js_kernels.py), and the URL, share link and exports follow as for any slider.
+// Nothing is drawn here but a refused problem's message; if this script fails to load, the page is as before.
 
 import { attend, KernelError } from "./kernels.js";
 
@@ -50,11 +50,11 @@ class Follower {
     this.stop();
     this.data = { ...data, inputs: Object.fromEntries(Object.entries(data.inputs).map(([k, v]) => [k, revive(v)])) };
     this.values = { ...data.values };   // the released values, which Python's figure shows
-    this.drawn = { ...data.values };
-    this.watch(20);
+    this.message.textContent = "";
+    this.watch(600);
   }
 
-  // Observe each slider's range input; Streamlit may draw a slider a few frames after this component.
+  // Observe each slider's range input; Streamlit draws a slider's chunk up to seconds after this component.
   watch(tries) {
     const missing = Object.entries(this.data.sliders).filter(([name, s]) => !this.observe(name, s));
     if (missing.length && tries > 0) this.retry = requestAnimationFrame(() => this.watch(tries - 1));
@@ -84,7 +84,7 @@ class Follower {
   pressed(e, name, slider, input) {
     const thumb = input.parentElement?.parentElement;
     const track = thumb?.parentElement?.getBoundingClientRect();
-    if (!track?.width || e.button !== 0) return;
+    if (!track?.width || e.button !== 0 || input.disabled) return;
     const min = Number(input.min), max = Number(input.max), step = Number(input.step) || 1;
     const digits = (String(input.step).split(".")[1] ?? "").length;
     const snap = (v) => Number((min + Math.round((Math.min(Math.max(v, min), max) - min) / step) * step).toFixed(digits));
@@ -154,7 +154,6 @@ class Follower {
     }
     const t2 = performance.now();
     this.message.textContent = "";
-    this.drawn = { ...this.values };
     const frame = { chart: this.data.chart, values: { ...this.values }, inputAt, seenAt: this.seenAt, drawnAt: t2,
                     compute: t1 - t0, draw: t2 - t1 };
     stats.frames.push(frame);
