@@ -25,9 +25,6 @@ CASES = [   # (figure, page path with the case's settings, slider key)
      "attention_transport?source=random&m=64", "tau"),
     ("Attention as transport: weights bars, m = 64, entmax at alpha = 1.3 (bisection)",
      "attention_transport?source=random&m=64&alpha=1.3", "tau"),
-    ("Attention as transport: weights bars, m = 341 typed scores (1023 bars: wviz.ui.drag's cap of 1024)",
-     "attention_transport?source=typed+scores&scores=" + "+".join(f"{np.sin(j) * 3:.3f}" for j in range(341)),
-     "tau"),
 ]
 
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-LIVE_MAX_ENTRIES = 1024   # numbers a frame recomputes and draws; the cap is a row of BENCHMARKS.md "Live while the slider moves"
+# Numbers a frame recomputes and draws (64 keys x 4 mechanisms): at 1023 bars a move took 95 ms to its paint, 2.7x
+# the browser's own floor (BENCHMARKS.md "Live while the slider moves").
+LIVE_MAX_ENTRIES = 256
 
 
 @dataclass(frozen=True)
