@@ -19,16 +19,17 @@ from tests.e2e.harness import drag, launch_browser, live_frames, running_app, wa
 
 SECTION = "## Live while the slider moves"
 FRAME_MS = 1000 / 60
-CASES = [   # (figure, page path with the case's settings, slider key)
-    ("Attention as transport: weights bars, defaults (m = 3, 3 mechanisms)", "attention_transport", "tau"),
+CASES = [   # (figure, page path with the case's settings, slider key, chart key, the traces' field that moves)
+    ("Attention as transport: weights bars, defaults (m = 3, 3 mechanisms)", "attention_transport", "tau", "bars",
+     "y"),
     ("Attention as transport: weights bars, m = 64 (random keys, 3 mechanisms)",
-     "attention_transport?source=random&m=64", "tau"),
+     "attention_transport?source=random&m=64", "tau", "bars", "y"),
     ("Attention as transport: weights bars, m = 64, entmax at alpha = 1.3 (bisection)",
-     "attention_transport?source=random&m=64&alpha=1.3", "tau"),
+     "attention_transport?source=random&m=64&alpha=1.3", "tau", "bars", "y"),
+    ("Gaussian W2 attention: two 5 x 5 heatmaps, defaults", "gaussian_w2", "tau", "pair", "z"),
 ]
 
-
-def one_drag(page, url: str, key: str, empty: bool) -> dict:
+def one_drag(page, url: str, key: str, chart: str, field: str, empty: bool) -> dict:
     """One 2 s drag from the default value to the left end and back to the right end's 90 %; the frames drawn."""
     page.goto(url)
     wait_until_idle(page)
@@ -38,22 +39,26 @@ def one_drag(page, url: str, key: str, empty: bool) -> dict:
     drag(page, key, 0.9, seconds=1.0)
     frames = [f for f in live_frames(page) if "paintedAt" in f]
     wait_until_idle(page)
-    return {"frames": frames, "seconds": 2.0, "restyle": restyle_ms(page)}
+    return {"frames": frames, "seconds": 2.0, "restyle": restyle_ms(page, chart, field)}
 
 
-# The alternative to drawing the bars in place: Plotly.restyle of the same chart with new heights, 20 times.
-RESTYLE = """async () => {
-    const gd = document.querySelector('.st-key-bars .js-plotly-plot');
-    const ys = (k) => gd._fullData.map((t, i) => Array.from(t.y, (v, j) => Math.abs(Math.sin(k + i + j))));
+# The alternative to drawing in place: Plotly.restyle of the same chart with new values of the field, 20 times.
+RESTYLE = """async ([chart, field]) => {
+    const gd = document.querySelector(`.st-key-${chart} .js-plotly-plot`);
+    const fresh = (v, k) => Array.isArray(v) || ArrayBuffer.isView(v)
+        ? Array.from(v, (x, j) => fresh(x, k + j)) : Math.abs(Math.sin(k));
     const t0 = performance.now();
-    for (let k = 0; k < 20; k++) await window.Plotly.restyle(gd, {y: ys(k)}, gd._fullData.map((_, i) => i));
+    for (let k = 0; k < 20; k++) {
+        await window.Plotly.restyle(gd, {[field]: gd._fullData.map((t, i) => fresh(t[field], k + i))},
+                                    gd._fullData.map((_, i) => i));
+    }
     return (performance.now() - t0) / 20;
 }"""
 
 
-def restyle_ms(page) -> float:
-    page.wait_for_function("() => document.querySelector('.st-key-bars .js-plotly-plot')?.calcdata")
-    return page.evaluate(RESTYLE)
+def restyle_ms(page, chart: str, field: str) -> float:
+    page.wait_for_function(f"() => document.querySelector('.st-key-{chart} .js-plotly-plot')?.calcdata")
+    return page.evaluate(RESTYLE, [chart, field])
 
 
 def painted_frames(frames: list[dict]) -> int:
@@ -81,11 +86,11 @@ def main(repeats: int = 3) -> None:
     with running_app() as base, sync_playwright() as pw:
         browser = launch_browser(pw)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        for name, path, key in CASES:
+        for name, path, key, chart, field in CASES:
             live, floor = [], []
             for _ in range(repeats):   # alternated, so that a change of load hits both alike
-                live.append(summary(one_drag(page, f"{base}/{path}", key, empty=False)))
-                floor.append(summary(one_drag(page, f"{base}/{path}", key, empty=True)))
+                live.append(summary(one_drag(page, f"{base}/{path}", key, chart, field, empty=False)))
+                floor.append(summary(one_drag(page, f"{base}/{path}", key, chart, field, empty=True)))
             rows.append((name, live, floor))
             print(name, live, floor, flush=True)
         browser.close()

@@ -72,12 +72,17 @@ if scene is not None:  # the last good scene, when the table above is being fixe
 # ---- what tau drives ------------------------------------------------------------------------------------------
 
 def tau_slider(where):
-    return ui.log_slider("tau (temperature)", 1e-2, 1e2, 1.0, key="tau", where=where,
+    return ui.log_slider("tau (temperature)", 1e-2, 1e2, 1.0, key="tau", where=where, per_decade=24,
                          help="softmax(-W2^2 / tau): small tau attends to the nearest Gaussian only.")
 
 
 def draw(a: gv.Attention):
     ui.show_figure(figs.main_figure(a), key="pair")
+    n = len(a.scene.tokens.names)
+    if not ui.follow("pair", "rows", {"tau": ui.Slider("tau", ui.log_grid("tau"))}, {"tau": a.tau},
+                     gv.live_inputs(a), entries=2 * n * n):
+        st.caption(f"The heatmaps change when tau is released: {n} tokens are more than the browser redraws within "
+                   "a frame.")
     ui.views({"The query's weights": weights_view(a), "Sweep: one token grows uncertain": sweep_view(a),
               "Side by side": side_view(a), "Click a query": linked_view(a)},
              help="The query's weights with its W2^2 split into mean and shape parts; its weights as one token's "

@@ -53,3 +53,42 @@ def test_tau_drag_redraws_the_bars_live_and_equal_to_python(server, page):
     shared.goto(page.url)
     wait_until_idle(shared)
     np.testing.assert_allclose(np.array(drawn(shared)["weights"]), python_weights(tau), atol=1e-12, rtol=0)
+
+
+def heatmaps(page) -> list:
+    page.wait_for_function("() => document.querySelector('.st-key-pair .js-plotly-plot')?._fullData")
+    return page.evaluate("() => document.querySelector('.st-key-pair .js-plotly-plot')._fullData"
+                         ".map(t => Array.from(t.z, row => Array.from(row)))")
+
+
+@pytest.mark.timeout(300)
+def test_gaussian_tau_drag_redraws_both_heatmaps_as_plotly_would(server, page):
+    """Gaussian W2 attention: both heatmaps follow tau; the values drawn equal wviz's at the released tau to 1e-9,
+    and the picture drawn in place (one pixel per cell, the trace's colour scale) matches Plotly's own drawing of
+    Python's figure after the release."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    from wviz.views import gaussian_w2 as gv
+
+    page.goto(f"{server}/gaussian_w2")
+    wait_until_idle(page)
+    drag(page, "tau", 0.35, seconds=1.0, release=False)
+    taus = [f["values"]["tau"] for f in live_frames(page)]
+    assert len(set(taus)) >= 10, taus
+    page.wait_for_timeout(300)
+    live, live_shot = heatmaps(page), page.locator(".st-key-pair").screenshot()
+    a = gv.at_defaults()(taus[-1])
+    np.testing.assert_allclose(np.array(live), np.stack([a.w2.numpy(), a.dot.numpy()]), atol=1e-9, rtol=0)
+
+    page.mouse.up()
+    page.wait_for_url(re.compile(rf"tau={re.escape(str(taus[-1]))}(&|$)"), timeout=30_000)
+    wait_until_idle(page)
+    page.wait_for_timeout(500)
+    np.testing.assert_allclose(np.array(heatmaps(page)), np.array(live), atol=1e-12, rtol=0)
+    before, after = (np.asarray(Image.open(BytesIO(s)).convert("RGB"), dtype=int)
+                     for s in (live_shot, page.locator(".st-key-pair").screenshot()))
+    assert before.shape == after.shape
+    differ = (np.abs(before - after).max(axis=-1) > 8).mean()
+    assert differ < 0.01, f"{differ:.1%} of the pixels differ from Plotly's drawing"   # cell edges at most

@@ -214,6 +214,13 @@ def attend(s: Scene, tau: float) -> Attention:
                          dot_attention(t.means, tau))
 
 
+def live_inputs(a: Attention) -> dict:
+    """What the browser recomputes the main figure from while tau moves (wviz.ui.drag, its "rows" figure): the
+    scores of each heatmap, -W2^2 and <m_i, m_j>, whose rows it passes through softmax(s / tau)."""
+    t = a.scene.tokens
+    return {"scores": [-gaussian.pairwise_w2_squared(t.means, t.covs, t.means, t.covs), t.means @ t.means.T]}
+
+
 def at_defaults():
     """The page's attention at its default inputs (the DEFAULT tokens, full covariances, query 0) as a function of
     tau (its main slider): bench_latency's reference draws it."""

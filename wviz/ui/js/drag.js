@@ -9,11 +9,21 @@
 // equal to it to 1e-9 (tests/test_js_kernels.py), and the URL, share link and exports follow as for any slider.
 // Nothing is drawn here but a refused problem's message; if this script fails to load, the page is as before.
 
-import { attend, KernelError } from "./kernels.js";
+import { attend, KernelError, softmax } from "./kernels.js";
 
-// What each figure recomputes: inputs (from Python) and the sliders' values -> the y of its traces, in order.
+// What each figure recomputes: inputs (from Python) and the sliders' values -> the field that changes and its
+// new value in each trace, in the traces' order.
 const FIGURES = {
-  weights: (inputs, v) => inputs.mechanisms.map((name) => attend(name, inputs.scores, v.tau, v.alpha, inputs.prior)),
+  // bars of weights, one trace per mechanism (Attention as transport)
+  weights: (inputs, v) => ({
+    field: "y",
+    traces: inputs.mechanisms.map((name) => attend(name, inputs.scores, v.tau, v.alpha, inputs.prior)),
+  }),
+  // heatmaps of attention, one trace per score matrix, each row softmax(s_i / tau) (Gaussian W2 attention)
+  rows: (inputs, v) => ({
+    field: "z",
+    traces: inputs.scores.map((matrix) => matrix.map((row) => Array.from(softmax(row, v.tau)))),
+  }),
 };
 
 const followers = new WeakMap();   // the component's root -> its Follower
@@ -135,10 +145,10 @@ class Follower {
       afterPaint(inAnimationFrame, () => { frame.paintedAt = performance.now(); });
       return;
     }
-    let traces;
+    let field, traces;
     try {
-      traces = FIGURES[this.data.figure](this.data.inputs, this.values);
-      if (traces.some((y) => y.some((x) => !Number.isFinite(x)))) {
+      ({ field, traces } = FIGURES[this.data.figure](this.data.inputs, this.values));
+      if (traces.some((t) => Array.from(t).flat().some((x) => !Number.isFinite(x)))) {
         throw new KernelError("this setting gives weights that are not finite numbers");
       }
     } catch (e) {
@@ -149,8 +159,9 @@ class Follower {
     const gd = document.querySelector(`.st-key-${this.data.chart} .js-plotly-plot`);
     if (!gd || !window.Plotly) return;   // not drawn yet: the release path still updates the figure
     const t1 = performance.now();
-    if (!drawBars(gd, traces)) {
-      window.Plotly.restyle(gd, { y: traces.map((y) => Array.from(y)) }, traces.map((_, i) => i));
+    const inPlace = field === "y" ? drawBars(gd, traces) : drawHeatmaps(gd, traces);
+    if (!inPlace) {
+      window.Plotly.restyle(gd, { [field]: traces.map((t) => Array.from(t)) }, traces.map((_, i) => i));
     }
     const t2 = performance.now();
     this.message.textContent = "";
@@ -204,6 +215,61 @@ function drawBars(gd, traces) {
     });
   }
   return true;
+}
+
+// Heatmaps redrawn in place: each one's image (Plotly draws a heatmap as one <image>) replaced by a canvas of one
+// pixel per cell, coloured through the trace's own colour scale between its zmin and zmax, and shown with
+// image-rendering: pixelated over the same box (restyling two 8 x 8 heatmaps took some 58 ms a frame). False for
+// a heatmap whose colour range follows its data (its colour bar would change) or smooths, which Plotly redraws.
+function drawHeatmaps(gd, traces) {
+  const images = gd.querySelectorAll(".hm image");
+  if (images.length !== traces.length) return false;
+  const jobs = [];
+  for (const [i, z] of traces.entries()) {
+    const trace = gd._fullData?.[i];
+    if (trace?.type !== "heatmap" || trace.zauto || trace.zsmooth || !z.length) return false;
+    const ya = gd._fullLayout[trace.yaxis.replace("y", "yaxis")], xa = gd._fullLayout[trace.xaxis.replace("x", "xaxis")];
+    jobs.push({ image: images[i], z, trace, down: ya.c2p(0) <= ya.c2p(z.length - 1), right: xa.c2p(0) <= xa.c2p(z[0].length - 1) });
+  }
+  for (const { image, z, trace, down, right } of jobs) {
+    const rows = z.length, cols = z[0].length;
+    const canvas = document.createElement("canvas");
+    canvas.width = cols;
+    canvas.height = rows;
+    const context = canvas.getContext("2d");
+    const pixels = context.createImageData(cols, rows);
+    const colour = colourScale(trace.colorscale, trace.zmin, trace.zmax);
+    for (let r = 0; r < rows; r++) {
+      for (let c = 0; c < cols; c++) {
+        const at = 4 * ((down ? r : rows - 1 - r) * cols + (right ? c : cols - 1 - c));
+        pixels.data.set(colour(z[r][c]), at);
+      }
+    }
+    context.putImageData(pixels, 0, 0);
+    image.style.imageRendering = "pixelated";
+    image.setAttribute("href", canvas.toDataURL());
+    trace.z = z;   // the hover reads the new values too
+  }
+  return true;
+}
+
+// z -> [r, g, b, 255] through a Plotly colour scale ([[fraction, "rgb(r, g, b)" or "#rrggbb"], ...]), linear in
+// RGB between its stops as Plotly's own, clamped to [zmin, zmax].
+function colourScale(scale, zmin, zmax) {
+  const stops = scale.map(([f, c]) => [f, parseColour(c)]);
+  return (z) => {
+    const f = Math.min(Math.max((z - zmin) / (zmax - zmin), 0), 1);
+    let k = 1;
+    while (k < stops.length - 1 && stops[k][0] < f) k++;
+    const [f0, c0] = stops[k - 1], [f1, c1] = stops[k];
+    const t = f1 > f0 ? (f - f0) / (f1 - f0) : 0;
+    return [0, 1, 2].map((i) => Math.round(c0[i] + t * (c1[i] - c0[i]))).concat(255);
+  };
+}
+
+function parseColour(c) {
+  if (c.startsWith("#")) return [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16));
+  return c.match(/[\d.]+/g).slice(0, 3).map(Number);
 }
 
 // Runs fn once the frame that shows what was just drawn has been painted: a message posted from that frame's
