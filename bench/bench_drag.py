@@ -109,8 +109,9 @@ def table(rows, repeats: int) -> str:
              "nothing: the floor) alternated; median and range over the drags. A drag: 2 s, one mouse move every "
              "8 ms (250 moves), from the default value to the left end, then to 90 % of the track.",
              "",
-             "| figure | frames with a new figure / s | input to paint p50 ms | p95 ms | kernels p95 ms | drawing p95 ms "
-             "| floor: p95 ms, nothing drawn | p95 / floor | Plotly.restyle ms instead of the drawing |",
+             "| figure | frames with a new figure / s | input to paint p50 ms | p95 ms | kernels p95 ms "
+             "| drawing p95 ms | floor: p95 ms, nothing drawn | p95 / floor "
+             "| Plotly.restyle ms instead of the drawing |",
              "|---|---|---|---|---|---|---|---|---|"]
     goals = []
     for name, live, floor in rows:

@@ -14,9 +14,10 @@ from wviz.views import attention_transport as av
 DRAWN = """() => {
     const gd = document.querySelector('.st-key-bars .js-plotly-plot');
     return {weights: gd.calcdata.map(cd => cd.map(di => di.s)),
-            heights: Array.from(gd.querySelectorAll('.barlayer .trace'), t => Array.from(t.querySelectorAll('.point path'),
-                p => { const v = (p.getAttribute('d').match(/[-\\d.]+/g) || []).map(Number);
-                       return v.length >= 3 ? Math.abs(v[2] - v[1]) : 0; }))};
+            heights: Array.from(gd.querySelectorAll('.barlayer .trace'),
+                t => Array.from(t.querySelectorAll('.point path'), p => {
+                    const v = (p.getAttribute('d').match(/[-\\d.]+/g) || []).map(Number);
+                    return v.length >= 3 ? Math.abs(v[2] - v[1]) : 0; }))};
 }"""
 
 
@@ -92,3 +93,19 @@ def test_gaussian_tau_drag_redraws_both_heatmaps_as_plotly_would(server, page):
     assert before.shape == after.shape
     differ = (np.abs(before - after).max(axis=-1) > 8).mean()
     assert differ < 0.01, f"{differ:.1%} of the pixels differ from Plotly's drawing"   # cell edges at most
+
+
+@pytest.mark.timeout(300)
+def test_arrow_keys_move_the_bars_as_the_slider_moves(server, page):
+    """The keyboard, as on any slider: each arrow press is drawn at once from the slider's own value, and the bars
+    then hold wviz's weights at the value the slider shows."""
+    page.goto(f"{server}/attention_transport?tau=3.16")
+    wait_until_idle(page)
+    page.locator(".st-key-tau input[type=range]").focus()
+    for _ in range(4):   # each press's rerun finished before the next (tests/e2e/test_sharing_and_export.py)
+        page.keyboard.press("ArrowRight")
+        wait_until_idle(page)
+    shown = float(page.locator(".st-key-tau input[type=range]").get_attribute("aria-valuetext"))
+    taus = [f["values"]["tau"] for f in live_frames(page)]
+    assert taus[-1] == shown and len(set(taus)) >= 4, (taus, shown)
+    np.testing.assert_allclose(np.array(drawn(page)["weights"]), python_weights(shown), atol=1e-9, rtol=0)

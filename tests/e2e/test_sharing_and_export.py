@@ -73,7 +73,7 @@ def test_a_move_sends_the_new_link_once(server, page):
     received = server_messages(page)   # the link is in them as text
     open_page(page, f"{server}/attention_transport")
     received.clear()
-    move_slider(page, "tau", presses=1)
+    move_slider(page, "tau", presses=2)   # 1 -> 1.1 -> 1.21 (24 steps per decade)
     assert b"".join(received).count(b"/attention_transport?tau=1.21") == 1
     assert shown_link(page).endswith("/attention_transport?tau=1.21")
 
@@ -231,7 +231,7 @@ def test_after_a_slider_move_the_bundle_has_the_new_values_once(server, page):
     """A slider move reruns only the page's fragment (ui.fragment): the lecture bundle must then hold that run's
     equations, each once, and the views not drawn (built on the click)."""
     open_page(page, f"{server}/attention_transport")
-    move_slider(page, "tau", presses=1)
+    move_slider(page, "tau", presses=2)   # 1 -> 1.1 -> 1.21 (24 steps per decade)
     assert parse_qs(urlsplit(page.url).query)["tau"] == ["1.21"], page.url
     page.get_by_text("Present, share, export").click()
     bundle = zipfile.ZipFile(io.BytesIO(download(page, page.get_by_role("button", name="Download lecture bundle"))))

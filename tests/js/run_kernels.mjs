@@ -1,5 +1,6 @@
 // Runs wviz/ui/js/kernels.js on the cases that tests/test_js_kernels.py writes to stdin (a JSON list of
-// {fn, args}; inside arrays null stands for -Infinity, "NaN" and "Infinity" for themselves) and prints one result per case: {out} or {error}.
+// {fn, args}; inside arrays null stands for -Infinity, "NaN" and "Infinity" for themselves) and prints one
+// result per case: {out} or {error}.
 import { readFileSync } from "node:fs";
 import * as kernels from "../../wviz/ui/js/kernels.js";
 

@@ -2,8 +2,8 @@
 
 Streamlit sends a slider's value to Python when the slider is released. :func:`follow` mounts wviz's component
 (wviz/ui/js/drag.js) under a figure: while one of the named sliders moves, the browser recomputes the figure from
-the inputs given here with the float64 kernels of wviz/ui/js/kernels.js and restyles the page's own chart in the
-same animation frame. On release everything runs as before (the figure from Python, the URL, the share link, the
+the inputs given here with the float64 kernels of wviz/ui/js/kernels.js and redraws the page's own chart before
+the frame is painted. On release everything runs as before (the figure from Python, the URL, the share link, the
 exports). A problem larger than ``LIVE_MAX_ENTRIES`` keeps the release path alone.
 """
 from __future__ import annotations
@@ -51,8 +51,10 @@ def _component():
 def follow(chart: str, figure: str, sliders: dict[str, Slider], values: dict[str, float], inputs: dict,
            entries: int) -> bool:
     """Make the chart keyed ``chart`` follow ``sliders`` (name -> Slider) while they move, recomputing the
-    component's ``figure`` ("weights") from ``inputs`` and the sliders' current values (``values``: the released
-    ones). ``entries``: the numbers a frame recomputes; above LIVE_MAX_ENTRIES nothing is mounted. True if live."""
+    component's ``figure`` from ``inputs`` and the sliders' current values (``values``: the released ones):
+    "weights", bars of attend(mechanism, scores, tau, alpha, prior) per mechanism, or "rows", heatmaps of
+    row-wise softmax(scores / tau) per score matrix (wviz/ui/js/drag.js, FIGURES). ``entries``: the numbers a frame
+    recomputes; above LIVE_MAX_ENTRIES nothing is mounted. True if live."""
     if entries > LIVE_MAX_ENTRIES:
         return False
     _component()(key=f"_drag_{chart}", height="content", data={

@@ -97,7 +97,10 @@ class Follower {
     if (!track?.width || e.button !== 0 || input.disabled) return;
     const min = Number(input.min), max = Number(input.max), step = Number(input.step) || 1;
     const digits = (String(input.step).split(".")[1] ?? "").length;
-    const snap = (v) => Number((min + Math.round((Math.min(Math.max(v, min), max) - min) / step) * step).toFixed(digits));
+    const snap = (v) => {
+      const k = Math.round((Math.min(Math.max(v, min), max) - min) / step);
+      return Number((min + k * step).toFixed(digits));
+    };
     const at = (x) => min + ((x - track.left) / track.width) * (max - min);
     const start = thumb.contains(e.target) ? Number(input.value) : snap(at(e.clientX));
     const x0 = e.clientX;
@@ -204,7 +207,7 @@ function drawBars(gd, traces) {
     if (trace?.type !== "bar" || trace.orientation !== "v" || cd.length !== y.length || points.length !== y.length) {
       return false;
     }
-    boxes.push({ cd, points, xa: layout[trace.xaxis.replace("x", "xaxis")], ya: layout[trace.yaxis.replace("y", "yaxis")] });
+    boxes.push({ cd, points, xa: axis(gd, trace.xaxis), ya: axis(gd, trace.yaxis) });
   }
   for (const [i, { cd, points, xa, ya }] of boxes.entries()) {
     cd.forEach((di, j) => {
@@ -217,6 +220,9 @@ function drawBars(gd, traces) {
   return true;
 }
 
+// A trace's axis ("x2" -> layout.xaxis2) in the full layout, whose c2p maps data to pixels.
+const axis = (gd, id) => gd._fullLayout[id.replace(/^([xy])/, "$1axis")];
+
 // Heatmaps redrawn in place: each one's image (Plotly draws a heatmap as one <image>) replaced by a canvas of one
 // pixel per cell, coloured through the trace's own colour scale between its zmin and zmax, and shown with
 // image-rendering: pixelated over the same box (restyling two 8 x 8 heatmaps took some 58 ms a frame). False for
@@ -228,8 +234,9 @@ function drawHeatmaps(gd, traces) {
   for (const [i, z] of traces.entries()) {
     const trace = gd._fullData?.[i];
     if (trace?.type !== "heatmap" || trace.zauto || trace.zsmooth || !z.length) return false;
-    const ya = gd._fullLayout[trace.yaxis.replace("y", "yaxis")], xa = gd._fullLayout[trace.xaxis.replace("x", "xaxis")];
-    jobs.push({ image: images[i], z, trace, down: ya.c2p(0) <= ya.c2p(z.length - 1), right: xa.c2p(0) <= xa.c2p(z[0].length - 1) });
+    const xa = axis(gd, trace.xaxis), ya = axis(gd, trace.yaxis);
+    const down = ya.c2p(0) <= ya.c2p(z.length - 1), right = xa.c2p(0) <= xa.c2p(z[0].length - 1);
+    jobs.push({ image: images[i], z, trace, down, right });
   }
   for (const { image, z, trace, down, right } of jobs) {
     const rows = z.length, cols = z[0].length;

@@ -120,7 +120,9 @@ function entmaxBisect(s, tau, alpha) {
 // alpha-entmax, argmin of -<s, p> + tau (sum_j p_j^alpha - 1) / (alpha (alpha - 1)): alpha 1 is softmax, 2 is
 // sparsemax, 1.5 the exact sorted threshold, others bisection (as wviz.attention.entmax dispatches them).
 export function entmax(s, alpha, tau) {
-  if (!(alpha >= 1 && alpha <= 2)) throw new KernelError(`alpha must lie in [1, 2] (1 = softmax, 2 = sparsemax), got ${alpha}`);
+  if (!(alpha >= 1 && alpha <= 2)) {
+    throw new KernelError(`alpha must lie in [1, 2] (1 = softmax, 2 = sparsemax), got ${alpha}`);
+  }
   if (alpha === 1) return softmax(s, tau);
   if (alpha === 2) return sparsemax(s, tau);
   positive(tau, "tau");
