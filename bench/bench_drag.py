@@ -29,6 +29,7 @@ CASES = [   # (figure, page path with the case's settings, slider key, chart key
     ("Gaussian W2 attention: two 5 x 5 heatmaps, defaults", "gaussian_w2", "tau", "pair", "z"),
 ]
 
+
 def one_drag(page, url: str, key: str, chart: str, field: str, empty: bool) -> dict:
     """One 2 s drag from the default value to the left end and back to the right end's 90 %; the frames drawn."""
     page.goto(url)
@@ -39,7 +40,7 @@ def one_drag(page, url: str, key: str, chart: str, field: str, empty: bool) -> d
     drag(page, key, 0.9, seconds=1.0)
     frames = [f for f in live_frames(page) if "paintedAt" in f]
     wait_until_idle(page)
-    return {"frames": frames, "seconds": 2.0, "restyle": restyle_ms(page, chart, field)}
+    return {"frames": frames, "seconds": 2.0, "restyle": None if empty else restyle_ms(page, chart, field)}
 
 
 # The alternative to drawing in place: Plotly.restyle of the same chart with new values of the field, 20 times.

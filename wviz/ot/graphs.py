@@ -20,9 +20,8 @@ def capture(body: Callable[[], None]):
     here does the call's work: capturing records the kernels without running them). Captured with the graph's own
     begin and end, not torch.cuda.graph's context, which empties torch's memory cache at every capture.
 
-    None when the capture fails (the body's work is done all the same): once in three GPU checks on an H200 a
-    capture was invalidated (cudaErrorStreamCaptureInvalidated, cause not found; BENCHMARKS.md "On a GPU"), and a
-    solve must not fail for want of a graph."""
+    None when the capture fails (the body's work is done all the same): a solve must not fail for want of a graph
+    (an invalidated capture seen on an H200: BENCHMARKS.md "On a GPU")."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     graph, failed = torch.cuda.CUDAGraph(), False

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-# Numbers a frame recomputes and draws (64 keys x 4 mechanisms): at 1023 bars a move took 95 ms to its paint, 2.7x
-# the browser's own floor (BENCHMARKS.md "Live while the slider moves").
+# Numbers a frame recomputes and draws (64 keys x 4 mechanisms); why not more: BENCHMARKS.md "Live while the
+# slider moves: what the table says".
 LIVE_MAX_ENTRIES = 256
 
 

@@ -77,10 +77,8 @@ class Follower {
     if (!input) return false;
     const observer = new MutationObserver(() => this.moved(name, slider, Number(input.value)));
     observer.observe(input, { attributes: true, attributeFilter: ["aria-valuetext", "value"] });
-    const seen = (e) => { this.inputAt = e.timeStamp; };
-    for (const type of ["pointerdown", "pointermove", "keydown", "touchmove"]) {
-      root.addEventListener(type, seen, { capture: true, passive: true });
-    }
+    const seen = (e) => { this.inputAt = e.timeStamp; };   // a key press; a pointer's moves are timed by pressed()
+    root.addEventListener("keydown", seen, { capture: true, passive: true });
     const pressed = (e) => this.pressed(e, name, slider, input);
     root.addEventListener("pointerdown", pressed, { capture: true, passive: true });
     this.observers.push({ name, observer, root, seen, pressed });
@@ -124,7 +122,6 @@ class Follower {
     const value = slider.options ? slider.options[Math.round(raw)] : raw;
     if (value === undefined || Number.isNaN(value) || value === this.values[name]) return;
     this.values[name] = value;
-    this.seenAt = performance.now();
     if (this.frame) {
       this.pending = true;
       return;
@@ -143,9 +140,7 @@ class Follower {
     const inputAt = this.inputAt ?? performance.now();
     const t0 = performance.now();
     if (stats.empty) {   // bench/bench_drag.py's floor: the frame with nothing computed or drawn
-      const frame = { chart: this.data.chart, values: { ...this.values }, inputAt, empty: true };
-      stats.frames.push(frame);
-      afterPaint(inAnimationFrame, () => { frame.paintedAt = performance.now(); });
+      this.record(inAnimationFrame, { inputAt, empty: true });
       return;
     }
     let field, traces;
@@ -168,8 +163,12 @@ class Follower {
     }
     const t2 = performance.now();
     this.message.textContent = "";
-    const frame = { chart: this.data.chart, values: { ...this.values }, inputAt, seenAt: this.seenAt, drawnAt: t2,
-                    compute: t1 - t0, draw: t2 - t1 };
+    this.record(inAnimationFrame, { inputAt, compute: t1 - t0, draw: t2 - t1 });
+  }
+
+  // The frame's timings for bench/bench_drag.py and the browser tests, its paint's time added once painted.
+  record(inAnimationFrame, timings) {
+    const frame = { chart: this.data.chart, values: { ...this.values }, ...timings };
     stats.frames.push(frame);
     afterPaint(inAnimationFrame, () => { frame.paintedAt = performance.now(); });
   }
@@ -181,9 +180,7 @@ class Follower {
     this.pending = false;
     for (const { observer, root, seen, pressed } of this.observers) {
       observer.disconnect();
-      for (const type of ["pointerdown", "pointermove", "keydown", "touchmove"]) {
-        root.removeEventListener(type, seen, { capture: true });
-      }
+      root.removeEventListener("keydown", seen, { capture: true });
       root.removeEventListener("pointerdown", pressed, { capture: true });
     }
     this.observers = [];
@@ -192,9 +189,9 @@ class Follower {
 
 // Vertical bars redrawn in place: each bar's path from the box Plotly computed for it (calcdata: p0, p1 across the
 // category axis, base s0) and the new height, through the axes' own data-to-pixel maps, as Plotly's bar plot
-// draws it but without its pass over the whole figure (Plotly.restyle: 20-40 ms a frame on this 2-core machine;
-// this: under 0.1 ms, BENCHMARKS.md "Live while the slider moves"). The hover reads the new heights too. False
-// (nothing drawn) for any other figure, which Plotly.restyle then redraws.
+// draws it but without Plotly.restyle's pass over the whole figure, which takes frames (BENCHMARKS.md "Live while
+// the slider moves"). The hover reads the new heights too. False (nothing drawn) for any other figure, which
+// Plotly.restyle then redraws.
 function drawBars(gd, traces) {
   const layout = gd._fullLayout;
   const groups = gd.querySelectorAll(".barlayer .trace");
@@ -225,8 +222,8 @@ const axis = (gd, id) => gd._fullLayout[id.replace(/^([xy])/, "$1axis")];
 
 // Heatmaps redrawn in place: each one's image (Plotly draws a heatmap as one <image>) replaced by a canvas of one
 // pixel per cell, coloured through the trace's own colour scale between its zmin and zmax, and shown with
-// image-rendering: pixelated over the same box (restyling two 8 x 8 heatmaps took some 58 ms a frame). False for
-// a heatmap whose colour range follows its data (its colour bar would change) or smooths, which Plotly redraws.
+// image-rendering: pixelated over the same box, not Plotly.restyle (as for the bars). False for a heatmap whose
+// colour range follows its data (its colour bar would change) or smooths, which Plotly then redraws.
 function drawHeatmaps(gd, traces) {
   const images = gd.querySelectorAll(".hm image");
   if (images.length !== traces.length) return false;
