@@ -27,6 +27,9 @@ CASES = [   # (figure, page path with the case's settings, slider key, chart key
     ("Attention as transport: weights bars, m = 64, entmax at alpha = 1.3 (bisection)",
      "attention_transport?source=random&m=64&alpha=1.3", "tau", "bars", "y"),
     ("Gaussian W2 attention: two 5 x 5 heatmaps, defaults", "gaussian_w2", "tau", "pair", "z"),
+    ("Transport plans: Sinkhorn's 40 x 30 plan, defaults (gamma 1e-4 to 10 max C)", "transport_plans", "gamma",
+     "plan", "z"),
+    ("Transport plans: Sinkhorn's 64 x 64 plan (line)", "transport_plans?n=64&m=64", "gamma", "plan", "z"),
 ]
 
 
@@ -43,15 +46,17 @@ def one_drag(page, url: str, key: str, chart: str, field: str, empty: bool) -> d
     return {"frames": frames, "seconds": 2.0, "restyle": None if empty else restyle_ms(page, chart, field)}
 
 
-# The alternative to drawing in place: Plotly.restyle of the same chart with new values of the field, 20 times.
+# The alternative to drawing in place: Plotly.restyle of the same chart with new values of the field (in the traces
+# that have it), 20 times.
 RESTYLE = """async ([chart, field]) => {
     const gd = document.querySelector(`.st-key-${chart} .js-plotly-plot`);
     const fresh = (v, k) => Array.isArray(v) || ArrayBuffer.isView(v)
         ? Array.from(v, (x, j) => fresh(x, k + j)) : Math.abs(Math.sin(k));
+    const moving = gd._fullData.filter((t) => Array.isArray(t[field]) || ArrayBuffer.isView(t[field]));
     const t0 = performance.now();
     for (let k = 0; k < 20; k++) {
-        await window.Plotly.restyle(gd, {[field]: gd._fullData.map((t, i) => fresh(t[field], k + i))},
-                                    gd._fullData.map((_, i) => i));
+        await window.Plotly.restyle(gd, {[field]: moving.map((t, i) => fresh(t[field], k + i))},
+                                    moving.map((t) => t.index));
     }
     return (performance.now() - t0) / 20;
 }"""

@@ -136,9 +136,25 @@ def solve(gamma_rel):
         return transport(problem, solver, gamma_rel, str(device), rho_rel)
 
 
+def follow_plan(t: tv.Transport):
+    """Balanced Sinkhorn's plan follows gamma while it moves (re-solved in the browser); the others change on
+    release, and the caption says why (the exact plan has no gamma)."""
+    live = tv.live_inputs(t)
+    n, m = t.plan.shape
+    if live is None:
+        if t.solver != "exact":
+            solver = "semi-relaxed Sinkhorn" if t.semi else f"the {t.solver} solver"
+            st.caption(f"The plan changes when gamma is released: {solver} runs in Python.")
+    elif not ui.follow("plan", "plan", {"gamma": ui.Slider("gamma", ui.log_grid("gamma"))},
+                       {"gamma": t.gamma_rel}, live, entries=n * m):
+        st.caption(f"The plan changes when gamma is released: {n} x {m} entries are more than the browser "
+                   "re-solves within a frame.")
+
+
 def draw(t: tv.Transport):
     numbers = st.container()  # the numbers sit above the plan but are sent after it: the browser draws it first
     ui.show_figure(figs.main_figure(t), key="plan")
+    follow_plan(t)
     # Side by side first: it has its own gammas, so a gamma move does not send it again (ui.View.live)
     choices = {SIDE: side_view(t)}
     if t.problem.clouds:

@@ -1,5 +1,6 @@
-"""The browser's kernels (wviz/ui/js/kernels.js) against wviz.attention, the reference: vectors made here by the
-library, run through Node.js (tests/js/run_kernels.mjs), agreeing to 1e-9; a refused input gets Python's message."""
+"""The browser's kernels (wviz/ui/js/kernels.js) against wviz, the reference: vectors made here by the library, run
+through Node.js (tests/js/run_kernels.mjs), agreeing to 1e-9 (wviz.attention's maps) or, where both iterate
+(wviz.ot.sinkhorn), each meeting the marginals to the solvers' tolerance; a refused input gets Python's message."""
 import json
 import math
 import shutil
@@ -9,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from wviz import attention
+from wviz import attention, ot
 from wviz.views import attention_transport as av
+from wviz.views import transport_plans as tv
 
 RUNNER = Path(__file__).parent / "js" / "run_kernels.mjs"
 NODE = shutil.which("node") or "node"   # make test installs Debian's nodejs where it is missing
@@ -21,6 +23,8 @@ def run_js(cases: list[dict]) -> list[dict]:
     def plain(a):
         if isinstance(a, torch.Tensor):
             a = a.tolist()
+        if isinstance(a, dict):
+            return {k: plain(v) for k, v in a.items()}
         if isinstance(a, list):
             return [None if x == -math.inf else plain(x) for x in a]
         return a
@@ -99,6 +103,73 @@ def test_refused_inputs_get_pythons_message():
                         masked_prior)),
         ({"fn": "entmax", "args": [s, 2.5, 1.0]}, python_message(attention.entmax, s, 2.5)),
         ({"fn": "softmax", "args": [s, 0.0]}, python_message(attention.softmax, s, 0.0)),
+    ]
+    for got, (_, message) in zip(run_js([c for c, _ in cases]), cases):
+        assert got.get("error") == message, (got, message)
+
+
+def plan_problems() -> dict[str, tuple]:
+    """(a, b, C) of Transport plans' default clouds, of two 64-point clouds, with masses 0 on some points, and with
+    every cost equal (ties: the plan is a b^T)."""
+    page = tv.clouds_from_table(tv.points_table(tv.PRESETS[0], *tv.DEFAULT_SIZES, 0), tv.COST_KINDS[0])
+    big = tv.clouds_from_table(tv.points_table("two clusters", 64, 64, 1), "euclidean")
+    a, b = big.a.copy(), big.b.copy()
+    a[[0, 9]], b[[3]] = 0.0, 0.0
+    return {"page defaults": (page.a, page.b, page.C), "n = m = 64": (big.a, big.b, big.C),
+            "zero masses": (a / a.sum(), b / b.sum(), big.C),
+            "ties": (page.a, page.b, torch.zeros(page.C.shape, dtype=torch.float64))}
+
+
+def test_sinkhorn_warm_started_meets_the_marginals_at_wviz_plan():
+    """The browser's Sinkhorn, warm-started as a drag does (from wviz's potentials at the slider's previous
+    value, 1.21 times gamma: two steps of the page's grid), from gamma = 1e-4 max C to 10 max C: its plan meets both
+    marginals to 1e-6 (measured here, not as it reports) and agrees with wviz.ot.sinkhorn's (also within 1e-6 of
+    its marginals) entry by entry to twice that tolerance, with exact zeros where a mass is 0 and a b^T on ties."""
+    cases, expected = [], []
+    for name, (a, b, C) in plan_problems().items():
+        a, b, C = (torch.as_tensor(x, dtype=torch.float64) for x in (a, b, C))
+        unit = float(C.abs().max()) or 1.0
+        for gamma_rel in (1e-4, 1e-2, 10.0):
+            before = ot.sinkhorn(a, b, C, 1.21 * gamma_rel * unit)
+            cases.append({"fn": "sinkhorn", "args": [a, b, C, gamma_rel * unit,
+                                                     {"f": before.f, "g": before.g, "tol": tv.TOL}]})
+            expected.append((name, gamma_rel, a, b, ot.sinkhorn(a, b, C, gamma_rel * unit).plan))
+    for (name, gamma_rel, a, b, want), got in zip(expected, run_js(cases)):
+        P = torch.tensor(got["out"]["plan"], dtype=torch.float64)
+        assert got["out"]["converged"], (name, gamma_rel, got["out"]["error"])
+        error = ot.marginal_error(a, b, P.sum(1), P.sum(0))
+        assert error <= tv.TOL, (name, gamma_rel, float(error))
+        assert (P - want).abs().max() <= 2 * tv.TOL, (name, gamma_rel, float((P - want).abs().max()))
+        assert (P[a == 0] == 0).all() and (P[:, b == 0] == 0).all()
+        if name == "ties":
+            assert torch.allclose(P, a[:, None] * b[None, :], atol=1e-12, rtol=0)
+
+
+def test_sinkhorn_within_a_budget_goes_on_where_it_stopped():
+    """A frame's budget spent, the kernel returns its potentials unconverged; solving on from them reaches the
+    plan a solve without a budget reaches (the next frames of a drag)."""
+    a, b, C = (torch.as_tensor(x, dtype=torch.float64) for x in plan_problems()["page defaults"])
+    gamma, far = 1e-4 * float(C.max()), ot.sinkhorn(a, b, C, 1.0 * float(C.max()))
+    start = {"f": far.f, "g": far.g, "tol": tv.TOL}
+    first, whole = run_js([{"fn": "sinkhorn", "args": [a, b, C, gamma, {**start, "budget": 0}]},
+                           {"fn": "sinkhorn", "args": [a, b, C, gamma, start]}])
+    assert not first["out"]["converged"] and first["out"]["iterations"] < whole["out"]["iterations"]
+    again = run_js([{"fn": "sinkhorn", "args": [a, b, C, gamma, {"f": first["out"]["f"], "g": first["out"]["g"],
+                                                                 "tol": tv.TOL}]}])[0]["out"]
+    assert again["converged"]
+    P, want = (torch.tensor(r["plan"], dtype=torch.float64) for r in (again, whole["out"]))
+    assert (P - want).abs().max() <= 1e-6
+
+
+def test_sinkhorn_refuses_what_wviz_ot_refuses_with_its_message():
+    a = b = torch.full((2,), 0.5, dtype=torch.float64)
+    C = torch.tensor([[0.0, 1.0], [math.nan, 0.0]], dtype=torch.float64)
+    good = {"f": [0.0, 0.0], "g": [0.0, 0.0]}
+    cases = [
+        ({"fn": "sinkhorn", "args": [a, b, [[0.0, 1.0], ["NaN", 0.0]], 0.1, good]},
+         python_message(ot.sinkhorn, a, b, C, 0.1)),
+        ({"fn": "sinkhorn", "args": [a, b, [[0.0, 1.0], [1.0, 0.0]], 0.0, good]},
+         python_message(ot.sinkhorn, a, b, torch.eye(2, dtype=torch.float64), 0.0)),
     ]
     for got, (_, message) in zip(run_js([c for c, _ in cases]), cases):
         assert got.get("error") == message, (got, message)

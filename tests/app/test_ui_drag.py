@@ -15,4 +15,5 @@ def test_inputs_reach_json_with_minus_inf_as_null():
 
 def test_a_problem_above_the_frame_budget_is_not_followed():
     """Above LIVE_MAX_ENTRIES nothing is mounted (no Streamlit call is made) and the caller is told so."""
-    assert drag.follow("bars", "weights", {}, {}, {}, entries=drag.LIVE_MAX_ENTRIES + 1) is False
+    for figure, cap in drag.LIVE_MAX_ENTRIES.items():
+        assert drag.follow("chart", figure, {}, {}, {}, entries=cap + 1) is False

@@ -109,17 +109,25 @@ def serving(script: Path = ROOT / "app.py"):
 
 
 def slider_thumb(page, key: str):
-    """The thumb of the slider keyed ``key`` (its range input sits inside the thumb) once drawn, and its track's
-    box: Streamlit draws a slider's chunk a moment after the page's run ends."""
+    """The thumb of the slider keyed ``key`` (its range input sits inside the thumb) once drawn, scrolled into
+    view, and its track's box: Streamlit draws a slider's chunk a moment after the page's run ends."""
     page.wait_for_selector(f".st-key-{key} input[type=range]", state="attached")
     thumb = page.locator(f".st-key-{key} input[type=range]").locator("xpath=../..")
+    thumb.scroll_into_view_if_needed()
     return thumb, thumb.locator("xpath=..").bounding_box()
 
 
+def watched(page, key: str) -> None:
+    """Wait until the live component (wviz/ui/js/drag.js) watches the slider keyed ``key``: it attaches a frame or
+    more after the slider is drawn, and a move before that is drawn on release only."""
+    page.wait_for_function("key => (window.__wvizDrag?.watching || []).includes(key)", arg=key)
+
+
 def drag(page, key: str, to: float, seconds: float = 2.0, every_ms: float = 8.0, release: bool = True) -> int:
-    """Drag the slider keyed ``key`` from its thumb to the fraction ``to`` (0 left end, 1 right end) of its track
-    in ``seconds``, one mouse move every ``every_ms``; the number of moves sent."""
+    """Drag the live slider keyed ``key``, once watched, from its thumb to the fraction ``to`` (0 left end, 1 right
+    end) of its track in ``seconds``, one mouse move every ``every_ms``; the number of moves sent."""
     thumb, track = slider_thumb(page, key)
+    watched(page, key)
     box = thumb.bounding_box()
     x0, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     x1 = track["x"] + to * track["width"]

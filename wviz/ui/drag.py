@@ -4,7 +4,7 @@ Streamlit sends a slider's value to Python when the slider is released. :func:`f
 (wviz/ui/js/drag.js) under a figure: while one of the named sliders moves, the browser recomputes the figure from
 the inputs given here with the float64 kernels of wviz/ui/js/kernels.js and redraws the page's own chart before
 the frame is painted. On release everything runs as before (the figure from Python, the URL, the share link, the
-exports). A problem larger than ``LIVE_MAX_ENTRIES`` keeps the release path alone.
+exports). A problem larger than its figure's ``LIVE_MAX_ENTRIES`` keeps the release path alone.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-# Numbers a frame recomputes and draws (64 keys x 4 mechanisms); why not more: BENCHMARKS.md "Live while the
-# slider moves: what the table says".
-LIVE_MAX_ENTRIES = 256
+# Per figure, the numbers a frame recomputes and draws: 64 keys x 4 mechanisms, a 64 x 64 plan; why not more:
+# BENCHMARKS.md "Live while the slider moves: what the table says".
+LIVE_MAX_ENTRIES = {"weights": 256, "rows": 256, "plan": 4096}
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,10 @@ def follow(chart: str, figure: str, sliders: dict[str, Slider], values: dict[str
     """Make the chart keyed ``chart`` follow ``sliders`` (name -> Slider) while they move, recomputing the
     component's ``figure`` from ``inputs`` and the sliders' current values (``values``: the released ones):
     "weights", bars of attend(mechanism, scores, tau, alpha, prior) per mechanism, or "rows", heatmaps of
-    row-wise softmax(scores / tau) per score matrix (wviz/ui/js/drag.js, FIGURES). ``entries``: the numbers a frame
-    recomputes; above LIVE_MAX_ENTRIES nothing is mounted. True if live."""
-    if entries > LIVE_MAX_ENTRIES:
+    row-wise softmax(scores / tau) per score matrix, or "plan", the heatmap of Sinkhorn's plan at gamma
+    (wviz/ui/js/drag.js, FIGURES). ``entries``: the numbers a frame recomputes; above the figure's
+    LIVE_MAX_ENTRIES nothing is mounted. True if live."""
+    if entries > LIVE_MAX_ENTRIES[figure]:
         return False
     _component()(key=f"_drag_{chart}", height="content", data={
         "chart": chart, "figure": figure, "values": values,

@@ -224,6 +224,8 @@ class Transport:
     rho             the weight that holds the targets' masses b (rho_rel max|C|; inf: held exactly, eq. (23))
     columns         P^T 1 of a semi-relaxed plan (None at rho = inf), column_kl = KL(P^T 1 | b)
     solved_on       where the solver ran, 'cpu' or 'cuda' (wviz.ot.OTResult.solved_on)
+    potentials      Sinkhorn's (f, g), P_ij = exp((f_i + g_j - C_ij) / gamma), on the CPU (None for the other
+                    solvers): a live figure's warm start (live_inputs)
     """
 
     problem: Problem
@@ -239,6 +241,7 @@ class Transport:
     columns: torch.Tensor | None = field(default=None, compare=False)
     column_kl: float = 0.0
     solved_on: str = "cpu"
+    potentials: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, compare=False)
 
     @property
     def gamma_rel(self) -> float:
@@ -287,9 +290,20 @@ def transport(problem: Problem, solver: str, gamma_rel: float, device="cpu", rho
     rho = rho_rel * problem.scale if solver == "sinkhorn" else math.inf
     res = solve(solver, *problem.tensors(device), gamma, rho=rho)
     semi = dict(rho=rho, columns=res.column_sums.cpu(), column_kl=float(res.column_kl)) if rho < math.inf else {}
+    potentials = (res.f.cpu(), res.g.cpu()) if solver == "sinkhorn" else None
     return Transport(problem, solver, gamma, res.plan.cpu(), float(res.cost), float(res.reg_cost),
                      int(res.n_iter), float(res.marginal_error), bool(res.converged), **semi,
-                     solved_on=res.solved_on)
+                     solved_on=res.solved_on, potentials=potentials)
+
+
+def live_inputs(t: Transport) -> dict | None:
+    """What the browser re-solves the plan from while gamma moves (wviz.ui.drag, its "plan" figure): the masses,
+    the costs, gamma's unit max|C| and the released plan's potentials (its warm start). None unless the plan is
+    balanced Sinkhorn's: the exact solver has no gamma, the quadratic and the semi-relaxed ones run in Python."""
+    if t.solver != "sinkhorn" or t.semi:
+        return None
+    p = t.problem
+    return {"a": p.a, "b": p.b, "C": p.C, "f": t.potentials[0], "g": t.potentials[1], "scale": p.scale, "tol": TOL}
 
 
 def at_defaults():

@@ -9,10 +9,15 @@
 // equal to it to 1e-9 (tests/test_js_kernels.py), and the URL, share link and exports follow as for any slider.
 // Nothing is drawn here but a refused problem's message; if this script fails to load, the page is as before.
 
-import { attend, KernelError, softmax } from "./kernels.js";
+import { attend, KernelError, sinkhorn, softmax } from "./kernels.js";
 
-// What each figure recomputes: inputs (from Python) and the sliders' values -> the field that changes and its
-// new value in each trace, in the traces' order.
+// Milliseconds of Sinkhorn iterations a frame may spend; a plan not converged by then is solved on at the next
+// frame, and the figure keeps the last converged plan meanwhile.
+const SOLVE_BUDGET = 8;
+
+// What each figure recomputes: inputs (from Python), the sliders' values and a state kept from frame to frame
+// (reset when Python draws the figure) -> the field that changes and its new value in each trace of that type, in
+// the traces' order, or {pending: true} when the frame's budget ran out before the result.
 const FIGURES = {
   // bars of weights, one trace per mechanism (Attention as transport)
   weights: (inputs, v) => ({
@@ -24,10 +29,20 @@ const FIGURES = {
     field: "z",
     traces: inputs.scores.map((matrix) => matrix.map((row) => Array.from(softmax(row, v.tau)))),
   }),
+  // the heatmap of the entropic plan at gamma = gamma_rel max|C| (Transport plans), warm-started from the
+  // released plan's potentials, then from the last frame's
+  plan: (inputs, v, state) => {
+    const start = state.potentials ?? { f: inputs.f, g: inputs.g };
+    const r = sinkhorn(inputs.a, inputs.b, inputs.C, v.gamma * inputs.scale,
+      { ...start, tol: inputs.tol, budget: SOLVE_BUDGET });
+    state.potentials = { f: r.f, g: r.g };
+    return r.converged ? { field: "z", traces: [r.plan.map((row) => Array.from(row))] } : { pending: true };
+  },
 };
 
 const followers = new WeakMap();   // the component's root -> its Follower
-const stats = (window.__wvizDrag ??= { frames: [] });   // what bench/bench_drag.py and the browser tests read
+// What bench/bench_drag.py and the browser tests read: the frames drawn, the keys of the sliders being watched.
+const stats = (window.__wvizDrag ??= { frames: [], watching: [] });
 
 export default function mount({ parentElement, data }) {
   let follower = followers.get(parentElement);
@@ -60,6 +75,8 @@ class Follower {
     this.stop();
     this.data = { ...data, inputs: Object.fromEntries(Object.entries(data.inputs).map(([k, v]) => [k, revive(v)])) };
     this.values = { ...data.values };   // the released values, which Python's figure shows
+    this.state = {};
+    this.spent = 0;   // ms of kernels in frames that ran out of budget since the last drawn frame
     this.message.textContent = "";
     this.watch(600);
   }
@@ -82,6 +99,7 @@ class Follower {
     const pressed = (e) => this.pressed(e, name, slider, input);
     root.addEventListener("pointerdown", pressed, { capture: true, passive: true });
     this.observers.push({ name, observer, root, seen, pressed });
+    stats.watching.push(slider.key);
     return true;
   }
 
@@ -127,6 +145,10 @@ class Follower {
       return;
     }
     this.draw(false);
+    this.nextFrame();
+  }
+
+  nextFrame() {
     this.frame = requestAnimationFrame(() => {
       this.frame = 0;
       if (this.pending) {
@@ -143,9 +165,15 @@ class Follower {
       this.record(inAnimationFrame, { inputAt, empty: true });
       return;
     }
-    let field, traces;
+    let field, traces, pending;
     try {
-      ({ field, traces } = FIGURES[this.data.figure](this.data.inputs, this.values));
+      ({ field, traces, pending } = FIGURES[this.data.figure](this.data.inputs, this.values, this.state));
+      if (pending) {   // solved on at the next frame; its time counts in the frame that draws the result
+        this.spent += performance.now() - t0;
+        this.pending = true;
+        if (!this.frame) this.nextFrame();
+        return;
+      }
       if (traces.some((t) => Array.from(t).flat().some((x) => !Number.isFinite(x)))) {
         throw new KernelError("this setting gives weights that are not finite numbers");
       }
@@ -159,11 +187,14 @@ class Follower {
     const t1 = performance.now();
     const inPlace = field === "y" ? drawBars(gd, traces) : drawHeatmaps(gd, traces);
     if (!inPlace) {
-      window.Plotly.restyle(gd, { [field]: traces.map((t) => Array.from(t)) }, traces.map((_, i) => i));
+      const type = field === "y" ? "bar" : "heatmap";
+      const indices = gd._fullData.filter((t) => t.type === type).map((t) => t.index);
+      window.Plotly.restyle(gd, { [field]: traces.map((t) => Array.from(t)) }, indices);
     }
     const t2 = performance.now();
     this.message.textContent = "";
-    this.record(inAnimationFrame, { inputAt, compute: t1 - t0, draw: t2 - t1 });
+    this.record(inAnimationFrame, { inputAt, compute: this.spent + t1 - t0, draw: t2 - t1 });
+    this.spent = 0;
   }
 
   // The frame's timings for bench/bench_drag.py and the browser tests, its paint's time added once painted.
@@ -178,7 +209,8 @@ class Follower {
     cancelAnimationFrame(this.retry);
     this.frame = 0;
     this.pending = false;
-    for (const { observer, root, seen, pressed } of this.observers) {
+    for (const { name, observer, root, seen, pressed } of this.observers) {
+      stats.watching.splice(stats.watching.indexOf(this.data.sliders[name].key), 1);
       observer.disconnect();
       root.removeEventListener("keydown", seen, { capture: true });
       root.removeEventListener("pointerdown", pressed, { capture: true });
@@ -221,28 +253,32 @@ function drawBars(gd, traces) {
 const axis = (gd, id) => gd._fullLayout[id.replace(/^([xy])/, "$1axis")];
 
 // Heatmaps redrawn in place: each one's image (Plotly draws a heatmap as one <image>) replaced by a canvas of one
-// pixel per cell, coloured through the trace's own colour scale between its zmin and zmax, and shown with
-// image-rendering: pixelated over the same box, not Plotly.restyle (as for the bars). False for a heatmap whose
-// colour range follows its data (its colour bar would change) or smooths, which Plotly then redraws.
+// pixel per cell, coloured through the trace's own colour scale between its zmin and zmax (for a colour range that
+// follows the data, zauto, the new data's min and max, and the colour bar relabelled to match), and shown with
+// image-rendering: pixelated over the same box, not Plotly.restyle (as for the bars). False for a heatmap that
+// smooths, which Plotly then redraws.
 function drawHeatmaps(gd, traces) {
+  const heatmaps = gd._fullData?.filter((t) => t.type === "heatmap") ?? [];
   const images = gd.querySelectorAll(".hm image");
-  if (images.length !== traces.length) return false;
+  if (images.length !== traces.length || heatmaps.length !== traces.length) return false;
   const jobs = [];
   for (const [i, z] of traces.entries()) {
-    const trace = gd._fullData?.[i];
-    if (trace?.type !== "heatmap" || trace.zauto || trace.zsmooth || !z.length) return false;
+    const trace = heatmaps[i];
+    if (trace.zsmooth || !z.length) return false;
     const xa = axis(gd, trace.xaxis), ya = axis(gd, trace.yaxis);
     const down = ya.c2p(0) <= ya.c2p(z.length - 1), right = xa.c2p(0) <= xa.c2p(z[0].length - 1);
     jobs.push({ image: images[i], z, trace, down, right });
   }
   for (const { image, z, trace, down, right } of jobs) {
     const rows = z.length, cols = z[0].length;
+    const [lo, hi] = trace.zauto ? range(z) : [trace.zmin, trace.zmax];
+    if (trace.zauto && trace.showscale) relabelColourBar(gd, trace, lo, hi);
     const canvas = document.createElement("canvas");
     canvas.width = cols;
     canvas.height = rows;
     const context = canvas.getContext("2d");
     const pixels = context.createImageData(cols, rows);
-    const colour = colourScale(trace.colorscale, trace.zmin, trace.zmax);
+    const colour = colourScale(trace.colorscale, lo, hi);
     for (let r = 0; r < rows; r++) {
       for (let c = 0; c < cols; c++) {
         const at = 4 * ((down ? r : rows - 1 - r) * cols + (right ? c : cols - 1 - c));
@@ -255,6 +291,57 @@ function drawHeatmaps(gd, traces) {
     trace.z = z;   // the hover reads the new values too
   }
   return true;
+}
+
+function range(z) {
+  let lo = Infinity, hi = -Infinity;
+  for (const row of z) {
+    for (const x of row) {
+      lo = Math.min(lo, x);
+      hi = Math.max(hi, x);
+    }
+  }
+  return [lo, hi];
+}
+
+// The colour bar of a zauto heatmap relabelled for the range [lo, hi]: its fill spans the colour scale whatever
+// the range, so only its ticks move. Plotly's own ticks (values and pixel places, kept per drawn figure) give the
+// bar's pixel ends; the new ticks follow Plotly's rule for a linear axis (its autoTicks: about one per 40 px, a step
+// of 2, 5 or 10 times a power of ten).
+const colourBars = new WeakMap();   // Plotly's full trace -> {low, high}: the pixel places of its zmin and zmax
+
+function relabelColourBar(gd, trace, lo, hi) {
+  const texts = Array.from(gd.querySelectorAll(`.cb${trace.uid} .cbaxis text`));
+  if (texts.length < 2 || !(hi > lo)) return;
+  const place = (t) => Number(/translate\([^,]*,\s*([-\d.e]+)\)/.exec(t.getAttribute("transform"))?.[1]);
+  let ends = colourBars.get(trace);
+  if (!ends) {
+    const [t0, t1] = [texts[0], texts[texts.length - 1]];
+    const v0 = Number(t0.dataset.unformatted), v1 = Number(t1.dataset.unformatted);
+    const slope = (place(t1) - place(t0)) / (v1 - v0);
+    if (!Number.isFinite(slope)) return;
+    ends = { low: place(t0) + slope * (trace.zmin - v0), high: place(t0) + slope * (trace.zmax - v0) };
+    colourBars.set(trace, ends);
+  }
+  const rough = (hi - lo) / (Math.min(Math.max(Math.abs(ends.high - ends.low) / 40, 4), 9) + 1);
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const step = power * [2, 5, 10].find((k) => k > rough / power);
+  const digits = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  const ticks = [];
+  for (let k = Math.ceil(lo / step - 1e-9); k * step <= hi * (1 + 1e-9); k++) ticks.push(k * step);
+  const parent = texts[0].parentElement.parentElement;
+  while (texts.length < ticks.length) {
+    const group = texts[0].parentElement.cloneNode(true);
+    parent.appendChild(group);
+    texts.push(group.querySelector("text"));
+  }
+  texts.forEach((text, k) => {
+    text.style.display = k < ticks.length ? "" : "none";
+    if (k >= ticks.length) return;
+    const y = ends.low + ((ticks[k] - lo) / (hi - lo)) * (ends.high - ends.low);
+    text.textContent = String(Number(ticks[k].toFixed(Math.min(digits, 20))));
+    text.setAttribute("transform", `translate(0,${y})`);
+  });
 }
 
 // z -> [r, g, b, 255] through a Plotly colour scale ([[fraction, "rgb(r, g, b)" or "#rrggbb"], ...]), linear in

@@ -139,3 +139,121 @@ export function attend(mechanism, s, tau, alpha, prior) {
     default: throw new KernelError(`no kernel for ${mechanism}`);
   }
 }
+
+// Entropic OT, eq. (23) of 002: min_{P in U(a, b)} <C, P> - gamma H(P), whose plan is P_ij =
+// exp((f_i + g_j - C_ij) / gamma) (the potentials f, g of wviz.ot.sinkhorn), from the potentials given (the
+// released plan's, then the last frame's: a warm start). One Sinkhorn iteration in the log domain,
+//   f_i <- gamma log a_i - gamma LSE_j((g_j - C_ij) / gamma),
+//   g_j <- gamma log b_j - gamma LSE_i((f_i - C_ij) / gamma),
+// puts every row and column of the kernel K_ij = exp((f_i + g_j - C_ij) / gamma) near its mass whatever gamma the
+// potentials came from; then the stabilised iteration of wviz.ot.sinkhorn (Schmitzer 2019) on the scalings,
+// u <- a / K v, v <- b / K^T u, over-relaxed as wviz.ot.relaxation.relaxed (a step's over-relaxation part
+// clamped to [1/e, e]), with u, v absorbed into f, g (f += gamma log u) before they outgrow ABSORB. Stops when the
+// L1 error of the worse marginal is at most tol (wviz.ot.marginal_error), or once `budget` milliseconds have
+// passed: then converged is false and f, g are where it stopped, to go on from at the next frame.
+// a (n), b (m): non-negative masses of equal totals; C: n rows of m finite costs; f, g: finite where a, b > 0.
+// omega is fixed, not adapted as in wviz.ot.relaxation: a frame runs tens of iterations, too few to measure a rate
+// (BENCHMARKS.md "Live while the slider moves: what the table says").
+const ABSORB = 50;
+const outgrown = (x) => x > 0 && Math.abs(Math.log(x)) > ABSORB;   // a zero mass's scaling stays 0
+
+export function sinkhorn(a, b, C, gamma, { f, g, tol = 1e-6, omega = 1.8, checkEvery = 4, budget = Infinity } = {}) {
+  positive(gamma, "gamma");
+  const started = performance.now();
+  const n = a.length, m = b.length;
+  const cost = checkCost(C, n, m);
+  f = Float64Array.from(f);
+  g = Float64Array.from(g);
+  logStep(f, g, a, cost, gamma, m, 1);   // rows
+  logStep(g, f, b, cost, gamma, 1, m);   // columns
+  const K = new Float64Array(n * m), u = new Float64Array(n), v = new Float64Array(m);
+  const Kv = new Float64Array(n), KTu = new Float64Array(m);
+  const absorb = () => {
+    for (let i = 0; i < n; i++) if (u[i] > 0) f[i] += gamma * Math.log(u[i]);
+    for (let j = 0; j < m; j++) if (v[j] > 0) g[j] += gamma * Math.log(v[j]);
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < m; j++) K[i * m + j] = Math.exp((f[i] + g[j] - cost[i * m + j]) / gamma);
+    }
+    u.fill(1);
+    v.fill(1);
+  };
+  u.fill(1);
+  v.fill(1);
+  absorb();
+  let iterations = 1, error = Infinity;
+  for (;;) {
+    product(K, v, Kv, n, m, m, 1);
+    scale(u, a, Kv, omega);
+    product(K, u, KTu, m, n, 1, m);
+    scale(v, b, KTu, omega);
+    iterations++;
+    if (u.some(outgrown) || v.some(outgrown)) absorb();
+    if (iterations % checkEvery) continue;
+    product(K, v, Kv, n, m, m, 1);
+    error = Math.max(l1(u, Kv, a), l1(v, KTu, b));
+    if (error <= tol || performance.now() - started > budget) break;
+  }
+  absorb();
+  const plan = Array.from({ length: n }, (_, i) => K.slice(i * m, (i + 1) * m));
+  return { plan, f, g, error, iterations, converged: error <= tol };
+}
+
+// C (n rows of m) as one row-major array, refusing a non-finite cost as wviz.ot.problem.check_cost does (its index
+// in a batch of one problem).
+function checkCost(C, n, m) {
+  const cost = Float64Array.from(C.flat());
+  if (C.length !== n || cost.length !== n * m) throw new KernelError(`the cost matrix must be ${n} x ${m}`);
+  const bad = cost.findIndex((x) => !Number.isFinite(x));
+  if (bad >= 0) {
+    const x = cost[bad];
+    const name = Number.isNaN(x) ? "NaN" : x > 0 ? "inf" : "-inf";
+    const at = `[0, ${Math.floor(bad / m)}, ${bad % m}]`;
+    throw new KernelError(`the cost matrix C contains ${name} at ${at}; costs must be finite`);
+  }
+  return cost;
+}
+
+// x_i <- gamma log mass_i - gamma LSE_j((y_j - C[i, j]) / gamma), C[i, j] = cost[i si + j sj] (si, sj: the
+// strides of the side updated and of the other); a zero mass keeps -inf (no plan there).
+function logStep(x, y, mass, cost, gamma, si, sj) {
+  for (let i = 0; i < x.length; i++) {
+    if (!(mass[i] > 0)) {
+      x[i] = -Infinity;
+      continue;
+    }
+    let top = -Infinity;
+    for (let j = 0; j < y.length; j++) top = Math.max(top, y[j] - cost[i * si + j * sj]);
+    let sum = 0;
+    for (let j = 0; j < y.length; j++) sum += Math.exp((y[j] - cost[i * si + j * sj] - top) / gamma);
+    x[i] = gamma * Math.log(mass[i]) - top - gamma * Math.log(sum);
+  }
+}
+
+// out_i = sum_j K[i, j] x_j with K[i, j] = K[i si + j sj]
+function product(K, x, out, n, m, si, sj) {
+  for (let i = 0; i < n; i++) {
+    let sum = 0;
+    for (let j = 0; j < m; j++) sum += K[i * si + j * sj] * x[j];
+    out[i] = sum;
+  }
+}
+
+// The over-relaxed scaling update of wviz.ot.relaxation.relaxed: t = mass / (x Kx), x <- x t clamp(t)^(omega - 1)
+// with the clamp to [1/e, e]; a zero mass keeps a zero scaling.
+function scale(x, mass, Kx, omega) {
+  for (let i = 0; i < x.length; i++) {
+    if (!(mass[i] > 0)) {
+      x[i] = 0;
+      continue;
+    }
+    const t = mass[i] / (x[i] * Kx[i]);
+    x[i] *= t * Math.min(Math.max(t, Math.E ** -1), Math.E) ** (omega - 1);
+  }
+}
+
+// ||x * Kx - mass||_1: the L1 error of one marginal of diag(u) K diag(v)
+function l1(x, Kx, mass) {
+  let sum = 0;
+  for (let i = 0; i < x.length; i++) sum += Math.abs(x[i] * Kx[i] - mass[i]);
+  return sum;
+}
