@@ -5,7 +5,7 @@ PORT   ?= 8501
 REPLICAS ?= 2
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run serve test check bench chromium nginx node clean
+.PHONY: run serve test test-full check bench chromium nginx node clean
 
 # wviz itself, editable: its dependencies are requirements.txt (pyproject.toml reads them from there)
 $(VENV)/.runtime: requirements.txt pyproject.toml
@@ -36,14 +36,21 @@ run: $(VENV)/.runtime
 serve: $(VENV)/.runtime nginx
 	$(PY) deploy/serve.py --replicas $(REPLICAS) --port $(PORT)
 
+# pytest-xdist: one worker per core, a test file's tests on one worker (its module fixtures built once)
+XDIST := -n auto --dist loadfile
+
 test: $(VENV)/.dev chromium nginx node
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST) -m "not full"
+
+# make test and the repeated re-measurements it checks once (pytest.ini, marker full)
+test-full: $(VENV)/.dev chromium nginx node
+	$(PY) -m pytest $(XDIST)
 
 # The edit-test loop: the library's and the views' tests and the docstring examples, no page, no browser and no
 # slow re-measurement (tests/app drives pages with AppTest, tests/e2e chromium, tests marked slow re-measure the
-# bundled models: `make test` runs them all).
+# bundled models or train several seeds: `make test` runs them).
 check: $(VENV)/.dev node
-	$(PY) -m pytest --ignore=tests/app --ignore=tests/e2e -m "not slow"
+	$(PY) -m pytest $(XDIST) --ignore=tests/app --ignore=tests/e2e -m "not slow and not full"
 
 bench: $(VENV)/.dev chromium nginx
 	$(PY) -m bench

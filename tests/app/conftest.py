@@ -53,9 +53,10 @@ def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def settle(at: AppTest, timeout: float = 300) -> AppTest:
+def settle(at: AppTest, timeout: float = 540) -> AppTest:
     """Rerun the page until no background job's progress bar is left (wviz.ui.wait_for), as the browser's polling
-    fragment would."""
+    fragment would; within pytest's 600 s per test (an upload's whole evaluation takes minutes while the other
+    worker of `make test` shares the cores)."""
     deadline = time.time() + timeout
     while at.get("progress") and time.time() < deadline:
         time.sleep(0.5)

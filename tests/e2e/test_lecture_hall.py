@@ -5,6 +5,7 @@ under 18 px; guided links and Reset work."""
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.harness import page_paths, wait_until_idle
 from wviz.export import TEXT_PX
@@ -160,12 +161,13 @@ def test_a_guided_link_opens_its_state_and_reset_returns_to_the_defaults(server,
     no_exception(page)
     assert parse_qs(urlsplit(page.url).query)["tau"] == [f"{first.params['tau']:g}"], page.url
     assert "alpha" not in page.url  # every other setting at its default
-    assert f"{first.params['tau']:g}" in page.locator(".st-key-tau").inner_text()
+    # the slider's chunk is drawn a moment after the run: expect waits for it
+    expect(page.locator(".st-key-tau")).to_contain_text(f"{first.params['tau']:g}")
     assert page.get_by_text(first.watch[:40]).first.is_visible()   # in sight above the closed expander
     page.get_by_role("link", name="Reset to defaults").click()
     open_page(page, page.url)
     assert urlsplit(page.url).query == "", page.url
-    assert "1" in page.locator(".st-key-tau").inner_text()
+    expect(page.locator(".st-key-tau")).to_contain_text("1")
 
 
 def presenting_with_the_sidebar_collapsed(page) -> bool:

@@ -42,7 +42,9 @@ const FIGURES = {
 
 const followers = new WeakMap();   // the component's root -> its Follower
 // What bench/bench_drag.py and the browser tests read: the frames drawn, the keys of the sliders being watched.
-const stats = (window.__wvizDrag ??= { frames: [], watching: [] });
+const stats = (window.__wvizDrag ??= {});   // a bench may have made it first
+stats.frames ??= [];
+stats.watching ??= [];
 
 export default function mount({ parentElement, data }) {
   let follower = followers.get(parentElement);
