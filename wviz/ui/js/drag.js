@@ -212,7 +212,8 @@ class Follower {
     this.frame = 0;
     this.pending = false;
     for (const { name, observer, root, seen, pressed } of this.observers) {
-      stats.watching.splice(stats.watching.indexOf(this.data.sliders[name].key), 1);
+      const at = stats.watching.indexOf(this.data.sliders[name].key);
+      if (at >= 0) stats.watching.splice(at, 1);
       observer.disconnect();
       root.removeEventListener("keydown", seen, { capture: true });
       root.removeEventListener("pointerdown", pressed, { capture: true });

@@ -154,8 +154,8 @@ export function attend(mechanism, s, tau, alpha, prior) {
 // a (n), b (m): non-negative masses of equal totals; C: n rows of m finite costs; f, g: finite where a, b > 0.
 // omega is fixed, not adapted as in wviz.ot.relaxation: a frame runs tens of iterations, too few to measure a rate
 // (BENCHMARKS.md "Live while the slider moves: what the table says").
-const ABSORB = 50;
-const outgrown = (x) => x > 0 && Math.abs(Math.log(x)) > ABSORB;   // a zero mass's scaling stays 0
+const ABSORB = 50, BOUND = Math.exp(ABSORB);
+const outgrown = (x) => x > BOUND || (x > 0 && x < 1 / BOUND);   // |log x| > ABSORB; a zero mass's scaling stays 0
 
 export function sinkhorn(a, b, C, gamma, { f, g, tol = 1e-6, omega = 1.8, checkEvery = 4, budget = Infinity } = {}) {
   positive(gamma, "gamma");
@@ -177,9 +177,7 @@ export function sinkhorn(a, b, C, gamma, { f, g, tol = 1e-6, omega = 1.8, checkE
     u.fill(1);
     v.fill(1);
   };
-  u.fill(1);
-  v.fill(1);
-  absorb();
+  absorb();   // u = v = 0 yet: K from the log-domain potentials alone
   let iterations = 1, error = Infinity;
   for (;;) {
     product(K, v, Kv, n, m, m, 1);
