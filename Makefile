@@ -36,7 +36,8 @@ run: $(VENV)/.runtime
 serve: $(VENV)/.runtime nginx
 	$(PY) deploy/serve.py --replicas $(REPLICAS) --port $(PORT)
 
-# pytest-xdist: one worker per core (at most 4), a test file's tests on one worker (its module fixtures built once)
+# pytest-xdist: one worker per core (at most 4: more on 2 cores was slower, BENCHMARKS.md "The test command"), a test
+# file's tests on one worker (its module fixtures built once)
 XDIST := -n auto --maxprocesses 4 --dist loadfile
 
 test: $(VENV)/.dev chromium nginx node

@@ -19,6 +19,7 @@ from tests.e2e.harness import drag, launch_browser, live_frames, running_app, wa
 
 SECTION = "## Live while the slider moves"
 FRAME_MS = 1000 / 60
+SEMI = "mechanisms=softmax&mechanisms=semi-relaxed+OT"   # Attention as transport with semi-relaxed OT chosen
 CASES = [   # (figure, page path with the case's settings, slider key, chart key, the traces' field that moves)
     ("Attention as transport: weights bars, defaults (m = 3, 3 mechanisms)", "attention_transport", "tau", "bars",
      "y"),
@@ -30,6 +31,13 @@ CASES = [   # (figure, page path with the case's settings, slider key, chart key
     ("Transport plans: Sinkhorn's 40 x 30 plan, defaults (gamma 1e-4 to 10 max C)", "transport_plans", "gamma",
      "plan", "z"),
     ("Transport plans: Sinkhorn's 64 x 64 plan (line)", "transport_plans?n=64&m=64", "gamma", "plan", "z"),
+    ("Attention as transport: semi-relaxed OT's 4 x 3 plan, defaults (rho 1e-3 to inf)", f"attention_transport?{SEMI}",
+     "rho", "bars", "y"),
+    ("Attention as transport: semi-relaxed OT's 64 x 63 plan (random keys), tau",
+     f"attention_transport?source=random&m=63&{SEMI}", "tau", "bars", "y"),
+    ("Transport plans: semi-relaxed 40 x 30 plan, defaults at rho = 1 max C (rho 1e-3 to inf)",
+     "transport_plans?rho=1", "rho", "plan", "z"),
+    ("Transport plans: semi-relaxed 64 x 64 plan (line), rho", "transport_plans?n=64&m=64&rho=1", "rho", "plan", "z"),
 ]
 
 

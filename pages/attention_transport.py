@@ -120,14 +120,18 @@ def tau_slider(where):   # 24 steps per decade: fine enough to follow a drag
 
 
 def follow_bars(w: av.Weights):
-    """The bars follow tau and alpha while they move (recomputed in the browser); they change on release with
-    semi-relaxed OT or more keys than a frame's budget, and the caption says why."""
-    live = av.live_inputs(w)
-    if live is None:
-        st.caption("The bars change when a slider is released: semi-relaxed OT's Sinkhorn runs in Python.")
-    elif not ui.follow("bars", "weights", {"tau": ui.Slider("tau", ui.log_grid("tau")),
-                                           "alpha": ui.Slider("alpha")},
-                       {"tau": w.tau, "alpha": w.inputs.alpha}, live, entries=len(w.inputs.scores) * len(w.p)):
+    """The bars follow tau, alpha and rho while they move (recomputed in the browser); they change on release with
+    more keys (or a larger semi-relaxed plan) than a frame's budget, and the caption says why."""
+    sliders = {"tau": ui.Slider("tau", ui.log_grid("tau")), "alpha": ui.Slider("alpha")}
+    if w.semi is not None:
+        sliders["rho"] = ui.Slider("rho", tuple(av.RHOS))
+        n, m = w.semi.plan.shape
+        if n * m > ui.LIVE_MAX_ENTRIES["plan"]:
+            st.caption(f"The bars change when a slider is released: semi-relaxed OT's {n} x {m} plan is more than "
+                       "the browser re-solves within a frame.")
+            return
+    if not ui.follow("bars", "weights", sliders, {"tau": w.tau, "alpha": w.inputs.alpha, "rho": w.inputs.rho},
+                     av.live_inputs(w), entries=len(w.inputs.scores) * len(w.p)):
         st.caption(f"The bars change when a slider is released: {len(w.inputs.scores)} keys are more than the "
                    "browser redraws within a frame.")
 

@@ -51,8 +51,21 @@ def alpha_slider(where):
                               "trust mu + z.")
 
 
+def follow_estimates(s: fv.Solution):
+    """The three estimates follow alpha while it moves (recomputed in the browser); with more templates than a
+    frame's budget they change on release, and the caption says so."""
+    alphas = ui.log_grid("alpha")
+    live = {**fv.live_inputs(s), "names": figs.ESTIMATES, "alphas": alphas,
+            "titles": [figs.estimates_title(a) for a in alphas]}
+    if not ui.follow("estimates", "estimates", {"alpha": ui.Slider("alpha", alphas)}, {"alpha": s.alpha}, live,
+                     entries=len(s.templates.names)):
+        st.caption(f"The estimates change when alpha is released: {len(s.templates.names)} templates are more "
+                   "than the browser re-solves within a frame.")
+
+
 def draw(s: fv.Solution):
     ui.show_figure(figs.main_figure(s), key="estimates")
+    follow_estimates(s)
     st.caption("The red square is the exact estimate (12) from the dual maximiser; the open purple square is "
                "attention (18); the open green diamond uses the second-order $\\lambda$ of (15). Shrink "
                "$\\alpha$: all three move towards $\\mu$ and merge. Grow $\\alpha$: the exact h follows "

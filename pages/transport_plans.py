@@ -137,17 +137,19 @@ def solve(gamma_rel):
 
 
 def follow_plan(t: tv.Transport):
-    """Balanced Sinkhorn's plan follows gamma while it moves (re-solved in the browser); the others change on
+    """Sinkhorn's plan follows gamma and rho while they move (re-solved in the browser); the others change on
     release, and the caption says why (the exact plan has no gamma)."""
     live = tv.live_inputs(t)
     n, m = t.plan.shape
     if live is None:
         if t.solver != "exact":
-            solver = "semi-relaxed Sinkhorn" if t.semi else f"the {t.solver} solver"
-            st.caption(f"The plan changes when gamma is released: {solver} runs in Python.")
-    elif not ui.follow("plan", "plan", {"gamma": ui.Slider("gamma", ui.log_grid("gamma"))},
-                       {"gamma": t.gamma_rel}, live, entries=n * m):
-        st.caption(f"The plan changes when gamma is released: {n} x {m} entries are more than the browser "
+            st.caption(f"The plan changes when gamma is released: the {t.solver} solver runs in Python.")
+        return
+    live |= {"titles": [figs.plan_title(t.solver, r) for r in tv.RHOS], "sums": figs.COLUMN_SUMS}
+    if not ui.follow("plan", "plan", {"gamma": ui.Slider("gamma", ui.log_grid("gamma")),
+                                      "rho": ui.Slider("rho", tuple(tv.RHOS))},
+                     {"gamma": t.gamma_rel, "rho": rho_rel}, live, entries=n * m):
+        st.caption(f"The plan changes when a slider is released: {n} x {m} entries are more than the browser "
                    "re-solves within a frame.")
 
 

@@ -593,7 +593,10 @@ def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[s
 
 if models is not None:
     st.subheader(f"On the whole {split.title if split is not None else 'test split'}")
-    if split is not None:
+    if choice.standing_in:  # the panel costs seconds to minutes a model: spent on the upload, not its stand-in
+        st.info("The dataset panel measures the uploaded checkpoint once one passes the checks; choose "
+                "'bundled demo' in the sidebar for the bundled demo's panel.")
+    elif split is not None:
         dataset_panel(split)
     elif place.missing:  # how to give the page the test split (and, with it, a test image to inspect)
         st.info(place.note)

@@ -135,7 +135,7 @@ def test_a_failed_write_leaves_no_file_behind(cache, monkeypatch):
     monkeypatch.setattr(disk_cache.os, "replace", refuse)
     with pytest.warns(UserWarning, match="disk full"):
         disk_cache.cached("job", {}, 1, lambda: {"x": torch.ones(1)})
-    assert list(cache.iterdir()) == []
+    assert [p.name for p in cache.iterdir() if p.suffix != ".lock"] == []   # the empty lock file may stay
 
 
 def test_only_the_most_recently_used_files_are_kept(cache, monkeypatch):
@@ -143,6 +143,7 @@ def test_only_the_most_recently_used_files_are_kept(cache, monkeypatch):
     for alpha in range(4):
         disk_cache.cached("job", {"alpha": alpha}, 1, lambda: {"x": torch.ones(1)})
     assert len(list(cache.glob("*.safetensors"))) == 3
+    assert {p.stem for p in cache.glob("*.lock")} == {p.stem for p in cache.glob("*.safetensors")}
     compute, calls = counted({"x": torch.ones(1)})
     disk_cache.cached("job", {"alpha": 0}, 1, compute)  # the oldest went first
     assert calls == [1]
@@ -162,3 +163,33 @@ def test_names_are_plain_and_the_default_folder_is_the_one_serve_py_names(monkey
         monkeypatch.setitem(sys.modules, "serve", serve)  # dataclasses look their module up there
         spec.loader.exec_module(serve)
         assert serve.CACHE_DIR == disk_cache.folder()
+
+
+COMPUTE_ONCE = """
+import sys, time, torch
+from wviz import disk_cache
+
+def compute():
+    with open(sys.argv[1], "a") as log:
+        log.write("computed\\n")
+    time.sleep(1.0)
+    return {"x": torch.arange(3.0)}
+
+print(disk_cache.cached("job", {"alpha": 1}, 1, compute)["x"].tolist())
+"""
+
+
+def test_processes_asking_at_once_compute_the_result_once(cache, tmp_path):
+    """Two processes ask for the same result at the same moment: one computes it (holding its lock), the other
+    waits and loads its file (replicas behind nginx, the workers of `make test`)."""
+    import os
+    import subprocess
+
+    log = tmp_path / "computed.log"
+    env = {**os.environ, "WVIZ_CACHE_DIR": str(cache)}
+    procs = [subprocess.Popen([sys.executable, "-c", COMPUTE_ONCE, str(log)], env=env, stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outs == ["[0.0, 1.0, 2.0]\n"] * 2
+    assert log.read_text() == "computed\n"

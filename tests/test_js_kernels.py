@@ -27,16 +27,16 @@ def run_js(cases: list[dict]) -> list[dict]:
             return {k: plain(v) for k, v in a.items()}
         if isinstance(a, list):
             return [None if x == -math.inf else plain(x) for x in a]
-        return a
+        return "Infinity" if a == math.inf else a
 
     text = json.dumps([{"fn": c["fn"], "args": [plain(a) for a in c["args"]]} for c in cases], allow_nan=False)
     done = subprocess.run([NODE, str(RUNNER)], input=text, capture_output=True, text=True, timeout=60, check=True)
     return json.loads(done.stdout)
 
 
-def python_message(fn, *args) -> str:
+def python_message(fn, *args, **kwargs) -> str:
     with pytest.raises(ValueError) as e:
-        fn(*args)
+        fn(*args, **kwargs)
     return str(e.value)
 
 
@@ -173,3 +173,99 @@ def test_sinkhorn_refuses_what_wviz_ot_refuses_with_its_message():
     ]
     for got, (_, message) in zip(run_js([c for c, _ in cases]), cases):
         assert got.get("error") == message, (got, message)
+
+
+def semi_problems() -> dict[str, tuple]:
+    """(a, b, C) of semi-relaxed problems: Attention as transport's at its defaults (its 4 queries over 3 keys, and
+    with a prior that is 0 on a key) and the transport problems above."""
+    inputs = av.Inputs(av.scores_from_points(av.DEFAULT_QUERY, av.DEFAULT_KEYS), None, (av.SEMI,), av.DEFAULT_ALPHA)
+    prior = av.Inputs(inputs.scores, torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64), (av.SEMI,), av.DEFAULT_ALPHA)
+    return {"attention defaults": av.semi_problem(inputs), "attention, prior 0 on a key": av.semi_problem(prior),
+            **{name: tuple(torch.as_tensor(x, dtype=torch.float64) for x in p) for name, p in plan_problems().items()}}
+
+
+def column_condition_error(a, b, C, f, gamma, rho, P) -> float:
+    """||P^T 1 - q*||_1 with q* the column sums the column condition gives the rows f (wviz.ot.semirelaxed): the
+    plain column update g_j = gamma log b_j - phi gamma LSE_i((f_i - C_ij) / gamma), phi = rho / (rho + gamma)."""
+    phi = rho / (rho + gamma)
+    L = torch.logsumexp((f[:, None] - C) / gamma, dim=0)
+    g = torch.where(b > 0, gamma * torch.where(b > 0, b, 1).log() - phi * gamma * L, -math.inf)
+    q = torch.exp((f[:, None] + g[None, :] - C) / gamma).sum(0)
+    return float((P.sum(0) - q).abs().sum())
+
+
+def test_semi_relaxed_sinkhorn_warm_started_meets_its_optimality_conditions():
+    """The browser's semi-relaxed Sinkhorn, warm-started as a drag does (from wviz's potentials at 1.21 times gamma
+    and rho), from rho = 0 (prior-softmax, closed form) to infinity (balanced), at two gammas: its rows hold a and
+    its columns the column condition of its own rows to 1e-6 (both measured here), and its plan equals
+    wviz.ot.sinkhorn's with rho to twice that, with exact zeros where a mass is 0."""
+    cases, expected = [], []
+    for name, (a, b, C) in semi_problems().items():
+        unit = float(C.abs().max()) or 1.0
+        for gamma_rel in (1e-2, 1.0):
+            for rho_rel in (0.0, 1e-3, 1.0, 1e3, math.inf):
+                gamma, rho = gamma_rel * unit, rho_rel * unit
+                before = ot.sinkhorn(a, b, C, 1.21 * gamma, rho=1.21 * rho)
+                cases.append({"fn": "semiSinkhorn", "args": [a, b, C, gamma, rho,
+                                                             {"f": before.f, "g": before.g, "tol": tv.TOL}]})
+                expected.append((name, gamma, rho, a, b, C, ot.sinkhorn(a, b, C, gamma, rho=rho).plan))
+    for (name, gamma, rho, a, b, C, want), got in zip(expected, run_js(cases)):
+        case = (name, gamma, rho)
+        P = torch.tensor(got["out"]["plan"], dtype=torch.float64)
+        f = torch.tensor([-math.inf if x is None else x for x in got["out"]["f"]], dtype=torch.float64)
+        assert got["out"]["converged"], (case, got["out"]["error"])
+        assert float((P.sum(1) - a).abs().sum()) <= tv.TOL, case
+        if 0 < rho < math.inf:
+            assert column_condition_error(a, b, C, f, gamma, rho, P) <= tv.TOL, case
+        else:   # the ends: the prior-softmax rows, the balanced columns
+            assert float((P.sum(0) - b).abs().sum()) <= tv.TOL or rho == 0, case
+        torch.testing.assert_close(torch.tensor(got["out"]["columns"], dtype=torch.float64), P.sum(0), rtol=0,
+                                   atol=1e-15)
+        assert (P - want).abs().max() <= 2 * tv.TOL, (case, float((P - want).abs().max()))
+        assert (P[a == 0] == 0).all() and (P[:, b == 0] == 0).all(), case
+
+
+def test_semi_relaxed_sinkhorn_refuses_what_wviz_ot_refuses_with_its_message():
+    a = b = torch.full((2,), 0.5, dtype=torch.float64)
+    C = torch.eye(2, dtype=torch.float64)
+    good = {"f": [0.0, 0.0], "g": [0.0, 0.0]}
+    cases = [
+        ({"fn": "semiSinkhorn", "args": [a, b, C, 0.1, -1.0, good]},
+         python_message(ot.sinkhorn, a, b, C, 0.1, rho=-1.0)),
+        ({"fn": "semiSinkhorn", "args": [a, b, [[0.0, "NaN"], [1.0, 0.0]], 0.1, 1.0, good]},
+         python_message(ot.sinkhorn, a, b, torch.tensor([[0.0, math.nan], [1.0, 0.0]], dtype=torch.float64), 0.1,
+                        rho=1.0)),
+        ({"fn": "semiSinkhorn", "args": [a, b, C, 0.0, 1.0, good]},
+         python_message(ot.sinkhorn, a, b, C, 0.0, rho=1.0)),
+    ]
+    for got, (_, message) in zip(run_js([c for c, _ in cases]), cases):
+        assert got.get("error") == message, (got, message)
+
+
+def test_fenchel_estimates_agree_with_wviz_fenchel():
+    """The Fenchel dual page's three estimates at alpha: h (12) at the dual maximiser, (18) at alpha z and (15) at
+    the second-order lambda, for each preset's templates and a random preference with a zero (d = 2 and 3), from
+    alpha = 1e-2 to 10 (the slider's range) and 100: equal to wviz.fenchel's to 1e-9."""
+    from wviz import fenchel
+    from wviz.views import fenchel_dual as fv
+
+    g = torch.Generator().manual_seed(0)
+    problems = {name: (t.t, t.u, torch.tensor(fv.DEFAULT_Z, dtype=torch.float64))
+                for name, t in ((n, fv.templates_from_table(table, True)) for n, table in fv.PRESETS.items())}
+    for d in (2, 3):
+        u = torch.rand(12, generator=g, dtype=torch.float64)
+        u[4] = 0.0
+        problems[f"random, d = {d}"] = (torch.randn(12, d, generator=g, dtype=torch.float64), u / u.sum(),
+                                        torch.randn(d, generator=g, dtype=torch.float64))
+    cases, expected = [], []
+    for name, (t, u, z) in problems.items():
+        for alpha in (1e-2, 0.316, 1.0, 10.0, 100.0):
+            cases.append({"fn": "fenchelEstimates", "args": [t, u, z, alpha]})
+            expected.append((name, alpha, [fenchel.h_exact(t, u, z, alpha), fenchel.h_approx(t, u, z, alpha, 1),
+                                           fenchel.h_approx(t, u, z, alpha, 2)]))
+    for (name, alpha, want), got in zip(expected, run_js(cases)):
+        for key, h in zip(("h", "h1", "h2"), want):
+            assert (torch.tensor(got["out"][key], dtype=torch.float64) - h).abs().max() <= 1e-9, (name, alpha, key)
+    message = python_message(fenchel.h_exact, problems["random, d = 2"][0], problems["random, d = 2"][1],
+                             problems["random, d = 2"][2], 0.0)
+    assert run_js([{"fn": "fenchelEstimates", "args": [*problems["random, d = 2"], 0.0]}])[0]["error"] == message

@@ -8,10 +8,12 @@ and writes it to a file named by its job's parameters and the version of its com
 A file is safetensors: the tensors as tensors, everything else (dataclasses, dicts, tuples, numbers, strings) as
 JSON in its metadata. Loading executes nothing: no pickle, and a dataclass is rebuilt only as one of the types the
 caller names. A file is written under a temporary name and renamed (os.replace), so no process reads half of one.
-Loaded tensors are on the CPU.
+A process computing a result holds a lock beside its file (flock), so the processes asking for it meanwhile wait
+for the file rather than compute it again. Loaded tensors are on the CPU.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -30,6 +32,7 @@ __all__ = ["MAX_ENTRIES", "folder", "cached"]
 
 MAX_ENTRIES = 64  # files kept, the least recently used removed first: Figure 4 at one alpha is about 1 MB
 _SUFFIX = ".safetensors"
+_LOCK = ".lock"   # beside each result: held while it is computed
 
 
 def folder() -> Path:
@@ -54,20 +57,51 @@ def cached(name: str, params: dict, version: int, compute: Callable[[], Any], ty
     key = json.dumps({"name": name, "params": params, "version": version}, sort_keys=True)
     where = folder()
     path = where / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:32]}{_SUFFIX}"
-    try:
-        return _load(path, key, types)
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as err:
-        warnings.warn(f"wviz: computing again, could not read {path}: {err}", stacklevel=2)
-    result = compute()
-    try:
-        _save(path, key, result, types)
-        _prune(where)
-    except OSError as err:
-        warnings.warn(f"wviz: the result is not shared with other server processes, could not write {path}: {err}",
-                      stacklevel=2)
+    found = _read(path, key, types)
+    if found is not None:
+        return found[0]
+    # a process computing this result holds its lock: the others wait for its file, not compute it again (a class
+    # opening the inspector at once, or the workers of `make test`)
+    with _locked(path):
+        found = _read(path, key, types)
+        if found is not None:
+            return found[0]
+        result = compute()
+        try:
+            _save(path, key, result, types)
+            _prune(where)
+        except OSError as err:
+            warnings.warn(f"wviz: the result is not shared with other server processes, could not write {path}: "
+                          f"{err}", stacklevel=2)
     return result
+
+
+def _read(path: Path, key: str, types: tuple[type, ...]) -> tuple[Any] | None:
+    """(the result,) from its file, or None when there is none or it cannot be read (then it is computed again)."""
+    try:
+        return (_load(path, key, types),)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as err:
+        warnings.warn(f"wviz: computing again, could not read {path}: {err}", stacklevel=3)
+        return None
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive lock on the result's lock file while it is computed (flock: released if the process dies); none
+    where the folder cannot be written or the system has no flock (Windows), which only costs the sharing."""
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.with_suffix(_LOCK), "a")
+    except (ImportError, OSError):
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _save(path: Path, key: str, result: Any, types: tuple[type, ...]) -> None:
@@ -145,3 +179,4 @@ def _prune(where: Path) -> None:
 
     for old in sorted(where.glob("*" + _SUFFIX), key=used, reverse=True)[MAX_ENTRIES:]:
         old.unlink(missing_ok=True)
+        old.with_suffix(_LOCK).unlink(missing_ok=True)   # a process waiting on it at worst computes the result again

@@ -113,8 +113,10 @@ def test_layer_head_and_tau(open_page, reference):
     np.testing.assert_allclose(maps["softmax (tau = 0.464)"], softmax(S0[7] / 0.464, axis=-1), atol=2e-5)
 
 
-def test_figure4_histograms_count_every_token(open_page, reference):
+def test_figure4_histograms_count_every_token(open_page, reference, tmp_path, monkeypatch):
     _, tok = reference
+    # a disk cache of this test's own: another worker of the run may have solved alpha = 0.1 already
+    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
     at = open_page(PAGE, timeout=300, view=FIGURE4_VIEW)
     fig = figure_titled(at, "Figure 4 of 002")
     n_tokens = sum(len(tok(s)["input_ids"]) for s in CORPUS)

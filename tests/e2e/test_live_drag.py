@@ -57,6 +57,40 @@ def test_tau_drag_redraws_the_bars_live_and_equal_to_python(server, page):
     np.testing.assert_allclose(np.array(drawn(shared)["weights"]), python_weights(tau), atol=1e-12, rtol=0)
 
 
+def semi_weights(rho: float) -> np.ndarray:
+    """wviz's bars at the page's defaults with softmax and semi-relaxed OT chosen, at tau = 1 and ``rho``."""
+    s = av.scores_from_points(av.DEFAULT_QUERY, av.DEFAULT_KEYS)
+    inputs = av.Inputs(s, av.prior_from_table(av.prior_table(len(s))), ("softmax", av.SEMI), av.DEFAULT_ALPHA,
+                       av.queries_from_points(s, av.DEFAULT_KEYS), rho)
+    return np.stack([p.numpy() for p in av.weights(inputs, 1.0).p.values()])
+
+
+@pytest.mark.timeout(300)
+def test_rho_drag_re_solves_semi_relaxed_ot_live(server, page):
+    """Attention as transport with semi-relaxed OT: its bars follow rho (the n queries' plan re-solved in the
+    browser, warm-started frame to frame) and hold wviz's weights at the rho drawn, to n times twice the solvers'
+    tolerance (each query's row is 1 / n of its weights), softmax's untouched; the link reproduces the released
+    rho."""
+    page.goto(f"{server}/attention_transport?mechanisms=softmax&mechanisms=semi-relaxed+OT")
+    wait_until_idle(page)
+    drag(page, "rho", 0.8, seconds=1.0, release=False)   # from rho = 1 to about 500
+    rhos = [f["values"]["rho"] for f in live_frames(page)]
+    assert len(set(rhos)) >= 10, rhos
+    page.wait_for_timeout(300)
+    live, want = np.array(drawn(page)["weights"]), semi_weights(rhos[-1])
+    np.testing.assert_allclose(live, want, atol=4 * 2 * 1e-6, rtol=0)
+    assert np.abs(live - semi_weights(rhos[0])).max() > 0.01   # the bars moved
+
+    page.mouse.up()
+    page.wait_for_url(re.compile(rf"rho={re.escape(f'{rhos[-1]:g}')}(&|$)"), timeout=30_000)
+    wait_until_idle(page)
+    np.testing.assert_allclose(np.array(drawn(page)["weights"]), want, atol=1e-12, rtol=0)
+    shared = page.context.new_page()
+    shared.goto(page.url)
+    wait_until_idle(shared)
+    np.testing.assert_allclose(np.array(drawn(shared)["weights"]), want, atol=1e-12, rtol=0)
+
+
 def heatmaps(page, chart: str = "pair") -> list:
     """The z of each heatmap of the chart keyed ``chart``, as the figure holds them."""
     page.wait_for_function(f"() => document.querySelector('.st-key-{chart} .js-plotly-plot')?._fullData")
@@ -137,6 +171,73 @@ def test_gamma_drag_re_solves_the_transport_plan_live(server, page):
 
 
 @pytest.mark.timeout(300)
+def test_rho_drag_re_solves_the_semi_relaxed_plan_live(server, page):
+    """Transport plans at a finite rho: the semi-relaxed plan, its column sums (the markers over b) and the title
+    follow rho; at the rho drawn they equal wviz's (plan and sums to twice the solvers' tolerance, the title
+    exactly), and the link reproduces the released rho."""
+    from wviz.figures import transport_plans as figs
+    from wviz.views import transport_plans as tv
+
+    page.goto(f"{server}/transport_plans?rho=1")
+    wait_until_idle(page)
+    drag(page, "rho", 0.25, seconds=1.0, release=False)   # from rho = 1 max C down to about 0.02 max C
+    rhos = [f["values"]["rho"] for f in live_frames(page)]
+    assert len(set(rhos)) >= 10, rhos
+    page.wait_for_timeout(300)
+    t = tv.transport(tv.at_defaults()(0.01).problem, "sinkhorn", 0.01, rho_rel=rhos[-1])   # the page's gamma
+    chart = "() => document.querySelector('.st-key-plan .js-plotly-plot')"
+    sums = page.evaluate(f"() => ({chart})().calcdata.find(cd => cd[0].trace.type === 'scatter').map(di => di.y)")
+    title = page.evaluate(f"() => ({chart})().querySelector('.g-gtitle text').textContent")
+    [live] = heatmaps(page, "plan")
+    np.testing.assert_allclose(np.array(live), t.plan.numpy(), atol=2 * tv.TOL, rtol=0)
+    np.testing.assert_allclose(np.array(sums), t.columns.numpy(), atol=2 * tv.TOL, rtol=0)
+    assert title == figs.plan_title("sinkhorn", rhos[-1]) == figs.main_figure(t).layout.title.text
+
+    page.mouse.up()
+    page.wait_for_url(re.compile(rf"rho={re.escape(f'{rhos[-1]:g}')}(&|$)"), timeout=30_000)
+    wait_until_idle(page)
+    shared = page.context.new_page()
+    shared.goto(page.url)
+    wait_until_idle(shared)
+    np.testing.assert_allclose(np.array(heatmaps(shared, "plan")[0]), t.plan.numpy(), atol=1e-12, rtol=0)
+
+
+@pytest.mark.timeout(300)
+def test_alpha_drag_moves_the_fenchel_estimates_live(server, page):
+    """Fenchel dual: the exact h (12), attention (18) and the second-order (15) follow alpha (the dual re-solved by
+    Newton in the browser); at the alpha drawn each point and the title equal wviz's (to 1e-9), and the link
+    reproduces the released alpha."""
+    from wviz.figures import fenchel_dual as figs
+    from wviz.views import fenchel_dual as fv
+
+    page.goto(f"{server}/fenchel_dual")
+    wait_until_idle(page)
+    drag(page, "alpha", 0.2, seconds=1.0, release=False)   # from alpha = 1 down to about 0.04: 17 grid values
+    alphas = [f["values"]["alpha"] for f in live_frames(page)]
+    assert len(set(alphas)) >= 10, alphas
+    page.wait_for_timeout(300)
+    chart = "document.querySelector('.st-key-estimates .js-plotly-plot')"
+    points = page.evaluate(f"names => names.map(n => {chart}.calcdata.find(cd => cd[0].trace.name === n)"
+                           ".map(di => [di.x, di.y])[0])", list(figs.ESTIMATES))
+    s = fv.at_defaults()(alphas[-1])
+    np.testing.assert_allclose(np.array(points), np.stack([s.est.h[0], s.est.h1[0], s.est.h2[0]]), atol=1e-9,
+                               rtol=0)
+    assert page.evaluate(f"() => {chart}.querySelector('.g-gtitle text').textContent") == \
+        figs.main_figure(s).layout.title.text
+    assert np.abs(np.array(points[0]) - fv.at_defaults()(1.0).est.h[0].numpy()).max() > 0.1   # h moved
+
+    page.mouse.up()
+    page.wait_for_url(re.compile(rf"alpha={re.escape(f'{alphas[-1]:g}')}(&|$)"), timeout=30_000)
+    wait_until_idle(page)
+    shared = page.context.new_page()
+    shared.goto(page.url)
+    wait_until_idle(shared)
+    shared.wait_for_function(f"() => {chart}?.layout")
+    title = shared.evaluate(f"() => {chart}.layout.title.text")
+    assert re.sub("<[^>]+>", "", title) == figs.main_figure(s).layout.title.text   # the page draws titles bold
+
+
+@pytest.mark.timeout(300)
 def test_arrow_keys_move_the_bars_as_the_slider_moves(server, page):
     """The keyboard, as on any slider: each arrow press is drawn at once from the slider's own value, and the bars
     then hold wviz's weights at the value the slider shows."""
@@ -144,7 +245,7 @@ def test_arrow_keys_move_the_bars_as_the_slider_moves(server, page):
     wait_until_idle(page)
     page.locator(".st-key-tau input[type=range]").focus()
     watched(page, "tau")
-    for _ in range(4):   # each press's rerun finished before the next (tests/e2e/test_sharing_and_export.py)
+    for _ in range(4):   # each press's rerun finished before the next (tests/e2e/sharing.py)
         page.keyboard.press("ArrowRight")
         wait_until_idle(page)
     shown = float(page.locator(".st-key-tau input[type=range]").get_attribute("aria-valuetext"))

@@ -42,8 +42,7 @@ def test_a_folder_checkpoint_shows_its_own_test_split_and_panel(tmp_path, monkey
     page.on("pageerror", lambda e: errors.append(str(e)))
     with running_app() as url:
         upload_checkpoint(page, url, raw)
-        # the folder's panel, not the bundled demo's that the page shows until the upload's run has started (its
-        # title says "digits vs"): on a loaded machine that run can start after upload_checkpoint's idle wait
+        # the folder's panel: on a loaded machine its evaluation can start after upload_checkpoint's idle wait
         page.wait_for_function(f"() => ({TITLES})().some(t => t && t.includes('OOD score') && "
                                "t.includes('test images vs'))", timeout=120_000)
         wait_until_idle(page)

@@ -14,8 +14,8 @@ def assert_rendered(page, server, path):
     exceptions = page.locator('[data-testid="stException"]')
     assert exceptions.count() == 0, exceptions.first.inner_text()
     assert not errors, errors
-    if path in page_paths()[1:]:  # a math page draws at least one chart
-        page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+    if path in page_paths()[1:]:  # a math page draws at least one chart (a background job's may come later: its
+        page.wait_for_selector(".js-plotly-plot", timeout=120_000)   # progress bar's polls leave idle moments)
 
 
 @pytest.mark.parametrize("path", ["", "references"])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from deploy.serve import free_ports, port_free, read_replicas, streamlit_static
 from tests.e2e.harness import ROOT, SLIDERS, plot_data
-from tests.e2e.test_sharing_and_export import move_slider, open_page, shown_link
+from tests.e2e.sharing import move_slider, open_page, shown_link
 
 READY = re.compile(r"wviz: \d+ replicas? behind nginx at (\S+)")
 PAGES = ("attention_transport", "gaussian_w2")

@@ -6,6 +6,7 @@ import * as kernels from "../../wviz/ui/js/kernels.js";
 
 const SPECIAL = new Map([[null, -Infinity], ["NaN", NaN], ["Infinity", Infinity]]);
 const revive = (a) => {
+  if (SPECIAL.has(a) && a !== null) return SPECIAL.get(a);   // a number given alone (rho = Infinity)
   if (Array.isArray(a)) return a.map((x) => (SPECIAL.has(x) ? SPECIAL.get(x) : revive(x)));
   if (a && typeof a === "object") return Object.fromEntries(Object.entries(a).map(([k, v]) => [k, revive(v)]));
   return a;

@@ -368,15 +368,21 @@ def test_each_guided_experiment_shows_what_its_sentence_says(item):
     WATCH[item.label](item.params)
 
 
-def test_live_inputs_carry_what_the_browser_kernels_need_and_none_for_semi_relaxed_ot():
+def test_live_inputs_carry_what_the_browser_kernels_need():
     """The bars follow a drag with the scores, the prior and the mechanisms in the bars' trace order; with
-    semi-relaxed OT (its Sinkhorn runs in Python) there is nothing to follow."""
+    semi-relaxed OT also its problem (a, b, C of semi_problem) and the released plan's potentials, with which
+    exp((f_i + g_j - C_ij) / tau) is that plan."""
     s = torch.tensor([1.0, -math.inf, 0.5], dtype=torch.float64)
     prior = torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64)
     w = av.weights(av.Inputs(s, prior, ("entmax", "prior-softmax"), 1.3), 0.5)
     live = av.live_inputs(w)
     assert live["mechanisms"] == list(w.p) == [trace.name for trace in figs.main_figure(w).data]
-    assert live["scores"] is s and live["prior"] is prior
+    assert live["scores"] is s and live["prior"] is prior and "semi" not in live
     queries = torch.tensor([[1.0, 0.0, 0.5], [0.0, 1.0, 0.2]], dtype=torch.float64)
-    semi = av.weights(av.Inputs(s.clamp(min=0), prior, ("softmax", av.SEMI), 1.5, queries), 0.5)
-    assert av.live_inputs(semi) is None
+    inputs = av.Inputs(s.clamp(min=0), prior, ("softmax", av.SEMI), 1.5, queries)
+    semi = av.live_inputs(av.weights(inputs, 0.5))["semi"]
+    for name, x in zip("abC", av.semi_problem(inputs)):
+        assert torch.equal(semi[name], x)
+    P = ((semi["f"][:, None] + semi["g"][None, :] - semi["C"]) / 0.5).exp()
+    torch.testing.assert_close(P, av.semi_relaxed(inputs, 0.5, inputs.rho).plan, atol=1e-15, rtol=0)
+    assert semi["tol"] == av.SEMI_TOL

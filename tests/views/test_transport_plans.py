@@ -612,16 +612,17 @@ def test_the_semi_relaxed_scrubber_reports_the_rows_error():
     assert [tr.name for tr in fig.data if tr.type == "scatter"] == ["P^T 1 (column sums)", "P 1 (row sums)"]
 
 
-def test_live_inputs_carry_the_released_plans_potentials_and_none_off_balanced_sinkhorn():
-    """The browser re-solves the plan during a gamma drag from the masses, the costs and the released plan's
-    potentials: exp((f_i + g_j - C_ij) / gamma) is that plan. The exact solver has no gamma, the quadratic and the
-    semi-relaxed Sinkhorn run in Python: nothing to follow."""
+def test_live_inputs_carry_the_released_plans_potentials_and_none_off_sinkhorn():
+    """The browser re-solves the plan during a gamma or rho drag from the masses, the costs, the rho slider's
+    options and the released plan's potentials: exp((f_i + g_j - C_ij) / gamma) is that plan, balanced or
+    semi-relaxed. The exact solver has no gamma, the quadratic one runs in Python: nothing to follow."""
     problem = tv.cost_problem(tv.cost_from_text(tv.DEFAULT_COST))
-    t = tv.transport(problem, "sinkhorn", 0.05)
-    live = tv.live_inputs(t)
-    f, g = torch.as_tensor(live["f"])[:, None], torch.as_tensor(live["g"])[None, :]
-    gamma = 0.05 * live["scale"]
-    assert live["scale"] == 4.0 and live["tol"] == tv.TOL
-    assert torch.allclose(((f + g - torch.as_tensor(live["C"])) / gamma).exp(), t.plan, atol=1e-15, rtol=0)
-    for solver, rho in (("exact", math.inf), ("quadratic", math.inf), ("sinkhorn", 1.0)):
-        assert tv.live_inputs(tv.transport(problem, solver, 0.05, rho_rel=rho)) is None
+    for rho_rel in (math.inf, 0.1):
+        t = tv.transport(problem, "sinkhorn", 0.05, rho_rel=rho_rel)
+        live = tv.live_inputs(t)
+        f, g = torch.as_tensor(live["f"])[:, None], torch.as_tensor(live["g"])[None, :]
+        gamma = 0.05 * live["scale"]
+        assert live["scale"] == 4.0 and live["tol"] == tv.TOL and live["rhos"] == tv.RHOS
+        assert torch.allclose(((f + g - torch.as_tensor(live["C"])) / gamma).exp(), t.plan, atol=1e-15, rtol=0)
+    for solver in ("exact", "quadratic"):
+        assert tv.live_inputs(tv.transport(problem, solver, 0.05)) is None

@@ -18,6 +18,10 @@ def name_ticks(names: list[str]) -> dict:
                 automargin=True)
 
 
+# the names of the traces of h (12), (18) and (15): one point each, moved live by wviz.ui.drag
+ESTIMATES = ("h exact (12)", "h of (18), lambda = alpha z", "h at (15), second order")
+
+
 def _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2, row=None, col=None, legend=True, big=40):
     t, u, mu, z = to_numpy(templates), to_numpy(u), to_numpy(mu), to_numpy(z)
     where = dict(row=row, col=col) if row else {}
@@ -33,9 +37,8 @@ def _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2, row=None, col=N
                     textposition="bottom center", textfont=dict(color=EVIDENCE),
                     marker=dict(symbol=["circle", "arrow"], angleref="previous", size=[9, 14], color=EVIDENCE),
                     name="z: from mu to mu + z", showlegend=legend, legendgroup="z", **where)
-    for point, name, color, symbol in ((h, "h exact (12)", EXACT, "square"),
-                                       (h1, "h of (18), lambda = alpha z", FIRST, "square-open"),
-                                       (h2, "h at (15), second order", SECOND, "diamond-open")):
+    for point, name, color, symbol in zip((h, h1, h2), ESTIMATES, (EXACT, FIRST, SECOND),
+                                          ("square", "square-open", "diamond-open")):
         p = to_numpy(point)
         fig.add_scatter(x=[p[0]], y=[p[1]], mode="markers", marker=dict(color=color, symbol=symbol, size=14,
                         line=dict(width=3, color=color)), name=name, showlegend=legend, legendgroup=name, **where)
@@ -52,10 +55,14 @@ def estimates(s) -> go.Figure:
     fig = go.Figure()
     e = s.est
     _estimate_traces(fig, s.templates.t, s.templates.u, s.templates.names, e.mu, s.z, e.h[0], e.h1[0], e.h2[0])
-    fig.update_layout(title=f"Exact and approximate h at alpha = {s.alpha:.3g}", height=575, yaxis_scaleanchor="x",
+    fig.update_layout(title=estimates_title(s.alpha), height=575, yaxis_scaleanchor="x",
                       xaxis_title="x", yaxis_title="y", margin=dict(t=50, b=170, l=70),
                       legend=BOTTOM_LEGEND)
     return fig
+
+
+def estimates_title(alpha: float) -> str:
+    return f"Exact and approximate h at alpha = {alpha:.3g}"
 
 
 def estimates_grid(s, est) -> go.Figure:

@@ -1,6 +1,8 @@
 """Figures of the "Transport plans" page."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -11,10 +13,16 @@ from wviz.figures.common import PALETTE, decade_ticks, index_ticks, number_text,
 def main_figure(t) -> go.Figure:
     """The page's main figure: the plan of a wviz.views.transport_plans.Transport with its marginals (a
     semi-relaxed plan's own marginals marked over a and b)."""
-    if t.semi:
-        return plan_with_marginals(t.plan, t.problem.a, t.problem.b,
-                                   f"{t.solver} plan P, rho = {t.rho_rel:.3g} max C", sums=(t.plan.sum(1), t.columns))
-    return plan_with_marginals(t.plan, t.problem.a, t.problem.b, f"{t.solver} plan P")
+    sums = (t.plan.sum(1), t.columns) if t.semi else None
+    return plan_with_marginals(t.plan, t.problem.a, t.problem.b, plan_title(t.solver, t.rho_rel), sums=sums)
+
+
+COLUMN_SUMS = "P^T 1 (column sums)"   # the name of a semi-relaxed plan's column-sums trace (moved live: wviz.ui.drag)
+
+
+def plan_title(solver: str, rho_rel: float) -> str:
+    """The main figure's title: the solver, and rho / max C when it is finite (semi-relaxed)."""
+    return f"{solver} plan P" + (f", rho = {rho_rel:.3g} max C" if math.isfinite(rho_rel) else "")
 
 
 def plan_with_marginals(plan, a, b, title: str, zmax: float | None = None, height: int = 560,
@@ -35,7 +43,7 @@ def plan_with_marginals(plan, a, b, title: str, zmax: float | None = None, heigh
                 name="a (source)", hovertemplate="a_%{y} = %{x:.3g}<extra></extra>")
     if sums is not None:
         rows, cols = map(to_numpy, sums)
-        fig.add_scatter(x=j, y=cols, mode="markers", row=1, col=2, name="P^T 1 (column sums)",
+        fig.add_scatter(x=j, y=cols, mode="markers", row=1, col=2, name=COLUMN_SUMS,
                         marker=dict(symbol="line-ew-open", size=12, color="black", line=dict(width=3, color="black")),
                         hovertemplate="(P^T 1)_%{x} = %{y:.3g}<extra></extra>")
         fig.add_scatter(y=i, x=rows, mode="markers", row=2, col=1, name="P 1 (row sums)",

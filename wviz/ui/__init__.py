@@ -15,7 +15,7 @@
     process     freeze_imports, torch threads
 """
 from wviz.ui.background import background, wait_for
-from wviz.ui.drag import Slider, follow
+from wviz.ui.drag import LIVE_MAX_ENTRIES, Slider, follow
 from wviz.ui.lecture import built, equation
 from wviz.ui.output import (View, animation, example_file, figure_view, shared_figure, show_chart, show_figure,
                             side_by_side, views)
@@ -28,4 +28,4 @@ from wviz.ui.widgets import log_grid, log_slider
 __all__ = ["background", "wait_for", "built", "equation", "View", "animation", "example_file", "figure_view",
            "shared_figure", "show_chart", "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup",
            "where_solved", "freeze_imports", "fragment", "guarded", "live", "table_editor", "table_from_url",
-           "log_slider", "log_grid", "Slider", "follow"]
+           "log_slider", "log_grid", "LIVE_MAX_ENTRIES", "Slider", "follow"]

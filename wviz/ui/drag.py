@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-# Per figure, the numbers a frame recomputes and draws: 64 keys x 4 mechanisms, a 64 x 64 plan; why not more:
-# BENCHMARKS.md "Live while the slider moves: what the table says".
-LIVE_MAX_ENTRIES = {"weights": 256, "rows": 256, "plan": 4096}
+# Per figure, the numbers a frame recomputes and draws: 64 keys x 4 mechanisms, a 64 x 64 plan, 1024 templates;
+# why not more: BENCHMARKS.md "Live while the slider moves: what the table says".
+LIVE_MAX_ENTRIES = {"weights": 256, "rows": 256, "plan": 4096, "estimates": 1024}
 
 
 @dataclass(frozen=True)
@@ -27,14 +27,16 @@ class Slider:
 
 
 def _plain(x):
-    """JSON-ready: tensors and arrays as lists, -inf as None (JSON has no infinities; the component reads None
-    back as -inf, the only non-finite number the kernels take)."""
+    """JSON-ready: tensors and arrays as lists, -inf as None and inf as "Infinity" (JSON has no infinities; the
+    component reads them back: -inf masks a key, inf is the balanced end of a rho slider)."""
     if hasattr(x, "tolist"):
         x = x.tolist()
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
-    if isinstance(x, float) and x == -math.inf:
-        return None
+    if isinstance(x, float) and math.isinf(x):
+        return None if x < 0 else "Infinity"
     return x
 
 
@@ -52,16 +54,16 @@ def follow(chart: str, figure: str, sliders: dict[str, Slider], values: dict[str
            entries: int) -> bool:
     """Make the chart keyed ``chart`` follow ``sliders`` (name -> Slider) while they move, recomputing the
     component's ``figure`` from ``inputs`` and the sliders' current values (``values``: the released ones):
-    "weights", bars of attend(mechanism, scores, tau, alpha, prior) per mechanism, or "rows", heatmaps of
-    row-wise softmax(scores / tau) per score matrix, or "plan", the heatmap of Sinkhorn's plan at gamma
+    "weights", bars of attend(mechanism, scores, tau, alpha, prior) per mechanism (semi-relaxed OT's by its
+    Sinkhorn at tau and rho), or "rows", heatmaps of row-wise softmax(scores / tau) per score matrix, or "plan", the
+    heatmap of Sinkhorn's plan at gamma (and rho), or "estimates", the Fenchel dual's h (12), (18) and (15) at alpha
     (wviz/ui/js/drag.js, FIGURES). ``entries``: the numbers a frame recomputes; above the figure's
     LIVE_MAX_ENTRIES nothing is mounted. True if live."""
     if entries > LIVE_MAX_ENTRIES[figure]:
         return False
-    _component()(key=f"_drag_{chart}", height="content", data={
+    _component()(key=f"_drag_{chart}", height="content", data=_plain({
         "chart": chart, "figure": figure, "values": values,
-        "sliders": {name: {"key": s.key, "options": None if s.options is None else list(s.options)}
-                    for name, s in sliders.items()},
-        "inputs": {name: _plain(v) for name, v in inputs.items()},
-    })
+        "sliders": {name: {"key": s.key, "options": s.options} for name, s in sliders.items()},
+        "inputs": inputs,
+    }))
     return True

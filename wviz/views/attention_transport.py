@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -225,13 +225,16 @@ def weights(inputs: Inputs, tau: float) -> Weights:
                                  for name in inputs.mechanisms}, semi)
 
 
-def live_inputs(w: Weights) -> dict | None:
-    """What the browser recomputes the weights bars from while tau or alpha moves (wviz.ui.drag, its "weights"
-    figure): None when semi-relaxed OT is chosen, whose Sinkhorn runs in Python on release."""
+def live_inputs(w: Weights) -> dict:
+    """What the browser recomputes the weights bars from while tau, alpha or rho moves (wviz.ui.drag, its
+    "weights" figure); with semi-relaxed OT its problem (:func:`semi_problem`) and the released plan's potentials,
+    where the browser's Sinkhorn starts."""
     i = w.inputs
-    if SEMI in i.mechanisms:
-        return None
-    return {"scores": i.scores, "prior": i.prior, "mechanisms": list(i.mechanisms)}
+    live = {"scores": i.scores, "prior": i.prior, "mechanisms": list(i.mechanisms)}
+    if w.semi is not None:
+        a, b, C = semi_problem(i)
+        live["semi"] = {"a": a, "b": b, "C": C, "f": w.semi.potentials[0], "g": w.semi.potentials[1], "tol": SEMI_TOL}
+    return live
 
 
 def at_defaults():
@@ -293,6 +296,7 @@ class SemiRelaxed:
     columns   (m,) P^T 1, what each key receives from all queries, against its target b (m,)
     kl        KL(P^T 1 | b)
     n_iter, converged  of the solve (0 and True at the closed-form ends)
+    potentials (f, g) with P_ij = exp((f_i + g_j - C_ij) / tau): where the browser starts its solve during a drag
     """
 
     tau: float
@@ -304,6 +308,7 @@ class SemiRelaxed:
     kl: float
     n_iter: int
     converged: bool
+    potentials: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, compare=False)
 
 
 def semi_problem(inputs: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -321,11 +326,14 @@ def semi_problem(inputs: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     return torch.full((n,), 1.0 / n, dtype=F64), b / b.sum(), torch.where(live, -S, 0)
 
 
+SEMI_TOL = 1e-6   # the L1 marginal error at which semi-relaxed OT's Sinkhorn stops
+
+
 def _semi(a, b, C, tau: float, rho: float, init=None) -> tuple[SemiRelaxed, ot.OTResult]:
-    res = ot.sinkhorn(a, b, C, tau, rho=rho, init=init)
+    res = ot.sinkhorn(a, b, C, tau, tol=SEMI_TOL, rho=rho, init=init)
     P = res.plan
     return SemiRelaxed(tau, rho, P, P[0] * P.shape[0], res.column_sums, b, float(res.column_kl), res.n_iter,
-                       bool(res.converged)), res
+                       bool(res.converged), (res.f, res.g)), res
 
 
 def semi_relaxed(inputs: Inputs, tau: float, rho: float) -> SemiRelaxed:

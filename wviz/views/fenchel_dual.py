@@ -171,6 +171,12 @@ def solve(templates: Templates, z, alpha: float) -> Solution:
     return Solution(templates, z, alpha, estimates(templates.t, templates.u, z, [alpha]))
 
 
+def live_inputs(s: Solution) -> dict:
+    """What the browser recomputes the estimates from while alpha moves (wviz.ui.drag, its "estimates" figure): the
+    templates t, the preference u and the evidence z."""
+    return {"t": s.templates.t, "u": s.templates.u, "z": s.z}
+
+
 def at_defaults():
     """The page's solution at its default inputs (the first preset, u normalised, DEFAULT_Z) as a function of
     alpha (its main slider): bench_latency's reference draws it."""

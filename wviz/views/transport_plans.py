@@ -297,13 +297,15 @@ def transport(problem: Problem, solver: str, gamma_rel: float, device="cpu", rho
 
 
 def live_inputs(t: Transport) -> dict | None:
-    """What the browser re-solves the plan from while gamma moves (wviz.ui.drag, its "plan" figure): the masses,
-    the costs, gamma's unit max|C| and the released plan's potentials (its warm start). None unless the plan is
-    balanced Sinkhorn's: the exact solver has no gamma, the quadratic and the semi-relaxed ones run in Python."""
-    if t.solver != "sinkhorn" or t.semi:
+    """What the browser re-solves the plan from while gamma or rho moves (wviz.ui.drag, its "plan" figure): the
+    masses, the costs, the unit max|C| of gamma and rho, the rho slider's options and the released plan's
+    potentials (its warm start). None unless the solver is Sinkhorn: the exact one has no gamma, the quadratic one
+    runs in Python."""
+    if t.solver != "sinkhorn":
         return None
     p = t.problem
-    return {"a": p.a, "b": p.b, "C": p.C, "f": t.potentials[0], "g": t.potentials[1], "scale": p.scale, "tol": TOL}
+    return {"a": p.a, "b": p.b, "C": p.C, "f": t.potentials[0], "g": t.potentials[1], "scale": p.scale, "tol": TOL,
+            "rhos": RHOS}
 
 
 def at_defaults():

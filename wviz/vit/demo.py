@@ -154,6 +154,11 @@ class ModelChoice:
     refused: str | None
     waiting: bool
 
+    @property
+    def standing_in(self) -> bool:
+        """Whether the bundled demo only stands in for an upload (none yet, or refused)."""
+        return self.waiting or self.refused is not None
+
 
 def choose_models(source: str, file_name: str, upload: Callable[[], Loaded],
                   bundled: Callable[[str], Loaded]) -> ModelChoice:

@@ -9,36 +9,71 @@
 // equal to it to 1e-9 (tests/test_js_kernels.py), and the URL, share link and exports follow as for any slider.
 // Nothing is drawn here but a refused problem's message; if this script fails to load, the page is as before.
 
-import { attend, KernelError, sinkhorn, softmax } from "./kernels.js";
+import { attend, fenchelEstimates, KernelError, semiSinkhorn, sinkhorn, softmax } from "./kernels.js";
 
 // Milliseconds of Sinkhorn iterations a frame may spend; a plan not converged by then is solved on at the next
 // frame, and the figure keeps the last converged plan meanwhile.
 const SOLVE_BUDGET = 8;
 
 // What each figure recomputes: inputs (from Python), the sliders' values and a state kept from frame to frame
-// (reset when Python draws the figure) -> the field that changes and its new value in each trace of that type, in
-// the traces' order, or {pending: true} when the frame's budget ran out before the result.
+// (reset when Python draws the figure) -> the new values of the traces that change, by kind and in the traces'
+// order ({bars: heights of each bar trace, heatmaps: z of each heatmap}, points: [{name of a scatter trace, x, y}]
+// and the title), or {pending: true} when the frame's budget ran out before the result.
 const FIGURES = {
-  // bars of weights, one trace per mechanism (Attention as transport)
-  weights: (inputs, v) => ({
-    field: "y",
-    traces: inputs.mechanisms.map((name) => attend(name, inputs.scores, v.tau, v.alpha, inputs.prior)),
-  }),
+  // bars of weights, one trace per mechanism (Attention as transport); semi-relaxed OT's, its n queries' plan at
+  // gamma = tau and rho solved as the plan below (its row 0 times n: the page's query's weights)
+  weights: (inputs, v, state) => {
+    const traces = [];
+    for (const name of inputs.mechanisms) {
+      if (name !== SEMI) {
+        traces.push(attend(name, inputs.scores, v.tau, v.alpha, inputs.prior));
+        continue;
+      }
+      const { a, b, C, tol } = inputs.semi;
+      const r = solve(state, inputs.semi, (start) => semiSinkhorn(a, b, C, v.tau, v.rho, { ...start, tol }));
+      if (!r.converged) return { pending: true };
+      traces.push(r.plan[0].map((x) => x * a.length));
+    }
+    return { bars: traces };
+  },
   // heatmaps of attention, one trace per score matrix, each row softmax(s_i / tau) (Gaussian W2 attention)
   rows: (inputs, v) => ({
-    field: "z",
-    traces: inputs.scores.map((matrix) => matrix.map((row) => Array.from(softmax(row, v.tau)))),
+    heatmaps: inputs.scores.map((matrix) => matrix.map((row) => Array.from(softmax(row, v.tau)))),
   }),
   // the heatmap of the entropic plan at gamma = gamma_rel max|C| (Transport plans), warm-started from the
-  // released plan's potentials, then from the last frame's
+  // released plan's potentials, then from the last frame's; semi-relaxed at rho = rho_rel max|C| when the inputs
+  // hold the rho slider's options (rhos), with the plan's column sums and the title of that rho
   plan: (inputs, v, state) => {
-    const start = state.potentials ?? { f: inputs.f, g: inputs.g };
-    const r = sinkhorn(inputs.a, inputs.b, inputs.C, v.gamma * inputs.scale,
-      { ...start, tol: inputs.tol, budget: SOLVE_BUDGET });
-    state.potentials = { f: r.f, g: r.g };
-    return r.converged ? { field: "z", traces: [r.plan.map((row) => Array.from(row))] } : { pending: true };
+    const { a, b, C, tol, scale, rhos } = inputs;
+    const gamma = v.gamma * scale;
+    const r = solve(state, inputs, (start) => (rhos ? semiSinkhorn(a, b, C, gamma, v.rho * scale, { ...start, tol })
+      : sinkhorn(a, b, C, gamma, { ...start, tol })));
+    if (!r.converged) return { pending: true };
+    const heatmaps = [r.plan.map((row) => Array.from(row))];
+    if (!rhos) return { heatmaps };
+    const points = [{ name: inputs.sums, y: Array.from(r.columns) }];
+    return { heatmaps, points, title: inputs.titles[rhos.indexOf(v.rho)] };
+  },
+  // the exact h (12) and its approximations (18) and (15) at alpha, and the title (Fenchel dual), each a scatter
+  // trace of one point named in inputs.names
+  estimates: (inputs, v) => {
+    const e = fenchelEstimates(inputs.t, inputs.u, inputs.z, v.alpha);
+    return {
+      points: [e.h, e.h1, e.h2].map(([x, y], k) => ({ name: inputs.names[k], x: [x], y: [y] })),
+      title: inputs.titles[inputs.alphas.indexOf(v.alpha)],
+    };
   },
 };
+
+const SEMI = "semi-relaxed OT";   // wviz.views.attention_transport.SEMI
+
+// A Sinkhorn solve within the frame's budget, started from the last frame's potentials (the released plan's, f
+// and g of the inputs, at first): run(start) with start = {f, g, budget}.
+function solve(state, inputs, run) {
+  const r = run({ ...(state.potentials ?? { f: inputs.f, g: inputs.g }), budget: SOLVE_BUDGET });
+  state.potentials = { f: r.f, g: r.g };
+  return r;
+}
 
 const followers = new WeakMap();   // the component's root -> its Follower
 // What bench/bench_drag.py and the browser tests read: the frames drawn, the keys of the sliders being watched.
@@ -59,8 +94,10 @@ export default function mount({ parentElement, data }) {
   };
 }
 
-// null inside Python's lists stands for -inf (JSON has no infinities).
-const revive = (a) => (Array.isArray(a) ? a.map((x) => (x === null ? -Infinity : revive(x))) : a);
+// null inside Python's lists stands for -inf and "Infinity" for +inf (JSON has no infinities).
+const revive = (a) => (Array.isArray(a) ? a.map((x) => (x === null ? -Infinity : revive(x)))
+  : a === "Infinity" ? Infinity
+    : a && typeof a === "object" ? Object.fromEntries(Object.entries(a).map(([k, v]) => [k, revive(v)])) : a);
 
 class Follower {
   constructor(root) {
@@ -75,8 +112,8 @@ class Follower {
 
   update(data) {
     this.stop();
-    this.data = { ...data, inputs: Object.fromEntries(Object.entries(data.inputs).map(([k, v]) => [k, revive(v)])) };
-    this.values = { ...data.values };   // the released values, which Python's figure shows
+    this.data = revive(data);
+    this.values = { ...this.data.values };   // the released values, which Python's figure shows
     this.state = {};
     this.spent = 0;   // ms of kernels in frames that ran out of budget since the last drawn frame
     this.message.textContent = "";
@@ -167,16 +204,18 @@ class Follower {
       this.record(inAnimationFrame, { inputAt, empty: true });
       return;
     }
-    let field, traces, pending;
+    let result;
     try {
-      ({ field, traces, pending } = FIGURES[this.data.figure](this.data.inputs, this.values, this.state));
-      if (pending) {   // solved on at the next frame; its time counts in the frame that draws the result
+      result = FIGURES[this.data.figure](this.data.inputs, this.values, this.state);
+      if (result.pending) {   // solved on at the next frame; its time counts in the frame that draws the result
         this.spent += performance.now() - t0;
         this.pending = true;
         if (!this.frame) this.nextFrame();
         return;
       }
-      if (traces.some((t) => Array.from(t).flat().some((x) => !Number.isFinite(x)))) {
+      const numbers = [...KINDS.flatMap(({ name }) => result[name] ?? []),
+        ...(result.points ?? []).flatMap(({ x, y }) => [x ?? [], y ?? []])];
+      if (numbers.some((t) => Array.from(t).flat().some((x) => !Number.isFinite(x)))) {
         throw new KernelError("this setting gives weights that are not finite numbers");
       }
     } catch (e) {
@@ -187,12 +226,14 @@ class Follower {
     const gd = document.querySelector(`.st-key-${this.data.chart} .js-plotly-plot`);
     if (!gd || !window.Plotly) return;   // not drawn yet: the release path still updates the figure
     const t1 = performance.now();
-    const inPlace = field === "y" ? drawBars(gd, traces) : drawHeatmaps(gd, traces);
-    if (!inPlace) {
-      const type = field === "y" ? "bar" : "heatmap";
-      const indices = gd._fullData.filter((t) => t.type === type).map((t) => t.index);
-      window.Plotly.restyle(gd, { [field]: traces.map((t) => Array.from(t)) }, indices);
+    if (result.points && !drawPoints(gd, result.points)) restylePoints(gd, result.points);
+    for (const { name, type, field, inPlace } of KINDS) {
+      const traces = result[name];
+      if (!traces || inPlace(gd, traces)) continue;
+      const indices = gd._fullData.filter((t) => t.type === type).map((t) => t.index).slice(0, traces.length);
+      if (indices.length) window.Plotly.restyle(gd, { [field]: traces.map((t) => Array.from(t)) }, indices);
     }
+    if (result.title !== undefined) drawTitle(gd, result.title);
     const t2 = performance.now();
     this.message.textContent = "";
     this.record(inAnimationFrame, { inputAt, compute: this.spent + t1 - t0, draw: t2 - t1 });
@@ -222,6 +263,12 @@ class Follower {
   }
 }
 
+// The kinds of trace a figure's result may hold: each drawn in place, or by Plotly.restyle where that fails.
+const KINDS = [
+  { name: "bars", type: "bar", field: "y", inPlace: (gd, traces) => drawBars(gd, traces) },
+  { name: "heatmaps", type: "heatmap", field: "z", inPlace: (gd, traces) => drawHeatmaps(gd, traces) },
+];
+
 // Vertical bars redrawn in place: each bar's path from the box Plotly computed for it (calcdata: p0, p1 across the
 // category axis, base s0) and the new height, through the axes' own data-to-pixel maps, as Plotly's bar plot
 // draws it but without Plotly.restyle's pass over the whole figure, which takes frames (BENCHMARKS.md "Live while
@@ -250,6 +297,48 @@ function drawBars(gd, traces) {
     });
   }
   return true;
+}
+
+// Markers moved in place to their new x and y (each point a path translated to its place, as Plotly's scatter
+// plot draws it), the hover reading the new values; points: [{name: the trace's name, x, y}], an x or y left out
+// staying. False where a trace is not markers alone, or not there, which Plotly.restyle then redraws.
+function drawPoints(gd, points) {
+  const jobs = [];
+  for (const { name, x, y } of points) {
+    const cd = (gd.calcdata ?? []).find((c) => c[0]?.trace?.type === "scatter" && c[0].trace.name === name);
+    const trace = cd?.[0]?.trace;
+    const paths = trace && gd.querySelectorAll(`.scatterlayer .trace${trace.uid} .points path`);
+    const n = (x ?? y).length;
+    if (trace?.mode !== "markers" || cd.length !== n || paths.length !== n) return false;
+    jobs.push({ cd, paths, x, y, xa: axis(gd, trace.xaxis), ya: axis(gd, trace.yaxis) });
+  }
+  for (const { cd, paths, x, y, xa, ya } of jobs) {
+    cd.forEach((di, j) => {
+      if (x) di.x = x[j];
+      if (y) di.y = y[j];
+    });
+    // a point above its axis (a column sum grown past the range of Python's figure) widens the range: Plotly
+    // redraws the figure from the points just set, once for each growth (before the heatmaps are drawn in place)
+    const top = y ? Math.max(...y) : -Infinity;
+    if (top > ya.range[1]) window.Plotly.relayout(gd, { [`${ya._name}.range`]: [ya.range[0], 1.1 * top] });
+    else cd.forEach((di, j) => paths[j].setAttribute("transform", `translate(${xa.c2p(di.x)},${ya.c2p(di.y)})`));
+  }
+  return true;
+}
+
+// Plotly.restyle of the points' traces, by name.
+function restylePoints(gd, points) {
+  for (const { name, x, y } of points) {
+    const index = gd._fullData.findIndex((t) => t.name === name);
+    if (index >= 0) window.Plotly.restyle(gd, { ...(x && { x: [x] }), ...(y && { y: [y] }) }, [index]);
+  }
+}
+
+// The title's text replaced, in the span that styles it (the page draws titles bold); plain text, one line.
+function drawTitle(gd, text) {
+  const title = gd.querySelector(".g-gtitle text");
+  const holder = title?.querySelector("tspan") ?? title;
+  if (holder && title.textContent !== text) holder.textContent = text;
 }
 
 // A trace's axis ("x2" -> layout.xaxis2) in the full layout, whose c2p maps data to pixels.

@@ -192,8 +192,107 @@ export function sinkhorn(a, b, C, gamma, { f, g, tol = 1e-6, omega = 1.8, checkE
     if (error <= tol || performance.now() - started > budget) break;
   }
   absorb();
+  return { ...rowsOf(K, n, m), f, g, error, iterations, converged: error <= tol };
+}
+
+// Semi-relaxed entropic OT (wviz.ot.semirelaxed; Chizat, Peyre, Schmitzer & Vialard 2018):
+//   min_{P >= 0, P 1 = a} <C, P> + gamma KL(P | a b^T) + rho KL(P^T 1 | b),
+// whose plan is P_ij = exp((f_i + g_j - C_ij) / gamma), from the potentials given, as wviz.ot.sinkhorn with rho.
+// rho = 0 is each row's prior-softmax in closed form, rho = inf the balanced problem (sinkhorn above). Between
+// them: one log-domain iteration, the rows' as in sinkhorn and the columns' from the column condition
+//   g_j = gamma log b_j - phi gamma LSE_i((f_i - C_ij) / gamma),   phi = rho / (rho + gamma),
+// then the scaling iteration of wviz.ot.scaling (_iterate_semi): the rows' update u <- a / K v, the columns'
+// t = exp(c - phi log K^T u), c = log b - g / (rho + gamma), held at FLOOR or above, each over-relaxed as in
+// sinkhorn (omega at most Young's optimum for the rate phi, as wviz.ot.relaxation), and before each row update the
+// translation f -= lambda, g += lambda with lambda = rho log(sum_j t_j (K^T u)_j / sum a), which solves the mass
+// mode in one step (Sejourne, Vialard & Peyre 2022). Stops at the L1 error tol of the rows and of the columns
+// against t K^T u (wviz.ot.semirelaxed's stopping measure) or at the budget, as sinkhorn does.
+const FLOOR = Math.exp(-2 * ABSORB);
+
+export function semiSinkhorn(a, b, C, gamma, rho, options = {}) {
+  positive(gamma, "gamma");
+  if (!(rho >= 0)) throw new KernelError(`rho must be a number >= 0 (or inf for the balanced problem), got ${rho}`);
+  if (rho === Infinity) return sinkhorn(a, b, C, gamma, options);
+  const n = a.length, m = b.length;
+  const cost = checkCost(C, n, m);
+  if (rho === 0) return priorSoftmaxPlan(a, b, cost, gamma);
+  const { tol = 1e-6, checkEvery = 4, budget = Infinity } = options;
+  const started = performance.now();
+  const phi = rho / (rho + gamma), total = a.reduce((x, y) => x + y, 0);
+  const omega = Math.min(options.omega ?? 1.8, 2 / (1 + Math.sqrt(1 - phi)));
+  const f = Float64Array.from(options.f), g = Float64Array.from(options.g);
+  logStep(f, g, a, cost, gamma, m, 1);   // rows
+  logStep(g, f, b, cost, gamma, 1, m);   // columns, balanced: gamma log b_j - gamma LSE_i, then their phi part
+  for (let j = 0; j < m; j++) if (b[j] > 0) g[j] = phi * g[j] + (1 - phi) * gamma * Math.log(b[j]);
+  const K = new Float64Array(n * m), u = new Float64Array(n), v = new Float64Array(m), c = new Float64Array(m);
+  const Kv = new Float64Array(n), KTu = new Float64Array(m), t = new Float64Array(m);
+  let fresh = true;   // no column update since the kernel was rebuilt: no translation yet
+  const absorb = () => {
+    for (let i = 0; i < n; i++) if (u[i] > 0) f[i] += gamma * Math.log(u[i]);
+    for (let j = 0; j < m; j++) if (v[j] > 0) g[j] += gamma * Math.log(v[j]);
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < m; j++) K[i * m + j] = Math.exp((f[i] + g[j] - cost[i * m + j]) / gamma);
+    }
+    for (let j = 0; j < m; j++) c[j] = b[j] > 0 ? Math.log(b[j]) - g[j] / (rho + gamma) : -Infinity;
+    u.fill(1);
+    v.fill(1);
+    fresh = true;
+  };
+  absorb();
+  let iterations = 1, error = Infinity;
+  for (;;) {
+    if (!fresh) {
+      let mass = 0;
+      for (let j = 0; j < m; j++) mass += t[j] * KTu[j];
+      const lambda = rho * Math.log(mass / total);
+      for (let i = 0; i < n; i++) f[i] -= lambda;
+      for (let j = 0; j < m; j++) {
+        g[j] += lambda;
+        c[j] -= lambda / (rho + gamma);
+      }
+    }
+    product(K, v, Kv, n, m, m, 1);
+    scale(u, a, Kv, omega);
+    product(K, u, KTu, m, n, 1, m);
+    for (let j = 0; j < m; j++) {
+      // a column whose K^T u underflows carries no mass worth a float: its scaling is held at the floor
+      t[j] = !(b[j] > 0) ? 0 : KTu[j] > 0 ? Math.max(Math.exp(c[j] - phi * Math.log(KTu[j])), FLOOR) : FLOOR;
+      v[j] = t[j] > 0 ? t[j] * Math.min(Math.max(t[j] / v[j], Math.E ** -1), Math.E) ** (omega - 1) : 0;
+    }
+    fresh = false;
+    iterations++;
+    if (u.some(outgrown) || v.some((x) => x > BOUND)) absorb();   // a small column scaling cannot overflow
+    if (iterations % checkEvery || fresh) continue;
+    product(K, v, Kv, n, m, m, 1);
+    let columns = 0;
+    for (let j = 0; j < m; j++) columns += Math.abs((v[j] - t[j]) * KTu[j]);
+    error = Math.max(l1(u, Kv, a), columns);
+    if (error <= tol || performance.now() - started > budget) break;
+  }
+  absorb();
+  return { ...rowsOf(K, n, m), f, g, error, iterations, converged: error <= tol };
+}
+
+// rho = 0: P_ij = a_i b_j exp(-C_ij / gamma) / sum_k b_k exp(-C_ik / gamma), with wviz.ot.semirelaxed's
+// potentials f_i = gamma log a_i - gamma LSE_k(log b_k - C_ik / gamma), g_j = gamma log b_j.
+function priorSoftmaxPlan(a, b, cost, gamma) {
+  const n = a.length, m = b.length;
+  const g = Float64Array.from(b, (x) => (x > 0 ? gamma * Math.log(x) : -Infinity));
+  const f = new Float64Array(n);
+  logStep(f, g, a, cost, gamma, m, 1);
+  if (f.some((x, i) => a[i] > 0 && !Number.isFinite(x))) {
+    throw new KernelError("every key is masked: the prior is 0 on every key whose score is finite");
+  }
+  const K = Float64Array.from(cost, (x, k) => Math.exp((f[Math.floor(k / m)] + g[k % m] - x) / gamma));
+  return { ...rowsOf(K, n, m), f, g, error: 0, iterations: 0, converged: true };
+}
+
+// The plan's rows and its column sums P^T 1.
+function rowsOf(K, n, m) {
   const plan = Array.from({ length: n }, (_, i) => K.slice(i * m, (i + 1) * m));
-  return { plan, f, g, error, iterations, converged: error <= tol };
+  const columns = new Float64Array(m);
+  for (const row of plan) for (let j = 0; j < m; j++) columns[j] += row[j];
+  return { plan, columns };
 }
 
 // C (n rows of m) as one row-major array, refusing a non-finite cost as wviz.ot.problem.check_cost does (its index
@@ -254,4 +353,81 @@ function l1(x, Kx, mass) {
   let sum = 0;
   for (let i = 0; i < x.length; i++) sum += Math.abs(x[i] * Kx[i] - mass[i]);
   return sum;
+}
+
+// The estimates of h in Figure 3 of 002 at alpha (wviz.fenchel; templates t, n rows of d, preference u, evidence
+// z): the exact h of (12), the mean of the tilted weights p~ of (11) at the maximiser lambda* of the dual (9),
+//   max_lambda <lambda, mu + z> - ||lambda||^2 / (2 alpha) - log sum_i u_i exp<t_i, lambda>,
+// and the same mean at the first-order lambda = alpha z (18) and at the second-order
+// lambda = alpha (I + alpha Sigma)^-1 z (15), with mu and Sigma the mean and covariance of the templates under u.
+// lambda* by Newton from (15) as wviz.fenchel.solve_dual: direction (I / alpha + Cov_p~(t))^-1 grad, the full step
+// while the dual still rises at its end, else the point of the step where its slope changes sign (bisection), to a
+// gradient norm of 1e-10.
+export function fenchelEstimates(t, u, z, alpha) {
+  positive(alpha, "alpha");
+  const d = z.length;
+  const { mean: mu, cov: sigma } = moments(t, u);
+  const lam2 = solveSpd(sigma.map((row, i) => row.map((x, j) => alpha * x + (i === j ? 1 : 0))),
+    z.map((x) => alpha * x));
+  const c = mu.map((x, k) => x + z[k]);
+  const grad = (lam) => {
+    const { mean } = moments(t, tilted(t, u, lam));
+    return lam.map((x, k) => c[k] - x / alpha - mean[k]);
+  };
+  const dot = (x, y) => x.reduce((s, xi, k) => s + xi * y[k], 0);
+  let lam = lam2, g = grad(lam), iterations = 0;
+  while (Math.hypot(...g) > 1e-10 && iterations < 100) {
+    iterations++;
+    const { cov } = moments(t, tilted(t, u, lam));
+    const s = solveSpd(cov.map((row, i) => row.map((x, j) => x + (i === j ? 1 / alpha : 0))), g);
+    const at = (step) => lam.map((x, k) => x + step * s[k]);
+    let step = 1;
+    if (dot(grad(at(1)), s) < 0) {   // the maximum along s lies inside the step: bisect the slope's sign change
+      let lo = 0, hi = 1;
+      for (let k = 0; k < 60; k++) {
+        step = (lo + hi) / 2;
+        if (dot(grad(at(step)), s) >= 0) lo = step; else hi = step;
+      }
+    }
+    lam = at(step);
+    g = grad(lam);
+  }
+  const h = (l) => moments(t, tilted(t, u, l)).mean;
+  return { h: h(lam), h1: h(z.map((x) => alpha * x)), h2: h(lam2), lam, iterations };
+}
+
+// p~_i = u_i exp<t_i, lambda> / sum_j u_j exp<t_j, lambda> (11); 0 where u_i = 0.
+function tilted(t, u, lam) {
+  const logits = t.map((ti, i) => (u[i] > 0 ? Math.log(u[i]) + ti.reduce((s, x, k) => s + x * lam[k], 0) : -Infinity));
+  const top = Math.max(...logits);
+  return normalised(Float64Array.from(logits, (x) => Math.exp(x - top)));
+}
+
+// The mean and covariance of the rows of t under the weights w (summing to 1).
+function moments(t, w) {
+  const d = t[0].length;
+  const mean = Array.from({ length: d }, (_, k) => t.reduce((s, ti, i) => s + w[i] * ti[k], 0));
+  const cov = Array.from({ length: d }, (_, a) => Array.from({ length: d }, (_, b) => t.reduce(
+    (s, ti, i) => s + w[i] * (ti[a] - mean[a]) * (ti[b] - mean[b]), 0)));
+  return { mean, cov };
+}
+
+// x with A x = b for a symmetric positive definite A (Cholesky).
+function solveSpd(A, b) {
+  const d = b.length, L = A.map((row) => row.map(() => 0));
+  for (let i = 0; i < d; i++) {
+    for (let j = 0; j <= i; j++) {
+      let s = A[i][j];
+      for (let k = 0; k < j; k++) s -= L[i][k] * L[j][k];
+      L[i][j] = i === j ? Math.sqrt(s) : s / L[j][j];
+    }
+  }
+  const y = new Array(d), x = new Array(d);
+  for (let i = 0; i < d; i++) y[i] = (b[i] - L[i].slice(0, i).reduce((s, l, k) => s + l * y[k], 0)) / L[i][i];
+  for (let i = d - 1; i >= 0; i--) {
+    let s = y[i];
+    for (let k = i + 1; k < d; k++) s -= L[k][i] * x[k];
+    x[i] = s / L[i][i];
+  }
+  return x;
 }

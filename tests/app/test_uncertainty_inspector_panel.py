@@ -1,0 +1,102 @@
+"""The "Uncertainty inspector" page's dataset panel with the bundled checkpoints: its numbers are the models' own,
+re-evaluated here or read from their records, and each shared figure is that of its own state."""
+import numpy as np
+
+from tests.app.conftest import check_views, figure_titled, no_exception, settle
+from tests.app.inspector import PAGE, bundled_models
+from wviz.views import uncertainty_inspector as views
+from wviz.vit import data
+from wviz.vit import evaluate as vit_evaluate
+
+
+def test_dataset_panel_agrees_with_the_training_record(open_page):
+    """The panel evaluates each model at S = min(its record's S, MAX_PANEL_SAMPLES): the twin's numbers are its
+    record's, the stochastic model's (recorded at S = 128) those of a re-evaluation at the panel's S; the corruption
+    curves and their AUROCs come from the records."""
+    at = open_page(PAGE, panel="Reliability")
+    models = bundled_models()
+    x, y = data.load_dataset("digits", "test")
+    expected = {}
+    for kind, (model, rec) in models.items():
+        samples = min(rec["eval_samples"], views.MAX_PANEL_SAMPLES)
+        expected[kind] = vit_evaluate.summary(vit_evaluate.evaluate(model, x, y, samples=samples, corruptions=False))
+        if samples == rec["eval_samples"]:
+            assert abs(expected[kind]["ece"] - rec["metrics"]["ece"]) < 1e-3 and \
+                expected[kind]["accuracy"] == rec["metrics"]["accuracy"]
+    assert {k: min(r["eval_samples"], views.MAX_PANEL_SAMPLES) for k, (_, r) in models.items()} == {
+        "stochastic": 32, "deterministic": 16}
+    rel = figure_titled(at, "Reliability diagram")
+    accuracy = [t for t in rel["data"] if "ECE" in t.get("name", "")]
+    counts = {t["name"].split(":")[0]: np.asarray(t["y"], dtype=float) for t in rel["data"] if t["yaxis"] == "y2"}
+    assert len(accuracy) == 2 and set(counts) == {"stochastic", "deterministic"}
+    for t in accuracy:
+        kind = t["name"].split(" ")[0]
+        ece_shown = float(t["name"].split("ECE ")[1].rstrip(")"))
+        assert abs(ece_shown - expected[kind]["ece"]) < 1e-3
+        count, conf = np.asarray(t["customdata"], dtype=float).T
+        acc = np.asarray(t["y"], dtype=float)
+        assert count.sum() == 360 and count.min() >= 1                   # empty bins left out
+        np.testing.assert_array_equal(counts[kind], count)               # the counts drawn below the bars
+        assert abs((count / 360 * np.abs(acc - conf)).sum() - expected[kind]["ece"]) < 1e-3
+    at.segmented_control(key="panel").set_value("OOD scores").run()
+    ood = figure_titled(at, "OOD score 'max-softmax'")
+    titles = [a["text"] for a in ood["layout"]["annotations"]]
+    for kind in models:
+        shown = float(next(s for s in titles if s.startswith(kind)).split("AUROC ")[1])
+        assert abs(shown - expected[kind]["auroc"]["sample-image crops"]["max-softmax"]) < 1e-3
+    # the confusion matrices: each model's (true, predicted) pairs on the 360 test digits, counted one by one
+    at.segmented_control(key="panel").set_value("Confusion").run()
+    confusion = {t["name"]: np.asarray(t["z"], dtype=int) for t in figure_titled(at, "Confusion matrix")["data"]}
+    assert set(confusion) == {"stochastic", "deterministic"}
+    for kind, (model, rec) in models.items():
+        samples = min(rec["eval_samples"], views.MAX_PANEL_SAMPLES)
+        guesses = vit_evaluate.predict(model, x, samples=samples).probs.argmax(1).tolist()
+        counts = np.zeros((10, 10), dtype=int)
+        for truth, guess in zip(y.tolist(), guesses):
+            counts[truth, guess] += 1
+        np.testing.assert_array_equal(confusion[kind], counts)
+        assert abs(np.trace(counts) / 360 - expected[kind]["accuracy"]) < 1e-4
+    at.segmented_control(key="panel").set_value("Corruptions").run()
+    curves = figure_titled(at, "Test error under corruption")
+    assert len(curves["data"]) == 6
+    seen = figure_titled(at, "Does 'max-softmax' see the corruption?")
+    assert len(seen["data"]) == 6
+    for t in seen["data"]:
+        kind, corruption = t["name"].split(": ")
+        np.testing.assert_allclose(np.asarray(t["y"], dtype=float),
+                                   models[kind][1]["metrics"]["corruption_auroc"][corruption]["max-softmax"])
+    no_exception(at)
+    check_views(at, "panel", {"OOD scores": ["vit_ood"], "Corruptions": ["vit_corruption", "vit_corruption_auroc"],
+                              "Reliability": ["vit_reliability"], "Confusion": ["vit_confusion"],
+                              "Temperature scaling": ["vit_temperature"], "Risk-coverage": ["vit_risk"],
+                              "Conformal sets": ["vit_conformal"]})
+    at.segmented_control(key="panel").set_value("Temperature scaling").run()
+    temperature = figure_titled(at, "Temperature scaling")   # a row per model: before and after, ECE in each title
+    titles = [a["text"] for a in temperature["layout"]["annotations"]]
+    assert [t.split(", ")[0] for t in titles] == ["stochastic", "stochastic", "deterministic", "deterministic"]
+    assert all("ECE 0." in t for t in titles) and titles[2].startswith("deterministic, before<br>τ = 1: ECE")
+
+
+# Each state differs from the defaults in what one or two shared figures are drawn from, and draws the views that
+# hold the others (the attention view, the panel's and the calibration's).
+SHARED_STATES = [{}, {"layer": "2", "view": "Heads and rollout"}, {"head": "2", "view": "Deterministic twin"},
+                 {"query": "patch 5 (row 2, col 1)", "panel": "Corruptions"},
+                 {"region": "occlude", "panel": "Reliability"},
+                 {"region": "noise", "region_strength": "0.3", "panel": "Risk-coverage"},
+                 {"samples": "8", "panel": "Conformal sets"}, {"seed": "3", "panel": "Confusion"}, {"index": "2"},
+                 {"score": "mutual information", "panel": "Corruptions"}, {"ood": "uniform noise"}]
+
+
+def test_shared_figures_are_those_of_their_own_state(open_page):
+    """The figures built once per server (ui.shared_figure) are the ones each state draws: every state opened after
+    the others (the figures of the defaults already built) draws what it draws with none built before."""
+    from wviz.ui.output import _shared
+
+    def specs(at) -> list[str]:   # the figures as the browser gets them
+        return [el.proto.spec for el in at.get("plotly_chart")]
+
+    after_others = [specs(settle(open_page(PAGE, **q))) for q in SHARED_STATES]
+    assert all(seen != after_others[0] for seen in after_others[1:])   # each state's parameters took effect
+    for q, seen in zip(SHARED_STATES, after_others):
+        _shared.clear()
+        assert specs(settle(open_page(PAGE, **q))) == seen, q

@@ -1,0 +1,60 @@
+"""What the sharing and export tests share: a page opened and drawn, a slider moved by keyboard, the
+server's messages, the link the page shows, a download."""
+from tests.e2e.harness import wait_until_idle
+
+
+PAGE = "gaussian_w2"
+
+
+def open_page(page, url):
+    page.goto(url)
+    # First the chart, then the end of the run: on a busy machine a cold page's run can start seconds after the
+    # page loads, and take a minute, so an idle page is not yet a drawn one.
+    page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    wait_until_idle(page)
+    page.wait_for_timeout(500)
+
+
+def move_slider(page, key, presses=3):
+    """Move the sidebar slider bound to URL key ``key`` by keyboard, as a user would, each press's rerun finished
+    before the next.
+
+    Not in quick succession: Streamlit 1.67's frontend now and then writes the last of quick presses into the URL
+    and never sends its rerun (the browser's websocket frames recorded: 2 reruns sent for 3 presses, the URL a
+    step ahead of the page 5 s later; 2 of about 140 moves, on a loaded machine). The server never hears of it, so
+    the page and its share link stay on the previous value while the address bar moved on."""
+    thumb = page.locator(f".st-key-{key}").get_by_role("slider")
+    thumb.focus()
+    for _ in range(presses):
+        thumb.press("ArrowRight")
+        wait_until_idle(page)
+
+
+def server_messages(page) -> list[bytes]:
+    """A list that fills with the server's websocket messages to ``page`` (protobuf bytes) as they arrive."""
+    received = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(
+        frame if isinstance(frame, bytes) else frame.encode())))
+    return received
+
+
+def shown_link(page) -> str:
+    """The text of the sidebar's share link (opening its expander and its popover if they are closed)."""
+    code = page.locator('[data-testid="stPopoverBody"] [data-testid="stCode"]')
+    if not code.is_visible():
+        share = page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Share link")
+        if not share.is_visible():
+            page.get_by_text("Present, share, export").click()
+        share.click()
+    return code.inner_text().strip()
+
+
+def download(page, button) -> bytes:
+    # a lecture bundle renders every figure of the page twice through kaleido's chromium: seconds alone, but past
+    # 60 s once (the attention page) in a full suite on 2 loaded cores; the tests check the content, not the time
+    with page.expect_download(timeout=180_000) as info:
+        button.click()
+    return open(info.value.path(), "rb").read()
+
+
+FORMATS = ("png", "svg", "pdf", "html", "csv", "json")
