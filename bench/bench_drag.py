@@ -38,6 +38,8 @@ CASES = [   # (figure, page path with the case's settings, slider key, chart key
     ("Transport plans: semi-relaxed 40 x 30 plan, defaults at rho = 1 max C (rho 1e-3 to inf)",
      "transport_plans?rho=1", "rho", "plan", "z"),
     ("Transport plans: semi-relaxed 64 x 64 plan (line), rho", "transport_plans?n=64&m=64&rho=1", "rho", "plan", "z"),
+    ("Fenchel dual: h (12) by Newton on the dual (9), (18) and (15), defaults (alpha 1e-2 to 10)", "fenchel_dual",
+     "alpha", "estimates", "y"),
 ]
 
 
