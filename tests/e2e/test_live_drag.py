@@ -22,6 +22,21 @@ DRAWN = """() => {
 }"""
 
 
+def release(page, key: str, text: str) -> None:
+    """Release the mouse and wait for the page's rerun at the released value, ``text`` as the URL writes it."""
+    page.mouse.up()
+    page.wait_for_url(re.compile(rf"{key}={re.escape(text)}(&|$)"), timeout=30_000)
+    wait_until_idle(page)
+
+
+def opened_link(page):
+    """The page's link opened in a new page of the same browser, once its run is done."""
+    shared = page.context.new_page()
+    shared.goto(page.url)
+    wait_until_idle(shared)
+    return shared
+
+
 def drawn(page) -> dict:
     page.wait_for_function("() => document.querySelector('.st-key-bars .js-plotly-plot')?.calcdata")
     return page.evaluate(DRAWN)
@@ -44,16 +59,12 @@ def test_tau_drag_redraws_the_bars_live_and_equal_to_python(server, page):
     tau = taus[-1]
     np.testing.assert_allclose(np.array(live["weights"]), python_weights(tau), atol=1e-9, rtol=0)
 
-    page.mouse.up()
-    page.wait_for_url(re.compile(rf"tau={re.escape(str(tau))}(&|$)"), timeout=30_000)
-    wait_until_idle(page)
+    release(page, "tau", str(tau))
     released = drawn(page)   # Python's figure at the released value, drawn by Plotly itself
     np.testing.assert_allclose(np.array(released["weights"]), python_weights(tau), atol=1e-12, rtol=0)
     np.testing.assert_allclose(np.array(live["heights"]), np.array(released["heights"]), atol=1.0)
 
-    shared = page.context.new_page()   # the link after the drag reproduces the released value's figure
-    shared.goto(page.url)
-    wait_until_idle(shared)
+    shared = opened_link(page)   # the link after the drag reproduces the released value's figure
     np.testing.assert_allclose(np.array(drawn(shared)["weights"]), python_weights(tau), atol=1e-12, rtol=0)
 
 
@@ -81,13 +92,9 @@ def test_rho_drag_re_solves_semi_relaxed_ot_live(server, page):
     np.testing.assert_allclose(live, want, atol=4 * 2 * 1e-6, rtol=0)
     assert np.abs(live - semi_weights(rhos[0])).max() > 0.01   # the bars moved
 
-    page.mouse.up()
-    page.wait_for_url(re.compile(rf"rho={re.escape(f'{rhos[-1]:g}')}(&|$)"), timeout=30_000)
-    wait_until_idle(page)
+    release(page, "rho", f"{rhos[-1]:g}")
     np.testing.assert_allclose(np.array(drawn(page)["weights"]), want, atol=1e-12, rtol=0)
-    shared = page.context.new_page()
-    shared.goto(page.url)
-    wait_until_idle(shared)
+    shared = opened_link(page)
     np.testing.assert_allclose(np.array(drawn(shared)["weights"]), want, atol=1e-12, rtol=0)
 
 
@@ -126,9 +133,7 @@ def test_gaussian_tau_drag_redraws_both_heatmaps_as_plotly_would(server, page):
     a = gv.at_defaults()(taus[-1])
     np.testing.assert_allclose(np.array(live), np.stack([a.w2.numpy(), a.dot.numpy()]), atol=1e-9, rtol=0)
 
-    page.mouse.up()
-    page.wait_for_url(re.compile(rf"tau={re.escape(str(taus[-1]))}(&|$)"), timeout=30_000)
-    wait_until_idle(page)
+    release(page, "tau", str(taus[-1]))
     page.wait_for_timeout(500)
     np.testing.assert_allclose(np.array(heatmaps(page)), np.array(live), atol=1e-12, rtol=0)
     differ = pixels_differing(live_shot, page.locator(".st-key-pair").screenshot())
@@ -156,17 +161,13 @@ def test_gamma_drag_re_solves_the_transport_plan_live(server, page):
     assert float(ot.marginal_error(a, b, P.sum(1), P.sum(0))) <= tv.TOL
     np.testing.assert_allclose(P, t.plan.numpy(), atol=2 * tv.TOL, rtol=0)
 
-    page.mouse.up()
-    page.wait_for_url(re.compile(rf"gamma={re.escape(str(gammas[-1]))}(&|$)"), timeout=30_000)
-    wait_until_idle(page)
+    release(page, "gamma", str(gammas[-1]))
     page.wait_for_timeout(500)
     np.testing.assert_allclose(np.array(heatmaps(page, "plan")[0]), t.plan.numpy(), atol=1e-12, rtol=0)
     differ = pixels_differing(live_shot, page.locator(".st-key-plan").screenshot())
     assert differ < 0.01, f"{differ:.1%} of the pixels differ from Plotly's drawing"
 
-    shared = page.context.new_page()
-    shared.goto(page.url)
-    wait_until_idle(shared)
+    shared = opened_link(page)
     np.testing.assert_allclose(np.array(heatmaps(shared, "plan")[0]), t.plan.numpy(), atol=1e-12, rtol=0)
 
 
@@ -193,12 +194,8 @@ def test_rho_drag_re_solves_the_semi_relaxed_plan_live(server, page):
     np.testing.assert_allclose(np.array(sums), t.columns.numpy(), atol=2 * tv.TOL, rtol=0)
     assert title == figs.plan_title("sinkhorn", rhos[-1]) == figs.main_figure(t).layout.title.text
 
-    page.mouse.up()
-    page.wait_for_url(re.compile(rf"rho={re.escape(f'{rhos[-1]:g}')}(&|$)"), timeout=30_000)
-    wait_until_idle(page)
-    shared = page.context.new_page()
-    shared.goto(page.url)
-    wait_until_idle(shared)
+    release(page, "rho", f"{rhos[-1]:g}")
+    shared = opened_link(page)
     np.testing.assert_allclose(np.array(heatmaps(shared, "plan")[0]), t.plan.numpy(), atol=1e-12, rtol=0)
 
 
@@ -226,12 +223,8 @@ def test_alpha_drag_moves_the_fenchel_estimates_live(server, page):
         figs.main_figure(s).layout.title.text
     assert np.abs(np.array(points[0]) - fv.at_defaults()(1.0).est.h[0].numpy()).max() > 0.1   # h moved
 
-    page.mouse.up()
-    page.wait_for_url(re.compile(rf"alpha={re.escape(f'{alphas[-1]:g}')}(&|$)"), timeout=30_000)
-    wait_until_idle(page)
-    shared = page.context.new_page()
-    shared.goto(page.url)
-    wait_until_idle(shared)
+    release(page, "alpha", f"{alphas[-1]:g}")
+    shared = opened_link(page)
     shared.wait_for_function(f"() => {chart}?.layout")
     title = shared.evaluate(f"() => {chart}.layout.title.text")
     assert re.sub("<[^>]+>", "", title) == figs.main_figure(s).layout.title.text   # the page draws titles bold

@@ -168,15 +168,7 @@ export function sinkhorn(a, b, C, gamma, { f, g, tol = 1e-6, omega = 1.8, checkE
   logStep(g, f, b, cost, gamma, 1, m);   // columns
   const K = new Float64Array(n * m), u = new Float64Array(n), v = new Float64Array(m);
   const Kv = new Float64Array(n), KTu = new Float64Array(m);
-  const absorb = () => {
-    for (let i = 0; i < n; i++) if (u[i] > 0) f[i] += gamma * Math.log(u[i]);
-    for (let j = 0; j < m; j++) if (v[j] > 0) g[j] += gamma * Math.log(v[j]);
-    for (let i = 0; i < n; i++) {
-      for (let j = 0; j < m; j++) K[i * m + j] = Math.exp((f[i] + g[j] - cost[i * m + j]) / gamma);
-    }
-    u.fill(1);
-    v.fill(1);
-  };
+  const absorb = () => absorbInto(K, f, g, u, v, cost, gamma);
   absorb();   // u = v = 0 yet: K from the log-domain potentials alone
   let iterations = 1, error = Infinity;
   for (;;) {
@@ -228,14 +220,8 @@ export function semiSinkhorn(a, b, C, gamma, rho, options = {}) {
   const Kv = new Float64Array(n), KTu = new Float64Array(m), t = new Float64Array(m);
   let fresh = true;   // no column update since the kernel was rebuilt: no translation yet
   const absorb = () => {
-    for (let i = 0; i < n; i++) if (u[i] > 0) f[i] += gamma * Math.log(u[i]);
-    for (let j = 0; j < m; j++) if (v[j] > 0) g[j] += gamma * Math.log(v[j]);
-    for (let i = 0; i < n; i++) {
-      for (let j = 0; j < m; j++) K[i * m + j] = Math.exp((f[i] + g[j] - cost[i * m + j]) / gamma);
-    }
+    absorbInto(K, f, g, u, v, cost, gamma);
     for (let j = 0; j < m; j++) c[j] = b[j] > 0 ? Math.log(b[j]) - g[j] / (rho + gamma) : -Infinity;
-    u.fill(1);
-    v.fill(1);
     fresh = true;
   };
   absorb();
@@ -257,7 +243,7 @@ export function semiSinkhorn(a, b, C, gamma, rho, options = {}) {
     for (let j = 0; j < m; j++) {
       // a column whose K^T u underflows carries no mass worth a float: its scaling is held at the floor
       t[j] = !(b[j] > 0) ? 0 : KTu[j] > 0 ? Math.max(Math.exp(c[j] - phi * Math.log(KTu[j])), FLOOR) : FLOOR;
-      v[j] = t[j] > 0 ? t[j] * Math.min(Math.max(t[j] / v[j], Math.E ** -1), Math.E) ** (omega - 1) : 0;
+      v[j] = t[j] > 0 ? relaxed(t[j], v[j], omega) : 0;
     }
     fresh = false;
     iterations++;
@@ -343,9 +329,25 @@ function scale(x, mass, Kx, omega) {
       x[i] = 0;
       continue;
     }
-    const t = mass[i] / (x[i] * Kx[i]);
-    x[i] *= t * Math.min(Math.max(t, Math.E ** -1), Math.E) ** (omega - 1);
+    x[i] = relaxed(mass[i] / Kx[i], x[i], omega);
   }
+}
+
+// wviz.ot.relaxation.relaxed_from: the over-relaxed step from the plain update t of the scaling x,
+// t clamp(t / x)^(omega - 1) with the clamp to [1/e, e].
+const relaxed = (t, x, omega) => t * Math.min(Math.max(t / x, Math.E ** -1), Math.E) ** (omega - 1);
+
+// f += gamma log u, g += gamma log v (a zero scaling, a zero mass, keeps its -inf), the kernel
+// K_ij = exp((f_i + g_j - C_ij) / gamma) rebuilt from them, and u = v = 1.
+function absorbInto(K, f, g, u, v, cost, gamma) {
+  const m = g.length;
+  for (let i = 0; i < f.length; i++) if (u[i] > 0) f[i] += gamma * Math.log(u[i]);
+  for (let j = 0; j < m; j++) if (v[j] > 0) g[j] += gamma * Math.log(v[j]);
+  for (let i = 0; i < f.length; i++) {
+    for (let j = 0; j < m; j++) K[i * m + j] = Math.exp((f[i] + g[j] - cost[i * m + j]) / gamma);
+  }
+  u.fill(1);
+  v.fill(1);
 }
 
 // ||x * Kx - mass||_1: the L1 error of one marginal of diag(u) K diag(v)
