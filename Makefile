@@ -49,7 +49,7 @@ test-full: $(VENV)/.dev chromium nginx node
 
 # The edit-test loop: the library's and the views' tests and the docstring examples, no page, no browser and no
 # slow re-measurement (tests/app drives pages with AppTest, tests/e2e chromium, tests marked slow re-measure the
-# bundled models or train several seeds: `make test` runs them).
+# bundled models, train several seeds or start training processes: `make test` runs them).
 check: $(VENV)/.dev node
 	$(PY) -m pytest $(XDIST) --ignore=tests/app --ignore=tests/e2e -m "not slow and not full"
 

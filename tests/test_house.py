@@ -1,8 +1,10 @@
 """The rules of the house (docs/ARCHITECTURE.md), checked on the source: one stem per page in every layer, thin
-pages, a library that never imports streamlit, short functions, and wviz importable from anywhere."""
+pages, a library that never imports streamlit, short functions, wviz importable from anywhere, and no deprecation
+raised in wviz (pytest.ini)."""
 import ast
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,20 @@ def test_wviz_imports_from_another_folder(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert Path(out.stdout.strip()) == ROOT / "wviz" / "__init__.py"
+
+
+def test_a_deprecation_raised_in_wviz_is_an_error_and_only_named_ones_are_ignored(pytestconfig):
+    """pytest.ini: a DeprecationWarning attributed to a module of wviz fails the test; one attributed to a
+    third-party module that pytest.ini names (POT's ot.smooth) is ignored; any other one is shown."""
+    if pytestconfig.getoption("pythonwarnings"):
+        pytest.skip("-W on the command line takes precedence over pytest.ini's filters")
+
+    def warn_from(module: str):   # warnings.warn attributes a warning to its caller's __name__
+        exec("import warnings\nwarnings.warn('old ' + __name__, DeprecationWarning)", {"__name__": module})
+
+    with pytest.raises(DeprecationWarning, match="old wviz.ot.entropic"):
+        warn_from("wviz.ot.entropic")
+    with warnings.catch_warnings(record=True) as shown:
+        for module in ("ot.smooth", "wvizard", "numpy"):
+            warn_from(module)
+    assert sorted(str(w.message) for w in shown) == ["old numpy", "old wvizard"]

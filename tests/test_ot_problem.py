@@ -122,10 +122,10 @@ def test_marginal_error_is_the_l1_error_of_the_worse_marginal(library):
     assert float(err[1]) < 1e-15
     # the one-sided problem: the rows alone
     one = ot.marginal_error(args[0], None, args[2])
-    np.testing.assert_allclose(np.asarray(one), np.abs(P.sum(-1) - a).sum(-1).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(one), (P.sum(-1) - a).abs().sum(-1).numpy(), rtol=1e-12)
 
 
-@pytest.mark.parametrize("library, dim", itertools.product(["torch", "numpy"], [-1, (1, 2)]))
+@pytest.mark.parametrize("library, dim", list(itertools.product(["torch", "numpy"], [-1, (1, 2)])))
 def test_marginal_error_of_the_scaling_form_without_the_plan(library, dim):
     """P = diag(u) K diag(v) given K v, K^T u and the scalings (u, v): the marginals are not formed, the error is
     the plan's; work buffers (numpy) take the residuals in place and give the same numbers."""

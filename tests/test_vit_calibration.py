@@ -123,17 +123,3 @@ def test_reliability_bands_hold_the_bins_accuracy():
         if inside.sum() >= 30:
             acc = float((pred[inside] == labels[inside]).double().mean())
             assert float(low[b]) <= acc <= float(high[b])
-
-
-@pytest.mark.parametrize("name", ["wviz.vit.calibration", "wviz.vit.intervals", "wviz.vit.occlusion", "wviz.vit.maps"])
-def test_the_examples_of_the_new_modules_give_what_they_print(name):
-    """The docstring examples of the calibration modules (tests/test_examples.py runs the older ones)."""
-    import doctest
-    import importlib
-
-    module = importlib.import_module(name)
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    for test in doctest.DocTestFinder(exclude_empty=True).find(module, name, globs={}):
-        runner.run(test)
-    result = runner.summarize(verbose=False)
-    assert result.attempted > 0 and result.failed == 0, f"{result.failed} of {result.attempted} examples failed"

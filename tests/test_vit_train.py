@@ -74,6 +74,8 @@ def test_the_multi_seed_evaluation_with_twin_intervals_and_occlusion_lands_in_a_
         assert low <= estimate <= high, ood
     assert all(len(a) == 2 and all(0 <= v <= 1 for v in a) for a in m["occlusion_auroc"].values())
 
+
+@pytest.mark.slow   # two training processes under torchrun
 def test_torchrun_two_cpu_processes_average_their_gradients(tmp_path):
     """Under torchrun with 2 processes (gloo on the CPU) the model is wrapped in DistributedDataParallel and rank 0
     writes the checkpoint. Reference: DDP averages the two processes' gradients, so with a plain mean loss
@@ -140,6 +142,7 @@ def test_pretraining_epochs_run_before_fine_tuning_and_are_recorded(tmp_path):
             train.parse_args(bad + ["--out", "x.safetensors"])
 
 
+@pytest.mark.slow   # two training processes under torchrun
 def test_torchrun_pretraining_leaves_the_classifier_out_and_ddp_accepts_it(tmp_path):
     """Pre-training does not use the classifier; under DistributedDataParallel it gets a zero gradient (DDP waits
     for every parameter's), and both stages run."""

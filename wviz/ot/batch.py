@@ -54,16 +54,17 @@ def worth_leaving(conv: np.ndarray, err: np.ndarray, lam: np.ndarray | None, tol
     return 2 * np.count_nonzero(conv) >= len(conv) and iterations_left(err, lam, ~conv, tol) > 10
 
 
-def leave(loop: BatchLoop, conv: np.ndarray, gamma: float, finished: Finished | None) -> Finished:
+def leave(loop: BatchLoop, conv: np.ndarray, gamma: float, finished: Finished | None, tol: float) -> Finished:
     """The converged problems conv of a batch leave it: their plans and parts are written out now (into finished,
     made at the first leave), and the rest go on in buffers of their own. Only a batch loop can do this (a loop of
-    one problem never needs to: it stops when its problem has converged)."""
+    one problem never needs to: it stops when its problem has converged). converged is the plan's marginal error
+    <= tol, as for the rest (a semi-relaxed plan is not the iterate checked: wviz.ot.semirelaxed)."""
     device = loop.K.device
     done, rest = (torch.as_tensor(np.flatnonzero(x), device=device) for x in (conv, ~conv))
     if finished is None:
         finished = Finished(loop.K, loop.f, loop.g)
     P, *parts = loop.plan_parts(gamma, done)
-    finished.store(finished.rest[done], P, parts + [torch.ones(len(done), dtype=torch.bool, device=device)])
+    finished.store(finished.rest[done], P, parts + [parts[0] <= tol])
     finished.rest = finished.rest.index_select(0, rest)
     loop.keep(rest)
     return finished

@@ -75,8 +75,9 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     prior-softmax with prior b in closed form, P_ij = a_i b_j exp(-C_ij / gamma) / sum_k b_k exp(-C_ik / gamma)
     (001, eq. (13): plain softmax for a uniform b), rho = inf the balanced problem. Its optimality conditions:
     P 1 = a and g_j = gamma log b_j - rho log(q_j / b_j) with q = P^T 1. The result also carries rho, column_sums
-    (q) and column_kl (KL(q | b)); reg_cost is the semi-relaxed objective, marginal_error the rows' L1 error (with
-    over-relaxation also the columns' error against the column condition). POT's
+    (q) and column_kl (KL(q | b)); reg_cost is the semi-relaxed objective. The plan's rows are a to rounding (the
+    plan is read after a last row update), and marginal_error is the columns' L1 error against the column condition
+    of those rows. POT's
     ``ot.unbalanced.sinkhorn_unbalanced(a, b, C, gamma, reg_m=(inf, rho))`` solves the same problem; its potentials
     and stopping rule differ (module semirelaxed). wviz's balanced objective -gamma H(P) equals gamma KL(P | a b^T)
     up to a constant on U(a, b) only: off it, with -gamma H(P), the rho = 0 end would be softmax whatever b.
@@ -333,7 +334,7 @@ def _stage(loop: ScalingLoop, run: _Run, gamma_k: float, final: bool):
         conv = errs <= run.tol   # converged problems leave a batch whose rest is slow (wviz.ot.batch)
         if final and not run.record and worth_leaving(conv, errs, run.relax.lam, run.tol) and \
                 isinstance(loop, BatchLoop):
-            run.finished = leave(loop, conv, gamma_k, run.finished)
+            run.finished = leave(loop, conv, gamma_k, run.finished, run.tol)
             run.relax.keep(~conv)
             errs, saved = errs[~conv], loop.save()
         if run.relax.update(errs, run.it):

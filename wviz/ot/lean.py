@@ -301,12 +301,12 @@ class LeanScalings:
         """The plain semi-relaxed column update tt = max(exp(c - phi log K^T u), floor) of the current KTu, 0 at
         the points without mass."""
         t = self.tt
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):   # log 0, then -inf + inf, at a point without mass
             np.log(self.KTu, out=t)
-        np.multiply(t, -self.p, out=t)
-        np.add(t, self.c, out=t)
-        np.exp(t, out=t)
-        np.maximum(t, self.floor, out=t)
+            np.multiply(t, -self.p, out=t)
+            np.add(t, self.c, out=t)
+            np.exp(t, out=t)
+            np.maximum(t, self.floor, out=t)
         if self.zb is not None:
             t[self.zb] = 0.0
         self.t_ok = True
@@ -373,6 +373,15 @@ class LeanScalings:
             self.refresh()
         self._settle()
         u, v = self.u, self.v
+        if self.rho is not None:
+            # as wviz.ot.scaling.Scalings.plan_parts: a last plain row update holds the rows to rounding, and the
+            # columns are measured against the column condition of these rows (tt of the new KTu)
+            with np.errstate(invalid="ignore"):   # 0 / 0 at a zero mass (reset below)
+                np.divide(self.a, self.Kv, out=u)
+            if self.za is not None:
+                u[self.za] = 0.0
+            np.dot(self.KTm, u, out=self.KTu)
+            self._column_update()
         row, col = u * self.Kv, v * self.KTu
         err = marginal_error(self.a, self.b if self.rho is None else self.tt * self.KTu, row, col)
         P = self.K.mul_(torch.from_numpy(u)[:, None]).mul_(torch.from_numpy(v))

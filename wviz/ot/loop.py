@@ -105,7 +105,8 @@ class ScalingLoop(Protocol):
 
     def plan_parts(self, gamma: float) -> PlanParts:
         """The final plan and its parts, with the scalings absorbed into the potentials; the plan is written over
-        the kernel's buffer, so the loop is spent."""
+        the kernel's buffer, so the loop is spent. Semi-relaxed: the plan after a last plain row update, whose rows
+        are a to rounding (wviz.ot.semirelaxed, "The returned plan")."""
 
 
 @runtime_checkable

@@ -24,8 +24,8 @@ class OTResult:
     n_iter          iterations run (a Sinkhorn iteration = one row and one column update; 0 for closed forms and
                     for emd, whose network simplex does not report a count)
     marginal_error  (...)  max(||P 1 - a||_1, ||P^T 1 - b||_1); semi-relaxed, the columns' target is the column
-                           sums that the column condition asks for (wviz.ot.semirelaxed): at omega = 1 this is the
-                           rows' error ||P 1 - a||_1
+                           sums that the column condition asks of the plan's rows (wviz.ot.semirelaxed), and the
+                           rows hold a to rounding: this is the columns' error
     converged       (...)  bool: marginal_error <= tol (emd: POT's network simplex reported an optimal basis)
     history         (checks, 2) float64 on the CPU: rows (iteration, worst marginal error over the batch), one per
                     convergence check; in epsilon scaling the early rows belong to the larger gammas of the schedule

@@ -275,20 +275,27 @@ class Scalings:
         return self.u * self.K * self.v.mT
 
     def plan_parts(self, gamma: float, idx: torch.Tensor | None = None) -> PlanParts:
-        """P and its parts of the problems idx (all by default; then P is written over K). Semi-relaxed: the error
-        against the column condition's target and the objective of wviz.ot.semirelaxed."""
+        """P and its parts of the problems idx (all by default; then P is written over K). Semi-relaxed: the plan
+        after a last plain row update (module semirelaxed, "The returned plan"), the error against the column
+        condition's target and the objective of wviz.ot.semirelaxed."""
         self._settle()
-        target = self.b3 if self.rho is None else self.t * self.KTu
-        parts = (self.K, self.u, self.v, self.Kv, self.KTu, self.f, self.g, self.C, self.a3, target, self.pos_a,
-                 self.pos_b)
-        if idx is not None:
-            parts = [t.index_select(0, idx) for t in parts]
-        out = _plan_parts(*parts, gamma)
+        parts = [self.K, self.u, self.v, self.Kv, self.KTu, self.f, self.g, self.C, self.a3, self.b3, self.pos_a,
+                 self.pos_b]
+        semi = [] if self.rho is None else [self.c, self.pa3, self.pb3]
+        if idx is not None:   # the loop goes on with the others: select, never write into the loop's tensors
+            parts, semi = [t.index_select(0, idx) for t in parts], [t.index_select(0, idx) for t in semi]
         if self.rho is None:
-            return out
-        _, u, v, Kv, KTu, _, _, _, a3, _, pos_a, pos_b = parts
-        b = self.b3 if idx is None else self.b3.index_select(0, idx)
-        reg = semirelaxed.objective(out.f, out.g, (u * Kv)[:, :, 0], (v * KTu)[:, :, 0], a3[:, :, 0], b[:, :, 0],
+            return _plan_parts(*parts, gamma)
+        K, u, v, Kv, KTu, f, g, C, a3, b3, pos_a, pos_b = parts
+        c, pa3, pb3 = semi
+        # the iterations end on a column update, whose rows hold a only to the tolerance: one more row update
+        # holds them to rounding, as the problem asks; the columns are then measured against its column condition
+        u = torch.where(pa3, a3 / Kv, 0) if self.zero_a else a3 / Kv
+        KTu = mv(K.mT, u)
+        t = semirelaxed.column_scalings(c, KTu, self.p, self.floor)
+        t = torch.where(pb3, t, 0) if self.zero_b else t
+        out = _plan_parts(K, u, v, Kv, KTu, f, g, C, a3, t * KTu, pos_a, pos_b, gamma)
+        reg = semirelaxed.objective(out.f, out.g, (u * Kv)[:, :, 0], (v * KTu)[:, :, 0], a3[:, :, 0], b3[:, :, 0],
                                     pos_a, pos_b, gamma, self.rho)
         return out._replace(reg_cost=reg)
 

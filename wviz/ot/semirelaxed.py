@@ -40,6 +40,14 @@ against the two targets of these conditions,
 the L1 error of the rows and of the columns against the column sums that the column condition asks for; at omega = 1
 the second term is 0 and this is the rows' error, which is 0 exactly at the solution.
 
+The returned plan. The iterations end on a column update, so the last iterate's rows hold a only to tol. The plan
+returned is that iterate after one more plain row update, u <- a / K v: its rows are a to rounding, as the problem
+holds them, and its marginal error (the same measure) is the columns' error against the column condition of these
+rows. At omega = 1 that is at most about phi times the rows' error of the last check (the column sums move by the
+rows' last correction, the column update by phi times it), so within tol; with over-relaxation the columns' own
+error of the last check adds to it, and the result can end a little above the last check's error (converged
+says whether the plan returned meets tol).
+
 Numerics. A column may carry no mass worth a float even though b_j > 0 (rho small, gamma small, a key far from
 every query): its scaling is held at FLOOR (exp(-2 ABSORB) of the dtype), where its entries of the plan are below
 rounding, and only large scalings call for an absorption (a small one cannot overflow anything: the kernel stays

@@ -347,12 +347,17 @@ def letters(n: int, size: int = DIGIT_SIZE, seed: int = 0) -> torch.Tensor:
     upsampled to ``size`` as the digits are (bilinear): glyphs of a kind the model never saw, at the digits' size,
     stroke and margins. (n, 1, size, size) in [0, 1].
 
-    Example: as bright as the digits and as inked (a digit lights about a third of its pixels).
+    Example: as bright as the digits and as inked. At the digits' 8 x 8 every letter's brightest pixel is 1, as
+    nearly every digit's is (16 of 16); the bilinear upsampling to 16 x 16 then dims a lone bright pixel, the
+    digits' as well (to 0.82 at the least for these letters, 0.84 for the digits' test split). About 0.4 of the
+    pixels are over 0.3, as for the digits.
 
     >>> from wviz.vit.data import letters
     >>> x = letters(27)
-    >>> tuple(x.shape), round(float(x.amax((1, 2, 3)).min()), 2), 0.2 < float((x > 0.3).float().mean()) < 0.5
-    ((27, 1, 16, 16), 1.0, True)
+    >>> tuple(x.shape), 0.3 < float((x > 0.3).float().mean()) < 0.5
+    ((27, 1, 16, 16), True)
+    >>> float(letters(27, size=8).amax((1, 2, 3)).min())
+    1.0
     """
     g = torch.Generator().manual_seed(seed)
     x = torch.from_numpy(np.stack([_glyph(GLYPHS[i % len(GLYPHS)], g) for i in range(n)]))[:, None]
