@@ -20,6 +20,8 @@ from tests.e2e.harness import drag, launch_browser, live_frames, running_app, wa
 SECTION = "## Live while the slider moves"
 FRAME_MS = 1000 / 60
 SEMI = "mechanisms=softmax&mechanisms=semi-relaxed+OT"   # Attention as transport with semi-relaxed OT chosen
+LANDSCAPE = "view=Objective+on+the+simplex+%28m+%3D+3%29"   # Attention as transport's views
+MANY = "view=Many+queries&many_n=64&many_m=64"
 CASES = [   # (figure, page path with the case's settings, slider key, chart key, the traces' field that moves)
     ("Attention as transport: weights bars, defaults (m = 3, 3 mechanisms)", "attention_transport", "tau", "bars",
      "y"),
@@ -27,7 +29,19 @@ CASES = [   # (figure, page path with the case's settings, slider key, chart key
      "attention_transport?source=random&m=64", "tau", "bars", "y"),
     ("Attention as transport: weights bars, m = 64, entmax at alpha = 1.3 (bisection)",
      "attention_transport?source=random&m=64&alpha=1.3", "tau", "bars", "y"),
+    ("Attention as transport: the objective on the simplex (80 x 69 cells) and its two argmins, entmax",
+     f"attention_transport?{LANDSCAPE}&land_mech=entmax", "tau", "land", "z"),
+    ("Attention as transport: Many queries, 64 x 64 under sparsemax", f"attention_transport?{MANY}&many_mech=sparsemax",
+     "tau", "many", "z"),
+    ("Attention as transport: Many queries, semi-relaxed OT's 64 x 64 plan, tau",
+     f"attention_transport?{MANY}&many_mech=semi-relaxed+OT", "tau", "many", "z"),
     ("Gaussian W2 attention: two 5 x 5 heatmaps, defaults", "gaussian_w2", "tau", "pair", "z"),
+    ("Gaussian W2 attention: the two heatmaps, the query's sigma_x (W2^2 by the 2 x 2 closed form)", "gaussian_w2",
+     "sx_0", "pair", "z"),
+    ("Gaussian W2 attention: the query's ellipses and mean (lines moved in place), sigma_x", "gaussian_w2", "sx_0",
+     "ellipses", "x"),
+    ("Gaussian W2 attention: every token's ellipses (equal covariances), sigma_x", "gaussian_w2?equal_cov=true",
+     "sx_0", "ellipses", "x"),
     ("Transport plans: Sinkhorn's 40 x 30 plan, defaults (gamma 1e-4 to 10 max C)", "transport_plans", "gamma",
      "plan", "z"),
     ("Transport plans: Sinkhorn's 64 x 64 plan (line)", "transport_plans?n=64&m=64", "gamma", "plan", "z"),
@@ -40,6 +54,10 @@ CASES = [   # (figure, page path with the case's settings, slider key, chart key
     ("Transport plans: semi-relaxed 64 x 64 plan (line), rho", "transport_plans?n=64&m=64&rho=1", "rho", "plan", "z"),
     ("Fenchel dual: h (12) by Newton on the dual (9), (18) and (15), defaults (alpha 1e-2 to 10)", "fenchel_dual",
      "alpha", "estimates", "y"),
+    ("Particles: the flow of 40 particles through 10 layers, defaults (trails and particles)", "particles", "tau",
+     "animation", "x"),
+    ("Particles: 64 particles through 16 layers (the live limit)", "particles?n=64&layers=16", "tau", "animation",
+     "x"),
 ]
 
 
@@ -51,7 +69,7 @@ def one_drag(page, url: str, key: str, chart: str, field: str, empty: bool) -> d
                   f"window.__wvizDrag.empty = {str(empty).lower()}; window.__wvizDrag.frames = []; }}")
     drag(page, key, 0.0, seconds=1.0, release=False)
     drag(page, key, 0.9, seconds=1.0)
-    frames = [f for f in live_frames(page) if "paintedAt" in f]
+    frames = [f for f in live_frames(page) if "paintedAt" in f and f["chart"] == chart]   # not another chart's
     wait_until_idle(page)
     return {"frames": frames, "seconds": 2.0, "restyle": None if empty else restyle_ms(page, chart, field)}
 

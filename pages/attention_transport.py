@@ -18,6 +18,7 @@ SEMI_TEX = (r"\text{semi-relaxed OT}: P^\star &= \arg\min_{P \ge 0,\ P 1 = a} \l
             r"&\quad + \tau\, \mathrm{KL}(P \,\Vert\, a b^\top) + \rho\, \mathrm{KL}(P^\top 1 \,\Vert\, b)",
             r"C_{ij} &= -\langle x_i, k_j \rangle,\quad p^\star = n P^\star_{1\cdot}")
 SIZES = [16, 64, 256, 1024, 2048, 4096]
+MANY_SEED = 0   # of the Many queries view's random queries and keys
 
 device = ui.page_setup(
     "Attention as regularised transport",
@@ -103,7 +104,7 @@ inputs = ui.guarded("attention/inputs", read_inputs)
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def many_queries(mechanism, n, m, d, tau, alpha, device_name, rho):
-    return av.many_queries(mechanism, n, m, d, 0, tau, alpha, device_name, rho)
+    return av.many_queries(mechanism, n, m, d, MANY_SEED, tau, alpha, device_name, rho)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -188,6 +189,10 @@ def landscape_view(w: av.Weights) -> ui.View:
         if drawn is not None:
             land, fig = drawn
             ui.show_figure(fig, key="land")
+            i = w.inputs
+            ui.follow("land", "landscape", {"tau": ui.Slider("tau", ui.log_grid("tau")), "alpha": ui.Slider("alpha")},
+                      {"tau": w.tau, "alpha": i.alpha}, {**av.landscape_live_inputs(which, i.scores, i.prior),
+                                                         "names": figs.ARGMINS}, entries=land.values.numel())
             st.markdown(
                 f"Closed form objective **{land.closed_value:.6f}**, generic solver (interior-point Newton, no "
                 f"closed form) **{land.numerical_value:.6f}**; the two points differ by {land.gap:.1e}.")
@@ -231,10 +236,39 @@ def side_view(w: av.Weights) -> ui.View:
                 "argmax (sparsemax drops keys), a large one close to uniform (or to the prior).")
 
 
+def tau_title(mechanism: str, tau: float) -> str:
+    return f"{mechanism}, tau = {tau:.3g}"
+
+
+def rho_title(rho: float) -> str:
+    return f", rho = {av.rho_text(rho)}"
+
+
+def many_titles(mechanism: str) -> dict:
+    """The Many queries heatmap's title in two parts, for each value of the tau slider and, for semi-relaxed OT,
+    each of the rho slider's."""
+    return {"tau": [tau_title(mechanism, tau) for tau in ui.log_grid("tau")],
+            "rho": [rho_title(rho) for rho in av.RHOS] if mechanism == av.SEMI else None}
+
+
 def many_figure(w: av.Weights, mechanism: str, n: int, m: int, d: int):
     res = many_queries(mechanism, n, m, d, w.tau, w.inputs.alpha, str(device), w.inputs.rho)
-    rho = f", rho = {av.rho_text(w.inputs.rho)}" if mechanism == av.SEMI else ""
-    return res, figs.attention_heatmap(res.pooled, f"{mechanism}, tau = {w.tau:.3g}{rho}", res.block)
+    title = tau_title(mechanism, w.tau) + (rho_title(w.inputs.rho) if mechanism == av.SEMI else "")
+    return res, figs.attention_heatmap(res.pooled, title, res.block)
+
+
+def follow_many(w: av.Weights, res: av.ManyQueries, mechanism: str, n: int, m: int, d: int):
+    """The heatmap follows tau, alpha and rho while they move, up to 64 x 64 weights; larger, on release."""
+    if n * m > ui.LIVE_MAX_ENTRIES["many"]:
+        st.caption(f"The heatmap changes when a slider is released: {n} x {m} weights are more than the browser "
+                   "recomputes within a frame.")
+        return
+    sliders = {"tau": ui.Slider("tau", ui.log_grid("tau")), "alpha": ui.Slider("alpha"),
+               "rho": ui.Slider("rho", tuple(av.RHOS))}
+    inputs = {**av.many_live_inputs(res, mechanism, n, m, d, MANY_SEED), "taus": ui.log_grid("tau"),
+              "rhos": av.RHOS, "titles": many_titles(mechanism)}
+    ui.follow("many", "many", sliders, {"tau": w.tau, "alpha": w.inputs.alpha, "rho": w.inputs.rho}, inputs,
+              entries=n * m)
 
 
 def many_view(w: av.Weights) -> ui.View:
@@ -254,6 +288,7 @@ def many_view(w: av.Weights) -> ui.View:
         if drawn is not None:
             res, fig = drawn
             ui.show_figure(fig, key="many")
+            follow_many(w, res, mechanism, n, m, d)
             st.caption(f"Computed in {res.seconds * 1e3:.1f} ms on {ui.where_solved(res.solved_on, device)}; mean "
                        f"support size {res.mean_support:.1f} of {m} keys.")
 

@@ -50,23 +50,38 @@ def read_scene():
     q = sb.selectbox("Query token", range(len(names)), format_func=lambda i: names[i], key="query", bind="query-params",
                      help="The token whose weights, W2^2 split and sweep are shown.")
     mx, my, sx, sy, rho = gv.query_row(tokens, q)
+    key = gv.query_keys(q)
     row = [
-        query_slider("mean x", -3.0, 3.0, mx, 0.05, f"mx_{q}", help="m_x of the query."),
-        query_slider("mean y", -3.0, 3.0, my, 0.05, f"my_{q}", help="m_y of the query."),
-        query_slider("sigma_x", 0.0, 2.0, sx, 0.01, f"sx_{q}", help="Standard deviation along x (0 is a point mass "
-                                                                    "along x)."),
-        query_slider("sigma_y", 0.0, 2.0, sy, 0.01, f"sy_{q}", help="Standard deviation along y."),
-        query_slider("rho", -1.0, 1.0, rho, 0.01, f"rho_{q}", disabled=diagonal,
+        query_slider("mean x", -3.0, 3.0, mx, 0.05, key["x"], help="m_x of the query."),
+        query_slider("mean y", -3.0, 3.0, my, 0.05, key["y"], help="m_y of the query."),
+        query_slider("sigma_x", 0.0, 2.0, sx, 0.01, key["sigma_x"], help="Standard deviation along x (0 is a point "
+                                                                          "mass along x)."),
+        query_slider("sigma_y", 0.0, 2.0, sy, 0.01, key["sigma_y"], help="Standard deviation along y."),
+        query_slider("rho", -1.0, 1.0, rho, 0.01, key["rho"], disabled=diagonal,
                      help="Correlation of x and y (full covariance only)."),
     ]
     tokens = gv.with_query(tokens, q, row)
     return gv.scene(gv.equal_covariances(tokens, q) if equal else tokens, q)
 
 
+def query_sliders(s: gv.Scene) -> dict:
+    """The sliders of the query's row, which the figures follow while they move."""
+    return {name: ui.Slider(key) for name, key in gv.query_keys(s.query).items()}
+
+
+def live_inputs(s: gv.Scene) -> dict:
+    return {**gv.live_inputs(s, equal), "traces": figs.token_traces(len(s.tokens.names))}
+
+
 scene = ui.guarded("gaussian/tokens", read_scene)
 if scene is not None:  # the last good scene, when the table above is being fixed
     ui.show_figure(figs.token_ellipses(scene.tokens.means, scene.ellipses, scene.tokens.names, scene.query),
                    key="ellipses")
+    n_drawn = 2 * gv.ELLIPSE_POINTS * (len(scene.tokens.names) if equal else 1)
+    if not ui.follow("ellipses", "ellipses", query_sliders(scene), dict(zip(gv.COLUMNS, gv.query_row(
+            scene.tokens, scene.query))), live_inputs(scene), entries=n_drawn):
+        st.caption(f"The ellipses move when a slider is released: {len(scene.tokens.names)} tokens with the query's "
+                   "covariance are more than the browser redraws within a frame.")
 
 
 # ---- what tau drives ------------------------------------------------------------------------------------------
@@ -79,10 +94,10 @@ def tau_slider(where):
 def draw(a: gv.Attention):
     ui.show_figure(figs.main_figure(a), key="pair")
     n = len(a.scene.tokens.names)
-    if not ui.follow("pair", "rows", {"tau": ui.Slider("tau", ui.log_grid("tau"))}, {"tau": a.tau},
-                     gv.live_inputs(a), entries=2 * n * n):
-        st.caption(f"The heatmaps change when tau is released: {n} tokens are more than the browser redraws within "
-                   "a frame.")
+    sliders = {"tau": ui.Slider("tau", ui.log_grid("tau")), **query_sliders(a.scene)}
+    if not ui.follow("pair", "gaussians", sliders, gv.live_values(a), live_inputs(a.scene), entries=2 * n * n):
+        st.caption(f"The heatmaps change when a slider is released: {n} tokens are more than the browser redraws "
+                   "within a frame.")
     ui.views({"The query's weights": weights_view(a), "Sweep: one token grows uncertain": sweep_view(a),
               "Side by side": side_view(a), "Click a query": linked_view(a)},
              help="The query's weights with its W2^2 split into mean and shape parts; its weights as one token's "

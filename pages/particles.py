@@ -93,13 +93,21 @@ def draw(f: pv.Flow):
     ui.equation(r"\begin{aligned}\delta_{x_i^{h+1}} &= \delta_{x_i^h}\,\mathbf A^h_{m(X^h)}\\ "
                 r"x_i^{h+1} &= \sum_j \frac{G(x_i^h, x_j^h)}{\sum_k G(x_i^h, x_k^h)}\, x_j^h W_V\end{aligned}")
     ui.show_figure(figs.main_figure(f), key="animation")
+    taus = ui.log_grid("tau")
+    flow_inputs = {**pv.live_inputs(f), "traces": figs.FLOW_TRACES, "taus": taus,
+                   "titles": [figs.flow_title(i.layers, i.potential, tau) for tau in taus]}
+    if not ui.follow("animation", "flow", {"tau": ui.Slider("tau", taus)}, {"tau": f.tau}, flow_inputs,
+                     entries=i.n * i.n * i.layers):
+        st.caption(f"The flow changes when tau is released: {i.n} particles through {i.layers} layers are more than "
+                   "the browser recomputes within a frame.")
     ui.animation("flow", "The particle flow", lambda: figs.flow_frames(f.trajectory, f"{i.potential}, tau = {f.tau:g}"))
     st.caption("Press Play or drag the layer slider; grey lines are the paths so far, colours follow each particle. "
                "With the Gaussian potential and no residual, every layer is a step of Gaussian mean shift: particles "
                r"within about $\sqrt{\tau}$ of each other merge into clusters.")
     ui.show_figure(figs.layer_steps(f.steps, i.ground), key="layer_steps")
     st.caption("How far the measure moves at each layer. A map that contracts W1 makes these steps shrink "
-               "geometrically; once the particles have merged, nothing moves.")
+               "geometrically; once the particles have merged, nothing moves. These steps follow tau when it is "
+               "released: each W1 is an exact transport problem, solved in Python.")
     ui.views({"Contraction": contraction_view(f), "Infinite depth": fixed_point_view(f),
               "Maximum entropy": max_entropy_view(f), "Side by side": side_view(f)},
              help="Does one layer bring two inputs closer (Def. 22, Thm. 23, Cor. 30)? Where does the shared layer "

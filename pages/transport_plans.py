@@ -51,7 +51,7 @@ def read_clouds() -> tv.Problem:
     seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params", help="Seed of the preset.")
     default, key = tv.points_table(preset, n, m, seed), f"points_{preset.replace(' ', '_')}_{n}_{m}_{seed}"
     # drawn only while open (opening reruns the page): closed, Streamlit's table editor still cost a first visit
-    # about 0.2 s of the browser's main thread (BENCHMARKS.md, "First load: fewer charts on a first visit")
+    # the browser's main thread (BENCHMARKS.md, "First load: fewer charts on a first visit")
     box = st.expander("Edit the points and their masses", key="edit_points", on_change="rerun", bind="query-params")
     if not box.open:
         return tv.clouds_from_table(ui.table_from_url(default, key), cost_kind)

@@ -25,9 +25,11 @@ def run_js(cases: list[dict]) -> list[dict]:
             a = a.tolist()
         if isinstance(a, dict):
             return {k: plain(v) for k, v in a.items()}
-        if isinstance(a, list):
-            return [None if x == -math.inf else plain(x) for x in a]
-        return "Infinity" if a == math.inf else a
+        if isinstance(a, (list, tuple)):
+            return [plain(x) for x in a]
+        if isinstance(a, float) and math.isinf(a):
+            return "Infinity" if a > 0 else None
+        return a
 
     text = json.dumps([{"fn": c["fn"], "args": [plain(a) for a in c["args"]]} for c in cases], allow_nan=False)
     done = subprocess.run([NODE, str(RUNNER)], input=text, capture_output=True, text=True, timeout=60, check=True)
@@ -269,3 +271,136 @@ def test_fenchel_estimates_agree_with_wviz_fenchel():
     message = python_message(fenchel.h_exact, problems["random, d = 2"][0], problems["random, d = 2"][1],
                              problems["random, d = 2"][2], 0.0)
     assert run_js([{"fn": "fenchelEstimates", "args": [*problems["random, d = 2"], 0.0]}])[0]["error"] == message
+
+
+def gaussian_tokens() -> dict[str, torch.Tensor]:
+    """Token tables [x, y, sigma_x, sigma_y, rho]: the page's, random ones (sigmas from 0.05 to 2, |rho| < 0.95, the
+    sliders' ranges) and one where every token has the same covariance."""
+    from wviz.views import gaussian_w2 as gv
+
+    g = torch.Generator().manual_seed(0)
+    n = 9
+    random = torch.cat([torch.randn(n, 2, generator=g, dtype=torch.float64) * 2,
+                        0.05 + 1.95 * torch.rand(n, 2, generator=g, dtype=torch.float64),
+                        1.9 * torch.rand(n, 1, generator=g, dtype=torch.float64) - 0.95], 1)
+    equal = random.clone()
+    equal[:, 2:] = random[0, 2:]
+    return {"page defaults": torch.tensor(gv.DEFAULT[gv.COLUMNS].to_numpy(), dtype=torch.float64),
+            "random": random, "equal covariances": equal}
+
+
+def test_gaussian_w2_agrees_with_wviz_gaussian():
+    """W2^2 of every pair of 2-D Gaussians by the 2 x 2 closed form (no matrix root), full and diagonal, equal to
+    wviz.gaussian's (eigenvalues of S_j^{1/2} S_i S_j^{1/2}) to 1e-9; each ellipse equal to wviz.gaussian.ellipse's."""
+    from wviz import gaussian
+    from wviz.views import gaussian_w2 as gv
+
+    cases, expected = [], []
+    for name, params in gaussian_tokens().items():
+        for diagonal in (False, True):
+            t = gv.tokens([str(i) for i in range(len(params))], params, diagonal)
+            cases.append({"fn": "gaussianW2", "args": [params, diagonal]})
+            expected.append((name, diagonal, "W2^2", gaussian.pairwise_w2_squared(t.means, t.covs, t.means, t.covs)))
+            for n_sigma in (1, 2):
+                cases.append({"fn": "gaussianEllipse", "args": [params[1], diagonal, n_sigma, 100]})
+                e = gaussian.ellipse(t.means[1], t.covs[1], n_sigma, 100)
+                expected.append((name, diagonal, f"ellipse {n_sigma}", {"x": e[:, 0], "y": e[:, 1]}))
+    for (name, diagonal, what, want), got in zip(expected, run_js(cases)):
+        if isinstance(want, dict):
+            for k in "xy":
+                assert (torch.tensor(got["out"][k], dtype=torch.float64) - want[k]).abs().max() <= 1e-9, (name, what)
+        else:
+            assert (torch.tensor(got["out"], dtype=torch.float64) - want).abs().max() <= 1e-9, (name, diagonal, what)
+
+
+def test_gaussian_w2_of_degenerate_gaussians_by_their_closed_forms():
+    """Where the covariances are singular (|rho| = 1 or a zero sigma: the sliders' ends), against W2^2 by another
+    route: with S = F F^T (F the Cholesky-like factor below, defined at |rho| = 1 and sigma = 0 too),
+    tr (S_j^{1/2} S_i S_j^{1/2})^{1/2} is the nuclear norm of F_i^T F_j, whose singular values come to rounding of
+    |F|^2. wviz.gaussian takes eigenvalues of S_j^{1/2} S_i S_j^{1/2} there, whose rounding (about eps |M|) grows to
+    about sqrt(eps) under the root: this is the sharper reference at the singular ends."""
+    tokens = torch.tensor([[0.0, 0.0, 1.2, 0.7, 1.0], [1.0, -0.5, 0.3, 1.9, -1.0], [0.4, 0.2, 0.0, 0.0, 0.3],
+                           [-1.0, 2.0, 2.0, 0.0, 0.5], [0.5, 0.5, 0.8, 1.1, 0.2]], dtype=torch.float64)
+
+    def factor(row):   # S = F F^T with F = [[sx, 0], [rho sy, sy sqrt(1 - rho^2)]]
+        sx, sy, rho = row[2:].tolist()
+        return torch.tensor([[sx, 0.0], [rho * sy, sy * math.sqrt(1 - rho * rho)]], dtype=torch.float64)
+
+    got = torch.tensor(run_js([{"fn": "gaussianW2", "args": [tokens, False]}])[0]["out"], dtype=torch.float64)
+    for i in range(5):
+        for j in range(5):
+            Fi, Fj = factor(tokens[i]), factor(tokens[j])
+            # tr (S_j^{1/2} S_i S_j^{1/2})^{1/2} is the nuclear norm of F_i^T F_j (singular values of a 2 x 2)
+            nuclear = float(torch.linalg.svdvals(Fi.T @ Fj).sum())
+            want = float(((tokens[i, :2] - tokens[j, :2]) ** 2).sum() + (Fi ** 2).sum() + (Fj ** 2).sum()
+                         - 2 * nuclear)
+            assert abs(float(got[i, j]) - max(want, 0.0)) <= 1e-12, (i, j)
+
+
+def test_particle_flow_agrees_with_wviz_measure():
+    """The Particles page's flow (003, Sec. 3.1) at tau from 0.01 to 100: the default preset with both potentials,
+    random weights shared and one triple per layer (value scale 0.6), residual connections with normalisation:
+    every layer's points equal wviz.measure.self_attention_flow's to 1e-9; its refusals carry Python's message."""
+    from wviz import measure
+    from wviz.views import particles as pv
+
+    x = pv.particles(pv.PRESETS[0], 40, 0)
+    settings = {"identity": dict(potential="gaussian", projections=None),
+                "dot": dict(potential="dot", projections=None),
+                "shared": dict(potential="gaussian", projections=pv.layer_projections(2, 6, False, True, 3, 0.6)),
+                "per layer": dict(potential="dot", projections=pv.layer_projections(2, 6, False, False, 3, 0.6)),
+                "residual, norm": dict(potential="gaussian", projections=None, residual=True, norm=True)}
+    cases, expected = [], []
+    for name, kw in settings.items():
+        p = kw["projections"]
+        per_layer = [p] * 6 if isinstance(p, tuple) else p
+        for tau in (0.01, 0.3, 10.0, 100.0):
+            cases.append({"fn": "particleFlow", "args": [x, 6, kw["potential"], tau, per_layer,
+                                                         kw.get("residual", False), kw.get("norm", False)]})
+            expected.append((name, tau, measure.self_attention_flow(x, 6, tau=tau, shared=not isinstance(p, list),
+                                                                    **kw)))
+    for (name, tau, want), got in zip(expected, run_js(cases)):
+        assert (torch.tensor(got["out"], dtype=torch.float64) - want).abs().max() <= 1e-9, (name, tau)
+
+    far = torch.full((3, 2), 1e300, dtype=torch.float64)
+    far[1] *= 0.5
+    eye = torch.eye(2, dtype=torch.float64)
+    refused = {   # x + the softmax mean of x doubles every layer; a lone particle plus its value -x is at the origin
+        "overflow": (far, dict(potential="dot", projections=None, residual=True)),
+        "origin": (torch.tensor([[1.0, 0.5]], dtype=torch.float64),
+                   dict(potential="dot", projections=(eye, eye, -eye), residual=True, norm=True)),
+    }
+    for name, (points, kw) in refused.items():
+        message = python_message(measure.self_attention_flow, points, 3, tau=1.0, **kw)
+        p = kw["projections"]
+        got = run_js([{"fn": "particleFlow", "args": [points, 3, kw["potential"], 1.0, p and [p] * 3,
+                                                      kw.get("residual", False), kw.get("norm", False)]}])
+        assert got[0].get("error") == message, (name, got, message)
+
+
+def test_landscape_objective_and_numerical_argmin_agree_with_wviz():
+    """The landscape view of three keys for each mechanism (entmax at alpha 1.3 and 1, prior-softmax with a zero
+    prior weight), tau from 1e-3 to 100: every cell of the objective equal to wviz.views.attention_transport's to
+    1e-9 (the same cells blank), the interior-point argmin equal to wviz.attention.solve_simplex's to 1e-9 and the
+    closed form's to 1e-6 (solve_simplex's own accuracy at a key on the support's edge is about sqrt(tol))."""
+    s = av.scores_from_points(av.DEFAULT_QUERY, av.DEFAULT_KEYS)
+    prior = torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64)
+    cases, expected = [], []
+    for mechanism, alpha, pr in (("softmax", 1.5, None), ("sparsemax", 1.5, None), ("entmax", 1.3, None),
+                                 ("entmax", 1.0, None), ("prior-softmax", 1.5, prior)):
+        live = av.landscape_live_inputs(mechanism, s, pr)
+        for tau in (1e-3, 0.1, 1.0, 100.0):
+            land = av.landscape(mechanism, s, tau, alpha, pr)
+            cases += [{"fn": "landscapeValues", "args": [live["omega"], s, tau, alpha, pr, live["width"]]},
+                      {"fn": "solveSimplex", "args": [s, live["omega"], tau, alpha, pr]}]
+            expected.append((mechanism, alpha, tau, land))
+    got = run_js(cases)
+    for k, (mechanism, alpha, tau, land) in enumerate(expected):
+        values = torch.tensor([[math.nan if v is None else v for v in row] for row in got[2 * k]["out"]],
+                              dtype=torch.float64)
+        want = torch.where(torch.isfinite(land.values), land.values, math.nan)
+        assert torch.equal(values.isnan(), want.isnan()), (mechanism, tau)
+        assert (values - want).nan_to_num().abs().max() <= 1e-9, (mechanism, alpha, tau)
+        numerical = torch.tensor(got[2 * k + 1]["out"], dtype=torch.float64)
+        assert (numerical - land.numerical).abs().max() <= 1e-9, (mechanism, alpha, tau)
+        assert (numerical - land.closed_form).abs().max() <= 1e-6, (mechanism, alpha, tau)

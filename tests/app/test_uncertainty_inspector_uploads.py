@@ -88,18 +88,20 @@ def test_upload_with_another_patch_size_high_query_and_measured_panel(open_page,
     measured by the page (the file's claim of zero error is ignored), and evaluate moves the progress bar."""
     claimed = {k: [0.0] * 5 for k in data.CORRUPTIONS}
     raw = tiny_upload(tmp_path, {"eval_samples": 2, "metrics": {"corruption_error": claimed}}, patch_size=2)
-    calls = []  # the progress fractions of each evaluation of this upload the page runs
+    calls = []  # each evaluation of this upload the page runs: its progress fractions and its Report
     real = vit_evaluate.evaluate
 
     def spy(model, *args, progress=None, **kwargs):
         if model.config.patch_size != 2:  # another test's job, still running in the background worker
             return real(model, *args, progress=progress, **kwargs)
-        calls.append([])
+        calls.append(([], None))
 
         def report(f, text):
-            calls[-1].append(f)
+            calls[-1][0].append(f)
             progress(f, text)
-        return real(model, *args, progress=report, **kwargs)
+        result = real(model, *args, progress=report, **kwargs)
+        calls[-1] = (calls[-1][0], result)
+        return result
 
     monkeypatch.setattr(vit_evaluate, "evaluate", spy)
     at = open_page(PAGE)
@@ -113,18 +115,17 @@ def test_upload_with_another_patch_size_high_query_and_measured_panel(open_page,
     assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith("deterministic twin")]
     assert "Deterministic twin" not in at.segmented_control(key="view").options
     model = load_checkpoint(raw, name="p2.safetensors")[0]
-    x, y = data.load_dataset("digits", "test")
-    out = model(x[:1])
+    out = model(data.load_dataset("digits", "test")[0][:1])
     at.segmented_control(key="view").set_value("Heads and rollout").run()
     heads = figure_titled(at, "uploaded (stochastic): attention")["data"]
     for h in range(2):
         np.testing.assert_allclose(np.asarray(heads[h]["z"], dtype=float),
                                    out.attentions[0][0, h, 40, 1:].reshape(8, 8).detach().numpy(), atol=1e-6)
     # the upload's evaluation (the only one with corruptions): 20 passes (test split, 3 OOD sets and the held-out
-    # letters, 3 corruptions x 5 severities) reported as they start, then 1.0
-    (fractions,) = [c for c in calls if len(c) > 4]
+    # letters, 3 corruptions x 5 severities) reported as they start, then 1.0; the panel shows what it measured
+    # (wviz.vit.evaluate itself is tested against its definitions in tests/test_vit_*.py)
+    ((fractions, report),) = [c for c in calls if len(c[0]) > 4]
     assert fractions == [i / 20 for i in range(20)] + [1.0]
-    report = real(model, x, y, ood_sets={}, samples=2)
     measured = report.corruption
     at.segmented_control(key="panel").set_value("Corruptions").run()
     shown = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Test error under corr")["data"]}

@@ -98,6 +98,31 @@ def test_rho_drag_re_solves_semi_relaxed_ot_live(server, page):
     np.testing.assert_allclose(np.array(drawn(shared)["weights"]), want, atol=1e-12, rtol=0)
 
 
+@pytest.mark.timeout(300)
+def test_tau_drag_redraws_the_many_queries_heatmap_live(server, page):
+    """Attention as transport, Many queries at 64 x 64 under sparsemax: the heatmap follows tau, each row wviz's
+    sparsemax of that query's scores at the tau drawn (to 1e-9, from the same float32 scores in float64), and the
+    title names that tau."""
+    import torch
+
+    from wviz import attention
+
+    page.goto(f"{server}/attention_transport?view=Many+queries&many_n=64&many_m=64&many_mech=sparsemax")
+    wait_until_idle(page)
+    drag(page, "tau", 0.75, seconds=1.0, release=False)   # from tau = 1 up to about 5
+    taus = [f["values"]["tau"] for f in live_frames(page) if f["chart"] == "many"]
+    assert len(set(taus)) >= 10, taus
+    page.wait_for_timeout(300)
+    (live,) = heatmaps(page, "many")
+    s = av.dot_scores(*av.random_queries_keys(64, 64, 16, 0)).double()
+    np.testing.assert_allclose(np.array(live), attention.sparsemax(s, taus[-1]).numpy(), atol=1e-9, rtol=0)
+    title = page.evaluate("() => document.querySelector('.st-key-many .g-gtitle text').textContent")
+    assert title == f"sparsemax, tau = {taus[-1]:.3g}"
+    assert np.abs(np.array(live) - attention.sparsemax(s, 1.0).numpy()).max() > 0.05   # the weights moved
+    release(page, "tau", str(taus[-1]))
+    np.testing.assert_allclose(np.array(heatmaps(page, "many")[0]), np.array(live), atol=1e-6, rtol=0)   # float32
+
+
 def heatmaps(page, chart: str = "pair") -> list:
     """The z of each heatmap of the chart keyed ``chart``, as the figure holds them."""
     page.wait_for_function(f"() => document.querySelector('.st-key-{chart} .js-plotly-plot')?._fullData")
@@ -114,6 +139,39 @@ def pixels_differing(before: bytes, after: bytes) -> float:
     a, b = (np.asarray(Image.open(BytesIO(s)).convert("RGB"), dtype=int) for s in (before, after))
     assert a.shape == b.shape
     return float((np.abs(a - b).max(axis=-1) > 8).mean())
+
+
+@pytest.mark.timeout(300)
+def test_tau_drag_redraws_the_simplex_landscape_and_its_argmins_live(server, page):
+    """Attention as transport, the objective on the simplex (entmax): the landscape and both argmins follow tau;
+    each cell equals wviz's objective at the tau drawn (to 1e-9, outside cells blank), the closed-form star and the
+    interior-point circle sit at wviz's argmins, and the picture matches Plotly's drawing of Python's figure after
+    the release (the reversed colour scale, the blank cells)."""
+    from wviz.figures import attention_transport as figs
+
+    page.goto(f"{server}/attention_transport?view=Objective+on+the+simplex+%28m+%3D+3%29&land_mech=entmax")
+    wait_until_idle(page)
+    drag(page, "tau", 0.45, seconds=1.0, release=False)   # from tau = 1 (0.6 of the track) down to about 0.18
+    taus = [f["values"]["tau"] for f in live_frames(page) if f["chart"] == "land"]
+    assert len(set(taus)) >= 10, taus
+    page.wait_for_timeout(300)
+    (live,) = heatmaps(page, "land")
+    land = av.landscape("entmax", av.scores_from_points(av.DEFAULT_QUERY, av.DEFAULT_KEYS), taus[-1])
+    live = np.array([[np.nan if v is None else v for v in row] for row in live], dtype=float)
+    want = land.values.numpy()
+    assert (np.isnan(live) == np.isnan(want)).all()
+    np.testing.assert_allclose(np.nan_to_num(live), np.nan_to_num(want), atol=1e-9, rtol=0)
+    chart = "document.querySelector('.st-key-land .js-plotly-plot')"
+    points = page.evaluate(f"names => names.map(n => {chart}.calcdata.find(cd => cd[0].trace.name === n)"
+                           ".map(di => [di.x, di.y])[0])", list(figs.ARGMINS))
+    for drawn_xy, p in zip(points, (land.closed_form, land.numerical)):
+        np.testing.assert_allclose(drawn_xy, [float(v) for v in land.xy(p)], atol=1e-9, rtol=0)
+    live_shot = page.locator(".st-key-land").screenshot()
+
+    release(page, "tau", str(taus[-1]))
+    page.wait_for_timeout(500)
+    differ = pixels_differing(live_shot, page.locator(".st-key-land").screenshot())
+    assert differ < 0.02, f"{differ:.1%} of the pixels differ from Plotly's drawing"   # cell edges at most
 
 
 @pytest.mark.timeout(300)
@@ -138,6 +196,52 @@ def test_gaussian_tau_drag_redraws_both_heatmaps_as_plotly_would(server, page):
     np.testing.assert_allclose(np.array(heatmaps(page)), np.array(live), atol=1e-12, rtol=0)
     differ = pixels_differing(live_shot, page.locator(".st-key-pair").screenshot())
     assert differ < 0.01, f"{differ:.1%} of the pixels differ from Plotly's drawing"   # cell edges at most
+
+
+def gaussian_scene(**row):
+    """wviz's scene at the page's defaults (query t1) with the query's row changed as given (by COLUMNS name)."""
+    from wviz.views import gaussian_w2 as gv
+
+    tokens = gv.tokens_from_table(gv.DEFAULT, False)
+    values = dict(zip(gv.COLUMNS, gv.query_row(tokens, 0))) | row
+    return gv.scene(gv.with_query(tokens, 0, [values[c] for c in gv.COLUMNS]), 0)
+
+
+@pytest.mark.timeout(300)
+def test_gaussian_covariance_drag_moves_the_heatmaps_and_the_ellipse_live(server, page):
+    """Gaussian W2 attention: dragging the query's sigma_x redraws both heatmaps (W2^2 by the 2 x 2 closed form in
+    the browser) and the query's 1- and 2-sigma ellipses while it moves, the ellipses' axis widened as they grow;
+    at the sigma_x drawn, the heatmaps equal wviz's to 1e-9 and each ellipse's points equal wviz.gaussian.ellipse's,
+    its line through all of them; the link reproduces the released sigma_x."""
+    from wviz.views import gaussian_w2 as gv
+
+    page.goto(f"{server}/gaussian_w2")
+    wait_until_idle(page)
+    drag(page, "sx_0", 0.95, seconds=1.0, release=False)   # t1's sigma_x from 0.5 to 1.9
+    frames = [f for f in live_frames(page) if f["chart"] == "pair"]
+    sigmas = [f["values"]["sigma_x"] for f in frames]
+    assert len(set(sigmas)) >= 10, sigmas
+    assert {f["values"]["sigma_x"] for f in live_frames(page) if f["chart"] == "ellipses"} == set(sigmas)
+    page.wait_for_timeout(300)
+    s = gaussian_scene(sigma_x=sigmas[-1])
+    a = gv.attend(s, 1.0)
+    live = np.array(heatmaps(page))
+    np.testing.assert_allclose(live, np.stack([a.w2.numpy(), a.dot.numpy()]), atol=1e-9, rtol=0)
+    assert np.abs(live[0] - gv.attend(gaussian_scene(), 1.0).w2.numpy()).max() > 0.05   # W2 attention moved
+
+    chart = "document.querySelector('.st-key-ellipses .js-plotly-plot')"
+    drawn_ellipses = page.evaluate(f"() => [0, 1].map(i => {chart}.calcdata[i].map(di => [di.x, di.y]))")
+    for n_sigma, points in zip((1, 2), drawn_ellipses):
+        np.testing.assert_allclose(np.array(points), s.ellipses[n_sigma][0].numpy(), atol=1e-9, rtol=0)
+    line = page.evaluate(f"() => {chart}.querySelector('.scatterlayer .trace path.js-line').getAttribute('d')")
+    assert line.count("L") == gv.ELLIPSE_POINTS - 1
+    x_range = page.evaluate(f"() => {chart}._fullLayout.xaxis.range")
+    assert min(x_range) <= float(s.ellipses[2][0][:, 0].min()) and max(x_range) >= float(s.ellipses[2][0][:, 0].max())
+
+    release(page, "sx_0", f"{sigmas[-1]:g}")
+    np.testing.assert_allclose(np.array(heatmaps(page)), live, atol=1e-12, rtol=0)
+    shared = opened_link(page)
+    np.testing.assert_allclose(np.array(heatmaps(shared)), live, atol=1e-12, rtol=0)
 
 
 @pytest.mark.timeout(300)
@@ -228,6 +332,42 @@ def test_alpha_drag_moves_the_fenchel_estimates_live(server, page):
     shared.wait_for_function(f"() => {chart}?.layout")
     title = shared.evaluate(f"() => {chart}.layout.title.text")
     assert re.sub("<[^>]+>", "", title) == figs.main_figure(s).layout.title.text   # the page draws titles bold
+
+
+@pytest.mark.timeout(300)
+def test_tau_drag_moves_the_particle_flow_live(server, page):
+    """Particles: the flow follows tau (every layer recomputed in the browser): at the tau drawn, the last layer's
+    particles and every trail equal wviz.measure's flow to 1e-9, each particle's trail one piece of the line, and
+    the title names that tau; the link reproduces the released tau."""
+    from wviz.figures import particles as figs
+    from wviz.views import particles as pv
+
+    page.goto(f"{server}/particles")
+    wait_until_idle(page)
+    drag(page, "tau", 0.1, seconds=1.0, release=False)   # from tau = 0.3 down to about 0.025
+    taus = [f["values"]["tau"] for f in live_frames(page)]
+    assert len(set(taus)) >= 10, taus
+    page.wait_for_timeout(300)
+    chart = "document.querySelector('.st-key-animation .js-plotly-plot')"
+    trails, particles = page.evaluate(f"() => [0, 1].map(i => {chart}.calcdata[i].map(di => [di.x, di.y]))")
+    f = pv.at_defaults()(taus[-1])
+    want = f.trajectory.numpy()
+    np.testing.assert_allclose(np.array(particles), want[-1], atol=1e-9, rtol=0)
+    n, layers = want.shape[1], want.shape[0] - 1
+    trails = np.array(trails, dtype=float).reshape(n, layers + 2, 2)   # each trail, then its gap (NaN)
+    np.testing.assert_allclose(trails[:, :-1], want.transpose(1, 0, 2), atol=1e-9, rtol=0)
+    assert np.isnan(trails[:, -1]).all()
+    line = page.evaluate(f"() => {chart}.querySelector('.scatterlayer .trace path.js-line').getAttribute('d')")
+    assert line.count("M") == n and line.count("L") == n * layers
+    assert page.evaluate(f"() => {chart}.querySelector('.g-gtitle text').textContent") == \
+        figs.main_figure(f).layout.title.text
+    assert np.abs(np.array(particles) - pv.at_defaults()(0.3).trajectory[-1].numpy()).max() > 0.05   # they moved
+
+    release(page, "tau", f"{taus[-1]:g}")
+    shared = opened_link(page)
+    shared.wait_for_function(f"() => {chart}?.calcdata")
+    np.testing.assert_allclose(np.array(shared.evaluate(f"() => {chart}.calcdata[1].map(di => [di.x, di.y])")),
+                               want[-1], atol=1e-12, rtol=0)
 
 
 @pytest.mark.timeout(300)

@@ -59,6 +59,7 @@ def side_by_side(w, key_labels: list[str], side: str) -> go.Figure:
     return fig.update_layout(margin_b=135)   # the legend in two or three lines in half the column
 
 
+ARGMINS = ("closed form p*", "numerical argmin")   # the landscape's two markers (the browser moves them by name)
 LABEL_SIDES = ("bottom", "top", "top")   # each corner's label: above the top corner, under the bottom ones
 
 
@@ -78,8 +79,8 @@ def simplex_landscape(land, key_labels: list[str], title: str) -> go.Figure:
                         fillcolor="white", line=dict(width=0), name="outside", hoverinfo="skip", showlegend=False)
     fig.add_scatter(x=[*cx, cx[0]], y=[*cy, cy[0]], mode="lines", line=dict(color="black", width=1), name="simplex",
                     hoverinfo="skip", showlegend=False)
-    for name, p, symbol, size in (("closed form p*", land.closed_form, "star", 16),
-                                  ("numerical argmin", land.numerical, "circle-open", 26)):
+    for name, p, symbol, size in ((ARGMINS[0], land.closed_form, "star", 16),
+                                  (ARGMINS[1], land.numerical, "circle-open", 26)):
         p = to_numpy(p)
         x, y = land.xy(p)
         fig.add_scatter(x=[x], y=[y], mode="markers", name=name,

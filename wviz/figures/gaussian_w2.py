@@ -38,8 +38,15 @@ def _heatmap(z, labels: list[str], colorbar: dict) -> go.Heatmap:
                       text=_hover_text(labels), hovertemplate="%{text}: %{z:.3f}<extra></extra>")
 
 
+def token_traces(n: int) -> list[tuple[int, int, int]]:
+    """The indices of each token's traces in token_ellipses' figure of n tokens: its 1- and 2-sigma ellipses and its
+    mean (the browser moves them while a slider of the query moves)."""
+    return [(3 * i, 3 * i + 1, 3 * i + 2) for i in range(n)]
+
+
 def token_ellipses(means, ellipses: dict, labels: list[str], selected: int) -> go.Figure:
-    """Each token as its mean and its 1- and 2-sigma ellipses; ``ellipses`` maps n_sigma -> (n, points, 2)."""
+    """Each token as its mean and its 1- and 2-sigma ellipses (traces in token_traces' order); ``ellipses`` maps
+    n_sigma -> (n, points, 2) for n_sigma 1 and 2."""
     means = to_numpy(means)
     fig = go.Figure()
     for i, label in enumerate(labels):
@@ -67,9 +74,10 @@ def main_figure(a) -> go.Figure:
 
 def attention_pair(left, right, labels: list[str], titles: tuple[str, str]) -> go.Figure:
     """Two n x n attention matrices side by side on one scale [0, 1] (queries down, keys across), each with its
-    colour bar; the right one shares the left one's query axis. Keep ``titles`` short (about 20 characters):
-    at 800 px each panel is some 300 px wide."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.14, shared_yaxes=True)
+    colour bar; the right one shares the left one's query axis. Keep ``titles`` short (about 20 characters): in
+    an 800 px wide window the figure is some 470 px wide and the two titles share about 300 px."""
+    # the gap holds the left colour bar, its ticks and its title (about 70 px) in an 800 px wide window
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.24, shared_yaxes=True)
     ticks, note = token_ticks(labels)
     for col, z in ((1, left), (2, right)):
         end = fig.layout[f"xaxis{'' if col == 1 else col}"].domain[1]

@@ -52,11 +52,17 @@ def flow_frames(trajectory, title: str) -> list[go.Figure]:
     return [particles_at(trajectory, h, f"{title}: layer {h} of {L}") for h in range(L + 1)]
 
 
+FLOW_TRACES = (0, 1)   # the indices of the trails and of the particles in a frame of the flow (_layer_traces)
+
+
+def flow_title(layers: int, potential: str, tau: float) -> str:
+    return f"Particles over {layers} layers ({potential} potential, tau = {tau:g})"
+
+
 def main_figure(f) -> go.Figure:
     """The page's main figure: the animated particle flow of a wviz.views.particles.Flow."""
     i = f.inputs
-    return particles_animation(f.trajectory, f"Particles over {i.layers} layers ({i.potential} potential, "
-                                             f"tau = {f.tau:g})")
+    return particles_animation(f.trajectory, flow_title(i.layers, i.potential, f.tau))
 
 
 def particles_animation(trajectory, title: str = "Particles over layers") -> go.Figure:

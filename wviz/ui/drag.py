@@ -13,9 +13,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-# Per figure, the numbers a frame recomputes and draws: 64 keys x 4 mechanisms, a 64 x 64 plan, 1024 templates;
-# why not more: BENCHMARKS.md "Live while the slider moves: what the table says".
-LIVE_MAX_ENTRIES = {"weights": 256, "rows": 256, "plan": 4096, "estimates": 1024}
+# Per figure, the numbers a frame recomputes and draws: 64 keys x 4 mechanisms, 64 x 64 weights or plan, the
+# simplex's 80 x 69 cells, 1024 templates, two 11 x 11 heatmaps of W2 and dot-product attention, 20 tokens' two
+# ellipses of 100 points, N^2 L = 64^2 x 16 steps of the particle flow; why not more: BENCHMARKS.md "Live while the
+# slider moves: what the table says".
+LIVE_MAX_ENTRIES = {"weights": 256, "many": 4096, "landscape": 5520, "gaussians": 256, "plan": 4096,
+                    "estimates": 1024, "ellipses": 4000, "flow": 65536}
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,10 @@ def follow(chart: str, figure: str, sliders: dict[str, Slider], values: dict[str
     """Make the chart keyed ``chart`` follow ``sliders`` (name -> Slider) while they move, recomputing the
     component's ``figure`` from ``inputs`` and the sliders' current values (``values``: the released ones):
     "weights", bars of attend(mechanism, scores, tau, alpha, prior) per mechanism (semi-relaxed OT's by its
-    Sinkhorn at tau and rho), or "rows", heatmaps of row-wise softmax(scores / tau) per score matrix, or "plan", the
-    heatmap of Sinkhorn's plan at gamma (and rho), or "estimates", the Fenchel dual's h (12), (18) and (15) at alpha
+    Sinkhorn at tau and rho), or "many", the heatmap of many queries' weights, or "landscape", the objective on the
+    simplex with its argmins, or "gaussians", the heatmaps of W2 and dot-product attention of 2-D Gaussian tokens,
+    or "ellipses", the query token's ellipses and mean, or "plan", the heatmap of Sinkhorn's plan at gamma (and
+    rho), or "estimates", the Fenchel dual's h (12), (18) and (15) at alpha, or "flow", the particle flow at tau
     (wviz/ui/js/drag.js, FIGURES). ``entries``: the numbers a frame recomputes; above the figure's
     LIVE_MAX_ENTRIES nothing is mounted. True if live."""
     if entries > LIVE_MAX_ENTRIES[figure]:

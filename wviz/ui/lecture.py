@@ -31,7 +31,7 @@ def start(title: str, intro: str) -> None:
                   help="For a projector: sidebar collapsed, toolbar hidden, all text at least 18 px, thicker lines, "
                        "colour-blind-safe colours (Okabe-Ito, Cividis). It travels in the share link.")
         # In a popover: its content is drawn when opened, so a first visit does not load and run the code block's
-        # highlighter (0.27 s of the browser's main thread: BENCHMARKS.md, "First load").
+        # highlighter on the browser's main thread (BENCHMARKS.md, "First load").
         with st.popover("Share link", icon=":material/link:", width="stretch",
                         help="A link to this page with every setting, to copy."):
             st.caption("Link to this page with every setting (uploaded files are not part of it):")

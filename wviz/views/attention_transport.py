@@ -102,8 +102,11 @@ def simplex_raster(width: int, dtype=torch.float64):
     return x, y, torch.stack([p1, 1 - p1 - p3, p3], dim=-1)
 
 
+LANDSCAPE_WIDTH = 80   # cells across the simplex's triangle
+
+
 def landscape(mechanism: str, scores: torch.Tensor, tau: float, alpha: float = 1.5,
-              prior: torch.Tensor | None = None, width: int = 80) -> Landscape:
+              prior: torch.Tensor | None = None, width: int = LANDSCAPE_WIDTH) -> Landscape:
     """Objective landscape on the 2-simplex for three scores, closed form vs generic solver."""
     if scores.shape[-1] != 3:
         raise ValueError(f"the simplex landscape needs exactly 3 keys, got {scores.shape[-1]}")
@@ -122,6 +125,13 @@ def landscape(mechanism: str, scores: torch.Tensor, tau: float, alpha: float = 1
     return Landscape(x, y, points, values, closed, numerical,
                      float(objective(mechanism, closed, s, tau, alpha, pr)),
                      float(objective(mechanism, numerical, s, tau, alpha, pr)))
+
+
+def landscape_live_inputs(mechanism: str, scores: torch.Tensor, prior: torch.Tensor | None) -> dict:
+    """What the browser recomputes the landscape from while tau or alpha moves (wviz.ui.drag, its "landscape"
+    figure): the mechanism, its regulariser Omega, the three scores, the prior and the raster's width."""
+    return {"mechanism": mechanism, "omega": MECHANISMS[mechanism].omega, "scores": scores, "prior": prior,
+            "width": LANDSCAPE_WIDTH}
 
 
 def tau_sweep(mechanism: str, scores: torch.Tensor, taus: torch.Tensor, alpha: float = 1.5,
@@ -435,6 +445,7 @@ class ManyQueries:
     seconds: float
     mean_support: float
     solved_on: str = "cpu"
+    potentials: tuple | None = None   # semi-relaxed OT's (f, g), where the browser's Sinkhorn starts
 
 
 def many_queries(mechanism: str, n: int, m: int, d: int, seed: int, tau: float, alpha: float,
@@ -443,16 +454,31 @@ def many_queries(mechanism: str, n: int, m: int, d: int, seed: int, tau: float, 
     a uniform b, each query of mass 1 / n, its rows times n), timed on ``device``."""
     q, k = random_queries_keys(n, m, d, seed, device=device)
     prior = torch.full((m,), 1.0 / m, device=device) if mechanism == "prior-softmax" else None
+    s = dot_scores(q, k)
     t0 = time.perf_counter()
+    res = None
     if mechanism == SEMI:
         uniform = (torch.full((n,), 1.0 / n, device=device), torch.full((m,), 1.0 / m, device=device))
-        res = ot.sinkhorn(*uniform, -dot_scores(q, k), tau, rho=rho)
+        res = ot.sinkhorn(*uniform, -s, tau, tol=SEMI_TOL, rho=rho)
         p, where = res.plan * n, res.solved_on
     else:
-        p = attend(mechanism, dot_scores(q, k), tau, alpha, prior)
+        p = attend(mechanism, s, tau, alpha, prior)
         where = p.device.type
     if p.is_cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     pooled, bn, bm = pool_for_display(p)
-    return ManyQueries(pooled, (bn, bm), seconds, float(attention.support_size(p).float().mean()), where)
+    return ManyQueries(pooled, (bn, bm), seconds, float(attention.support_size(p).float().mean()), where,
+                       None if res is None else (res.f, res.g))
+
+
+def many_live_inputs(res: ManyQueries, mechanism: str, n: int, m: int, d: int, seed: int) -> dict:
+    """What the browser recomputes many_queries' heatmap from while tau, alpha or rho moves (wviz.ui.drag, its
+    "many" figure): the mechanism, the scores (n, m) of the same random queries and keys and the uniform prior;
+    for semi-relaxed OT its problem and the released plan's potentials, where the browser's Sinkhorn starts."""
+    s = dot_scores(*random_queries_keys(n, m, d, seed))
+    live = {"mechanism": mechanism, "scores": s, "prior": [1.0 / m] * m if mechanism == "prior-softmax" else None}
+    if res.potentials is not None:
+        live["semi"] = {"a": [1.0 / n] * n, "b": [1.0 / m] * m, "C": -s, "f": res.potentials[0],
+                        "g": res.potentials[1], "tol": SEMI_TOL}
+    return live

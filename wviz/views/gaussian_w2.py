@@ -29,6 +29,7 @@ DEFAULT = pd.DataFrame({
     "rho": [0.0, 0.5, -0.3, 0.0, 0.7],
 })
 SIDE_TAUS = (0.1, 10.0)                                    # the "Side by side" view's two temperatures
+ELLIPSE_POINTS = 100                                       # points of each drawn ellipse
 
 # Guided experiments: query parameters of the page's widgets (bound to the URL) and what to watch.
 TRY_THIS = (
@@ -181,7 +182,8 @@ def slider_range(lo: float, hi: float, value: float) -> tuple[float, float]:
 @dataclass(frozen=True)
 class Scene:
     """What does not depend on tau: the tokens, the query, the query's W2^2 to every token split into the mean
-    part and the covariance (Bures) part (n,), and each token's 1- and 2-sigma ellipses {1: (n, 100, 2), 2: ...}."""
+    part and the covariance (Bures) part (n,), and each token's 1- and 2-sigma ellipses
+    {1: (n, ELLIPSE_POINTS, 2), 2: ...}."""
 
     tokens: Tokens
     query: int
@@ -193,7 +195,7 @@ class Scene:
 def scene(t: Tokens, query: int) -> Scene:
     with named(t.names):
         mean_part, cov_part = w2_split(t.means, t.covs, query)
-        ellipses = {k: gaussian.ellipse(t.means, t.full_covs, k, 100) for k in (1, 2)}
+        ellipses = {k: gaussian.ellipse(t.means, t.full_covs, k, ELLIPSE_POINTS) for k in (1, 2)}
     return Scene(t, query, mean_part, cov_part, ellipses)
 
 
@@ -214,11 +216,24 @@ def attend(s: Scene, tau: float) -> Attention:
                          dot_attention(t.means, tau))
 
 
-def live_inputs(a: Attention) -> dict:
-    """What the browser recomputes the main figure from while tau moves (wviz.ui.drag, its "rows" figure): the
-    scores of each heatmap, -W2^2 and <m_i, m_j>, whose rows it passes through softmax(s / tau)."""
-    t = a.scene.tokens
-    return {"scores": [-gaussian.pairwise_w2_squared(t.means, t.covs, t.means, t.covs), t.means @ t.means.T]}
+def query_keys(query: int) -> dict[str, str]:
+    """The widget keys of the sliders that set token ``query``'s row, by its COLUMNS name (a key per token, so that
+    each token keeps its own values in the URL)."""
+    return dict(zip(COLUMNS, (f"mx_{query}", f"my_{query}", f"sx_{query}", f"sy_{query}", f"rho_{query}")))
+
+
+def live_inputs(s: Scene, equal: bool) -> dict:
+    """What the browser recomputes the figures from while tau or a slider of the query moves (wviz.ui.drag, its
+    "gaussians" and "ellipses" figures): the table's numbers (n, 5), whose query row its sliders replace, the query,
+    whether the covariances are diagonal and whether every token takes the query's (``equal``), and the number of
+    points of an ellipse."""
+    t = s.tokens
+    return {"tokens": t.params, "query": s.query, "diagonal": t.diagonal, "equal": equal, "count": ELLIPSE_POINTS}
+
+
+def live_values(a: Attention) -> dict[str, float]:
+    """The released values of the sliders the figures follow: tau and the query's row, by COLUMNS name."""
+    return {"tau": a.tau, **dict(zip(COLUMNS, query_row(a.scene.tokens, a.scene.query)))}
 
 
 def at_defaults():

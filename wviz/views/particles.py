@@ -140,6 +140,15 @@ def flow(i: Inputs, tau: float) -> Flow:
     return Flow(i, tau, traj, steps)
 
 
+def live_inputs(f: Flow) -> dict:
+    """What the browser recomputes the flow from while tau moves (wviz.ui.drag, its "flow" figure): X^0, the depth,
+    the potential, each layer's (W_Q, W_K, W_V) (None: identities), residual and normalisation."""
+    i = f.inputs
+    per_layer = [i.projections] * i.layers if isinstance(i.projections, tuple) else i.projections
+    return {"x": i.x, "layers": i.layers, "potential": i.potential, "projections": per_layer,
+            "residual": i.residual, "norm": i.norm}
+
+
 def at_defaults():
     """The page's particle flow at its default inputs (the first preset, N = 40, seed 0, 10 layers, the Gaussian
     potential, shared identity weights) as a function of tau (its main slider): bench_latency's reference draws

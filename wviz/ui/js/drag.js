@@ -9,7 +9,10 @@
 // equal to it to 1e-9 (tests/test_js_kernels.py), and the URL, share link and exports follow as for any slider.
 // Nothing is drawn here but a refused problem's message; if this script fails to load, the page is as before.
 
-import { attend, fenchelEstimates, KernelError, semiSinkhorn, sinkhorn, softmax } from "./kernels.js";
+import {
+  attend, fenchelEstimates, gaussianEllipse, gaussianW2, KernelError, landscapeValues, particleFlow, semiSinkhorn,
+  sinkhorn, softmax, solveSimplex,
+} from "./kernels.js";
 
 // Milliseconds of Sinkhorn iterations a frame may spend; a plan not converged by then is solved on at the next
 // frame, and the figure keeps the last converged plan meanwhile.
@@ -36,10 +39,54 @@ const FIGURES = {
     }
     return { bars: traces };
   },
-  // heatmaps of attention, one trace per score matrix, each row softmax(s_i / tau) (Gaussian W2 attention)
-  rows: (inputs, v) => ({
-    heatmaps: inputs.scores.map((matrix) => matrix.map((row) => Array.from(softmax(row, v.tau)))),
-  }),
+  // the objective over the simplex of three keys at tau (and alpha), with its closed-form argmin and the numerical
+  // one (Attention as transport's landscape view; the points named in inputs.names); NaN cells are outside
+  landscape: (inputs, v) => {
+    const { mechanism, omega, scores, prior, width, names } = inputs;
+    const xy = (p) => ({ x: [p[0] / 2 + p[2]], y: [(Math.sqrt(3) / 2) * p[0]] });   // Landscape.xy
+    return {
+      heatmaps: [landscapeValues(omega, scores, v.tau, v.alpha, prior, width)],
+      points: [{ name: names[0], ...xy(attend(mechanism, scores, v.tau, v.alpha, prior)) },
+        { name: names[1], ...xy(solveSimplex(scores, omega, v.tau, v.alpha, prior)) }],
+      gaps: true,
+    };
+  },
+  // the Many queries heatmap (Attention as transport): each row one random query's weights at tau (and alpha), or
+  // semi-relaxed OT's n x m plan at gamma = tau and rho times n; the title of those values
+  many: (inputs, v, state) => {
+    let rows;
+    if (inputs.semi) {
+      const { a, b, C, tol } = inputs.semi;
+      const r = solve(state, inputs.semi, (start) => semiSinkhorn(a, b, C, v.tau, v.rho, { ...start, tol }));
+      if (!r.converged) return { pending: true };
+      rows = r.plan.map((row) => Array.from(row, (x) => x * a.length));
+    } else {
+      rows = inputs.scores.map((s) => Array.from(attend(inputs.mechanism, s, v.tau, v.alpha, inputs.prior)));
+    }
+    const { taus, rhos, titles } = inputs;
+    return { heatmaps: [rows], title: titles.tau[taus.indexOf(v.tau)] + (titles.rho?.[rhos.indexOf(v.rho)] ?? "") };
+  },
+  // Gaussian W2 attention's two heatmaps, each row softmax(s_i / tau) of the scores -W2^2 (Bures closed form) and
+  // <m_i, m_j>, of the tokens (rows [x, y, sigma_x, sigma_y, rho]) with the query's row from its sliders
+  gaussians: (inputs, v) => {
+    const tokens = tokensAt(inputs, v);
+    const scores = [gaussianW2(tokens, inputs.diagonal).map((row) => row.map((x) => -x)),
+      tokens.map(([xi, yi]) => tokens.map(([xj, yj]) => xi * xj + yi * yj))];
+    return { heatmaps: scores.map((matrix) => matrix.map((row) => Array.from(softmax(row, v.tau)))) };
+  },
+  // the same tokens drawn: the query's 1- and 2-sigma ellipses and its mean (every token's ellipses when they all
+  // take the query's covariance), the traces inputs.traces[i] = [1-sigma, 2-sigma, mean] of token i
+  ellipses: (inputs, v) => {
+    const tokens = tokensAt(inputs, v);
+    const points = [];
+    for (const i of inputs.equal ? tokens.keys() : [inputs.query]) {
+      const [one, two, mean] = inputs.traces[i];
+      points.push({ index: one, ...gaussianEllipse(tokens[i], inputs.diagonal, 1, inputs.count) },
+        { index: two, ...gaussianEllipse(tokens[i], inputs.diagonal, 2, inputs.count) },
+        { index: mean, x: [tokens[i][0]], y: [tokens[i][1]] });
+    }
+    return { points };
+  },
   // the heatmap of the entropic plan at gamma = gamma_rel max|C| (Transport plans), warm-started from the
   // released plan's potentials, then from the last frame's; semi-relaxed at rho = rho_rel max|C| when the inputs
   // hold the rho slider's options (rhos), with the plan's column sums and the title of that rho
@@ -54,6 +101,28 @@ const FIGURES = {
     const points = [{ name: inputs.sums, y: Array.from(r.columns) }];
     return { heatmaps, points, title: inputs.titles[rhos.indexOf(v.rho)] };
   },
+  // the particle flow at tau (Particles): every particle's trail over the layers (one line, broken between
+  // particles) and the last layer's particles, the traces inputs.traces, and the title of that tau
+  flow: (inputs, v) => {
+    const trajectory = particleFlow(inputs.x, inputs.layers, inputs.potential, v.tau, inputs.projections,
+      inputs.residual, inputs.norm);
+    const trails = { x: [], y: [] };
+    trajectory[0].forEach((_, i) => {
+      for (const layer of trajectory) {
+        trails.x.push(layer[i][0]);
+        trails.y.push(layer[i][1]);
+      }
+      trails.x.push(NaN);
+      trails.y.push(NaN);
+    });
+    const last = trajectory[trajectory.length - 1];
+    const [lines, particles] = inputs.traces;
+    return {
+      points: [{ index: lines, ...trails }, { index: particles, x: last.map((p) => p[0]), y: last.map((p) => p[1]) }],
+      title: inputs.titles[inputs.taus.indexOf(v.tau)],
+      gaps: true,
+    };
+  },
   // the exact h (12) and its approximations (18) and (15) at alpha, and the title (Fenchel dual), each a scatter
   // trace of one point named in inputs.names
   estimates: (inputs, v) => {
@@ -66,6 +135,13 @@ const FIGURES = {
 };
 
 const SEMI = "semi-relaxed OT";   // wviz.views.attention_transport.SEMI
+
+// The token table's rows with the query's replaced by its sliders' values; every token given the query's
+// covariance when inputs.equal (wviz.views.gaussian_w2.equal_covariances).
+function tokensAt({ tokens, query, equal }, v) {
+  const row = [v.x, v.y, v.sigma_x, v.sigma_y, v.rho];
+  return tokens.map((t, i) => (i === query ? row : equal ? [t[0], t[1], ...row.slice(2)] : t));
+}
 
 // A Sinkhorn solve within the frame's budget, started from the last frame's potentials (the released plan's, f
 // and g of the inputs, at first): run(start) with start = {f, g, budget}.
@@ -213,9 +289,11 @@ class Follower {
         if (!this.frame) this.nextFrame();
         return;
       }
+      // where a figure has gaps (a line broken between pieces, cells outside a heatmap's shape), NaN marks them
       const numbers = [...KINDS.flatMap(({ name }) => result[name] ?? []),
         ...(result.points ?? []).flatMap(({ x, y }) => [x ?? [], y ?? []])];
-      if (numbers.some((t) => Array.from(t).flat().some((x) => !Number.isFinite(x)))) {
+      const bad = (x) => !Number.isFinite(x) && !(result.gaps && Number.isNaN(x));
+      if (numbers.some((t) => Array.from(t).flat().some(bad))) {
         throw new KernelError("this setting gives weights that are not finite numbers");
       }
     } catch (e) {
@@ -299,37 +377,96 @@ function drawBars(gd, traces) {
   return true;
 }
 
-// Markers moved in place to their new x and y (each point a path translated to its place, as Plotly's scatter
-// plot draws it), the hover reading the new values; points: [{name: the trace's name, x, y}], an x or y left out
-// staying. False where a trace is not markers alone, or not there, which Plotly.restyle then redraws.
+// Scatter traces moved in place to their new x and y, as Plotly's scatter plot draws them (a marker a path
+// translated to its place, a text its x and y, a line one path through its points), the hover reading the new
+// values; points: [{name or index of the trace, x, y}], an x or y left out staying. A point outside its axis's
+// range (a column sum or an ellipse grown past Python's figure) widens the range by Plotly.relayout, which redraws
+// the figure from the points just set (before any heatmap is drawn in place). False where a trace is not there or
+// draws something else (a fill, error bars), which Plotly.restyle then redraws.
 function drawPoints(gd, points) {
   const jobs = [];
-  for (const { name, x, y } of points) {
-    const cd = (gd.calcdata ?? []).find((c) => c[0]?.trace?.type === "scatter" && c[0].trace.name === name);
+  for (const { name, index, x, y } of points) {
+    const cd = (gd.calcdata ?? []).find((c) => c[0]?.trace?.type === "scatter"
+      && (index === undefined ? c[0].trace.name === name : c[0].trace.index === index));
     const trace = cd?.[0]?.trace;
-    const paths = trace && gd.querySelectorAll(`.scatterlayer .trace${trace.uid} .points path`);
+    const group = trace && gd.querySelector(`.scatterlayer .trace${trace.uid}`);
     const n = (x ?? y).length;
-    if (trace?.mode !== "markers" || cd.length !== n || paths.length !== n) return false;
-    jobs.push({ cd, paths, x, y, xa: axis(gd, trace.xaxis), ya: axis(gd, trace.yaxis) });
+    if (!group || cd.length !== n || trace.fill !== "none" || trace.error_x?.visible || trace.error_y?.visible) {
+      return false;
+    }
+    const mode = trace.mode.split("+");
+    const drawn = (part, selector) => (mode.includes(part) ? group.querySelectorAll(selector) : []);
+    const markers = drawn("markers", ".points path"), texts = drawn("text", ".text text");
+    const lines = drawn("lines", "path.js-line");   // Plotly draws a line with gaps as one path per piece
+    if (markers.length !== (mode.includes("markers") ? n : 0) || texts.length !== (mode.includes("text") ? n : 0)
+      || (mode.includes("lines") && !lines.length)) return false;
+    jobs.push({ cd, markers, texts, lines, x, y, xa: axis(gd, trace.xaxis), ya: axis(gd, trace.yaxis) });
   }
-  for (const { cd, paths, x, y, xa, ya } of jobs) {
+  const widened = {};
+  for (const { cd, x, y, xa, ya } of jobs) {
     cd.forEach((di, j) => {
       if (x) di.x = x[j];
       if (y) di.y = y[j];
     });
-    // a point above its axis (a column sum grown past the range of Python's figure) widens the range: Plotly
-    // redraws the figure from the points just set, once for each growth (before the heatmaps are drawn in place)
-    const top = y ? Math.max(...y) : -Infinity;
-    if (top > ya.range[1]) window.Plotly.relayout(gd, { [`${ya._name}.range`]: [ya.range[0], 1.1 * top] });
-    else cd.forEach((di, j) => paths[j].setAttribute("transform", `translate(${xa.c2p(di.x)},${ya.c2p(di.y)})`));
+    for (const [ax, values] of [[xa, x], [ya, y]]) {
+      const range = widened[`${ax._name}.range`] ?? ax.range;
+      if (values && !ax._isLog) widened[`${ax._name}.range`] = widen(range, values);
+    }
+  }
+  const grown = Object.entries(widened).filter(([key, range]) => {
+    const ax = gd._fullLayout[key.split(".")[0]];
+    return range[0] !== ax.range[0] || range[1] !== ax.range[1];
+  });
+  if (grown.length) {
+    window.Plotly.relayout(gd, Object.fromEntries(grown));
+    return true;
+  }
+  for (const { cd, markers, texts, lines, xa, ya } of jobs) {
+    const px = cd.map((di) => [xa.c2p(di.x), ya.c2p(di.y)]);
+    markers.forEach((path, j) => path.setAttribute("transform", `translate(${px[j].join(",")})`));
+    texts.forEach((text, j) => {
+      for (const node of [text, ...text.querySelectorAll("tspan.line")]) {
+        node.setAttribute("x", px[j][0]);
+        node.setAttribute("y", px[j][1]);
+      }
+    });
+    lines.forEach((line, k) => line.setAttribute("d", k ? "" : linePath(px)));   // every piece in the first
   }
   return true;
 }
 
-// Plotly.restyle of the points' traces, by name.
+// The path of a line through the pixels px, broken where a point is not a number (a gap between pieces).
+function linePath(px) {
+  let d = "", pen = "M";
+  for (const [x, y] of px) {
+    if (!Number.isFinite(x) || !Number.isFinite(y)) {   // c2p maps a NaN to undefined
+      pen = "M";
+      continue;
+    }
+    d += `${pen}${x},${y}`;
+    pen = "L";
+  }
+  return d;
+}
+
+// An axis's range [r0, r1] (either way round) grown by a tenth of the values' spread beyond any value outside it.
+function widen([r0, r1], values) {
+  let lo = Infinity, hi = -Infinity;
+  for (const v of values) {
+    if (Number.isNaN(v)) continue;   // a line's gap
+    lo = Math.min(lo, v);
+    hi = Math.max(hi, v);
+  }
+  const [low, high] = r0 <= r1 ? [r0, r1] : [r1, r0];
+  if (lo >= low && hi <= high) return [r0, r1];
+  const pad = 0.1 * (Math.max(hi, high) - Math.min(lo, low));
+  const grown = [lo < low ? lo - pad : low, hi > high ? hi + pad : high];
+  return r0 <= r1 ? grown : grown.reverse();
+}
+
+// Plotly.restyle of the points' traces, by name or index.
 function restylePoints(gd, points) {
-  for (const { name, x, y } of points) {
-    const index = gd._fullData.findIndex((t) => t.name === name);
+  for (const { name, index = gd._fullData.findIndex((t) => t.name === name), x, y } of points) {
     if (index >= 0) window.Plotly.restyle(gd, { ...(x && { x: [x] }), ...(y && { y: [y] }) }, [index]);
   }
 }
@@ -370,7 +507,7 @@ function drawHeatmaps(gd, traces) {
     canvas.height = rows;
     const context = canvas.getContext("2d");
     const pixels = context.createImageData(cols, rows);
-    const colour = colourScale(trace.colorscale, lo, hi);
+    const colour = colourScale(trace.colorscale, lo, hi, trace.reversescale);
     for (let r = 0; r < rows; r++) {
       for (let c = 0; c < cols; c++) {
         const at = 4 * ((down ? r : rows - 1 - r) * cols + (right ? c : cols - 1 - c));
@@ -389,6 +526,7 @@ function range(z) {
   let lo = Infinity, hi = -Infinity;
   for (const row of z) {
     for (const x of row) {
+      if (Number.isNaN(x)) continue;   // a gap
       lo = Math.min(lo, x);
       hi = Math.max(hi, x);
     }
@@ -437,11 +575,14 @@ function relabelColourBar(gd, trace, lo, hi) {
 }
 
 // z -> [r, g, b, 255] through a Plotly colour scale ([[fraction, "rgb(r, g, b)" or "#rrggbb"], ...]), linear in
-// RGB between its stops as Plotly's own, clamped to [zmin, zmax].
-function colourScale(scale, zmin, zmax) {
+// RGB between its stops as Plotly's own, clamped to [zmin, zmax], read from its top when `reversed`; a gap (NaN)
+// is transparent, as Plotly leaves it.
+function colourScale(scale, zmin, zmax, reversed) {
   const stops = scale.map(([f, c]) => [f, parseColour(c)]);
   return (z) => {
-    const f = Math.min(Math.max((z - zmin) / (zmax - zmin), 0), 1);
+    if (Number.isNaN(z)) return [0, 0, 0, 0];
+    const u = Math.min(Math.max((z - zmin) / (zmax - zmin), 0), 1);
+    const f = reversed ? 1 - u : u;
     let k = 1;
     while (k < stops.length - 1 && stops[k][0] < f) k++;
     const [f0, c0] = stops[k - 1], [f1, c1] = stops[k];

@@ -140,6 +140,86 @@ export function attend(mechanism, s, tau, alpha, prior) {
   }
 }
 
+// J(p) = -<s, p> + tau Omega(p), eq. (13) of the 001 note, as wviz.attention.regularized_objective: Omega
+// "shannon" sum p log p, "l2" 1/2 ||p||^2, "tsallis" (sum p^alpha - 1) / (alpha (alpha - 1)) (Shannon at alpha = 1)
+// or "kl" KL(p || prior); 0 log 0 = 0 and a key with p_j = 0 adds nothing, even where s_j = -inf.
+export function objective(omega, p, s, tau, alpha, prior) {
+  if (omega === "tsallis" && alpha === 1) omega = "shannon";
+  let lin = 0, reg = 0;
+  p.forEach((x, j) => {
+    if (x === 0) return;
+    lin -= s[j] * x;
+    const xlogx = x * Math.log(x);
+    reg += omega === "shannon" ? xlogx : omega === "l2" ? 0.5 * x * x
+      : omega === "tsallis" ? x ** alpha : xlogx - x * Math.log(prior[j]);
+  });
+  if (omega === "tsallis") reg = (reg - 1) / (alpha * (alpha - 1));
+  return lin + tau * reg;
+}
+
+// The objective over the 2-simplex of three keys, as wviz.views.attention_transport.landscape draws it: the
+// triangle x = p_1 / 2 + p_3, y = sqrt(3)/2 p_1 cut into cells `width` across (simplex_raster); a cell whose
+// centre lies more than a cell outside is NaN (blank), a cell the sides cut takes the value at its centre clamped
+// onto the simplex. Rows from the bottom (y up), as z of the landscape's heatmap.
+export function landscapeValues(omega, s, tau, alpha, prior, width) {
+  const side = Math.sqrt(3) / 2, height = Math.round(width * side);
+  return Array.from({ length: height }, (_, r) => Array.from({ length: width }, (_, c) => {
+    const p1 = (r + 0.5) / height, p3 = (c + 0.5) / width - p1 / 2;
+    const p = [p1, 1 - p1 - p3, p3];
+    if (p.some((x) => x < -1 / width)) return NaN;
+    const clamped = p.map((x) => Math.max(x, 0));
+    const total = clamped[0] + clamped[1] + clamped[2];
+    const value = objective(omega, clamped.map((x) => x / total), s, tau, alpha, prior);
+    return Number.isFinite(value) ? value : NaN;   // KL is +inf off the prior's support: blank, as outside
+  }));
+}
+
+// The argmin over the simplex of -<s, p> + tau Omega(p) without a closed form, as wviz.attention.solve_simplex:
+// a log-barrier interior-point method with equality-constrained Newton steps on J / tau - mu sum_j log p_j (the
+// diagonal Hessian of Omega), damped by 1 / (1 + lambda) until the Newton decrement lambda < 1/4, mu shrinking
+// tenfold whenever the point is centred, down to tol (the landscape's 1e-13). Masked keys (s_j = -inf, prior 0)
+// get 0.
+export function solveSimplex(s, omega, tau, alpha, prior, tol = 1e-13, maxIter = 400) {
+  positive(tau, "tau");
+  const max = rowMax(s);
+  let a = 1;
+  if (omega === "tsallis") {
+    a = alpha;
+    if (a === 1) omega = "shannon";
+  }
+  let z = Array.from(s, (x) => (x - max) / tau);
+  if (omega === "kl") {
+    z = z.map((x, j) => x + (prior[j] > 0 ? Math.log(prior[j]) : -Infinity));
+    if (z.every((x) => x === -Infinity)) {
+      throw new KernelError("every key is masked: the prior is 0 on every key whose score is finite");
+    }
+    omega = "shannon";
+  }
+  const free = z.map(Number.isFinite);
+  const nFree = free.filter(Boolean).length;
+  z = z.map((x, j) => (free[j] ? x : 0));
+  let p = free.map((f) => (f ? 1 / nFree : 0));
+  let mu = Math.max(-Math.min(...z.filter((_, j) => free[j])), 1);
+  for (let it = 0; it < maxIter; it++) {
+    const g = [], hinv = [];
+    p.forEach((x, j) => {
+      const q = free[j] ? x : 1;
+      const [gj, hj] = omega === "shannon" ? [1 + Math.log(q) - z[j], 1 / q] : omega === "l2" ? [q - z[j], 1]
+        : [q ** (a - 1) / (a - 1) - z[j], q ** (a - 2)];
+      g.push(free[j] ? gj - mu / q : 0);
+      hinv.push(free[j] ? 1 / (hj + mu / (q * q)) : 0);
+    });
+    const nu = g.reduce((t, x, j) => t + x * hinv[j], 0) / hinv.reduce((t, x) => t + x, 0);
+    const r = g.map((x) => x - nu);
+    const lam2 = r.reduce((t, x, j) => t + x * x * hinv[j], 0) / mu;
+    if (mu <= tol && lam2 < 1e-12) break;
+    const step = lam2 > 0.0625 ? 1 / (1 + Math.sqrt(lam2)) : 1;
+    p = p.map((x, j) => x - step * r[j] * hinv[j]);
+    if (lam2 < 1e-2 && mu > tol) mu = Math.max(mu / 10, tol);
+  }
+  return Float64Array.from(p, (x) => Math.max(x, 0));
+}
+
 // Entropic OT, eq. (23) of 002: min_{P in U(a, b)} <C, P> - gamma H(P), whose plan is P_ij =
 // exp((f_i + g_j - C_ij) / gamma) (the potentials f, g of wviz.ot.sinkhorn), from the potentials given (the
 // released plan's, then the last frame's: a warm start). One Sinkhorn iteration in the log domain,
@@ -355,6 +435,108 @@ function l1(x, Kx, mass) {
   let sum = 0;
   for (let i = 0; i < x.length; i++) sum += Math.abs(x[i] * Kx[i] - mass[i]);
   return sum;
+}
+
+// W2^2 between the 2-D Gaussians N(m_i, S_i) of wviz.views.gaussian_w2's token table, every pair (i, j): each token
+// [x, y, sigma_x, sigma_y, rho], S = [[sx^2, rho sx sy], [rho sx sy, sy^2]] (rho dropped when `diagonal`). The
+// Bures-Wasserstein closed form of 004 (wviz.gaussian),
+//   W2^2 = ||m_i - m_j||^2 + tr S_i + tr S_j - 2 tr (S_j^{1/2} S_i S_j^{1/2})^{1/2},
+// where for 2 x 2 matrices tr X^{1/2} = sqrt(tr X + 2 sqrt(det X)) (the sum of the roots of X's two eigenvalues),
+// and X = S_j^{1/2} S_i S_j^{1/2} has the trace and determinant of S_i S_j: no square root of a matrix is taken.
+// Diagonal covariances give ||sigma_i - sigma_j||^2 for the trace part, as the formula does.
+export function gaussianW2(tokens, diagonal) {
+  const S = tokens.map(([, , sx, sy, rho]) => {
+    const r = diagonal ? 0 : rho;
+    return { a: sx * sx, b: sy * sy, c: r * sx * sy, det: sx * sx * sy * sy * (1 - r * r) };
+  });
+  return tokens.map(([xi, yi], i) => Float64Array.from(tokens, ([xj, yj], j) => {
+    const p = S[i], q = S[j];
+    const trProduct = p.a * q.a + 2 * p.c * q.c + p.b * q.b;
+    const root = Math.sqrt(Math.max(trProduct + 2 * Math.sqrt(p.det * q.det), 0));
+    const bures = i === j ? 0 : Math.max(p.a + p.b + q.a + q.b - 2 * root, 0);
+    return (xi - xj) ** 2 + (yi - yj) ** 2 + bures;
+  }));
+}
+
+// The n_sigma ellipse {m + n_sigma S^{1/2} u : ||u|| = 1} of a token [x, y, sigma_x, sigma_y, rho] at `count`
+// angles from 0 to 2 pi (the first point repeated as the last), as wviz.gaussian.ellipse: {x, y}. The root of a
+// 2 x 2 covariance in closed form, S^{1/2} = (S + sqrt(det S) I) / sqrt(tr S + 2 sqrt(det S)) (0 for S = 0).
+export function gaussianEllipse([mx, my, sx, sy, rho], diagonal, nSigma, count) {
+  const r = diagonal ? 0 : rho;
+  const a = sx * sx, b = sy * sy, c = r * sx * sy, sqrtDet = sx * sy * Math.sqrt(1 - r * r);
+  const norm = Math.sqrt(a + b + 2 * sqrtDet);
+  const [p, q, s] = norm > 0 ? [(a + sqrtDet) / norm, c / norm, (b + sqrtDet) / norm] : [0, 0, 0];
+  const x = new Float64Array(count), y = new Float64Array(count);
+  for (let k = 0; k < count; k++) {
+    const t = (2 * Math.PI * k) / (count - 1), cos = Math.cos(t), sin = Math.sin(t);
+    x[k] = mx + nSigma * (p * cos + q * sin);
+    y[k] = my + nSigma * (q * cos + s * sin);
+  }
+  return { x, y };
+}
+
+// The particle flow of 003 (Sec. 3.1) as wviz.measure.self_attention_flow: through `layers` layers every particle
+// moves to x_i <- sum_j softmax_j(a(q_i, k_j)) v_j with q = x W_Q, k = x W_K, v = x W_V and a(q, k) = <q, k> / tau
+// ("dot") or -||q - k||^2 / tau ("gaussian"), the softmax shifted by its row max; `residual` adds x, `norm` then
+// projects onto the unit sphere. x0: N points of d coordinates; projections: null (identities) or one
+// [W_Q, W_K, W_V] of d x d arrays per layer. Returns the trajectory, x0 first: layers + 1 arrays of N points.
+// Flat Float64Arrays and plain loops: a frame runs N^2 L of these steps (BENCHMARKS.md "Live while the slider moves").
+export function particleFlow(x0, layers, potential, tau, projections, residual, norm) {
+  positive(tau, "tau");
+  const n = x0.length, d = x0[0].length, gaussian = potential === "gaussian";
+  let x = Float64Array.from(x0.flat());
+  const trajectory = [x0];
+  const e = new Float64Array(n);
+  for (let h = 1; h <= layers; h++) {
+    const W = projections?.[h - 1];
+    const [q, k, v] = W ? W.map((M) => times(x, M, n, d)) : [x, x, x];
+    const y = new Float64Array(n * d);
+    for (let i = 0; i < n; i++) {
+      let max = -Infinity;
+      for (let j = 0; j < n; j++) {
+        let a = 0;
+        for (let c = 0; c < d; c++) a += gaussian ? -((q[i * d + c] - k[j * d + c]) ** 2) : q[i * d + c] * k[j * d + c];
+        e[j] = a;
+        if (a > max) max = a;
+      }
+      let total = 0;
+      for (let j = 0; j < n; j++) total += (e[j] = Math.exp((e[j] - max) / tau));
+      for (let j = 0; j < n; j++) {
+        for (let c = 0; c < d; c++) y[i * d + c] += (e[j] / total) * v[j * d + c];
+      }
+      if (residual) for (let c = 0; c < d; c++) y[i * d + c] += x[i * d + c];
+      if (norm) normalise(y, i, d, h);
+    }
+    if (!y.every(Number.isFinite)) {
+      throw new KernelError(`the particles left the floating-point range at layer ${h} (residual connections `
+        + "without normalisation grow exponentially); use fewer layers or turn normalisation on");
+    }
+    trajectory.push(Array.from({ length: n }, (_, i) => Array.from(y.subarray(i * d, (i + 1) * d))));
+    x = y;
+  }
+  return trajectory;
+}
+
+// The rows of x (n x d, flat) times W (d x d).
+function times(x, W, n, d) {
+  const out = new Float64Array(n * d);
+  for (let i = 0; i < n; i++) {
+    for (let c = 0; c < d; c++) {
+      for (let r = 0; r < d; r++) out[i * d + c] += x[i * d + r] * W[r][c];
+    }
+  }
+  return out;
+}
+
+// Point i of y (flat, d per point) divided by its length, or Python's message where it is 0.
+function normalise(y, i, d, layer) {
+  let r = 0;
+  for (let c = 0; c < d; c++) r = Math.hypot(r, y[i * d + c]);
+  if (r === 0) {
+    throw new KernelError(`token ${i} reached the origin at layer ${layer}; it cannot be normalised onto the unit `
+      + "sphere");
+  }
+  for (let c = 0; c < d; c++) y[i * d + c] /= r;
 }
 
 // The estimates of h in Figure 3 of 002 at alpha (wviz.fenchel; templates t, n rows of d, preference u, evidence
