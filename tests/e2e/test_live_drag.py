@@ -103,8 +103,6 @@ def test_tau_drag_redraws_the_many_queries_heatmap_live(server, page):
     """Attention as transport, Many queries at 64 x 64 under sparsemax: the heatmap follows tau, each row wviz's
     sparsemax of that query's scores at the tau drawn (to 1e-9, from the same float32 scores in float64), and the
     title names that tau."""
-    import torch
-
     from wviz import attention
 
     page.goto(f"{server}/attention_transport?view=Many+queries&many_n=64&many_m=64&many_mech=sparsemax")
