@@ -120,12 +120,18 @@ def tau_slider(where):   # 24 steps per decade: fine enough to follow a drag
                               "distribution (or the prior). Transformers use tau = sqrt(d).")
 
 
+def live_sliders(*names: str) -> dict:
+    """The sidebar's sliders ``names`` (of tau, alpha and rho), as figures that follow them name them."""
+    sliders = {"tau": ui.Slider("tau", ui.log_grid("tau")), "alpha": ui.Slider("alpha"),
+               "rho": ui.Slider("rho", tuple(av.RHOS))}
+    return {name: sliders[name] for name in names}
+
+
 def follow_bars(w: av.Weights):
     """The bars follow tau, alpha and rho while they move (recomputed in the browser); they change on release with
     more keys (or a larger semi-relaxed plan) than a frame's budget, and the caption says why."""
-    sliders = {"tau": ui.Slider("tau", ui.log_grid("tau")), "alpha": ui.Slider("alpha")}
+    sliders = live_sliders("tau", "alpha") if w.semi is None else live_sliders("tau", "alpha", "rho")
     if w.semi is not None:
-        sliders["rho"] = ui.Slider("rho", tuple(av.RHOS))
         n, m = w.semi.plan.shape
         if n * m > ui.LIVE_MAX_ENTRIES["plan"]:
             st.caption(f"The bars change when a slider is released: semi-relaxed OT's {n} x {m} plan is more than "
@@ -190,9 +196,9 @@ def landscape_view(w: av.Weights) -> ui.View:
             land, fig = drawn
             ui.show_figure(fig, key="land")
             i = w.inputs
-            ui.follow("land", "landscape", {"tau": ui.Slider("tau", ui.log_grid("tau")), "alpha": ui.Slider("alpha")},
-                      {"tau": w.tau, "alpha": i.alpha}, {**av.landscape_live_inputs(which, i.scores, i.prior),
-                                                         "names": figs.ARGMINS}, entries=land.values.numel())
+            ui.follow("land", "landscape", live_sliders("tau", "alpha"), {"tau": w.tau, "alpha": i.alpha},
+                      {**av.landscape_live_inputs(which, i.scores, i.prior), "names": figs.ARGMINS},
+                      entries=land.values.numel())
             st.markdown(
                 f"Closed form objective **{land.closed_value:.6f}**, generic solver (interior-point Newton, no "
                 f"closed form) **{land.numerical_value:.6f}**; the two points differ by {land.gap:.1e}.")
@@ -263,12 +269,10 @@ def follow_many(w: av.Weights, res: av.ManyQueries, mechanism: str, n: int, m: i
         st.caption(f"The heatmap changes when a slider is released: {n} x {m} weights are more than the browser "
                    "recomputes within a frame.")
         return
-    sliders = {"tau": ui.Slider("tau", ui.log_grid("tau")), "alpha": ui.Slider("alpha"),
-               "rho": ui.Slider("rho", tuple(av.RHOS))}
     inputs = {**av.many_live_inputs(res, mechanism, n, m, d, MANY_SEED), "taus": ui.log_grid("tau"),
               "rhos": av.RHOS, "titles": many_titles(mechanism)}
-    ui.follow("many", "many", sliders, {"tau": w.tau, "alpha": w.inputs.alpha, "rho": w.inputs.rho}, inputs,
-              entries=n * m)
+    ui.follow("many", "many", live_sliders("tau", "alpha", "rho"),
+              {"tau": w.tau, "alpha": w.inputs.alpha, "rho": w.inputs.rho}, inputs, entries=n * m)
 
 
 def many_view(w: av.Weights) -> ui.View:

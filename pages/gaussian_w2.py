@@ -78,8 +78,8 @@ if scene is not None:  # the last good scene, when the table above is being fixe
     ui.show_figure(figs.token_ellipses(scene.tokens.means, scene.ellipses, scene.tokens.names, scene.query),
                    key="ellipses")
     n_drawn = 2 * gv.ELLIPSE_POINTS * (len(scene.tokens.names) if equal else 1)
-    if not ui.follow("ellipses", "ellipses", query_sliders(scene), dict(zip(gv.COLUMNS, gv.query_row(
-            scene.tokens, scene.query))), live_inputs(scene), entries=n_drawn):
+    if not ui.follow("ellipses", "ellipses", query_sliders(scene), gv.query_values(scene), live_inputs(scene),
+                     entries=n_drawn):
         st.caption(f"The ellipses move when a slider is released: {len(scene.tokens.names)} tokens with the query's "
                    "covariance are more than the browser redraws within a frame.")
 

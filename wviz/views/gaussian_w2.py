@@ -231,9 +231,14 @@ def live_inputs(s: Scene, equal: bool) -> dict:
     return {"tokens": t.params, "query": s.query, "diagonal": t.diagonal, "equal": equal, "count": ELLIPSE_POINTS}
 
 
+def query_values(s: Scene) -> dict[str, float]:
+    """The released values of the query's sliders, by COLUMNS name."""
+    return dict(zip(COLUMNS, query_row(s.tokens, s.query)))
+
+
 def live_values(a: Attention) -> dict[str, float]:
-    """The released values of the sliders the figures follow: tau and the query's row, by COLUMNS name."""
-    return {"tau": a.tau, **dict(zip(COLUMNS, query_row(a.scene.tokens, a.scene.query)))}
+    """The released values of the sliders the heatmaps follow: tau and the query's row."""
+    return {"tau": a.tau, **query_values(a.scene)}
 
 
 def at_defaults():

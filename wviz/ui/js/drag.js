@@ -20,8 +20,9 @@ const SOLVE_BUDGET = 8;
 
 // What each figure recomputes: inputs (from Python), the sliders' values and a state kept from frame to frame
 // (reset when Python draws the figure) -> the new values of the traces that change, by kind and in the traces'
-// order ({bars: heights of each bar trace, heatmaps: z of each heatmap}, points: [{name of a scatter trace, x, y}]
-// and the title), or {pending: true} when the frame's budget ran out before the result.
+// order ({bars: heights of each bar trace, heatmaps: z of each heatmap}, points: [{name or index of a scatter
+// trace, x, y}], the title, and gaps: true where NaN marks a gap in them), or {pending: true} when the frame's
+// budget ran out before the result.
 const FIGURES = {
   // bars of weights, one trace per mechanism (Attention as transport); semi-relaxed OT's, its n queries' plan at
   // gamma = tau and rho solved as the plan below (its row 0 times n: the page's query's weights)
@@ -32,10 +33,9 @@ const FIGURES = {
         traces.push(attend(name, inputs.scores, v.tau, v.alpha, inputs.prior));
         continue;
       }
-      const { a, b, C, tol } = inputs.semi;
-      const r = solve(state, inputs.semi, (start) => semiSinkhorn(a, b, C, v.tau, v.rho, { ...start, tol }));
-      if (!r.converged) return { pending: true };
-      traces.push(r.plan[0].map((x) => x * a.length));
+      const plan = semiPlan(state, inputs.semi, v);
+      if (!plan) return { pending: true };
+      traces.push(plan[0].map((x) => x * plan.length));
     }
     return { bars: traces };
   },
@@ -56,10 +56,9 @@ const FIGURES = {
   many: (inputs, v, state) => {
     let rows;
     if (inputs.semi) {
-      const { a, b, C, tol } = inputs.semi;
-      const r = solve(state, inputs.semi, (start) => semiSinkhorn(a, b, C, v.tau, v.rho, { ...start, tol }));
-      if (!r.converged) return { pending: true };
-      rows = r.plan.map((row) => Array.from(row, (x) => x * a.length));
+      const plan = semiPlan(state, inputs.semi, v);
+      if (!plan) return { pending: true };
+      rows = plan.map((row) => Array.from(row, (x) => x * plan.length));
     } else {
       rows = inputs.scores.map((s) => Array.from(attend(inputs.mechanism, s, v.tau, v.alpha, inputs.prior)));
     }
@@ -141,6 +140,14 @@ const SEMI = "semi-relaxed OT";   // wviz.views.attention_transport.SEMI
 function tokensAt({ tokens, query, equal }, v) {
   const row = [v.x, v.y, v.sigma_x, v.sigma_y, v.rho];
   return tokens.map((t, i) => (i === query ? row : equal ? [t[0], t[1], ...row.slice(2)] : t));
+}
+
+// Semi-relaxed OT's plan at gamma = tau and rho (Attention as transport: its n queries' problem, inputs.semi), or
+// null while it is solved on at the next frame.
+function semiPlan(state, semi, v) {
+  const { a, b, C, tol } = semi;
+  const r = solve(state, semi, (start) => semiSinkhorn(a, b, C, v.tau, v.rho, { ...start, tol }));
+  return r.converged ? r.plan : null;
 }
 
 // A Sinkhorn solve within the frame's budget, started from the last frame's potentials (the released plan's, f

@@ -481,6 +481,8 @@ export function gaussianEllipse([mx, my, sx, sy, rho], diagonal, nSigma, count) 
 // projects onto the unit sphere. x0: N points of d coordinates; projections: null (identities) or one
 // [W_Q, W_K, W_V] of d x d arrays per layer. Returns the trajectory, x0 first: layers + 1 arrays of N points.
 // Flat Float64Arrays and plain loops: a frame runs N^2 L of these steps (BENCHMARKS.md "Live while the slider moves").
+// The softmax is written out, not softmax() above: Python's flow takes torch.softmax unchecked and reports
+// particles that left the float range after the layer, where softmax() would refuse an infinite score first.
 export function particleFlow(x0, layers, potential, tau, projections, residual, norm) {
   positive(tau, "tau");
   const n = x0.length, d = x0[0].length, gaussian = potential === "gaussian";
