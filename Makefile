@@ -36,11 +36,14 @@ run: $(VENV)/.runtime
 serve: $(VENV)/.runtime nginx
 	$(PY) deploy/serve.py --replicas $(REPLICAS) --port $(PORT)
 
-# pytest-xdist: one worker per core (at most 4: more on 2 cores was slower, BENCHMARKS.md "The test command"), a test
-# file's tests on one worker (its module fixtures built once)
-XDIST := -n auto --maxprocesses 4 --dist loadfile
+# pytest-xdist: one worker per core and one more (at most 8), a test file's tests on one worker (its module fixtures
+# built once). The extra worker runs while the browser tests wait for their pages: on 2 cores 3 workers took 17:00
+# where 2 took 19:03 (BENCHMARKS.md "The test command", fourth pass).
+WORKERS := $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
+XDIST := -n $(WORKERS) --dist loadfile
 
 test: $(VENV)/.dev chromium nginx node
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(XDIST) -m "not full"
 
 # make test and the repeated re-measurements it checks once (pytest.ini, marker full)
@@ -51,6 +54,7 @@ test-full: $(VENV)/.dev chromium nginx node
 # slow re-measurement (tests/app drives pages with AppTest, tests/e2e chromium, tests marked slow re-measure the
 # bundled models, train several seeds or start training processes: `make test` runs them).
 check: $(VENV)/.dev node
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(XDIST) --ignore=tests/app --ignore=tests/e2e -m "not slow and not full"
 
 bench: $(VENV)/.dev chromium nginx

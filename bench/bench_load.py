@@ -99,7 +99,8 @@ def stop(proc: subprocess.Popen, folder: Path) -> None:
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        raise RuntimeError(f"deploy/serve.py did not stop within {STOP_S} s of SIGINT; killed it and pids {left}")
+        raise RuntimeError(f"deploy/serve.py did not stop within {STOP_S} s of SIGINT; killed it and pids {left}") \
+            from None
 
 
 def sample(folder: Path) -> tuple[float, dict[int, tuple[int, float, float]]]:

@@ -574,9 +574,9 @@ def main(write: bool = True) -> str:
     print(tables)
     print(f"benchmark wall time {wall:.0f} s")
     if write:
+        about = __doc__.split("\n\n", 1)[1].split("Run with")[0].strip()
         write_section(SECTION, f"Machine: {machine(threads)}. Produced by `make bench` (`bench/bench_ot.py`, "
-                      f"{wall:.0f} s wall time).\n\n{__doc__.split(chr(10) + chr(10), 1)[1].split('Run with')[0].strip()}\n\n"
-                      f"{tables}\n{NOTES}")
+                      f"{wall:.0f} s wall time).\n\n{about}\n\n{tables}\n{NOTES}")
     return tables
 
 

@@ -57,7 +57,8 @@ def rows(repeats: int = 9) -> list[dict]:
 
 
 def table(rs: list[dict]) -> str:
-    lines = ["| case | wviz ms | peer | peer ms | ratio peer/wviz | max abs diff / throughput |", "|---|---|---|---|---|---|"]
+    lines = ["| case | wviz ms | peer | peer ms | ratio peer/wviz | max abs diff / throughput |",
+             "|---|---|---|---|---|---|"]
     for r in rs:
         peer_ms = "-" if r["peer_ms"] is None else f"{r['peer_ms']:.1f}"
         ratio = "-" if r["peer_ms"] is None else f"**{r['peer_ms'] / r['wviz']:.2f}**"

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `streamlit run` puts bench/ on the path, not the repository
     sys.path.insert(0, str(ROOT))
 
-from wviz import ui
-from wviz.registry import BY_STEM
+from wviz import ui  # noqa: E402  (after the path above)
+from wviz.registry import BY_STEM  # noqa: E402
 
 PAGES = ROOT / "pages"
 

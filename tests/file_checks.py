@@ -3,6 +3,8 @@ bytes): shared by tests/test_export.py and the browser tests."""
 import io
 import json
 import re
+import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
@@ -103,6 +105,24 @@ def check_json(data: bytes) -> dict:
     assert all(isinstance(t, dict) and t["type"] for t in out["traces"]), out
     assert out["traces"] or out.get("annotations"), out  # a diagram without traces carries its annotations
     return out
+
+
+def mp4_frames(data: bytes) -> tuple[int, tuple[int, int]]:
+    """The number of frames of an MP4 and their (width, height), every frame decoded by ffmpeg (imageio-ffmpeg's
+    binary). By subprocess.run rather than imageio_ffmpeg.read_frames, whose ffmpeg pipes stay open until the
+    garbage collector finds them (a ResourceWarning)."""
+    import imageio_ffmpeg
+    from imageio_ffmpeg._parsing import parse_ffmpeg_header
+
+    with tempfile.NamedTemporaryFile(suffix=".mp4") as f:
+        f.write(data)
+        f.flush()
+        out = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-i", f.name, "-f", "rawvideo", "-pix_fmt", "rgb24",
+                              "-"], capture_output=True, check=True)
+    width, height = parse_ffmpeg_header(out.stderr.decode(errors="replace"))["size"]
+    frames, rest = divmod(len(out.stdout), width * height * 3)
+    assert rest == 0, (len(out.stdout), width, height)
+    return frames, (width, height)
 
 
 CHECKS = {"png": check_png, "svg": check_svg, "pdf": check_pdf, "html": check_html, "csv": check_csv,

@@ -166,7 +166,10 @@ def test_presentation_style_gives_its_larger_text_room_and_keeps_the_plot_height
     styled = export.presentation_style(fig)
     m = styled.layout.margin
     assert (m.t, m.b, m.l, m.r) == (70, 130, 78, None)
-    plot = lambda f: f.layout.height - f.layout.margin.t - f.layout.margin.b
+
+    def plot(f):
+        return f.layout.height - f.layout.margin.t - f.layout.margin.b
+
     assert styled.layout.height == 550 and plot(styled) == plot(fig) == 350
     untitled = export.presentation_style(go.Figure(figure().data).update_layout(height=400, margin=dict(t=40, b=40)))
     assert untitled.layout.margin.t == 40 and untitled.layout.height == 412

@@ -2,19 +2,17 @@
 import ast
 import importlib
 import re
-import tempfile
 from pathlib import Path
 from urllib.parse import parse_qsl
 
 import imageio.v3 as iio
-import imageio_ffmpeg
 import plotly.graph_objects as go
 import pytest
 
+from tests.file_checks import mp4_frames
 from wviz import animation
 from wviz.guide import Try
 from wviz.references import REFERENCES
-
 from wviz.registry import PAGES as REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,12 +116,7 @@ def test_an_animation_decodes_as_gif_and_mp4_with_every_frame():
     assert (frames[0] != frames[1]).any()  # each frame is its own figure
     gif = iio.imread(animation.encode(frames, "gif", fps=4), extension=".gif", index=None)
     assert gif.shape[0] == 3
-    with tempfile.NamedTemporaryFile(suffix=".mp4") as f:
-        f.write(animation.encode(frames, "mp4", fps=4))
-        f.flush()
-        reader = imageio_ffmpeg.read_frames(f.name)
-        meta = next(reader)
-        assert tuple(meta["size"]) == animation.SIZE and sum(1 for _ in reader) == 3
+    assert mp4_frames(animation.encode(frames, "mp4", fps=4)) == (3, animation.SIZE)
     with pytest.raises(ValueError, match="at least 2 frames"):
         animation.render(figures[:1])
     with pytest.raises(ValueError, match="gif, mp4"):

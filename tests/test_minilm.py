@@ -337,4 +337,4 @@ def test_figure4_names_still_importable_from_minilm_with_a_warning():
         from wviz.models.minilm import HeadDuals
     assert HeadDuals is figure4.HeadDuals
     with pytest.raises(AttributeError):
-        minilm.no_such_name
+        _ = minilm.no_such_name

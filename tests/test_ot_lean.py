@@ -41,7 +41,10 @@ def test_lean_path_equals_the_general_path(n, m, gamma, zeros, monkeypatch):
     for field in ("cost", "reg_cost"):
         torch.testing.assert_close(getattr(lean, field), getattr(gen, field), rtol=1e-9, atol=1e-12)
     keep_a, keep_b = a > 0, b > 0
-    fg = lambda r: r.f[keep_a][:, None] + r.g[keep_b][None]
+
+    def fg(r):
+        return r.f[keep_a][:, None] + r.g[keep_b][None]
+
     torch.testing.assert_close(fg(lean), fg(gen), rtol=0, atol=1e-9)
     assert max(l1_errors(lean.plan, a, b)) <= 1e-12
     assert float(lean.marginal_error) == pytest.approx(max(l1_errors(lean.plan, a, b)), abs=1e-14)

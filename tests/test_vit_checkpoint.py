@@ -31,7 +31,8 @@ def saved(model, tmp_path):
     return save_checkpoint(model, tmp_path / "m.safetensors", RECORD)
 
 
-def _safetensors(tensors, config=CFG.to_dict(), record=RECORD):
+def _safetensors(tensors, config=None, record=RECORD):
+    config = CFG.to_dict() if config is None else config
     return st_save(tensors, metadata={"wviz_config": json.dumps(config), "wviz_record": json.dumps(record)})
 
 
@@ -392,7 +393,8 @@ def test_prototypes_are_weights_of_the_file_and_checked_like_them(tmp_path):
     fit_prototypes(m, torch.rand(8, 1, 16, 16), kappa=0.02)
     path = save_checkpoint(m, tmp_path / "p.safetensors", {})
     loaded, _ = load_checkpoint(path)
-    assert loaded.config == cfg and torch.equal(loaded.proto, m.proto) and torch.equal(loaded.proto_scale, m.proto_scale)
+    assert loaded.config == cfg and torch.equal(loaded.proto, m.proto)
+    assert torch.equal(loaded.proto_scale, m.proto_scale)
     state = {k: v.clone() for k, v in m.state_dict().items()}
     state["proto_scale"] = torch.tensor([-5.0])     # a negative scale cannot make a variance negative
     st = st_save(state, metadata={"wviz_config": json.dumps(cfg.to_dict()), "wviz_record": "{}"})

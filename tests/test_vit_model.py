@@ -95,8 +95,13 @@ def test_regulariser_by_hand():
     mu_pos, cov_pos = mu + 0.5, cov
     D = 2
     # W2^2 between diagonal Gaussians: ||m1 - m2||^2 + ||sqrt(v1) - sqrt(v2)||^2
-    w2 = lambda i, j: float(((mu[i] - mu[j]) ** 2).sum() + ((cov[i].sqrt() - cov[j].sqrt()) ** 2).sum())
-    ls = lambda t: math.log(1 / (1 + math.exp(-t)))
+
+    def w2(i, j):
+        return float(((mu[i] - mu[j]) ** 2).sum() + ((cov[i].sqrt() - cov[j].sqrt()) ** 2).sum())
+
+    def ls(t):
+        return math.log(1 / (1 + math.exp(-t)))
+
     pull = [-ls(-0.5 / D)] * 3  # ||(0.5, 0.5)||^2 = 0.5
     push = [-ls(w2(0, 1) / D), -(ls(w2(1, 0) / D) + ls(w2(1, 2) / D)) / 2, -ls(w2(2, 1) / D)]
     ref = sum(a + b for a, b in zip(pull, push)) / 3

@@ -84,9 +84,9 @@ def test_torchrun_two_cpu_processes_average_their_gradients(tmp_path):
     order. The checkpoint must hold those weights, and its record must say 2 processes."""
     out = tmp_path / "ddp.safetensors"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "wviz.vit.train", "--data", "digits", "--kind", "deterministic", "--lam", "0", "--no-augment", "--limit", "64",
-           "--batch", "32", "--epochs", "1", "--dim", "8", "--depth", "1", "--heads", "2", "--device", "cpu",
-           "--no-eval", "--no-progress", "--threads", "1", "--out", str(out)]
+           "-m", "wviz.vit.train", "--data", "digits", "--kind", "deterministic", "--lam", "0", "--no-augment",
+           "--limit", "64", "--batch", "32", "--epochs", "1", "--dim", "8", "--depth", "1", "--heads", "2",
+           "--device", "cpu", "--no-eval", "--no-progress", "--threads", "1", "--out", str(out)]
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]

@@ -1,6 +1,7 @@
 """wviz.wsa against independent references: scipy.stats.wasserstein_distance and POT (empirical W_p), scipy's
 linear_sum_assignment and POT's emd2 (clouds), a hand computation of the gaussian reading, plain softmax / sigmoid;
 the module against the function; gradients; bad input."""
+import dataclasses
 import math
 
 import numpy as np
@@ -150,8 +151,8 @@ def test_projections_and_batch():
         one = wsa.wasserstein_self_attention(X[b], W_Q, W_K, W_V, "cloud", "sigmoid", k=2, b=1.0)
         torch.testing.assert_close(res.Y[b], one.Y)
         torch.testing.assert_close(res.W[b], wsa.wasserstein_distances(X[b] @ W_Q, X[b] @ W_K, "cloud", k=2))
-    with pytest.raises(Exception):
-        res.A = res.W  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.A = res.W
 
 
 def test_dot_product_attention():

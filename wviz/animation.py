@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import imageio.v3 as iio
 import numpy as np

@@ -27,7 +27,7 @@ import math
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -22,7 +22,8 @@ import re
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open

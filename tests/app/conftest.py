@@ -55,11 +55,14 @@ def no_exception(at: AppTest) -> None:
 
 def settle(at: AppTest, timeout: float = 540) -> AppTest:
     """Rerun the page until no background job's progress bar is left (wviz.ui.wait_for), as the browser's polling
-    fragment would; within pytest's 600 s per test (an upload's whole evaluation takes minutes while the other
-    worker of `make test` shares the cores)."""
+    fragment would, each rerun once the jobs asked for have ended (a rerun per second would take a core from them);
+    within pytest's 600 s per test (an upload's whole evaluation takes minutes while the other workers of `make test`
+    share the cores)."""
+    from wviz.ui.background import join
+
     deadline = time.time() + timeout
     while at.get("progress") and time.time() < deadline:
-        time.sleep(0.5)
+        join(max(0.0, deadline - time.time()))
         at.run()
     assert not at.get("progress"), "a background job did not finish"
     return at
@@ -70,6 +73,21 @@ def link_params(item) -> dict:
     page draws (Try.query), a repeated key as a list."""
     query = parse_qs(item.query().lstrip("?"), keep_blank_values=True)
     return {k: v if isinstance(item.params[k], (list, tuple)) else v[0] for k, v in query.items()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def components_scanned_once():
+    """Each AppTest scans every installed package's metadata for Streamlit components (about 1.4 s of a core, and
+    a run makes hundreds of AppTests); what it finds (wviz's own component) is the same for all, so a worker scans
+    once."""
+    import functools
+
+    from streamlit.components.v2 import manifest_scanner
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(manifest_scanner, "scan_component_manifests",
+                   functools.cache(manifest_scanner.scan_component_manifests))
+        yield
 
 
 @pytest.fixture

@@ -296,7 +296,7 @@ def test_rho_walks_sinkhorn_from_the_models_softmax_to_sinkformer(open_page, ref
     assert any("keys are held towards one unit" in c.value for c in at.caption)
 
 
-# ---- your model: WVIZ_MODELS at tiny models of each family, uploads, pictures -----------------------------------------
+# ---- your model: WVIZ_MODELS at tiny models of each family, uploads, pictures ----------------------------------------
 
 TINY = ("bert", "gpt2", "llama", "roberta", "vit")   # wviz.models.tiny kinds, in the selector's order (folder names)
 DECODERS = ("gpt2", "llama")

@@ -32,6 +32,9 @@ def wait_until_idle(page, timeout_ms=120_000, quiet_ms=1000):
     press may send its rerun a moment later; a page can end one run and start another, e.g. after st.rerun, and a
     progress bar's fragment reruns every second until its work is done).
 
+    Polled every 100 ms, not every animation frame (Playwright's default): a frame requested is a frame drawn, a
+    seventh of a core while a page waits.
+
     Not the status widget: Streamlit shows it only once one run state has lasted 500 ms, so quick successive
     fragment runs (three slider presses) never show it and a test would read the page between two of them."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
@@ -39,7 +42,7 @@ def wait_until_idle(page, timeout_ms=120_000, quiet_ms=1000):
     page.wait_for_function("quiet => { const app = document.querySelector('[data-testid=\"stApp\"]');"
                            " return app.getAttribute('data-test-script-state') === 'notRunning'"
                            " && performance.now() - app.wvizChanged >= quiet; }",
-                           arg=quiet_ms, timeout=timeout_ms)
+                           arg=quiet_ms, timeout=timeout_ms, polling=100)
 
 
 # Records when the run state last changed (a MutationObserver sees every change, however short the run), starting

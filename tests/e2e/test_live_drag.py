@@ -29,12 +29,11 @@ def release(page, key: str, text: str) -> None:
     wait_until_idle(page)
 
 
-def opened_link(page):
-    """The page's link opened in a new page of the same browser, once its run is done."""
-    shared = page.context.new_page()
-    shared.goto(page.url)
-    wait_until_idle(shared)
-    return shared
+def opened_link(page, other_page):
+    """The page's link opened in another browser (conftest's other_page), once its run is done."""
+    other_page.goto(page.url)
+    wait_until_idle(other_page)
+    return other_page
 
 
 def drawn(page) -> dict:
@@ -48,7 +47,7 @@ def python_weights(tau: float) -> np.ndarray:
 
 
 @pytest.mark.timeout(300)
-def test_tau_drag_redraws_the_bars_live_and_equal_to_python(server, page):
+def test_tau_drag_redraws_the_bars_live_and_equal_to_python(server, page, other_page):
     page.goto(f"{server}/attention_transport")
     wait_until_idle(page)
     drag(page, "tau", 0.85, seconds=1.0, release=False)   # to tau near 20, where every weight moves
@@ -64,7 +63,7 @@ def test_tau_drag_redraws_the_bars_live_and_equal_to_python(server, page):
     np.testing.assert_allclose(np.array(released["weights"]), python_weights(tau), atol=1e-12, rtol=0)
     np.testing.assert_allclose(np.array(live["heights"]), np.array(released["heights"]), atol=1.0)
 
-    shared = opened_link(page)   # the link after the drag reproduces the released value's figure
+    shared = opened_link(page, other_page)   # the link after the drag reproduces the released value's figure
     np.testing.assert_allclose(np.array(drawn(shared)["weights"]), python_weights(tau), atol=1e-12, rtol=0)
 
 
@@ -77,7 +76,7 @@ def semi_weights(rho: float) -> np.ndarray:
 
 
 @pytest.mark.timeout(300)
-def test_rho_drag_re_solves_semi_relaxed_ot_live(server, page):
+def test_rho_drag_re_solves_semi_relaxed_ot_live(server, page, other_page):
     """Attention as transport with semi-relaxed OT: its bars follow rho (the n queries' plan re-solved in the
     browser, warm-started frame to frame) and hold wviz's weights at the rho drawn, to n times twice the solvers'
     tolerance (each query's row is 1 / n of its weights), softmax's untouched; the link reproduces the released
@@ -94,7 +93,7 @@ def test_rho_drag_re_solves_semi_relaxed_ot_live(server, page):
 
     release(page, "rho", f"{rhos[-1]:g}")
     np.testing.assert_allclose(np.array(drawn(page)["weights"]), want, atol=1e-12, rtol=0)
-    shared = opened_link(page)
+    shared = opened_link(page, other_page)
     np.testing.assert_allclose(np.array(drawn(shared)["weights"]), want, atol=1e-12, rtol=0)
 
 
@@ -206,7 +205,7 @@ def gaussian_scene(**row):
 
 
 @pytest.mark.timeout(300)
-def test_gaussian_covariance_drag_moves_the_heatmaps_and_the_ellipse_live(server, page):
+def test_gaussian_covariance_drag_moves_the_heatmaps_and_the_ellipse_live(server, page, other_page):
     """Gaussian W2 attention: dragging the query's sigma_x redraws both heatmaps (W2^2 by the 2 x 2 closed form in
     the browser) and the query's 1- and 2-sigma ellipses while it moves, the ellipses' axis widened as they grow;
     at the sigma_x drawn, the heatmaps equal wviz's to 1e-9 and each ellipse's points equal wviz.gaussian.ellipse's,
@@ -238,12 +237,12 @@ def test_gaussian_covariance_drag_moves_the_heatmaps_and_the_ellipse_live(server
 
     release(page, "sx_0", f"{sigmas[-1]:g}")
     np.testing.assert_allclose(np.array(heatmaps(page)), live, atol=1e-12, rtol=0)
-    shared = opened_link(page)
+    shared = opened_link(page, other_page)
     np.testing.assert_allclose(np.array(heatmaps(shared)), live, atol=1e-12, rtol=0)
 
 
 @pytest.mark.timeout(300)
-def test_gamma_drag_re_solves_the_transport_plan_live(server, page):
+def test_gamma_drag_re_solves_the_transport_plan_live(server, page, other_page):
     """Transport plans: the plan follows gamma (Sinkhorn re-solved in the browser, warm-started frame to frame); the
     plan drawn at the released gamma meets the marginals and equals wviz.ot.sinkhorn's to twice the solvers'
     tolerance, its picture and colour bar match Plotly's drawing of Python's figure, and the link reproduces it."""
@@ -269,12 +268,12 @@ def test_gamma_drag_re_solves_the_transport_plan_live(server, page):
     differ = pixels_differing(live_shot, page.locator(".st-key-plan").screenshot())
     assert differ < 0.01, f"{differ:.1%} of the pixels differ from Plotly's drawing"
 
-    shared = opened_link(page)
+    shared = opened_link(page, other_page)
     np.testing.assert_allclose(np.array(heatmaps(shared, "plan")[0]), t.plan.numpy(), atol=1e-12, rtol=0)
 
 
 @pytest.mark.timeout(300)
-def test_rho_drag_re_solves_the_semi_relaxed_plan_live(server, page):
+def test_rho_drag_re_solves_the_semi_relaxed_plan_live(server, page, other_page):
     """Transport plans at a finite rho: the semi-relaxed plan, its column sums (the markers over b) and the title
     follow rho; at the rho drawn they equal wviz's (plan and sums to twice the solvers' tolerance, the title
     exactly), and the link reproduces the released rho."""
@@ -297,12 +296,12 @@ def test_rho_drag_re_solves_the_semi_relaxed_plan_live(server, page):
     assert title == figs.plan_title("sinkhorn", rhos[-1]) == figs.main_figure(t).layout.title.text
 
     release(page, "rho", f"{rhos[-1]:g}")
-    shared = opened_link(page)
+    shared = opened_link(page, other_page)
     np.testing.assert_allclose(np.array(heatmaps(shared, "plan")[0]), t.plan.numpy(), atol=1e-12, rtol=0)
 
 
 @pytest.mark.timeout(300)
-def test_alpha_drag_moves_the_fenchel_estimates_live(server, page):
+def test_alpha_drag_moves_the_fenchel_estimates_live(server, page, other_page):
     """Fenchel dual: the exact h (12), attention (18) and the second-order (15) follow alpha (the dual re-solved by
     Newton in the browser); at the alpha drawn each point and the title equal wviz's (to 1e-9), and the link
     reproduces the released alpha."""
@@ -326,14 +325,14 @@ def test_alpha_drag_moves_the_fenchel_estimates_live(server, page):
     assert np.abs(np.array(points[0]) - fv.at_defaults()(1.0).est.h[0].numpy()).max() > 0.1   # h moved
 
     release(page, "alpha", f"{alphas[-1]:g}")
-    shared = opened_link(page)
+    shared = opened_link(page, other_page)
     shared.wait_for_function(f"() => {chart}?.layout")
     title = shared.evaluate(f"() => {chart}.layout.title.text")
     assert re.sub("<[^>]+>", "", title) == figs.main_figure(s).layout.title.text   # the page draws titles bold
 
 
 @pytest.mark.timeout(300)
-def test_tau_drag_moves_the_particle_flow_live(server, page):
+def test_tau_drag_moves_the_particle_flow_live(server, page, other_page):
     """Particles: the flow follows tau (every layer recomputed in the browser): at the tau drawn, the last layer's
     particles and every trail equal wviz.measure's flow to 1e-9, each particle's trail one piece of the line, and
     the title names that tau; the link reproduces the released tau."""
@@ -362,7 +361,7 @@ def test_tau_drag_moves_the_particle_flow_live(server, page):
     assert np.abs(np.array(particles) - pv.at_defaults()(0.3).trajectory[-1].numpy()).max() > 0.05   # they moved
 
     release(page, "tau", f"{taus[-1]:g}")
-    shared = opened_link(page)
+    shared = opened_link(page, other_page)
     shared.wait_for_function(f"() => {chart}?.calcdata")
     np.testing.assert_allclose(np.array(shared.evaluate(f"() => {chart}.calcdata[1].map(di => [di.x, di.y])")),
                                want[-1], atol=1e-12, rtol=0)

@@ -7,26 +7,21 @@ from tests.e2e.sharing import move_slider, open_page, server_messages, shown_lin
 
 
 @pytest.mark.parametrize("path", page_paths()[1:])
-def test_a_slider_redraws_the_chart_and_the_link_reproduces_it(server, browser, path):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
+def test_a_slider_redraws_the_chart_and_the_link_reproduces_it(server, page, other_page, path):
     open_page(page, f"{server}/{path}")
     before = plot_data(page)
-    move_slider(page, SLIDERS[path])
+    move_slider(page, SLIDERS[path], presses=1)
     after = plot_data(page)
     assert after != before
     assert f"{SLIDERS[path]}=" in page.url, page.url
     link = shown_link(page)
     assert link.split("?")[1] == page.url.split("?")[1], (link, page.url)
 
-    fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()  # another user's browser
-    open_page(fresh, link)
-    # The same figures; the fresh page may show more: a background panel (the inspector's dataset figures) that
+    open_page(other_page, link)  # another user's browser
+    # The same figures; the other page may show more: a background panel (the inspector's dataset figures) that
     # finished between the two loads is drawn after the others, once per server.
-    reproduced = plot_data(fresh)
+    reproduced = plot_data(other_page)
     assert reproduced[:len(after)] == after and len(reproduced) >= len(after)
-    fresh.context.close()
-    context.close()
 
 
 def test_a_move_sends_the_new_link_once(server, page):

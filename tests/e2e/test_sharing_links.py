@@ -7,9 +7,7 @@ from tests.e2e.harness import plot_data, wait_until_idle
 from tests.e2e.sharing import PAGE, move_slider, open_page, server_messages, shown_link
 
 
-def test_a_table_edit_and_a_second_slider_travel_in_the_link(server, browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
+def test_a_table_edit_and_a_second_slider_travel_in_the_link(server, page, other_page):
     open_page(page, f"{server}/{PAGE}")
     move_slider(page, "sx_0")
     page.locator('[data-testid="stDataFrame"]').first.click(position={"x": 300, "y": 90})  # token t2, column x
@@ -26,18 +24,13 @@ def test_a_table_edit_and_a_second_slider_travel_in_the_link(server, browser):
     rows = json.loads(parse_qs(urlsplit(link).query)["tokens"][0])
     assert rows[1][:2] == ["t2", 0.7], rows
     after = plot_data(page)
-    fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    open_page(fresh, link)
-    assert plot_data(fresh) == after
-    fresh.context.close()
-    context.close()
+    open_page(other_page, link)  # another user's browser
+    assert plot_data(other_page) == after
 
 
-def test_an_edit_in_a_lazy_expander_holds_when_it_closes_and_opens(server, browser):
+def test_an_edit_in_a_lazy_expander_holds_when_it_closes_and_opens(server, page):
     """Transport plans draws its points' editor only while its expander is open (ui.table_from_url): an edit made
     there stays in the link and in the plan after the expander closes, and the editor shows it when it opens again."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
     expander = "Edit the points and their masses"
     open_page(page, f"{server}/transport_plans")
     assert page.locator('[data-testid="stDataFrame"]').count() == 0          # closed: no editor drawn
@@ -72,13 +65,10 @@ def test_an_edit_in_a_lazy_expander_holds_when_it_closes_and_opens(server, brows
     page.wait_for_timeout(1000)
     assert json.loads(parse_qs(urlsplit(page.url).query)["points_line_40_30_0"][0]) == rows
     assert source_bar() == edited
-    context.close()
 
 
-def test_a_view_chosen_in_the_browser_travels_in_the_link(server, browser):
+def test_a_view_chosen_in_the_browser_travels_in_the_link(server, page, other_page):
     """A secondary view (ui.view_selector) is chosen by a click, written to the URL, and a copied link opens it."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
     open_page(page, f"{server}/wasserstein_self_attention")
     titles = ("() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
               ".map(gd => gd.layout.title.text.replace(/<\\/?b>/g, ''))")  # Streamlit bolds titles
@@ -91,11 +81,8 @@ def test_a_view_chosen_in_the_browser_travels_in_the_link(server, browser):
     assert parse_qs(urlsplit(page.url).query)["view"] == ["Outputs along the sequence"], page.url
     link = shown_link(page)
     assert link.split("?")[1] == page.url.split("?")[1], (link, page.url)
-    fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    open_page(fresh, link)
-    assert fresh.evaluate(titles) == shown
-    fresh.context.close()
-    context.close()
+    open_page(other_page, link)  # another user's browser
+    assert other_page.evaluate(titles) == shown
 
 
 def test_a_view_the_slider_does_not_change_is_not_sent_again_by_its_moves(server, page):

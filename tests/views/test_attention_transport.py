@@ -150,7 +150,8 @@ def test_vector_tex_shortens_long_vectors():
     from wviz.figures.common import vector_tex
 
     assert vector_tex(torch.tensor([1.06, 0.5, -0.92])) == "(1.06, 0.5, -0.92)"
-    assert vector_tex(torch.tensor([1.0, 6.2386e-244, 0.0], dtype=torch.float64)) == r"(1, 6.24 \times 10^{-244}, 0)"   # not 6.24e-244
+    tiny = torch.tensor([1.0, 6.2386e-244, 0.0], dtype=torch.float64)
+    assert vector_tex(tiny) == r"(1, 6.24 \times 10^{-244}, 0)"   # not 6.24e-244
     long = vector_tex(torch.arange(40.0))
     assert long == r"(0, 1, 2, \ldots, 39) \in \mathbb{R}^{40}"
 

@@ -128,7 +128,8 @@ def test_gaussian_preference_matches_the_closed_form_of_sec5():
     closed = mu.numpy() / (1 + alpha) + alpha * (mu.numpy() + z.numpy()) / (1 + alpha)
     np.testing.assert_allclose(g.closed.numpy(), closed, atol=1e-15)
     np.testing.assert_allclose(g.h.numpy(), closed, atol=1e-12)
-    # u = N(mu, I): (9) is <lam, mu + z> - |lam|^2 / (2 alpha) - <mu, lam> - |lam|^2 / 2, so lambda* = alpha z / (1 + alpha)
+    # u = N(mu, I): (9) is <lam, mu + z> - |lam|^2 / (2 alpha) - <mu, lam> - |lam|^2 / 2,
+    # so lambda* = alpha z / (1 + alpha)
     np.testing.assert_allclose(g.h.numpy(), mu.numpy() + alpha * z.numpy() / (1 + alpha), atol=1e-12)
     assert g.n_iter == 1 and g.grad_norm < 1e-12
 

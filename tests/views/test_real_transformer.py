@@ -252,7 +252,7 @@ def test_figure4_histograms_leave_headroom():
     fig = figs.deviation_histograms(dev, 1.0)
     bars = [t for t in fig.data if t.type == "bar"]
     assert len(bars) == 6
-    for i, b in enumerate(bars):
+    for b in bars:
         assert int(np.sum(b.y)) == 500
         top = fig.layout[b.yaxis.replace("y", "yaxis")].range[1]
         assert top >= 1.1 * max(b.y)                                    # the tallest bar is not cut
@@ -686,7 +686,8 @@ def test_a_long_sparse_map_is_drawn_by_its_nonzero_links():
     np.testing.assert_array_equal(links.customdata, np.stack([i + 1, j + 1], 1))   # hovered counted from 1
     np.testing.assert_allclose(links.marker.color, sparse.numpy()[i, j])
     x = fig.layout.xaxis2
-    assert list(x.ticktext) == labels[::figs.label_step(n)] and list(x.tickvals) == list(range(0, n, figs.label_step(n)))
+    step = figs.label_step(n)
+    assert list(x.ticktext) == labels[::step] and list(x.tickvals) == list(range(0, n, step))
     assert list(x.range) == [-0.5, n - 0.5] and list(fig.layout.yaxis2.range) == [n - 0.5, -0.5]
     assert "sparsemax: each nonzero weight a square" in fig.layout.title.subtitle.text.replace("<br>", " ")
     assert figs.drawn_as_links(sparse) and not figs.drawn_as_links(dense) and not figs.drawn_as_links(torch.eye(60))

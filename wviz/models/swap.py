@@ -113,7 +113,7 @@ def _mask(*args, **kwargs):
     return sdpa_mask(*args, **kwargs)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def register() -> None:
     """Register :func:`attention` and its mask builder under IMPLEMENTATION (once per process).
 

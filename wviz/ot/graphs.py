@@ -10,7 +10,7 @@ over-relaxation exponents are the loop's own tensors, written in place (wviz.ot.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

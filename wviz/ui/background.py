@@ -11,8 +11,9 @@ import dataclasses
 import queue
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future, wait
+from typing import Any
 
 import streamlit as st
 
@@ -90,6 +91,15 @@ def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], An
     if not job.future.done():
         return None, job.done
     return job.future.result(), 1.0
+
+
+def join(timeout: float | None = None) -> bool:
+    """Wait until every job kept (the last ``max_entries`` asked for) has ended, at most ``timeout`` seconds;
+    whether they all have. For a caller with no browser polling for it: AppTests (tests/app's ``settle``), where a
+    rerun per poll would take the cores from the job it waits for."""
+    with _LOCK:
+        futures = [job.future for job in _JOBS.values()]
+    return not wait(futures, timeout).not_done
 
 
 def wait_for(key: Hashable, text: str, every: float = 1.0) -> None:

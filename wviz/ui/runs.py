@@ -3,7 +3,8 @@ message instead of an exception."""
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import streamlit as st
 

@@ -20,7 +20,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 import torch

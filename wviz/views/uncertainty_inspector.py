@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -196,11 +196,11 @@ def _report_table(records: dict) -> list[str]:
         else:
             probs = [run["probs"]["test"] for e in evals for run in e["runs"]]
             d = ece_difference(probs, [run["probs"]["test"] for e in twin for run in e["runs"]], y)
-            cells.append("{:+.4f} [{:+.4f}, {:+.4f}]".format(d.estimate, d.low, d.high))
+            cells.append(f"{d.estimate:+.4f} [{d.low:+.4f}, {d.high:+.4f}]")
             for o in data.OOD_SETS:
                 mine, theirs = _best(evals, "test", o), _best(twin, "test", o)
                 d = auroc_difference(_pairs(evals, o, mine), _pairs(twin, o, theirs))
-                cells.append("{:+.3f} [{:+.3f}, {:+.3f}] ({})".format(d.estimate, d.low, d.high, mine))
+                cells.append(f"{d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] ({mine})")
         lines.append(f"| {r} | " + " | ".join(cells) + " |")
     return lines
 
@@ -277,7 +277,7 @@ def held_out_table(records: dict, held: dict) -> list[str]:
         else:
             mine, theirs = _best(evals, "test", name), _best(twin, "test", name)
             d = auroc_difference(_pairs(evals, name, mine), _pairs(twin, name, theirs))
-            cells.append("{:+.3f} [{:+.3f}, {:+.3f}] ({})".format(d.estimate, d.low, d.high, mine))
+            cells.append(f"{d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] ({mine})")
         lines.append(f"| {r} | " + " | ".join(cells) + " |")
     return lines
 

@@ -286,6 +286,10 @@ def _per_set(v, ok) -> bool:
     return isinstance(v, dict) and len(v) <= 16 and all(isinstance(k, str) and ok(x) for k, x in v.items())
 
 
+def _short_name(v) -> bool:
+    return isinstance(v, str) and len(v) < 40
+
+
 def _check_seeds(metrics: dict, bad) -> None:
     """The entries of a multi-seed evaluation (wviz.vit.evaluate.summary_seeds, wviz.vit.train --twin): the numbers
     per Monte-Carlo seed, the occlusion AUROCs per seed, the differences to the twin as [estimate, low, high]."""
@@ -303,7 +307,7 @@ def _check_seeds(metrics: dict, bad) -> None:
     twin = metrics.get("vs_twin")
     if twin is not None and not (isinstance(twin, dict) and _numbers(twin.get("ece"), -1, 1, 3)
                                  and _per_set(twin.get("best_auroc"), lambda a: _numbers(a, -1, 1, 3))
-                                 and _per_set(twin.get("best_score", {}), lambda a: isinstance(a, str) and len(a) < 40)):
+                                 and _per_set(twin.get("best_score", {}), _short_name)):
         bad("metrics 'vs_twin'", "{\"ece\": [estimate, low, high], \"best_auroc\": {set: [estimate, low, high]}}",
             twin)
 

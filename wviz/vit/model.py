@@ -118,7 +118,7 @@ class ViTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d) -> "ViTConfig":
+    def from_dict(cls, d) -> ViTConfig:
         """A config from untrusted JSON: a dict with exactly the known keys (ValueError otherwise); a config from
         before the entries of OPTIONAL existed gets their values (rule '004', layer0 'eq5')."""
         if not isinstance(d, dict):
@@ -337,7 +337,7 @@ def with_rule(cfg: ViTConfig, rule: str) -> ViTConfig:
 
 
 @torch.no_grad()
-def fit_prototypes(model: "StochasticViT", images: torch.Tensor, kappa: float, iters: int = 30,
+def fit_prototypes(model: StochasticViT, images: torch.Tensor, kappa: float, iters: int = 30,
                    seed: int = 0) -> None:
     """Fit the K = config.prototypes prototypes of layer0 'prototypes' to the patches of ``images`` (the training
     split) by k-means (Lloyd's iterations from K patches drawn with ``seed``; an emptied cluster keeps its centre),
@@ -494,7 +494,8 @@ def gaussian_nll(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -> torch.
 
     >>> import math, torch
     >>> from wviz.vit.model import gaussian_nll
-    >>> round(float(gaussian_nll(torch.ones(3), torch.zeros(3), torch.ones(3))), 4), round(0.5 * math.log(2 * math.pi) + 0.5, 4)
+    >>> nll = gaussian_nll(torch.ones(3), torch.zeros(3), torch.ones(3))
+    >>> round(float(nll), 4), round(0.5 * math.log(2 * math.pi) + 0.5, 4)
     (1.4189, 1.4189)
     """
     with torch.autocast(mu.device.type, enabled=False):

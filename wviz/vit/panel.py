@@ -22,7 +22,8 @@ __all__ = ["MAX_PANEL_SAMPLES", "PANEL_VERSION", "PanelJob", "panel_jobs", "eval
            "corruption_curves", "corruption_aurocs", "Calibration", "calibrate_panel", "CONFORMAL_ALPHA",
            "CONFORMAL_SEVERITY"]
 
-MAX_PANEL_SAMPLES = 32  # S x 360 test images x (5 sets + 18 corrupted for an upload) + the calibration panel: its budget
+# S x 360 test images x (5 sets + 18 corrupted for an upload) + the calibration panel: its budget
+MAX_PANEL_SAMPLES = 32
 # The panel's version in the shared disk cache: raise it when evaluate's numbers change (3: the confusion matrix;
 # 4: the held-out letters, the test predictive).
 PANEL_VERSION = 4

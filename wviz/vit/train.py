@@ -1,7 +1,8 @@
 """Train a stochastic ViT (or its deterministic twin) and save a checkpoint with its evaluation.
 
     python -m wviz.vit.train --data digits --epochs 40 --out assets/vit_digits_stochastic.safetensors
-    python -m wviz.vit.train --data digits --kind deterministic --epochs 40 --out assets/vit_digits_deterministic.safetensors
+    python -m wviz.vit.train --data digits --kind deterministic --epochs 40 \
+        --out assets/vit_digits_deterministic.safetensors
     torchrun --nproc_per_node 4 -m wviz.vit.train --data cifar10 --data-root ~/data --epochs 100 --out cifar.safetensors
 
 Device: --device auto|cpu|cuda (auto = CUDA when available, see wviz.device); mixed precision (bf16, or fp16 with
