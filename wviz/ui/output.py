@@ -38,8 +38,8 @@ def shared_figure(key: str, of: tuple, build: Callable[[], go.Figure]) -> go.Fig
 
     ``of`` names everything the figure is drawn from (weights ids, an image's digest, the controls' values): two
     states that differ in any of it must differ in ``of``. For figures of runs the page caches: building a Plotly
-    figure is 10-20 ms of Python holding the GIL while the server answers a first visit's file requests
-    (BENCHMARKS.md, "First load"). A figure is never changed once built (show_figure and the exports style copies).
+    figure is Python holding the GIL while the server answers a first visit's file requests (its cost: BENCHMARKS.md,
+    "First load"). A figure is never changed once built (show_figure and the exports style copies).
     """
     return _shared(key, of, build)
 
