@@ -56,3 +56,16 @@ def test_only_the_last_keys_are_kept():
     assert poll(first, compute, lambda a: a[0] is not None, max_entries=1)[0] == 1
     assert poll(second, compute, lambda a: a[0] is not None, max_entries=1)[0] == 2
     assert poll(first, compute, lambda a: a[0] is not None, max_entries=1)[0] == 3   # evicted: computed again
+
+
+def test_join_waits_for_the_jobs_asked_for():
+    """join: False while a job still runs after the timeout, True once every kept job has ended."""
+    from wviz.ui.background import join
+
+    gate = threading.Event()
+    key = ("join", object())
+    assert ui.background(key, lambda progress: gate.wait(10) and 7) == (None, 0.0)
+    assert join(0.05) is False
+    gate.set()
+    assert join(10) is True
+    assert ui.background(key, lambda progress: 0) == (7, 1.0)
