@@ -38,7 +38,7 @@ serve: $(VENV)/.runtime nginx
 
 # pytest-xdist: one worker per core and one more (at most 8), a test file's tests on one worker (its module fixtures
 # built once). The extra worker runs while the browser tests wait for their pages: on 2 cores 3 workers took 17:00
-# where 2 took 19:03 (BENCHMARKS.md "The test command", fourth pass).
+# where 2 took 19:03, and a fourth did not help (BENCHMARKS.md "The test command", fourth and fifth passes).
 WORKERS := $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
 XDIST := -n $(WORKERS) --dist loadfile
 

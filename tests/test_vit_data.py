@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_digits, load_sample_images
 
 from wviz.vit import data
 
@@ -32,6 +32,13 @@ def test_digits_split_is_fixed_disjoint_and_upsampled():
     assert sorted(d.argmin(1).tolist()) == list(range(1797))  # each original exactly once
     assert torch.equal(torch.cat([y, yt]), torch.tensor(load_digits().target)[d.argmin(1)])
     assert set(map(bytes, (t.numpy().tobytes() for t in x[:50]))).isdisjoint(t.numpy().tobytes() for t in xt)
+
+
+def test_the_sample_photographs_are_scikit_learns_read_without_importing_it():
+    ours, theirs = data.sample_photographs(), load_sample_images()
+    assert list(ours) == [f.rsplit("/", 1)[-1] for f in theirs.filenames] == ["china.jpg", "flower.jpg"]
+    for mine, reference in zip(ours.values(), theirs.images, strict=True):
+        assert mine.dtype == np.uint8 and np.array_equal(mine, reference)
 
 
 def _cifar10(root, n=4):

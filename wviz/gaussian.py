@@ -103,6 +103,9 @@ def _check_gaussian(m, S, side: str):
     else:
         raise ValueError(f"the covariance{of} has shape {tuple(S.shape)} but the mean has {tuple(m.shape)}: "
                          f"give variances of shape {tuple(m.shape)} or matrices of shape {tuple(m.shape) + (d,)}")
+    # one copy of a strided view (a head of a ViT's fused q, k, v projection) before the reductions below and the
+    # products after: torch reduces such a view far slower than contiguous memory (BENCHMARKS.md, as below)
+    m, S = m.contiguous(), S.contiguous()
     Sd = S.detach()
     # every forward pass of a ViT comes through here: whole-tensor amin and amax (they carry a NaN or an inf
     # through), the per-token scans below only to name the bad token (BENCHMARKS.md, "The test command")
@@ -182,7 +185,9 @@ def _sqdist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     xx, yy = (x * x).sum(-1), (y * y).sum(-1)
     D = (x @ y.mT).mul_(-2).add_(xx.unsqueeze(-1)).add_(yy.unsqueeze(-2))
     tol = float(2 * (x.shape[-1] + 2) * torch.finfo(D.dtype).eps * (xx.detach().amax() + yy.detach().amax()))
-    if math.isfinite(tol):
+    # the minimum first: a scan of D for the close entries (nonzero) costs more than the matrix product itself,
+    # and in a ViT's attention a query rarely coincides with a key
+    if math.isfinite(tol) and float(D.detach().amin()) <= tol:
         close = (D.detach() <= tol).nonzero(as_tuple=True)
         if close[0].numel():
             lead = D.shape[:-2]

@@ -184,9 +184,9 @@ def example_picture(name: str):
     if name not in PICTURES:
         raise ValueError(f"unknown picture {name!r}; choose one of {', '.join(PICTURES)}")
     if name != "drawn shapes":
-        from sklearn.datasets import load_sample_image
+        from wviz.vit.data import sample_photographs
 
-        return Image.fromarray(load_sample_image(name.split(" ")[0]))
+        return Image.fromarray(sample_photographs()[name.split(" ")[0]])
     im = Image.new("RGB", (224, 224), "white")
     draw = ImageDraw.Draw(im)
     draw.ellipse((20, 20, 100, 100), fill=(213, 94, 0))

@@ -14,6 +14,7 @@ and contrast loss at 5 severities.
 """
 from __future__ import annotations
 
+import importlib.util
 import io
 import pickle
 from pathlib import Path
@@ -24,7 +25,8 @@ import torch.nn.functional as F
 
 __all__ = ["DATASETS", "DIGIT_SIZE", "load_dataset", "load_folder", "class_names", "ood_set", "ood_sets",
            "mixed_halves", "OOD_SETS", "OWN_OOD_SETS", "corrupt", "CORRUPTIONS", "SEVERITIES", "augment",
-           "image_from_bytes", "IMAGE_SUFFIXES", "IMAGE_FORMATS", "carve_validation", "letters", "HELD_OUT"]
+           "image_from_bytes", "IMAGE_SUFFIXES", "IMAGE_FORMATS", "carve_validation", "letters", "HELD_OUT",
+           "sample_photographs"]
 
 DATASETS = ("digits", "cifar10", "cifar100", "folder")
 DIGIT_SIZE = 16
@@ -53,12 +55,30 @@ def resize(images: torch.Tensor, size: int) -> torch.Tensor:
 
 # ------------------------------------------------------------------------------------------------- digits
 
-def _digits() -> tuple[torch.Tensor, torch.Tensor]:
-    from sklearn.datasets import load_digits
+def _sklearn_file(*parts: str) -> Path:
+    """A data file of the installed scikit-learn, found without importing it: ``import sklearn.datasets`` imports
+    scipy, seconds of a core in every process that reads the digits (a server's first inspector page, each training
+    process; BENCHMARKS.md, "The test command", fifth pass); its loaders read these same files."""
+    return Path(importlib.util.find_spec("sklearn").origin).parent.joinpath(*parts)
 
-    d = load_digits()
-    x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16  # (1797, 1, 8, 8) in [0, 1]
-    return resize(x, DIGIT_SIZE), torch.tensor(d.target, dtype=torch.long)
+
+def _digits() -> tuple[torch.Tensor, torch.Tensor]:
+    """scikit-learn's digits as sklearn.datasets.load_digits reads them: 64 pixels and the class per row."""
+    rows = np.loadtxt(_sklearn_file("datasets", "data", "digits.csv.gz"), delimiter=",")
+    x = torch.tensor(rows[:, :-1], dtype=torch.float32).reshape(-1, 1, 8, 8) / 16  # (1797, 1, 8, 8) in [0, 1]
+    return resize(x, DIGIT_SIZE), torch.tensor(rows[:, -1], dtype=torch.long)
+
+
+def sample_photographs() -> dict[str, np.ndarray]:
+    """scikit-learn's two sample photographs by file name ("china.jpg", "flower.jpg"), (427, 640, 3) uint8, as
+    sklearn.datasets.load_sample_images reads them."""
+    from PIL import Image
+
+    photos = {}
+    for path in sorted(_sklearn_file("datasets", "images").glob("*.jpg")):
+        with Image.open(path) as im:
+            photos[path.name] = np.asarray(im)
+    return photos
 
 
 def _digits_split(split: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -378,9 +398,7 @@ def ood_set(kind: str, n: int, size: int = DIGIT_SIZE, seed: int = 0, channels: 
         return letters(n, size, seed)
     if kind != "sample-image crops":
         raise ValueError(f"unknown OOD set {kind!r}: choose one of {', '.join(OOD_SETS + HELD_OUT)}")
-    from sklearn.datasets import load_sample_images
-
-    photos = [torch.tensor(im, dtype=torch.float32) for im in load_sample_images().images]  # (H, W, 3)
+    photos = [torch.tensor(im, dtype=torch.float32) for im in sample_photographs().values()]  # (H, W, 3)
     photos = [(p.mean(-1, keepdim=True) if channels == 1 else p[..., :channels]) / 255 for p in photos]
     out = []
     for i in range(n):
