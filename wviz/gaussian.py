@@ -173,16 +173,18 @@ def _sqrtm_psd(S: torch.Tensor) -> torch.Tensor:
     return (U * _sqrt0(lam).unsqueeze(-2)) @ U.mT
 
 
-def _sqdist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def _sqdist(x: torch.Tensor, y: torch.Tensor, xx: torch.Tensor | None = None,
+            yy: torch.Tensor | None = None) -> torch.Tensor:
     """||x_i - y_j||^2 for all pairs, (..., n, d), (..., m, d) -> (..., n, m), as ||x||^2 + ||y||^2 - 2 x.y (one
-    matrix product, the rest in place).
+    matrix product, the rest in place); xx, yy: the squared norms ||x_i||^2, ||y_j||^2 where the caller has them.
 
     Cancellation: the expansion is off by at most about (d + 2) eps (||x_i||^2 + ||y_j||^2) (the rounding bound of
     three dot products of length d), so an exact 0 can come out as a small number of either sign. The entries at
     or below twice that bound for the largest norms (the only ones that may be 0 exactly; few, unless many rows
     coincide) are recomputed from the differences x_i - y_j: identical rows give exactly 0 and no entry is
     negative. Overflow (norms near the dtype's largest number) leaves inf or NaN for the caller to report."""
-    xx, yy = (x * x).sum(-1), (y * y).sum(-1)
+    if xx is None:
+        xx, yy = (x * x).sum(-1), (y * y).sum(-1)
     D = (x @ y.mT).mul_(-2).add_(xx.unsqueeze(-1)).add_(yy.unsqueeze(-2))
     tol = float(2 * (x.shape[-1] + 2) * torch.finfo(D.dtype).eps * (xx.detach().amax() + yy.detach().amax()))
     # the minimum first: a scan of D for the close entries (nonzero) costs more than the matrix product itself,
@@ -200,12 +202,13 @@ def _sqdist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def _sqdist_fits(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """_sqdist, or a ValueError when a squared norm ||x_i||^2 or ||y_j||^2 reaches an eighth of the dtype's largest
     number: below that, every term of the expansion and the result (<= 2 ||x_i||^2 + 2 ||y_j||^2) are finite."""
-    big = float(torch.maximum((x.detach() ** 2).sum(-1).amax(), (y.detach() ** 2).sum(-1).amax()))
+    xx, yy = (x * x).sum(-1), (y * y).sum(-1)   # computed once: here for the bound, in _sqdist for D
+    big = float(torch.maximum(xx.detach().amax(), yy.detach().amax()))
     limit = torch.finfo(x.dtype).max / 8
     if not big < limit:
         raise ValueError(f"W2^2 overflows {str(x.dtype).replace('torch.', '')}: a token's ||m||^2 + ||sigma||^2 "
                          f"reaches {big:.3g}, above {limit:.3g}; scale the means and variances down or use float64")
-    return _sqdist(x, y)
+    return _sqdist(x, y, xx, yy)
 
 
 def _bures_full(S1: torch.Tensor, S2: torch.Tensor) -> torch.Tensor:
