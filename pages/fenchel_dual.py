@@ -66,8 +66,8 @@ def follow_estimates(s: fv.Solution):
 def draw(s: fv.Solution):
     ui.show_figure(figs.main_figure(s), key="estimates")
     follow_estimates(s)
-    st.caption("The red square is the exact estimate (12) from the dual maximiser; the open purple square is "
-               "attention (18); the open green diamond uses the second-order $\\lambda$ of (15). Shrink "
+    st.caption("The filled orange-red square is the exact estimate (12) from the dual maximiser; the open pink "
+               "square is attention (18); the open green diamond uses the second-order $\\lambda$ of (15). Shrink "
                "$\\alpha$: all three move towards $\\mu$ and merge. Grow $\\alpha$: the exact h follows "
                "$\\mu + z$, while attention can only reach the hull of the templates with weights tilted by "
                "$e^{\\alpha \\langle t_i, z\\rangle}$.")
@@ -92,9 +92,9 @@ def metrics(s: fv.Solution):
                      f"λ* = ({lam[0]:.4f}, "
                      f"{lam[1]:.4f}), αz = ({az[0]:.4f}, {az[1]:.4f}).")
     c[1].metric("error of (18)", number_text(s.error_18, 3, chars=8),
-                help="‖h(12) − h(18)‖: the distance from the exact estimate (red) to attention (purple).")
+                help="‖h(12) − h(18)‖: the distance from the exact estimate (orange-red) to attention (pink).")
     c[2].metric("error of (15)", number_text(s.error_15, 3, chars=8),
-                help="‖h(12) − h(12 at 15)‖: the distance from the exact estimate (red) to the second-order one "
+                help="‖h(12) − h(12 at 15)‖: the distance from the exact estimate (orange-red) to the second-order one "
                      "(green).")
 
 

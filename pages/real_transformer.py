@@ -34,9 +34,9 @@ sb = st.sidebar
 # ---- the model ------------------------------------------------------------------------------------------------
 
 @st.cache_data(ttl=60, max_entries=4, show_spinner=False)
-def catalogue(setting):
+def found_models(setting):
     """The models of WVIZ_MODELS (``setting``), looked for again after a minute: a folder copied in appears."""
-    return rv.catalogue()
+    return rv.hub.find_models()
 
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the model (offline)...")
@@ -49,15 +49,15 @@ def uploaded_model(file_id, device_name, _raw, _name):
     return rv.load_upload(_raw, device_name, _name)
 
 
-found = catalogue(rv.models_setting())
-options = rv.model_options(found)
-url_model, url_note = rv.model_from_url(st.query_params.get("model"), found)
+found = found_models(rv.catalogue.models_setting())
+options = rv.catalogue.options(found)
+url_model, url_note = rv.catalogue.from_url(st.query_params.get("model"), found)
 model_key = sb.selectbox(
     "Model", list(options), index=list(options).index(url_model), format_func=options.get, key="model",
     help="The bundled all-MiniLM-L6-v2, every model folder in the folders that WVIZ_MODELS lists on this server "
          "(its name, family and size), or a .zip of a model folder you upload. wviz never downloads a model.")
 # The model's key travels in the URL (a folder's or the bundled one's; an upload is not part of a link).
-if model_key in (rv.BUNDLED, rv.UPLOAD):
+if model_key in (rv.hub.BUNDLED_KEY, rv.catalogue.UPLOAD):
     st.query_params.pop("model", None)
 elif st.query_params.get("model") != model_key:
     st.query_params["model"] = model_key
@@ -67,38 +67,38 @@ if found.skipped:
     with sb.expander(f"Folders skipped ({len(found.skipped)})", icon=":material/folder_off:"):
         for line in found.skipped:
             st.caption(line)
-if model_key != rv.UPLOAD:
+if model_key != rv.catalogue.UPLOAD:
     st.session_state["_real_before_upload"] = model_key
 upload = None
-if model_key == rv.UPLOAD:
+if model_key == rv.catalogue.UPLOAD:
     upload = sb.file_uploader(
-        f"Model folder as a .zip (at most {rv.upload_cap_mb()} MB)", type=["zip"], key="model_zip",
+        f"Model folder as a .zip (at most {rv.catalogue.upload_cap_mb()} MB)", type=["zip"], key="model_zip",
         help="What save_pretrained writes (config.json, *.safetensors, the tokenizer's or image processor's files), "
              "zipped. Checked before use: weights in .safetensors only (a pickle .bin is refused), no model code "
              "(auto_map), no paths out of the zip, no links, no zip bombs, a supported family.")
 
 
 def by_key(key):
-    info = rv.model_info(found, key)
+    info = rv.catalogue.info(found, key)
     return folder_model(info.key, str(device), info)
 
 
 def choose_model():
     """The chosen model; an upload once one passes every check (a refused one: its reasons, and the last model)."""
-    if model_key != rv.UPLOAD:
+    if model_key != rv.catalogue.UPLOAD:
         return by_key(model_key)
     if upload is None:
-        before = by_key(st.session_state.get("_real_before_upload", rv.BUNDLED))
+        before = by_key(st.session_state.get("_real_before_upload", rv.hub.BUNDLED_KEY))
         st.info(f"Upload a .zip of a model folder in the sidebar; meanwhile the page shows {before.info.name}.")
         return before
     return uploaded_model(upload.file_id, str(device), upload.getvalue(), upload.name)
 
 
-lens = ui.guarded("real/model", choose_model) or by_key(rv.BUNDLED)
-st.caption(f"Model: **{lens.info.label()}**. {rv.about(lens)}")
+lens = ui.guarded("real/model", choose_model) or by_key(rv.hub.BUNDLED_KEY)
+st.caption(f"Model: **{lens.info.label()}**. {rv.catalogue.about(lens)}")
 
 # ---- controls ---------------------------------------------------------------------------------------------
-n_layers, n_heads = rv.shape(lens)
+n_layers, n_heads = rv.catalogue.shape(lens)
 layer = sb.selectbox("Layer", list(range(1, n_layers + 1)), index=0, key="layer", bind="query-params",
                      help=f"Which of the {n_layers} layers to show the attention of (1 is next to the embeddings).")
 head = sb.selectbox("Head", list(range(1, n_heads + 1)), index=0, key="head", bind="query-params",
@@ -159,7 +159,7 @@ def example_picture(name):
 def read_inputs():
     """(a key naming the input, the input): the sentence, or for an image model a bundled or uploaded picture."""
     if lens.family != "image":
-        limit = rv.token_limit(lens)
+        limit = rv.catalogue.token_limit(lens)
         text = st.text_input("Sentence", rv.DEFAULT_SENTENCE, max_chars=6000, key="sentence", bind="query-params",
                              help=f"Any text up to {limit} tokens (the model's maximum, with its special tokens).")
         return text, text
@@ -283,7 +283,7 @@ def predictions(c: rv.Comparison):
         st.subheader(g.title)
         st.dataframe(figs.guesses_table(g), key=f"guesses_{i}")
     if lens.family == "image":
-        rows, cols = rv.patch_grid(lens)
+        rows, cols = rv.catalogue.patch_grid(lens)
         ui.show_figure(figs.patch_maps(rv.patch_maps(lens, c, layer, head), rows, cols), key="patches")
         st.caption(f"The class token [CLS] sums up the picture for the classifier: the top row is its weight on "
                    f"each of the {rows} x {cols} patches in layer {layer}, head {head} (the sidebar chooses); the "
@@ -463,7 +463,7 @@ FIGURE4_KEYS = ("figure4", "per_head")   # the keys of figure4_figures's two fig
 
 
 def figure4_figures(dev) -> list:
-    name = "MiniLM" if lens.info.key == rv.BUNDLED else lens.info.name
+    name = "MiniLM" if lens.info.key == rv.hub.BUNDLED_KEY else lens.info.name
     return [figs.deviation_histograms(dev.per_layer, dev.alpha, model=name), figs.deviation_per_head(dev.per_head)]
 
 

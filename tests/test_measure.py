@@ -377,7 +377,7 @@ def test_bad_input_is_refused_with_a_plain_message():
     with pytest.raises(ValueError, match="different dimensions"):
         M.w1(x, randn(5, 3))
     with pytest.raises(ValueError, match="one \\(W_Q, W_K, W_V\\) per layer"):
-        M.self_attention_flow(x, 3, projections=[M._projections(None, 2, torch.float64, "cpu")] * 2, shared=False)
+        M.self_attention_flow(x, 3, projections=[(torch.eye(2),) * 3] * 2, shared=False)
     with pytest.raises(ValueError, match="W_V must be d x d"):
         M.self_attention_flow(x, 1, projections=(torch.eye(2), torch.eye(2), torch.ones(2, 3)))
     with pytest.raises(ValueError, match="floating-point range"):

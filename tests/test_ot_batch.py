@@ -59,14 +59,14 @@ def test_converged_problems_leave_the_batch(monkeypatch):
 
 
 def test_leaving_is_worth_it_only_for_half_a_batch_with_a_slow_rest():
-    """iterations_left: log(tol / err) / log(lam) at the measured rate lam; worth_leaving: half of the batch has
+    """iterations_left: log(tol / err) / log(rate) at the measured rate; worth_leaving: half of the batch has
     converged and the rest needs more than ten more iterations."""
-    err, lam = np.array([1e-8, 1e-2, 1e-2]), np.array([0.5, 0.5, 0.9])
+    err, rate = np.array([1e-8, 1e-2, 1e-2]), np.array([0.5, 0.5, 0.9])
     conv = err <= 1e-6
-    assert iterations_left(err, lam, ~conv, 1e-6) == pytest.approx(math.log(1e-4) / math.log(0.9))
+    assert iterations_left(err, rate, ~conv, 1e-6) == pytest.approx(math.log(1e-4) / math.log(0.9))
     assert iterations_left(err, None, ~conv, 1e-6) == 0.0   # no rate measured yet
     assert iterations_left(err, np.array([0.5, 1.0, 0.5]), ~conv, 1e-6) > 1e300   # not converging
-    assert not worth_leaving(conv, err, lam, 1e-6)   # one of three has converged
+    assert not worth_leaving(conv, err, rate, 1e-6)   # one of three has converged
     conv = np.array([True, True, False])
-    assert worth_leaving(conv, err, lam, 1e-6)
+    assert worth_leaving(conv, err, rate, 1e-6)
     assert not worth_leaving(conv, err, np.array([0.5, 0.5, 0.1]), 1e-6)   # the rest is 6 iterations away

@@ -182,6 +182,32 @@ def test_not_converged_is_reported():
     assert bool(torch.isfinite(res.plan).all())
 
 
+def plain_sinkhorn_plan(a, b, C, gamma, k):
+    """k plain Sinkhorn iterations (u = a / K v, then v = b / K^T u) from v = 1, in numpy: the textbook loop."""
+    K = np.exp(-C.numpy() / gamma)
+    v = np.ones(K.shape[-1])
+    for _ in range(k):
+        u = a.numpy() / (K @ v)
+        v = b.numpy() / (K.T @ u)
+    return u[:, None] * K * v[None, :]
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_n_iter_runs_exactly_that_many_plain_iterations(batch):
+    """n_iter=k (omega=1) is the plan of k textbook Sinkhorn iterations, also where tol would have stopped it earlier
+    (an easy problem) and where it has not converged (k = 2, reported so); one problem (the lean loop) or a batch."""
+    a, b, C = random_problem(9, 7, seed=3)
+    for k, gamma in ((200, 0.5), (2, 0.05)):
+        res = ot.sinkhorn(a.expand(2, -1) if batch else a, b, C, gamma, n_iter=k, omega=1.0)
+        plans = res.plan if batch else res.plan[None]
+        assert res.n_iter == k and bool(res.converged.all()) == (k == 200)
+        for P in plans:
+            np.testing.assert_allclose(P.numpy(), plain_sinkhorn_plan(a, b, C, gamma, k), rtol=0, atol=1e-13)
+    assert ot.sinkhorn(a, b, C, 0.5).n_iter < 200   # tol alone stops that problem far earlier
+    with pytest.raises(ValueError, match="n_iter must be a positive integer"):
+        ot.sinkhorn(a, b, C, 0.5, n_iter=0)
+
+
 def test_float32_interactive_size():
     a, b, C = random_problem(256, 256, seed=9, dtype=torch.float32, uniform=True)
     res = ot.sinkhorn(a, b, C, 0.01)

@@ -345,7 +345,7 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
                                                                        "image"]
     (skipped,) = [e for e in at.sidebar.expander if e.label.startswith("Folders skipped")]
     assert skipped.label == "Folders skipped (1)"
-    assert [c.value for c in skipped.caption] == [line for line in rv.catalogue([tiny_root]).skipped]
+    assert [c.value for c in skipped.caption] == [line for line in rv.hub.find_models([tiny_root]).skipped]
     assert "notes" in skipped.caption[0].value and "config.json" in skipped.caption[0].value
     for kind in TINY:
         at.sidebar.selectbox(key="model").set_value(key_of(tiny_root, kind)).run()
@@ -374,7 +374,7 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
             assert any("write [MASK] in the sentence" in c.value for c in at.caption)
             assert upper_weight(after) > 0                                     # no causal mask
         at.sidebar.select_slider(key="tau").set_value(1.0).run()
-    at.sidebar.selectbox(key="model").set_value(rv.BUNDLED).run()
+    at.sidebar.selectbox(key="model").set_value(rv.hub.BUNDLED_KEY).run()
     assert "model" not in at.query_params                                  # the default: not in the link
 
 
@@ -403,7 +403,7 @@ def test_a_link_opens_its_model_and_an_unknown_one_the_bundled(models_page, tiny
     assert at.sidebar.selectbox(key="model").value == key_of(tiny_root, "gpt2")
     assert any("tiny-gpt2" in c.value for c in at.caption)
     at = models_page(model="folder:/nowhere/gpt2")
-    assert at.sidebar.selectbox(key="model").value == rv.BUNDLED
+    assert at.sidebar.selectbox(key="model").value == rv.hub.BUNDLED_KEY
     assert any("does not have" in w.value for w in at.warning)
 
 
@@ -427,7 +427,7 @@ def test_hostile_uploads_are_refused_in_words_and_the_last_model_stays(models_pa
     the maps of the model shown before (tiny GPT-2) stay; then a good upload (a tiny BERT) is shown."""
     at = models_page(model=key_of(tiny_root, "gpt2"))
     shown, _ = panels(at)
-    at.sidebar.selectbox(key="model").set_value(rv.UPLOAD).run()
+    at.sidebar.selectbox(key="model").set_value(rv.catalogue.UPLOAD).run()
     no_exception(at)
     assert any("meanwhile the page shows tiny-gpt2" in i.value for i in at.info)
     bert = folder_files(tiny_root / "tiny-bert")

@@ -356,3 +356,21 @@ def test_the_value_as_set_is_labelled_on_its_line(templates):
     (label,) = [a for a in fig.layout.annotations if a.text == "alpha as set"]
     (line,) = fig.layout.shapes
     assert line.x0 == 0.316 and 10 ** label.x == pytest.approx(0.316)
+
+
+def hue(colour: str) -> float:
+    """The hue in degrees of a '#rrggbb' colour."""
+    import colorsys
+
+    r, g, b = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    return 360 * colorsys.rgb_to_hsv(r, g, b)[0]
+
+
+def test_the_sentences_name_the_estimates_colours_as_drawn():
+    """The Try sentence and the page's caption call the exact h orange-red and attention (18) pink: the drawn
+    markers' hues are there (orange-red 0-30 degrees, pink 300-350), not red and purple."""
+    fig = figs.main_figure(fv.at_defaults()(1.0))
+    drawn = {t.name: t.marker.color for t in fig.data if t.name in figs.ESTIMATES}
+    assert 0 <= hue(drawn[figs.ESTIMATES[0]]) <= 30 and 300 <= hue(drawn[figs.ESTIMATES[1]]) <= 350
+    watch = next(t.watch for t in fv.TRY_THIS if t.label.startswith("Grow alpha to 10"))
+    assert "orange-red square" in watch and "pink square" in watch and "purple" not in watch

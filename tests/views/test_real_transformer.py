@@ -12,6 +12,7 @@ from wviz.views import real_transformer as rv
 
 SENTENCE = "Bees make honey in summer."
 CPU = "cpu"
+N_LAYERS = 6   # the bundled MiniLM's layers
 
 
 def run(name, params):
@@ -340,12 +341,12 @@ def test_the_rho_sweep_runs_from_the_models_softmax_to_sinkformer():
     change = next(iter(c.changes.values()))
     assert cos_inf == pytest.approx(change.cosine, abs=1e-6)
     torch.testing.assert_close(d_inf, change.layer_distance)
-    assert sweep.cosines.shape == (2,) and sweep.distances.shape == (2, rv.N_LAYERS)
+    assert sweep.cosines.shape == (2,) and sweep.distances.shape == (2, N_LAYERS)
     assert float(sweep.cosines[0]) > float(sweep.cosines[1]) > cos_inf - 0.05
     from wviz.figures import real_transformer as figs
     fig = figs.rho_sweep(sweep, math.inf)
     assert list(fig.layout.xaxis2.ticktext)[0] == "0" and list(fig.layout.xaxis2.ticktext)[-1] == "∞"
-    assert len(fig.data) == 1 + rv.N_LAYERS
+    assert len(fig.data) == 1 + N_LAYERS
 
 
 # ---- what each guided experiment says to watch, on the numbers of the state its link opens ------------------------
@@ -429,7 +430,7 @@ def tiny_models(tmp_path_factory):
     for kind in ("bert", "gpt2", "vit"):
         tiny.save(kind, root / f"tiny-{kind}")
     (root / "not-a-model").mkdir()
-    found = rv.catalogue([root])
+    found = rv.hub.find_models([root])
     lenses = {m.name.removeprefix("tiny-"): rv.load(CPU, m) for m in found.models[1:]}
     return root, found, lenses
 
@@ -443,17 +444,18 @@ def tiny_comparison(lens, inputs, settings=ALL, tau=0.5):
 
 def test_the_selector_lists_the_bundled_model_first_then_the_folders(tiny_models):
     root, found, _ = tiny_models
-    options = rv.model_options(found)
-    assert list(options) == [rv.BUNDLED, *(f"folder:{root.resolve() / f'tiny-{k}'}" for k in ("bert", "gpt2", "vit")),
-                             rv.UPLOAD]
-    assert options[rv.BUNDLED] == "all-MiniLM-L6-v2 (encoder, 22.7M parameters)"
+    cat, bundled = rv.catalogue, rv.hub.BUNDLED_KEY
+    options = cat.options(found)
+    assert list(options) == [bundled, *(f"folder:{root.resolve() / f'tiny-{k}'}" for k in ("bert", "gpt2", "vit")),
+                             cat.UPLOAD]
+    assert options[bundled] == "all-MiniLM-L6-v2 (encoder, 22.7M parameters)"
     assert options[f"folder:{root.resolve() / 'tiny-gpt2'}"].startswith("tiny-gpt2 (decoder, ")
     assert len(found.skipped) == 1 and "not-a-model" in found.skipped[0] and "config.json" in found.skipped[0]
     key = f"folder:{root.resolve() / 'tiny-vit'}"
-    assert rv.model_from_url(None, found) == (rv.BUNDLED, None) and rv.model_from_url(key, found) == (key, None)
-    shown, note = rv.model_from_url("folder:/gone", found)
-    assert shown == rv.BUNDLED and "does not have" in note and "WVIZ_MODELS" in note
-    assert rv.model_info(found, key).name == "tiny-vit" and rv.model_info(found, "folder:/gone").key == rv.BUNDLED
+    assert cat.from_url(None, found) == (bundled, None) and cat.from_url(key, found) == (key, None)
+    shown, note = cat.from_url("folder:/gone", found)
+    assert shown == bundled and "does not have" in note and "WVIZ_MODELS" in note
+    assert cat.info(found, key).name == "tiny-vit" and cat.info(found, "folder:/gone").key == bundled
 
 
 def test_the_masked_top_5_is_the_mlm_head_of_a_direct_forward(tiny_models):
@@ -558,7 +560,7 @@ def test_the_perplexity_of_the_paragraph_by_hand(tiny_models, monkeypatch):
     (flat,) = set(p.curves["sinkhorn (gamma = 1, 5 iterations)"])
     assert flat == pytest.approx(tasks.perplexity(gpt2, text, "sinkhorn", gamma=1.0, n_iter=5))
     cut = rv.perplexities(gpt2, settings, (1.0,))                        # the bundled paragraph: 64 tokens at most
-    assert cut.cut and cut.tokens <= 64 == rv.token_limit(gpt2)
+    assert cut.cut and cut.tokens <= 64 == rv.catalogue.token_limit(gpt2)
     with pytest.raises(ValueError, match="no causal language-model head"):
         rv.perplexities(models["bert"], settings)
 
@@ -617,7 +619,7 @@ def test_an_image_models_classes_patches_and_rollout(tiny_models):
     for layer in A:
         R = (layer.mean(0) + np.eye(17)) / 2 @ R
     np.testing.assert_allclose(pm.rollout[label].numpy(), R[0, 1:].reshape(4, 4), atol=1e-6)
-    assert rv.patch_grid(vit) == (4, 4) and rv.input_length(vit, picture) == 17
+    assert rv.catalogue.patch_grid(vit) == (4, 4) and rv.input_length(vit, picture) == 17
 
 
 def test_pictures_bundled_and_uploaded():
@@ -654,7 +656,7 @@ def test_figure4_for_any_encoder_keyed_by_the_model(tiny_models, monkeypatch, tm
 def test_inputs_up_to_the_models_maximum():
     """The 128-token cap is gone: MiniLM reads 512 word pieces ([CLS] and [SEP] included), not 513."""
     minilm_lens = rv.load(CPU)
-    assert rv.token_limit(minilm_lens) == 512 and rv.shape(minilm_lens) == (6, 12)
+    assert rv.catalogue.token_limit(minilm_lens) == 512 and rv.catalogue.shape(minilm_lens) == (6, 12)
     text = " ".join(["word"] * 510)
     assert rv.input_length(minilm_lens, text) == 512 > rv.SHORT
     f = rv.forward(text, "sparsemax", (("tau", 1.0),), CPU)

@@ -7,7 +7,8 @@ from plotly.subplots import make_subplots
 
 from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, to_numpy
 
-# Figure 3 of 002: orange templates, dark blue evidence, red exact h, purple (18); green for (15)
+# Figure 3 of 002: orange templates, dark blue evidence, the exact h orange-red (Okabe-Ito's vermilion), (18) pink
+# (reddish purple), (15) green; the Try sentences name them so
 TEMPLATE, EVIDENCE, EXACT, FIRST, SECOND = PALETTE[1], "#1f3b73", PALETTE[5], PALETTE[3], PALETTE[2]
 
 

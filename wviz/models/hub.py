@@ -33,10 +33,11 @@ from wviz.models.swap import IMPLEMENTATION, register
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere through this module
 
-__all__ = ["BUNDLED", "ModelInfo", "Catalogue", "Lens", "bundled_dir", "model_dirs", "describe", "find_models",
-           "load", "load_upload"]
+__all__ = ["BUNDLED", "BUNDLED_KEY", "ModelInfo", "Catalogue", "Lens", "bundled_dir", "model_dirs", "describe",
+           "find_models", "load", "load_upload"]
 
-BUNDLED = "all-MiniLM-L6-v2"
+BUNDLED = "all-MiniLM-L6-v2"   # the bundled model's name
+BUNDLED_KEY = "bundled"        # ... and its key (ModelInfo.key)
 _LOADED = 3  # folders kept loaded per process (a 110M-parameter model is about 0.5 GB)
 
 
@@ -117,7 +118,7 @@ def find_models(dirs=None) -> Catalogue:
     >>> [m.label() for m in found.models], found.skipped
     (['all-MiniLM-L6-v2 (encoder, 22.7M parameters)'], ())
     """
-    models, skipped = [describe(bundled_dir(), key="bundled", name=BUNDLED)], []
+    models, skipped = [describe(bundled_dir(), key=BUNDLED_KEY, name=BUNDLED)], []
     for base in model_dirs() if dirs is None else [Path(d) for d in dirs]:
         if not base.is_dir():
             skipped.append(f"{base}: not a folder")
@@ -256,7 +257,7 @@ def load(model=None, device=None) -> Lens:
     ('all-MiniLM-L6-v2 (encoder, 22.7M parameters)', 'encoder', None, 'wviz')
     """
     if model is None:
-        model = describe(bundled_dir(), key="bundled", name=BUNDLED)
+        model = describe(bundled_dir(), key=BUNDLED_KEY, name=BUNDLED)
     elif not isinstance(model, ModelInfo):
         model = describe(model)
     device = torch.device(device) if device is not None else get_device()

@@ -185,7 +185,7 @@ def _plan(sub: torch.Tensor, w: torch.Tensor, gamma: float, n_iter: int, rho: fl
     semi-relaxed, each row of A summing to exactly 1."""
     if math.isinf(rho):
         # transposed problem: rows of the plan of M^T are keys, columns queries; the last update fixes columns
-        res = ot.sinkhorn(w, w, -sub.mT, gamma, tol=1e-12, max_iter=n_iter, eps_scaling=False, omega=1.0)
+        res = ot.sinkhorn(w, w, -sub.mT, gamma, n_iter=n_iter, omega=1.0)
         return res.plan.mT * len(w)
     # The queries' rows are the semi-relaxed problem's exact side. As above, the keys are updated first (here from
     # u = 1: g_j = gamma log w - phi gamma LSE_i(S_ij / gamma)), then n_iter - 1 iterations, then a last row
@@ -194,8 +194,7 @@ def _plan(sub: torch.Tensor, w: torch.Tensor, gamma: float, n_iter: int, rho: fl
     if n_iter == 1:
         P = torch.exp(sub / gamma + g[:, None, :] / gamma)
     else:
-        P = ot.sinkhorn(w, w, -sub, gamma, tol=1e-12, max_iter=n_iter - 1, eps_scaling=False, omega=1.0, rho=rho,
-                        init=(torch.zeros_like(g), g)).plan
+        P = ot.sinkhorn(w, w, -sub, gamma, n_iter=n_iter - 1, omega=1.0, rho=rho, init=(torch.zeros_like(g), g)).plan
     return P / P.sum(-1, keepdim=True)
 
 
@@ -212,7 +211,8 @@ def causal_sinkhorn_attention(scores: torch.Tensor, keep: torch.Tensor, gamma: f
     matrix products per head, U K and V K^T, with U, V (T, T) holding each query's scalings u_i, v_i (0 outside its
     V_i): v_i = (K^T u_i)^-phi, then u_i = 1 / (K v_i) (phi = rho / (rho + gamma), 1 when balanced). Where the
     scores span so much that K underflows (more than about 700 gamma), the problems are solved in the log domain
-    instead, in batches of prefixes.
+    instead, in batches of prefixes. (These loops are not wviz.ot.sinkhorn(n_iter=...), which the encoder uses: it
+    would hold a kernel per query, T^3 numbers a head against T^2 here.)
 
     Example: the rows sum to 1 with no weight on a future token, and the last row is the encoder's Sinkhorn row
     on the whole sequence; plain Sinkhorn on the causally masked kernel instead drifts to the identity, the only

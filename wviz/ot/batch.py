@@ -36,22 +36,22 @@ class Finished:
         return self.P, self.parts
 
 
-def iterations_left(err: np.ndarray, lam: np.ndarray | None, rest: np.ndarray, tol: float) -> float:
-    """Iterations the slowest problem of ``rest`` still needs to reach tol at its last measured rate lam per
-    iteration: 0 while no rate is measured, the largest float for a problem that is not converging."""
-    if lam is None:
+def iterations_left(err: np.ndarray, rate: np.ndarray | None, rest: np.ndarray, tol: float) -> float:
+    """Iterations the slowest problem of ``rest`` still needs to reach tol at its last measured rate per iteration
+    (``rate``): 0 while no rate is measured, the largest float for a problem that is not converging."""
+    if rate is None:
         return 0.0
-    lam, err = lam[rest], err[rest]
+    rate, err = rate[rest], err[rest]
     with np.errstate(divide="ignore", invalid="ignore"):
-        left = np.where(lam < 1, np.log(tol / err) / np.log(lam), np.inf)
+        left = np.where(rate < 1, np.log(tol / err) / np.log(rate), np.inf)
     return float(np.nan_to_num(left, nan=0.0).max())
 
 
-def worth_leaving(conv: np.ndarray, err: np.ndarray, lam: np.ndarray | None, tol: float) -> bool:
+def worth_leaving(conv: np.ndarray, err: np.ndarray, rate: np.ndarray | None, tol: float) -> bool:
     """Whether the converged problems conv should leave the batch: half of it has converged and the rest, at their
     measured rates, need more than ten more iterations. Leaving costs about two iterations' work (copying the
     rest's C and kernel), so a batch that converges together never moves."""
-    return 2 * np.count_nonzero(conv) >= len(conv) and iterations_left(err, lam, ~conv, tol) > 10
+    return 2 * np.count_nonzero(conv) >= len(conv) and iterations_left(err, rate, ~conv, tol) > 10
 
 
 def leave(loop: BatchLoop, conv: np.ndarray, gamma: float, finished: Finished | None, tol: float) -> Finished:

@@ -41,7 +41,7 @@ CPU_ROUTE_SIZE = 1 << 18
 @torch.no_grad()
 def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=None, eps_scaling: bool = True,
              omega: float | None = None, check_every: int | None = None, record_plans: int = 0,
-             rho: float | None = None, route: bool = True) -> OTResult:
+             rho: float | None = None, route: bool = True, n_iter: int | None = None) -> OTResult:
     """Entropic optimal transport: eq. (23) of 002, W_gamma(a, b; C) = min_{P in U(a, b)} <C, P> - gamma H(P).
 
     The solution is P_ij = exp((f_i + g_j - C_ij) / gamma) for dual potentials f, g (Cuturi 2013). Sinkhorn's
@@ -93,6 +93,9 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     (omega=1: plain Sinkhorn). record_plans=k keeps the plan every k iterations in result.plans (solving at gamma
     directly, so that every recorded plan is an iterate for this gamma; at most about 256 MB of them: when more
     come, every other one is dropped and the interval doubles).
+    n_iter=k runs exactly k iterations at gamma and stops (Sinkformers' fixed count, wviz.models.normalisers): no
+    epsilon scaling, no stop on tol (which then only decides converged), no problem leaving a batch early; the
+    over-relaxation as omega says (omega=1: k plain iterations).
     route: a problem of at most CPU_ROUTE_SIZE = 2^18 entries (B n m) on CUDA tensors is solved on the CPU, where
     each iteration costs less than launching its kernels on the GPU, and its result comes back on the GPU
     (result.solved_on says 'cpu'); route=False keeps every problem on its tensors' device.
@@ -131,6 +134,10 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     gamma = positive(gamma, "gamma")
     check_iter_args(tol, max_iter)
     check_omega(omega)
+    fixed = n_iter is not None
+    if fixed:
+        check_iter_args(tol, n_iter, "n_iter")
+        max_iter, eps_scaling = n_iter, False
     rho = semirelaxed.check_rho(rho)
     if b is None:
         if rho is not None:
@@ -140,10 +147,11 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     if rho is not None and not 0 < rho < math.inf:   # the two ends: the prior-softmax, the balanced problem
         return _rho_end(a, b, C, gamma, rho, dict(tol=tol, max_iter=max_iter, init=init, eps_scaling=eps_scaling,
                                                   omega=omega, check_every=check_every, record_plans=record_plans,
-                                                  route=route))
+                                                  route=route, n_iter=n_iter))
     if route and _small_on_cuda(a, b, C):
         res = sinkhorn(a.cpu(), b.cpu(), C.cpu(), gamma, tol, max_iter, init=init, eps_scaling=eps_scaling,
-                       omega=omega, check_every=check_every, record_plans=record_plans, rho=rho, route=False)
+                       omega=omega, check_every=check_every, record_plans=record_plans, rho=rho, route=False,
+                       n_iter=n_iter)
         return to_device(res, C.device)
     a, b, C, shape, facts = prepare(a, b, C)
     record = int(record_plans or 0)
@@ -159,7 +167,7 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     top = gamma0 if gamma0 is not None else _EPS_START * facts.cost_range
     schedule = _schedule(gamma, top if rho is None else min(top, rho)) if eps_scaling and not record else [gamma]
     relax = OverRelaxation(C.shape[0], None if omega is None else float(omega), rho)
-    run = _Run(tol, max_iter, check_every, record, relax, C)
+    run = _Run(tol, max_iter, check_every, record, relax, C, fixed)
     with one_blas_thread() if lean else contextlib.nullcontext():
         for k, gamma_k in enumerate(schedule):
             final = k == len(schedule) - 1
@@ -238,10 +246,11 @@ class _Run:
 
     __slots__ = ("tol", "max_iter", "check_every", "record", "relax", "history", "plans", "record_every", "max_plans",
                  "it", "failures", "range_every", "tiny", "max_log_range", "finished", "final", "stage_tol", "best",
-                 "best_it", "checks")
+                 "best_it", "checks", "fixed")
 
-    def __init__(self, tol, max_iter, check_every, record, relax, C):
+    def __init__(self, tol, max_iter, check_every, record, relax, C, fixed: bool = False):
         self.tol, self.max_iter, self.check_every, self.record, self.relax = tol, max_iter, check_every, record, relax
+        self.fixed = fixed   # n_iter: only max_iter (or overflows) ends the run
         self.history, self.plans, self.record_every = [], [], record
         plan_bytes = C.numel() * C.element_size()
         self.max_plans = max(2, min(256, (256 << 20) // max(plan_bytes, 1)))
@@ -264,7 +273,7 @@ class _Run:
         Asked after each check with worst, the largest marginal error of the batch, and after a stage or an
         overflow without it. The run ends:
           "overflow"  after more than _MAX_FAILURES overflow recoveries: the last good scalings are the result;
-          "max_iter"  once max_iter iterations have run, all stages together.
+          "max_iter"  once max_iter iterations have run, all stages together (with n_iter, nothing else ends it).
         A stage ends:
           "tol"       when worst <= the stage's tolerance: tol at the final gamma; max(tol, _STAGE_TOL) before it,
                       where a stage only hands a warm start over to the next, smaller gamma;
@@ -277,7 +286,7 @@ class _Run:
             return "overflow"
         if self.it >= self.max_iter:
             return "max_iter"
-        if worst is None:
+        if worst is None or self.fixed:
             return None
         if worst <= self.stage_tol:
             return "tol"
@@ -332,7 +341,7 @@ def _stage(loop: ScalingLoop, run: _Run, gamma_k: float, final: bool):
             return
         run.progress(worst)
         conv = errs <= run.tol   # converged problems leave a batch whose rest is slow (wviz.ot.batch)
-        if final and not run.record and worth_leaving(conv, errs, run.relax.lam, run.tol) and \
+        if final and not run.record and not run.fixed and worth_leaving(conv, errs, run.relax.rate, run.tol) and \
                 isinstance(loop, BatchLoop):
             run.finished = leave(loop, conv, gamma_k, run.finished, run.tol)
             run.relax.keep(~conv)

@@ -21,7 +21,7 @@ import torch
 from . import semirelaxed
 from .loop import PlanParts
 from .problem import marginal_error
-from .relaxation import RELAX_HI, RELAX_LO
+from .relaxation import relaxed_into
 from .scaling import CLAMP, kernel
 
 # A float64 problem of at least _LOW_SIZE entries runs each stage's first iterations on a float32 copy of its
@@ -97,9 +97,9 @@ class LeanScalings:
     shift until the potentials are read (:meth:`_settle`).
     """
 
-    __slots__ = _VECTORS + ("C", "K", "Kn", "Cn", "f", "g", "za", "zb", "ma", "mb", "w1", "plain", "clamp", "low",
-                            "low_ok", "spare", "total", "stale", "rho", "p", "gamma", "log_b", "c", "tt", "q",
-                            "t_ok", "shift", "floor")
+    __slots__ = _VECTORS + ("C", "K", "Kn", "Cn", "f", "g", "za", "zb", "ma", "mb", "omega_minus_1", "plain",
+                            "clamp", "low", "low_ok", "spare", "total", "stale", "rho", "p", "gamma", "log_b", "c",
+                            "tt", "q", "t_ok", "shift", "floor")
 
     def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool, low: bool = True, rho: float | None = None):
         n, m = C.shape[1:]
@@ -121,7 +121,7 @@ class LeanScalings:
         self.Kv, self.tn, self.sn = np.empty(n, dtype), np.empty(n, dtype), np.empty(n, dtype)
         self.KTu, self.tm, self.sm = np.empty(m, dtype), np.empty(m, dtype), np.empty(m, dtype)
         self.clamp = CLAMP[C.dtype]
-        self.w1, self.plain = 0.0, True
+        self.omega_minus_1, self.plain = 0.0, True
         self.low, self.spare, self.stale = False, None, False
         self.low_ok = low and dtype == np.float64 and n * m >= _LOW_SIZE and rho is None
         self.total = float(self.a.sum())
@@ -172,10 +172,7 @@ class LeanScalings:
         """Semi-relaxed: c = log b - g / (rho + gamma) and phi for the potentials g at gamma."""
         if self.rho is not None:
             self.gamma, self.p, self.t_ok = gamma, semirelaxed.phi(self.rho, gamma), False
-            with np.errstate(invalid="ignore"):   # -inf - (-inf) at a zero mass, set to -inf
-                np.subtract(self.log_b, self.g.numpy()[0] / (self.rho + gamma), out=self.c)
-            if self.zb is not None:
-                self.c[self.zb] = -np.inf
+            semirelaxed.log_targets_into(self.c, self.log_b, self.g.numpy()[0], self.rho, gamma, self.zb)
 
     def _absorb(self, u, v, gamma: float):
         """f += gamma log u, g += gamma log v (u = 0, a zero mass, gives -inf)."""
@@ -191,20 +188,20 @@ class LeanScalings:
         """The normalised kernel for gamma (ScalingLoop.rebuild), in the problem's own precision."""
         self._use(False)
         self._settle()
-        r, c = kernel(self.C, self.f, self.g, gamma, self.K, self.clamp, normalize=True)
-        self.f = self.f - gamma * r[:, :, 0]
-        self.g = self.g - gamma * c[:, :, 0]
-        np.multiply(np.exp(r.numpy()[0, :, 0]), self.ma, out=self.u)
+        row_shift, col_shift = kernel(self.C, self.f, self.g, gamma, self.K, self.clamp, normalize=True)
+        self.f = self.f - gamma * row_shift[:, :, 0]
+        self.g = self.g - gamma * col_shift[:, :, 0]
+        np.multiply(np.exp(row_shift.numpy()[0, :, 0]), self.ma, out=self.u)
         if self.rho is None:
-            np.multiply(np.exp(c.numpy()[0, :, 0]), self.mb, out=self.v)
+            np.multiply(np.exp(col_shift.numpy()[0, :, 0]), self.mb, out=self.v)
         else:   # a column without mass worth a float keeps the floor (module semirelaxed)
-            np.multiply(np.maximum(np.exp(c.numpy()[0, :, 0]), self.floor), self.mb, out=self.v)
+            np.multiply(np.maximum(np.exp(col_shift.numpy()[0, :, 0]), self.floor), self.mb, out=self.v)
             self._targets(gamma)
 
     def set_omega(self, omega: np.ndarray):
         """The over-relaxation factor (an array of one) for the updates of :meth:`iterate`."""
         self.plain = bool(omega[0] == 1)
-        self.w1 = float(omega[0]) - 1.0
+        self.omega_minus_1 = float(omega[0]) - 1.0
 
     # ---- iterations and checks ----------------------------------------------------------------------------------
 
@@ -266,13 +263,11 @@ class LeanScalings:
         0 at the points without mass (``zero``)."""
         if self.plain:
             np.divide(mass, prod, out=x)
+            if zero is not None:
+                x[zero] = 0.0
         else:
             np.divide(mass, prod, out=t)
-            np.divide(t, x, out=s)
-            np.power(np.maximum(np.minimum(s, RELAX_HI, out=s), RELAX_LO, out=s), self.w1, out=s)
-            np.multiply(t, s, out=x)
-        if zero is not None:
-            x[zero] = 0.0
+            relaxed_into(x, t, self.omega_minus_1, s, zero)
 
     def _iterate_semi(self, steps: int):
         """steps semi-relaxed iterations: the row update of :meth:`iterate`, then the column update into tt and
@@ -293,31 +288,15 @@ class LeanScalings:
                 if self.plain:
                     np.copyto(v, self.tt)
                 else:
-                    self._relax(v, self.tt, self.sm, self.zb)
+                    relaxed_into(v, self.tt, self.omega_minus_1, self.sm, self.zb)
                 np.dot(K, v, out=Kv)
         self.stale = False
 
     def _column_update(self):
         """The plain semi-relaxed column update tt = max(exp(c - phi log K^T u), floor) of the current KTu, 0 at
         the points without mass."""
-        t = self.tt
-        with np.errstate(divide="ignore", invalid="ignore"):   # log 0, then -inf + inf, at a point without mass
-            np.log(self.KTu, out=t)
-            np.multiply(t, -self.p, out=t)
-            np.add(t, self.c, out=t)
-            np.exp(t, out=t)
-            np.maximum(t, self.floor, out=t)
-        if self.zb is not None:
-            t[self.zb] = 0.0
+        semirelaxed.column_scalings_into(self.tt, self.c, self.KTu, self.p, self.floor, self.zb)
         self.t_ok = True
-
-    def _relax(self, x, t, s, zero):
-        """x <- t clamp(t / x)^(omega - 1) in place from the plain update t (as :meth:`_update`), s scratch."""
-        np.divide(t, x, out=s)
-        np.power(np.maximum(np.minimum(s, RELAX_HI, out=s), RELAX_LO, out=s), self.w1, out=s)
-        np.multiply(t, s, out=x)
-        if zero is not None:
-            x[zero] = 0.0
 
     def errors(self) -> np.ndarray:
         """The marginal error, as an array of one, computed in the scratch buffers tn, tm; the float32 iterations

@@ -59,12 +59,13 @@ class OTResult:
 
 # ---- input checks -------------------------------------------------------------------------------------------------
 
-def check_iter_args(tol, max_iter):
-    """The stopping rule of the iterative solvers: a tolerance tol > 0 on the marginal error, max_iter >= 1."""
+def check_iter_args(tol, max_iter, name: str = "max_iter"):
+    """The stopping rule of the iterative solvers: a tolerance tol > 0 on the marginal error, an iteration count
+    ``name`` (max_iter, or sinkhorn's n_iter) >= 1."""
     if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a positive number, got {tol!r}")
     if not (isinstance(max_iter, int) and max_iter >= 1):
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+        raise ValueError(f"{name} must be a positive integer, got {max_iter!r}")
 
 
 def _name(x: float) -> str:

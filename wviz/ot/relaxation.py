@@ -17,7 +17,7 @@ import torch
 _OMEGA_MAX = 1.99
 _OMEGA_START = 1.3   # first omega before any rate is known: never slower than omega = 1 when r >= 0.3
 # the over-relaxation part of an update, clamp(t / u)^(omega - 1), clamps t / u to [RELAX_LO, RELAX_HI] (see
-# relaxed(); wviz.ot.lean's numpy update uses the same bounds)
+# relaxed())
 RELAX_LO, RELAX_HI = math.exp(-1.0), math.exp(1.0)
 _WINDOW = 4          # iterations over which a convergence rate is measured
 
@@ -36,14 +36,14 @@ def optimal_omega(r):
 class OverRelaxation:
     """Adaptive over-relaxation, one factor omega per problem of the batch (numpy, on the host).
 
-    A steady rate lambda > omega - 1 observed at omega reveals the plain rate r, by Young's relation
-    (lambda + omega - 1)^2 = lambda omega^2 r, and with it omega*. Across epsilon-scaling stages 1 - r is
-    proportional to gamma, so kappa = (1 - r) / gamma predicts omega* for the next, smaller gamma.
+    A steady rate (the error's factor per iteration, Young's lambda) > omega - 1 observed at omega reveals the plain
+    rate r, by Young's relation (rate + omega - 1)^2 = rate omega^2 r, and with it omega*. Across epsilon-scaling
+    stages 1 - r is proportional to gamma, so kappa = (1 - r) / gamma predicts omega* for the next, smaller gamma.
 
     fixed: a factor given by the caller (then never adapted), or None.
     rho: the weight of the semi-relaxed problem's column penalty, or None: its plain rate is at most
     phi = rho / (rho + gamma) (wviz.ot.semirelaxed), so no stage starts above that rate's omega*.
-    omega: (B,) the current factors; lam: (B,) the last measured rates per iteration (None while unknown).
+    omega: (B,) the current factors; rate: (B,) the last measured rates per iteration (None while unknown).
     """
 
     def __init__(self, B: int, fixed: float | None, rho: float | None = None):
@@ -61,7 +61,7 @@ class OverRelaxation:
                                   _OMEGA_START)
             if self.rho is not None:   # a fast semi-relaxed iteration is not slowed by a large omega
                 self.omega = np.minimum(self.omega, optimal_omega(self.rho / (self.rho + gamma)))
-        self.gamma, self.trace, self.lam = gamma, [], None
+        self.gamma, self.trace, self.rate = gamma, [], None
         return self.omega
 
     def update(self, err: np.ndarray, it: int) -> bool:
@@ -79,25 +79,25 @@ class OverRelaxation:
             return False
         i0, e0 = past[-1]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            lam = (err / e0) ** (1.0 / (it - i0))
-        changed = self.fixed is None and (self._from_rate(lam, err) or self._safeguard(it, horizon))
+            rate = (err / e0) ** (1.0 / (it - i0))
+        changed = self.fixed is None and (self._from_rate(rate, err) or self._safeguard(it, horizon))
         # a new omega is a new iteration: its rate is measured afresh
-        self.lam = None if changed else lam
+        self.rate = None if changed else rate
         if changed:
             self.trace = [(it, err)]
         return changed
 
-    def _from_rate(self, lam: np.ndarray, err: np.ndarray) -> bool:
-        """Raise omega to omega* where the rate lam is steady (it agrees with the previous window's); True if it
-        did. Young's relation inverted: r = (lambda + omega - 1)^2 / (lambda omega^2)."""
-        if self.lam is None:
+    def _from_rate(self, rate: np.ndarray, err: np.ndarray) -> bool:
+        """Raise omega to omega* where the measured rate is steady (it agrees with the previous window's); True if it
+        did. Young's relation inverted: r = (rate + omega - 1)^2 / (rate omega^2)."""
+        if self.rate is None:
             return False
         omega = self.omega
-        steady = (lam < 1) & (lam > omega - 1 + 0.02) & (np.abs(lam - self.lam) <= 0.1 * (1 - lam)) & (err > 0)
+        steady = (rate < 1) & (rate > omega - 1 + 0.02) & (np.abs(rate - self.rate) <= 0.1 * (1 - rate)) & (err > 0)
         if not steady.any():
             return False
         with np.errstate(divide="ignore", invalid="ignore"):
-            r = (lam + omega - 1) ** 2 / (lam * omega ** 2)
+            r = (rate + omega - 1) ** 2 / (rate * omega ** 2)
         omega_new = np.minimum(optimal_omega(r), _OMEGA_MAX)
         better = steady & (omega_new > omega + 0.01)
         if not better.any():
@@ -129,8 +129,8 @@ class OverRelaxation:
         """Only the problems idx of the batch go on (the others have converged)."""
         self.kappa, self.omega = self.kappa[idx], self.omega[idx]
         self.trace = [(i, e[idx]) for i, e in self.trace]
-        if self.lam is not None:
-            self.lam = self.lam[idx]
+        if self.rate is not None:
+            self.rate = self.rate[idx]
 
 
 def relaxed(u, a, Ku, omega_minus_1, masked, pos):
@@ -149,3 +149,23 @@ def relaxed_from(t, u, omega_minus_1, masked, pos):
     :func:`relaxed` (whose t is a / K v; the semi-relaxed column update has its own t, wviz.ot.semirelaxed)."""
     u = t * (t / u).clamp_(RELAX_LO, RELAX_HI).pow_(omega_minus_1)
     return torch.where(pos, u, 0) if masked else u
+
+
+def relaxed_into(u, t, omega_minus_1: float, s, zero=None):
+    """:func:`relaxed_from` in numpy, in place, for wviz.ot.lean's buffers: u <- t clamp(t / u)^(omega - 1), each
+    operation written into u or the scratch vector s (u, t, s of one shape); zero: the indices of the points
+    without mass, whose scalings are set to 0.
+
+    >>> import numpy as np, torch
+    >>> from wviz.ot.relaxation import relaxed_from, relaxed_into
+    >>> u, t = np.array([1.0, 0.5, 2.0]), np.array([1.2, 4.0, 0.1])   # t / u: 1.2, 8 and 0.05 (the last two clamped)
+    >>> expected = relaxed_from(torch.tensor(t), torch.tensor(u), 0.5, False, None)
+    >>> relaxed_into(u, t, 0.5, np.empty(3))
+    >>> bool(np.allclose(u, expected.numpy(), rtol=1e-15, atol=0))
+    True
+    """
+    np.divide(t, u, out=s)
+    np.power(np.maximum(np.minimum(s, RELAX_HI, out=s), RELAX_LO, out=s), omega_minus_1, out=s)
+    np.multiply(t, s, out=u)
+    if zero is not None:
+        u[zero] = 0.0

@@ -147,17 +147,17 @@ class Scalings:
         self._absorb(self.u, self.v, gamma)
 
     def rebuild(self, gamma: float):
-        """The normalised kernel for gamma (ScalingLoop.rebuild): its shifts r, c move from the potentials into
-        the scalings u = exp(r), v = exp(c), so the plan stays the potentials' (up to entries that sat at the
-        clamp, which now take their exact values)."""
+        """The normalised kernel for gamma (ScalingLoop.rebuild): its shifts move from the potentials into the
+        scalings u = exp(row_shift), v = exp(col_shift), so the plan stays the potentials' (up to entries that sat at
+        the clamp, which now take their exact values)."""
         self._settle()
-        r, c = kernel(self.C, self.f, self.g, gamma, self.K, self.clamp, normalize=True)
-        self.f = self.f - gamma * r[:, :, 0]
-        self.g = self.g - gamma * c[:, :, 0]
+        row_shift, col_shift = kernel(self.C, self.f, self.g, gamma, self.K, self.clamp, normalize=True)
+        self.f = self.f - gamma * row_shift[:, :, 0]
+        self.g = self.g - gamma * col_shift[:, :, 0]
         if self.rho is None:
-            self.u, self.v = r.exp() * self.ma, c.exp() * self.mb
+            self.u, self.v = row_shift.exp() * self.ma, col_shift.exp() * self.mb
         else:   # a column without mass worth a float keeps the floor (module semirelaxed): no -inf potential
-            self.u, self.v = r.exp() * self.ma, c.exp().clamp_(min=self.floor) * self.mb
+            self.u, self.v = row_shift.exp() * self.ma, col_shift.exp().clamp_(min=self.floor) * self.mb
             self._targets(gamma)
 
     def set_omega(self, omega: np.ndarray):

@@ -71,8 +71,8 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["FLOOR", "check_rho", "phi", "log_targets", "column_scalings", "translation", "kl", "objective",
-           "prior_softmax_plan", "rho_grid", "rho_text"]
+__all__ = ["FLOOR", "check_rho", "phi", "log_targets", "log_targets_into", "column_scalings", "column_scalings_into",
+           "translation", "kl", "objective", "prior_softmax_plan"]
 
 # The smallest column scaling (see Numerics above), exp(-2 ABSORB) of wviz.ot.scaling's bound on the scalings: its
 # products with the clamped kernel (>= exp(-CLAMP)) stay normal numbers, which keeps matrix-vector products fast.
@@ -127,6 +127,25 @@ def log_targets(log_b, g, rho: float, gamma: float, pos_b):
     return torch.where(pos_b, log_b - g / (rho + gamma), -math.inf)
 
 
+def log_targets_into(c, log_b, g, rho: float, gamma: float, zero=None):
+    """:func:`log_targets` in numpy, written into c (wviz.ot.lean's buffers); zero: the indices of the points without
+    mass (where log_b is -inf), set to -inf.
+
+    >>> import numpy as np, torch
+    >>> from wviz.ot.semirelaxed import log_targets, log_targets_into
+    >>> b, g, c = np.array([0.5, 0.5, 0.0]), np.array([1.0, -1.0, 0.0]), np.empty(3)
+    >>> with np.errstate(divide="ignore"):
+    ...     log_targets_into(c, np.log(b), g, 1.0, 1.0, zero=np.array([2]))
+    >>> tb = torch.tensor(b)
+    >>> bool(np.array_equal(c, log_targets(tb.log(), torch.tensor(g), 1.0, 1.0, tb > 0).numpy()))
+    True
+    """
+    with np.errstate(invalid="ignore"):   # -inf - (-inf) at a zero mass, set to -inf below
+        np.subtract(log_b, g / (rho + gamma), out=c)
+    if zero is not None:
+        c[zero] = -np.inf
+
+
 def column_scalings(c, KTu, p: float, floor: float):
     """The plain column update t = exp(c - phi log K^T u), held at floor or above (torch; 0 where c = -inf is
     not held up: the caller zeroes the points without mass). It solves the column condition: with v = t, the
@@ -142,6 +161,27 @@ def column_scalings(c, KTu, p: float, floor: float):
     True
     """
     return torch.add(c, KTu.log(), alpha=-p).exp_().clamp_(min=floor)
+
+
+def column_scalings_into(t, c, KTu, p: float, floor: float, zero=None):
+    """:func:`column_scalings` in numpy, written into t (wviz.ot.lean's buffers); zero: the indices of the points
+    without mass, set to 0.
+
+    >>> import numpy as np, torch
+    >>> from wviz.ot.semirelaxed import column_scalings, column_scalings_into
+    >>> c, KTu, t = np.array([-1.2, -0.2, -80.0]), np.array([0.4, 1.1, 2.0]), np.empty(3)
+    >>> column_scalings_into(t, c, KTu, 0.8, 1e-30)
+    >>> bool(np.allclose(t, column_scalings(torch.tensor(c), torch.tensor(KTu), 0.8, 1e-30).numpy(), rtol=1e-15))
+    True
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):   # log 0, then -inf + inf, at a point without mass
+        np.log(KTu, out=t)
+        np.multiply(t, -p, out=t)
+        np.add(t, c, out=t)
+        np.exp(t, out=t)
+        np.maximum(t, floor, out=t)
+    if zero is not None:
+        t[zero] = 0.0
 
 
 def translation(t, KTu, total, rho: float):
@@ -215,28 +255,3 @@ def prior_softmax_plan(a, b, C, gamma: float):
     f = torch.where(a > 0, gamma * (torch.where(a > 0, a, 1).log() - lse), -math.inf)
     return P, f, gamma * log_b[:, 0]
 
-
-def rho_grid(lo: float = 1e-3, hi: float = 1e4, per_decade: int = 12, infinity: bool = True) -> list[float]:
-    """The values of rho a slider offers: a log grid from lo to hi (powers of ten) rounded to 3 significant
-    digits, then infinity (the balanced problem); :func:`rho_text` writes each as the slider (and the URL) shows
-    it.
-
-    >>> from wviz.ot.semirelaxed import rho_grid, rho_text
-    >>> grid = rho_grid(0.01, 100, per_decade=2)
-    >>> [rho_text(r) for r in grid]
-    ['0.01', '0.0316', '0.1', '0.316', '1', '3.16', '10', '31.6', '100', '∞']
-    """
-    decades = round(math.log10(hi) - math.log10(lo))
-    grid = [float(f"{v:.3g}") for v in np.logspace(math.log10(lo), math.log10(hi), decades * per_decade + 1)]
-    return grid + [math.inf] if infinity else grid
-
-
-def rho_text(rho: float) -> str:
-    """rho as a slider shows it: '∞' for the balanced problem, else as a guided link's URL writes a number
-    ('1000', '0.0316').
-
-    >>> from wviz.ot.semirelaxed import rho_text
-    >>> rho_text(float("inf")), rho_text(1000.0), rho_text(0.0316)
-    ('∞', '1000', '0.0316')
-    """
-    return "∞" if math.isinf(rho) else f"{rho:g}"

@@ -4,12 +4,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from wviz.grids import log_values
+
 
 def log_slider(label: str, lo: float, hi: float, value: float, key: str, help: str, per_decade: int = 12,
                where=None) -> float:
     """A slider over a logarithmic grid from lo to hi (both powers of ten); ``where`` is the container (default:
     the sidebar, where pages keep their controls)."""
-    options = log_options(lo, hi, per_decade)
+    options = log_values(lo, hi, per_decade)
     st.session_state[_grid_key(key)] = tuple(options)
     value = min(options, key=lambda o: abs(np.log(o) - np.log(value)))
     return (where or st.sidebar).select_slider(label, options=options, value=value, key=key, help=help,
@@ -24,12 +26,6 @@ def log_grid(key: str) -> tuple[float, ...]:
     """The options of the log_slider keyed ``key``, drawn earlier in this run (a live figure maps the slider's
     position to them: wviz.ui.drag)."""
     return st.session_state[_grid_key(key)]
-
-
-def log_options(lo: float, hi: float, per_decade: int = 12) -> list[float]:
-    """The values of :func:`log_slider`'s grid, to three significant digits."""
-    decades = round(np.log10(hi) - np.log10(lo))
-    return [float(f"{v:.3g}") for v in np.logspace(np.log10(lo), np.log10(hi), decades * per_decade + 1)]
 
 
 def view_selector(label: str, views: list[str], key: str, help: str) -> str:

@@ -22,9 +22,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from wviz import attention, io, ot
+from wviz import attention, grids, io, ot
 from wviz.guide import Try
-from wviz.ot import semirelaxed
 
 MECHANISMS = attention.MECHANISMS
 TAUS = torch.logspace(-3, 3, 121, dtype=torch.float64)   # the tau sweep's grid
@@ -276,12 +275,12 @@ def sweep_frames(inputs: Inputs, taus=ANIMATION_TAUS) -> list[Weights]:
 
 SEMI = "semi-relaxed OT"
 CHOICES = (*MECHANISMS, SEMI)                                # what the page's mechanisms multiselect offers
-RHOS = semirelaxed.rho_grid()                                # the rho slider: 1e-3 to 1e4, then infinity
+RHOS = grids.rho_grid()                                # the rho slider: 1e-3 to 1e4, then infinity
 DEFAULT_RHO = 1.0
-rho_text = semirelaxed.rho_text
-SWEEP_RHOS = torch.tensor(semirelaxed.rho_grid(per_decade=6, infinity=False), dtype=F64)   # the rho sweep's grid
+rho_text = grids.rho_text
+SWEEP_RHOS = torch.tensor(grids.rho_grid(per_decade=6, infinity=False), dtype=F64)   # the rho sweep's grid
 # the frames of the rho sweep's animation: softmax's end, 22 values from 1e-3 to 1e4, the balanced end
-ANIMATION_RHOS = (0.0, *semirelaxed.rho_grid(per_decade=3, infinity=False), math.inf)
+ANIMATION_RHOS = (0.0, *grids.rho_grid(per_decade=3, infinity=False), math.inf)
 
 
 def queries_from_points(scores: torch.Tensor, keys: pd.DataFrame) -> torch.Tensor:

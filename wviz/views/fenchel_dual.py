@@ -46,9 +46,9 @@ TRY_THIS = (
         "All three estimates sit within 0.03 of mu and on top of each other: z barely counts, attention (18) is "
         "the exact (12) to within about 3e-4 and the second order (15) to within 1e-6."),
     Try("Grow alpha to 10 with z = (0.5, 0.25)", {"alpha": 10, "z1": 0.5, "z2": 0.25},
-        "The exact h (red) follows mu + z, which lies inside the templates' hull (0.12 away from it), while "
-        "attention (18) (purple) leaves it for t2, the template most aligned with z (0.32 from t2, 0.76 from "
-        "mu + z)."),
+        "The exact h (the filled orange-red square) follows mu + z, which lies inside the templates' hull (0.12 "
+        "away from it), while attention (18) (the open pink square) leaves it for t2, the template most aligned "
+        "with z (0.32 from t2, 0.76 from mu + z)."),
     Try("Uniform u: dot-product attention",
         {"preset": "Uniform u (dot-product attention)", "view": "Attention weights"},
         "With u_i = 1/4 and alpha = 1, attention (18) is softmax_i <t_i, z>, the dot-product attention of a "

@@ -12,12 +12,13 @@ the model's own softmax, rho = infinity Sinkformer's doubly-stochastic attention
 follows the sentence embedding and the layers' outputs along that road. In a decoder every normaliser keeps the
 causal mask, and Sinkhorn balances each prefix (wviz.models.normalisers.causal_sinkhorn_attention).
 
-Every function that runs a model takes its ``lens`` (a wviz.models.hub.Lens); None is the bundled MiniLM.
+Every function that runs a model takes its ``lens`` (a wviz.models.hub.Lens); None is the bundled MiniLM. The page
+reads the models on offer and what it says of each from ``catalogue`` (wviz.models.catalogue), and finds them with
+``hub.find_models``.
 """
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from collections.abc import Callable
@@ -25,34 +26,28 @@ from collections.abc import Callable
 import pandas as pd
 import torch
 
-from wviz import disk_cache
+from wviz import disk_cache, grids
 from wviz.device import get_device
 from wviz.guide import Try
-from wviz.models import corpus, families, figure4, hub, lens as lenses, minilm, safety, sinks, tasks
-from wviz.ot import semirelaxed
+from wviz.models import catalogue, corpus, figure4, hub, lens as lenses, minilm, safety, sinks, tasks
 
-__all__ = ["CHOICES", "DEFAULT_SENTENCE", "DEFAULT_CHOSEN", "CORPUS_SIZE", "N_LAYERS", "N_HEADS", "BASE", "BUNDLED",
-           "UPLOAD", "PICTURES", "LINKED_MAX", "SINKS", "Settings", "params", "models_setting", "catalogue",
-           "model_options", "model_from_url", "model_info", "about", "patch_grid", "load", "load_upload",
-           "upload_cap_mb", "token_limit", "shape", "example_picture", "read_picture", "SHORT", "input_length",
-           "forward", "Comparison", "tau_enters", "comparison", "fixed_comparison", "OneHead", "ColumnError",
-           "one_head", "at_defaults", "sparsity_maps", "Pruning", "pruning", "layer_distances", "change_table",
-           "Guesses", "guesses", "mask_hint", "SinkMaps", "uniform_share", "sink_maps", "PatchMaps", "patch_maps",
-           "PERPLEXITY_TAUS", "Perplexities", "perplexities", "deviation", "Figure4Summary", "figure4_summary", "shown",
-           "TRY_THIS", "RHOS", "rho_text", "RhoSweep", "rho_sweep"]
+__all__ = ["CHOICES", "DEFAULT_SENTENCE", "DEFAULT_CHOSEN", "CORPUS_SIZE", "BASE", "PICTURES", "LINKED_MAX", "SINKS",
+           "Settings", "params", "catalogue", "hub", "load", "load_upload", "example_picture", "read_picture", "SHORT",
+           "input_length", "forward", "Comparison", "tau_enters", "comparison", "fixed_comparison", "OneHead",
+           "ColumnError", "one_head", "at_defaults", "sparsity_maps", "Pruning", "pruning", "layer_distances",
+           "change_table", "Guesses", "guesses", "mask_hint", "SinkMaps", "uniform_share", "sink_maps", "PatchMaps",
+           "patch_maps", "PERPLEXITY_TAUS", "Perplexities", "perplexities", "deviation", "Figure4Summary",
+           "figure4_summary", "shown", "TRY_THIS", "RHOS", "rho_text", "RhoSweep", "rho_sweep"]
 
 DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
 DEFAULT_CHOSEN = ("sparsemax", "entmax", "sinkhorn")   # the normalisers the page starts with
 CHOICES = {"softmax": "softmax (temperature tau)", "sparsemax": "sparsemax", "entmax": "alpha-entmax",
            "sinkhorn": "Sinkhorn (doubly stochastic)"}
 CORPUS_SIZE = len(corpus.CORPUS)
-N_LAYERS, N_HEADS = 6, 12            # the bundled MiniLM's
 BASE = ("softmax", (("tau", 1.0),))  # the model's own attention: softmax at tau = 1
-BUNDLED = "bundled"                  # the bundled MiniLM's key (hub.ModelInfo.key): the selector's default
-UPLOAD = "upload"                    # the selector's choice of an uploaded .zip (never part of a link)
-RHOS = semirelaxed.rho_grid()        # Sinkhorn's rho slider: 1e-3 to 1e4, then infinity (doubly stochastic)
-rho_text = semirelaxed.rho_text
-SWEEP_RHOS = semirelaxed.rho_grid(per_decade=2, infinity=False)   # the rho sweep's grid
+RHOS = grids.rho_grid()        # Sinkhorn's rho slider: 1e-3 to 1e4, then infinity (doubly stochastic)
+rho_text = grids.rho_text
+SWEEP_RHOS = grids.rho_grid(per_decade=2, infinity=False)   # the rho sweep's grid
 # The "Click a query" view sends every weight of every map to the browser (normalisers x n^2 rows): up to 64 tokens
 # that is 20 000 rows, which Vega-Lite filters at a click; at 512 tokens it would be over a million.
 LINKED_MAX = 64
@@ -90,38 +85,6 @@ def params(settings: Settings, name: str, tau: float) -> Params:
 
 # ---- the model ----------------------------------------------------------------------------------------------------
 
-def models_setting() -> str:
-    """WVIZ_MODELS as the server reads it now (the page's catalogue is cached per value)."""
-    return os.environ.get("WVIZ_MODELS", "")
-
-
-def catalogue(dirs=None) -> hub.Catalogue:
-    """The models the selector lists: the bundled MiniLM, then every model folder of WVIZ_MODELS (or ``dirs``), and
-    the folders skipped with the reason (wviz.models.hub.find_models)."""
-    return hub.find_models(dirs)
-
-
-def model_options(found: hub.Catalogue) -> dict[str, str]:
-    """The selector's options: each model's key -> its label (folder name, family, size), the bundled MiniLM
-    first, then the upload."""
-    return {**{m.key: m.label() for m in found.models}, UPLOAD: "Upload a model (.zip)"}
-
-
-def model_from_url(value: str | None, found: hub.Catalogue) -> tuple[str, str | None]:
-    """The model a link names (its ``model`` parameter: a key of the catalogue), and a note when this server has no
-    such model (the bundled MiniLM is shown instead)."""
-    keys = [m.key for m in found.models]
-    if value is None or value in keys:
-        return value or BUNDLED, None
-    return BUNDLED, (f"The link names a model this server does not have ({value}); the page shows the bundled "
-                     f"{hub.BUNDLED}. WVIZ_MODELS lists the folders of the models it has.")
-
-
-def model_info(found: hub.Catalogue, key: str) -> hub.ModelInfo:
-    """The model of the catalogue with this key; the bundled MiniLM when there is none (a folder gone since)."""
-    return next((m for m in found.models if m.key == key), found.models[0])
-
-
 def load(device: str, info: hub.ModelInfo | None = None) -> hub.Lens:
     """The model ``info`` (a ModelInfo of the catalogue; None: the bundled MiniLM) on ``device``, offline, with
     every head's normaliser swappable; ValueError when it cannot be loaded."""
@@ -132,48 +95,6 @@ def load_upload(raw: bytes, device: str, name: str) -> hub.Lens:
     """An uploaded .zip of a model folder, checked (wviz.models.safety) and loaded; ValueError listing every
     problem of a refused one. ``name``: the file's name, its '.zip' dropped."""
     return hub.load_upload(raw, device, name=name.removesuffix(".zip") or "upload")
-
-
-def upload_cap_mb() -> int:
-    """The cap on an uploaded model in MB (WVIZ_MAX_MODEL_MB, default 600)."""
-    return safety.max_model_bytes() // 2 ** 20
-
-
-def token_limit(lens: hub.Lens) -> int:
-    """The longest text the page runs on ``lens`` (a text model), in tokens: the model's maximum (512 for
-    BERT-family models), at most wviz.models.families.LONGEST."""
-    return min(families.token_limit(lens.model.config, lens.tokenizer), families.LONGEST)
-
-
-def shape(lens: hub.Lens) -> tuple[int, int]:
-    """(layers, heads) of the model."""
-    config = lens.model.config
-    return config.num_hidden_layers, config.num_attention_heads
-
-
-def patch_grid(lens: hub.Lens) -> tuple[int, int]:
-    """(rows, columns) of an image model's patch grid."""
-    return lenses.patch_grid(lens.model.config)
-
-
-_ABOUT = {
-    ("encoder", "masked-lm"): "An encoder with its masked-language-model head: its attention, and its top 5 for "
-                              "each {mask} in the sentence.",
-    ("encoder", None): "An encoder without a masked-language-model head: its attention and its layers' states.",
-    ("decoder", "causal-lm"): "A decoder with its language-model head: causal attention, its next token, and the "
-                              "perplexity of a paragraph.",
-    ("decoder", None): "A decoder without its language-model head: causal attention and its layers' states.",
-    ("image", "image-classification"): "An image classifier: its classes, and its class token over the patches.",
-    ("image", None): "An image model without its classifier: its attention over the patches.",
-}
-
-
-def about(lens: hub.Lens) -> str:
-    """One sentence on what the page shows of this model (its family and whether it has its head)."""
-    if lens.info.key == BUNDLED:
-        return "The bundled sentence embedder, a bare BERT encoder (no head): its attention and its layers' states."
-    mask = getattr(lens.tokenizer, "mask_token", None) or "[MASK]"
-    return _ABOUT[lens.family, lens.head].format(mask=mask)
 
 
 def example_picture(name: str):
@@ -208,12 +129,12 @@ def input_length(lens: hub.Lens, inputs) -> int:
     """The number of tokens ``inputs`` has for ``lens``: a text's, with the tokenizer's special tokens, or a
     picture's (its class tokens and patches)."""
     if lens.family == "image":
-        rows, cols = patch_grid(lens)
+        rows, cols = catalogue.patch_grid(lens)
         return rows * cols + 1
     return len(lens.tokenizer(inputs, verbose=False)["input_ids"])
 
 
-def forward(inputs, name: str, params: Params, device: str, lens: hub.Lens | None = None) -> minilm.Forward:
+def forward(inputs, name: str, params: Params, device: str, lens: hub.Lens | None = None) -> lenses.Forward:
     """One forward of ``inputs`` (a text, or a picture for an image model) through ``lens`` (None: the bundled MiniLM
     on ``device``) with every head normalised by ``name`` with keywords ``params``: the weights, hidden states and
     the head's outputs (not the queries, keys and scores, which the page does not draw: at 512 tokens they would
@@ -239,7 +160,7 @@ def _patch_name(token: str) -> str:
     return f"patch {int(r) + 1},{int(c) + 1}"
 
 
-def _shown_tokens(lens: hub.Lens, fwd: minilm.Forward) -> tuple[str, ...]:
+def _shown_tokens(lens: hub.Lens, fwd: lenses.Forward) -> tuple[str, ...]:
     """The tokens as the page labels them: an encoder's word pieces as its tokenizer writes them ([CLS], the,
     ##s), a decoder's pieces decoded as text ('Ġcat' is 'cat'), a picture's class token and patches (row, column
     from 1)."""
@@ -255,8 +176,8 @@ class Comparison:
     """The original forward (softmax, tau = 1), the forward under each chosen normaliser (label -> Forward), and the
     tokens as the page labels them (``shown``; empty: as the tokenizer writes them)."""
 
-    base: minilm.Forward
-    swapped: dict[str, minilm.Forward]
+    base: lenses.Forward
+    swapped: dict[str, lenses.Forward]
     shown: tuple[str, ...] = ()
 
     @cached_property
@@ -273,7 +194,7 @@ class Comparison:
     def family(self) -> str:
         return self.base.family
 
-    def forwards(self) -> dict[str, minilm.Forward]:
+    def forwards(self) -> dict[str, lenses.Forward]:
         """label -> Forward, the original first ('original: softmax (tau = 1)'); a swapped normaliser that is the
         model's own (softmax at tau = 1) is not repeated."""
         own = self.base.normaliser.label()
@@ -286,7 +207,7 @@ def tau_enters(name: str) -> bool:
     return name != "sinkhorn"
 
 
-def comparison(settings: Settings, tau: float, run: Callable[[str, Params], minilm.Forward],
+def comparison(settings: Settings, tau: float, run: Callable[[str, Params], lenses.Forward],
                lens: hub.Lens | None = None) -> Comparison:
     """Every chosen normaliser against the original model; ``run(name, params)`` is one forward of the input
     (the page passes its cached :func:`forward`), ``lens`` the model that runs it (None: the bundled MiniLM)."""
@@ -295,7 +216,7 @@ def comparison(settings: Settings, tau: float, run: Callable[[str, Params], mini
     return _compared(settings.chosen, settings, tau, run, lens)
 
 
-def fixed_comparison(settings: Settings, run: Callable[[str, Params], minilm.Forward],
+def fixed_comparison(settings: Settings, run: Callable[[str, Params], lenses.Forward],
                      lens: hub.Lens | None = None) -> Comparison:
     """:func:`comparison` of the chosen normalisers that tau does not enter (Sinkhorn; none: the original alone),
     what a tau move leaves as it is: the page draws its maps outside the tau slider's reruns."""
@@ -562,7 +483,7 @@ def _length(lens: hub.Lens, text: str) -> int:
 
 def _fitted(lens: hub.Lens, text: str) -> tuple[str, bool]:
     """``text``, or its longest run of first words that the model reads (token_limit), and whether it was cut."""
-    limit = token_limit(lens)
+    limit = catalogue.token_limit(lens)
     if _length(lens, text) <= limit:
         return text, False
     words = text.split(" ")

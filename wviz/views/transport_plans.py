@@ -19,10 +19,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from wviz import attention, io, ot, sample_data
+from wviz import attention, grids, io, ot, sample_data
 from wviz.device import get_device
 from wviz.guide import Try
-from wviz.ot import semirelaxed
 
 SOLVERS = ("sinkhorn", "exact", "quadratic")
 # "line" and "two clusters" come in an order that shows the plan's structure (a band along the diagonal, two
@@ -36,9 +35,9 @@ TOL = 1e-6                                        # L1 marginal error at which t
 DEFAULT_COST = "0 2 4\n2 0 2\n4 2 0\n1 1 3"      # the typed cost matrix the page starts from
 DEFAULT_SIZES = (40, 30)                          # the point clouds' n and m the page starts from
 SWEEP = torch.logspace(-3, 1, 13, dtype=torch.float64)   # the "cost against gamma" grid, in units of max|C|
-RHOS = semirelaxed.rho_grid()                            # the rho slider (units of max|C|): 1e-3 to 1e4, then inf
-rho_text = semirelaxed.rho_text
-RHO_SWEEP = torch.tensor(semirelaxed.rho_grid(per_decade=3, infinity=False), dtype=torch.float64)   # cost vs rho
+RHOS = grids.rho_grid()                            # the rho slider (units of max|C|): 1e-3 to 1e4, then inf
+rho_text = grids.rho_text
+RHO_SWEEP = torch.tensor(grids.rho_grid(per_decade=3, infinity=False), dtype=torch.float64)   # cost vs rho
 
 
 # ---- the problem -----------------------------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def _wide(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
-def _positive(x: torch.Tensor) -> torch.Tensor:
+def _elu_plus_one(x: torch.Tensor) -> torch.Tensor:
     """ELU(x) + 1 > 0: eq. (5)'s map to variances; near exp(x) for x < 0, near x + 1 for x > 0. Computed in at
     least float32: in bf16, ELU(-4) + 1 = e^-4 would be off by 6 %."""
     return F.elu(_wide(x)) + 1
@@ -175,7 +175,7 @@ class _Attention(nn.Module):
     def gaussians(self, mu_n: torch.Tensor, cov: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """q, k, v means and variances per head from LayerNorm(mu) and Sigma: six (B, heads, N, d_head)."""
         q, k, v = self._split(self.qkv(mu_n))
-        qs, ks, vs = self._split(_positive(self.qkv_cov(cov)))
+        qs, ks, vs = self._split(_elu_plus_one(self.qkv_cov(cov)))
         return q, k, v, qs, ks, vs
 
     def weights(self, q, k, qs=None, ks=None) -> torch.Tensor:
@@ -300,7 +300,7 @@ class StochasticViT(_ViT):
         'prototypes' every patch token's variances also get kappa d^2(x) / mean_train d^2 (module docstring)."""
         x = self.patches(images)
         raw = torch.cat([self.cls_cov.expand(len(x), -1, -1), self.embed_cov(x)], 1) + self.pos_cov
-        cov = _positive(raw)
+        cov = _elu_plus_one(raw)
         if self.config.layer0 == "prototypes":  # clamp: a scale read from a file must not make a variance negative
             extra = self.proto_scale.clamp_min(0) * self.distance(_wide(x))
             cov = cov + F.pad(extra, (1, 0))[..., None]  # the class token (first) gets none
