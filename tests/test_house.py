@@ -128,3 +128,10 @@ def test_a_deprecation_raised_in_wviz_is_an_error_and_only_named_ones_are_ignore
         for module in ("ot.smooth", "wvizard", "numpy"):
             warn_from(module)
     assert sorted(str(w.message) for w in shown) == ["old numpy", "old wvizard"]
+
+
+def test_wviz_type_checks():
+    """mypy over wviz with pyproject.toml's settings ([tool.mypy]: the packages checked so far, the libraries read
+    as Any). A test rather than a step of make: it runs on a worker beside the others."""
+    done = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -20,7 +20,7 @@ SIZE = (960, 640)
 FORMATS = ("gif", "mp4")
 
 
-def render(figures: Sequence[go.Figure], progress: Callable[[float], None] | None = None) -> list[np.ndarray]:
+def render(figures: Sequence[go.Figure], progress: Callable[[float], object] | None = None) -> list[np.ndarray]:
     """Each figure as an RGB frame (SIZE); ``progress(fraction)`` after each one. Needs a browser (kaleido)."""
     if len(figures) < 2:
         raise ValueError(f"an animation needs at least 2 frames, got {len(figures)}")

@@ -59,7 +59,8 @@ _browser = None  # a kaleido.Kaleido opened in _loop, or None until the next ima
 
 
 def _in_loop(coro, timeout: float):
-    """Run ``coro`` in the browser's loop and wait at most ``timeout`` s; cancel it past that."""
+    """Run ``coro`` in the browser's loop (started by then) and wait at most ``timeout`` s; cancel it past that."""
+    assert _loop is not None
     future = asyncio.run_coroutine_threadsafe(coro, _loop)
     try:
         return future.result(timeout)

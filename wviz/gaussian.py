@@ -183,7 +183,7 @@ def _sqdist(x: torch.Tensor, y: torch.Tensor, xx: torch.Tensor | None = None,
     or below twice that bound for the largest norms (the only ones that may be 0 exactly; few, unless many rows
     coincide) are recomputed from the differences x_i - y_j: identical rows give exactly 0 and no entry is
     negative. Overflow (norms near the dtype's largest number) leaves inf or NaN for the caller to report."""
-    if xx is None:
+    if xx is None or yy is None:
         xx, yy = (x * x).sum(-1), (y * y).sum(-1)
     D = (x @ y.mT).mul_(-2).add_(xx.unsqueeze(-1)).add_(yy.unsqueeze(-2))
     tol = float(2 * (x.shape[-1] + 2) * torch.finfo(D.dtype).eps * (xx.detach().amax() + yy.detach().amax()))
@@ -417,9 +417,10 @@ def gaussian_from_params(mean_xy, sigma_x, sigma_y, rho) -> torch.Tensor:
     lead = mean_xy.shape[:-1]
     vals = {}
     for name, v in (("sigma_x", sigma_x), ("sigma_y", sigma_y), ("rho", rho)):
-        t = torch.as_tensor(v, dtype=mean_xy.dtype, device=mean_xy.device)
+        given = torch.as_tensor(v, dtype=mean_xy.dtype, device=mean_xy.device)
+        t: torch.Tensor | None
         try:
-            t = t.expand(lead) if t.dim() <= len(lead) else None
+            t = given.expand(lead) if given.dim() <= len(lead) else None
         except RuntimeError:
             t = None
         if t is None:

@@ -9,6 +9,7 @@ import zlib
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import PurePosixPath
+from typing import ClassVar, NoReturn, cast
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,7 @@ MATRIX_EXAMPLE = """0,1,4
 """
 
 
-def fail(what: str, problems: list[str], example: str | None = None) -> None:
+def fail(what: str, problems: list[str], example: str | None = None) -> NoReturn:
     """Raise one ValueError listing every problem found in ``what`` (the user's file or table, in their words),
     then, when given, what a valid one looks like."""
     shown = problems[:MAX_LISTED] + ([f"and {len(problems) - MAX_LISTED} more"] if len(problems) > MAX_LISTED else [])
@@ -153,7 +154,7 @@ def _points(df: pd.DataFrame, what: str, example: str | None):
         fail(what, [f"it needs columns cloud, x, y (and optionally mass); missing: {', '.join(sorted(missing))}"],
              example)
     cloud = df["cloud"].astype(str).str.strip().str.lower().to_numpy()
-    problems = [f"{_row(df, r)}: the cloud column may only say 'source' or 'target', not {df['cloud'].iat[r]!r}"
+    problems = [f"{_row(df, int(r))}: the cloud column may only say 'source' or 'target', not {df['cloud'].iat[r]!r}"
                 for r in np.flatnonzero(~np.isin(cloud, ["source", "target"]))]
     if "mass" not in df.columns:
         df["mass"] = 1.0
@@ -220,7 +221,7 @@ def parse_numbers(text: str, what: str = "value") -> list[float]:
     problems = [f"{what} {i} ({t!r}) is not a number" for i, (t, v) in enumerate(zip(pieces, values), 1) if v is None]
     if problems:
         fail(f"list of {what}s", problems)
-    return values
+    return cast(list[float], values)   # no None left
 
 
 def parse_masses(text: str, size: int, name: str, per: str = "point") -> torch.Tensor:
@@ -314,12 +315,10 @@ class TestImages:
     """Labelled test images read from an upload: images (N, C, H, W) in [0, 1], labels (N,) indexing
     class_names."""
 
+    __test__: ClassVar[bool] = False   # not a test class (pytest collects names starting with Test)
     images: torch.Tensor
     labels: torch.Tensor
     class_names: list[str]
-
-
-TestImages.__test__ = False  # not a test class
 
 
 def _unsafe(info: zipfile.ZipInfo) -> str | None:
@@ -417,7 +416,8 @@ def read_test_zip(raw: bytes, channels: int, size: int, class_names: list[str] |
         fail("test-images zip", ["it is not a .zip file"], TEST_ZIP_LAYOUT + "\n")
     with z:
         members = _members(z, cap)
-        found = sorted({_in_test(i.filename) for i in members})
+        folder = {i.filename: cast(str, _in_test(i.filename)) for i in members}   # each member is in test/
+        found = sorted(set(folder.values()))
         if len(members) > MAX_ZIP_IMAGES or len(found) < 2:
             fail("test-images zip", [f"it holds {len(members)} images in {len(found)} class folder(s) under test/: "
                                      f"give 1 to {MAX_ZIP_IMAGES} images in two class folders at least"],
@@ -427,7 +427,7 @@ def read_test_zip(raw: bytes, channels: int, size: int, class_names: list[str] |
         for info in members:
             try:
                 images.append(image_from_bytes(_read_member(z, info), channels, size))
-                labels.append(names.index(_in_test(info.filename)) if not problems else 0)
+                labels.append(names.index(folder[info.filename]) if not problems else 0)
             except (ValueError, zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError, OSError) as err:
                 problems.append(f"{info.filename}: {str(err) or err.__class__.__name__}")
     if problems:

@@ -50,7 +50,9 @@ def _topk_threshold(s2: torch.Tensor, mx: torch.Tensor, scale: float, alpha: flo
     support and are redone with k doubled, so the result is exact whatever the first k.
     """
     m = s2.shape[-1]
-    theta = kstar = rows = None
+    theta: torch.Tensor
+    kstar: torch.Tensor
+    rows: torch.Tensor | None = None
     k = min(k, m)
     while True:
         sub, sub_mx = (s2, mx) if rows is None else (s2[rows], mx[rows])

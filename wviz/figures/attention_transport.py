@@ -74,14 +74,14 @@ def simplex_landscape(land, key_labels: list[str], title: str) -> go.Figure:
         name="objective", hovertemplate="objective %{z:.4f}<extra></extra>"))
     cx, cy = land.xy(np.eye(3))   # the corners, where p_j = 1
     top = cy[0]
-    for side in (0.0, 1.0):   # white over the cells the slanted sides cut: the triangle keeps straight sides
-        fig.add_scatter(x=[side, cx[0], side, side], y=[0.0, top, top, 0.0], mode="lines", fill="toself",
+    for edge in (0.0, 1.0):   # white over the cells the slanted sides cut: the triangle keeps straight sides
+        fig.add_scatter(x=[edge, cx[0], edge, edge], y=[0.0, top, top, 0.0], mode="lines", fill="toself",
                         fillcolor="white", line=dict(width=0), name="outside", hoverinfo="skip", showlegend=False)
     fig.add_scatter(x=[*cx, cx[0]], y=[*cy, cy[0]], mode="lines", line=dict(color="black", width=1), name="simplex",
                     hoverinfo="skip", showlegend=False)
-    for name, p, symbol, size in ((ARGMINS[0], land.closed_form, "star", 16),
-                                  (ARGMINS[1], land.numerical, "circle-open", 26)):
-        p = to_numpy(p)
+    for name, point, symbol, size in ((ARGMINS[0], land.closed_form, "star", 16),
+                                      (ARGMINS[1], land.numerical, "circle-open", 26)):
+        p = to_numpy(point)
         x, y = land.xy(p)
         fig.add_scatter(x=[x], y=[y], mode="markers", name=name,
                         marker=dict(symbol=symbol, size=size, color="#D55E00", line=dict(width=3, color="black")),

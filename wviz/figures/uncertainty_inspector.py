@@ -14,7 +14,7 @@ SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy"
               "covariance trace": "mean tr(Sigma) of the last layer's tokens"}
 
 
-PIXELS = dict(colorscale="gray", cmin=0, cmax=1, colorbar=dict(title="pixel"))  # images: 0 black to 1 white
+PIXELS: dict = dict(colorscale="gray", cmin=0, cmax=1, colorbar=dict(title="pixel"))  # images: 0 black to 1 white
 # short lines: three panels share the width of a narrow page
 RULE_TITLES = {"004": "004's rule<br>(A∘A)Σ_v", "mixture": "mixture rule<br>AΣ_v + spread"}
 
@@ -165,7 +165,7 @@ def reliability(rels: dict, split: str = "digits test split") -> go.Figure:
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38], vertical_spacing=0.08)
     fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="grey", dash="dot"),
                     name="perfect calibration", row=1, col=1)
-    empty, top = [], 1
+    empty, top = [], 1.0
     for i, (name, r) in enumerate(rels.items()):
         edges = to_numpy(r.edges)
         centres = (edges[:-1] + edges[1:]) / 2

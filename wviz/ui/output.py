@@ -112,7 +112,7 @@ def side_by_side(label: str, key: str, lo: float, hi: float, defaults: tuple[flo
             value = log_slider(f"{label} ({side})", lo, hi, default, key=f"{key}_{side}", where=column,
                                help=help.format(side=side))
             with column:
-                built.append(guarded(f"{key}/{side}", lambda side=side, value=value: build(side, value)))
+                built.append(guarded(f"{key}/{side}", functools.partial(build, side, value)))
         drawn = iter(same_scale([fig for fig in built if fig is not None]))
         for column, side, fig in zip(columns, sides, built):
             if fig is not None:
@@ -139,8 +139,12 @@ def views(choices: dict[str, View], help: str, key: str = "view", label: str = "
             continue
         build = functools.cache(view.build)
         for i, fig_key in enumerate(view.figures):
-            lecture.defer(fig_key, lambda i=i, build=build: build()[i])
+            lecture.defer(fig_key, functools.partial(_nth_figure, build, i))
     return chosen
+
+
+def _nth_figure(build: Callable[[], Sequence[go.Figure]], i: int) -> go.Figure:
+    return build()[i]
 
 
 def example_file(label: str, data: bytes | str, file_name: str, help: str) -> None:

@@ -46,7 +46,7 @@ def fragment(func: Callable[[], None]) -> Callable[[], None]:
     next figure. A rerun replaces the equations it recorded in the lecture, keeping those the page recorded after
     it.
     """
-    span = []  # where this fragment's equations sit in the lecture's list, from its last run
+    span: list[int] = []  # where this fragment's equations sit in the lecture's list, from its last run
 
     @st.fragment
     def run() -> None:
