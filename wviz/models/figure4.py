@@ -70,16 +70,19 @@ def fenchel_duals(fwd: Forward, layer: int, alpha: float = 1.0, lens=None) -> He
     ``lens``: the encoder that ran ``fwd`` (wviz.models.hub.Lens; default the bundled MiniLM).
     """
     model = (lens if lens is not None else hub.load(None, fwd.attention.device)).model
-    if not 0 <= layer < fwd.queries.shape[1]:
-        raise ValueError(f"layer must be 0 to {fwd.queries.shape[1] - 1}, got {layer}")
+    queries = fwd.queries
+    if queries is None:
+        raise ValueError("the Fenchel duals need the queries: run the forward with details=True")
+    if not 0 <= layer < queries.shape[1]:
+        raise ValueError(f"layer must be 0 to {queries.shape[1] - 1}, got {layer}")
     alpha = positive(alpha, "alpha")
     f64 = torch.float64
     mask = fwd.mask
-    H, d_head = fwd.queries.shape[2], fwd.queries.shape[-1]
+    H, d_head = queries.shape[2], queries.shape[-1]
     t = fwd.hidden[:, layer].to(f64) * mask[..., None] / math.sqrt(d_head)          # (B, T, d)
     u = mask.to(f64) / mask.sum(dim=-1, keepdim=True)                               # (B, T)
     W_K = key_weight(model, layer).detach().to(f64).reshape(H, d_head, -1)          # (H d', d) -> (H, d', d)
-    z = torch.einsum("hcd,bhkc->bhkd", W_K, fwd.queries[:, layer].to(f64))          # (B, H, T, d)
+    z = torch.einsum("hcd,bhkc->bhkd", W_K, queries[:, layer].to(f64))          # (B, H, T, d)
     basis = torch.linalg.qr(t.mT).Q                                                 # (B, d, T) orthonormal columns
     t_red = t @ basis                                                               # (B, T, T)
     z_red = z @ basis[:, None]                                                      # (B, H, T, T)
@@ -151,7 +154,7 @@ def fenchel_deviation(sentences=None, alpha: float = 1.0, *, device=None, batch_
     for start in range(0, len(sentences), batch_size):
         chunk = order[start:start + batch_size]
         fwd = forward(lens, [sentences[i] for i in chunk])
-        duals = [fenchel_duals(fwd, layer, alpha, lens) for layer in range(fwd.queries.shape[1])]
+        duals = [fenchel_duals(fwd, layer, alpha, lens) for layer in range(fwd.hidden.shape[1] - 1)]
         dev = torch.stack([fenchel.relative_deviation(dl.lam, dl.z, alpha) for dl in duals])  # (L, B, H, T)
         per_head.append(_real_tokens(dev, fwd.mask))
         grads.append(_real_tokens(torch.stack([dl.grad_norm for dl in duals]), fwd.mask))

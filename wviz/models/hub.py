@@ -23,6 +23,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -138,9 +139,9 @@ class Lens:
     'image-classification', or None when the folder has no head."""
 
     info: ModelInfo
-    model: object
-    tokenizer: object = None
-    processor: object = None
+    model: Any
+    tokenizer: Any = None
+    processor: Any = None
     head: str | None = None
 
     @property

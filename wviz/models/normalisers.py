@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -124,7 +125,7 @@ def make_normaliser(normaliser: str | Normaliser = "softmax", **params) -> Norma
     extra = sorted(set(params) - set(_PARAMS[normaliser]))
     if extra:
         raise ValueError(f"{normaliser} takes {', '.join(_PARAMS[normaliser])}, not {', '.join(extra)}")
-    out = {}
+    out: dict[str, Any] = {}
     if "tau" in params:
         out["tau"] = positive(params["tau"], "tau")
     if "gamma" in params:

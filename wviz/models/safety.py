@@ -185,7 +185,7 @@ def check_folder(path) -> ModelFolder:
             parameters += _tensors(p)
         except ValueError as err:
             problems.append(str(err))
-    if problems:
+    if problems or config is None or family is None:   # no problem means both were read
         io.fail("model folder", problems)
     return ModelFolder(path=path, config=config, family=family, parameters=parameters)
 

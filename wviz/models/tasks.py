@@ -149,6 +149,7 @@ def perplexity(lens, text: str | None = None, normaliser="softmax", *, max_token
     _need(lens, "causal-lm")
     fwd = forward(lens, PARAGRAPH if text is None else text, normaliser, max_tokens=max_tokens, details=False,
                   **params)
+    assert fwd.ids is not None and fwd.logits is not None   # a text through a causal-lm head (_need)
     ids, logits = fwd.ids[0], fwd.logits[0].double()
     if ids.shape[0] < 2:
         raise ValueError("a perplexity needs a text of at least two tokens")
