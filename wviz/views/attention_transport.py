@@ -229,7 +229,7 @@ class Weights:
 
 def weights(inputs: Inputs, tau: float) -> Weights:
     semi = semi_relaxed(inputs, tau, inputs.rho) if SEMI in inputs.mechanisms else None
-    return Weights(inputs, tau, {name: semi.weights if name == SEMI else
+    return Weights(inputs, tau, {name: semi.weights if name == SEMI and semi is not None else
                                  attend(name, inputs.scores, tau, inputs.alpha, inputs.prior)
                                  for name in inputs.mechanisms}, semi)
 
@@ -317,7 +317,7 @@ class SemiRelaxed:
     kl: float
     n_iter: int
     converged: bool
-    potentials: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, compare=False)
+    potentials: tuple[torch.Tensor, torch.Tensor] = field(compare=False)
 
 
 def semi_problem(inputs: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

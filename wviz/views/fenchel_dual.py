@@ -333,6 +333,8 @@ def cost(world: Universe, kind: str, table: pd.DataFrame | None = None) -> torch
         return cost_matrix(world.A, world.A, COSTS[kind])
     if kind != "edited":
         raise ValueError(f"unknown cost {kind!r}; choose from {', '.join([*COSTS, 'edited'])}")
+    if table is None:
+        raise ValueError("an edited cost needs its table")
     numbered = table.set_axis([str(k + 1) for k in range(table.shape[1])], axis=1)  # names may repeat
     return torch.tensor(io.table_values(numbered, list(numbered.columns), "cost matrix"), dtype=F64)
 

@@ -112,7 +112,12 @@ class Inputs:
 def inputs(source: str, n: int | None, upload: bytes | None, seed: int, layers: int, potential: str,
            identity: bool, shared: bool, value_scale: float, residual: bool, norm: bool, ground: str) -> Inputs:
     """The page's Inputs from its controls: ``source`` a preset (n particles) or UPLOAD (the CSV's bytes)."""
-    x, y = uploaded_particles(upload) if source == UPLOAD else (particles(source, n, seed), None)
+    if source == UPLOAD:
+        x, y = uploaded_particles(upload)
+    elif n is None:
+        raise ValueError("a preset needs its number of particles n")
+    else:
+        x, y = particles(source, n, seed), None
     projections = layer_projections(x.shape[-1], layers, identity, shared, seed, value_scale)
     return Inputs(x, y, layers, potential, projections, residual, norm, ground, int(seed))
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 from collections.abc import Callable
 
 import pandas as pd
@@ -55,7 +56,7 @@ SINKS = sinks.SINKS
 # Bundled pictures for an image model, offline: scikit-learn's two sample photographs and shapes drawn here.
 PICTURES = ("china.jpg (scikit-learn)", "flower.jpg (scikit-learn)", "drawn shapes")
 
-Params = tuple[tuple[str, float], ...]  # a normaliser's keywords as hashable pairs, for the page's cache
+Params = tuple[tuple[str, Any], ...]  # a normaliser's keywords as hashable pairs, for the page's cache
 
 
 @dataclass(frozen=True)
@@ -401,6 +402,7 @@ def uniform_share(n: int, causal: bool) -> float:
 def sink_maps(c: Comparison) -> SinkMaps:
     """The sink shares of the input under the original softmax and every chosen normaliser."""
     shares = {label: sinks.sink_shares(f) for label, f in c.forwards().items()}
+    assert c.base.special is not None   # lens.forward marks every input's special tokens
     special = c.base.special[0] & c.base.mask[0]
     names = tuple(dict.fromkeys(t for t, s in zip(c.tokens, special.tolist()) if s))   # each named once
     only_first = not bool(special[1:].any())
@@ -523,7 +525,7 @@ def rho_sweep(sentence, gamma: float, n_iter: int, device: str, rhos=SWEEP_RHOS,
     return RhoSweep(gamma, n_iter, torch.tensor(rhos, dtype=torch.float64),
                     torch.tensor([c.cosine for c in inner], dtype=torch.float64),
                     torch.stack([c.layer_distance for c in inner]),
-                    tuple((c.cosine, c.layer_distance) for c in (changes[0], changes[-1])))
+                    ((changes[0].cosine, changes[0].layer_distance), (changes[-1].cosine, changes[-1].layer_distance)))
 
 
 # ---- Figure 4 of 002 ------------------------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def cost_problem(C: torch.Tensor, a_text: str | None = None, b_text: str | None 
     problem of the typed masses is reported at once, and unequal totals (U(a, b) of eq. (23) of 002 is then
     empty) with a pair of masses that would do."""
     n, m = C.shape
-    if a_text is None:
+    if a_text is None or b_text is None:   # the page gives both or neither
         return Problem(np.full(n, 1.0 / n), np.full(m, 1.0 / m), np.asarray(C, dtype=np.float64))
     masses, problems = [], []
     for text, size, name, per in ((a_text, n, "a", "row"), (b_text, m, "b", "column")):
@@ -288,8 +288,12 @@ def transport(problem: Problem, solver: str, gamma_rel: float, device="cpu", rho
     gamma = gamma_rel * problem.scale
     rho = rho_rel * problem.scale if solver == "sinkhorn" else math.inf
     res = solve(solver, *problem.tensors(device), gamma, rho=rho)
-    semi = dict(rho=rho, columns=res.column_sums.cpu(), column_kl=float(res.column_kl)) if rho < math.inf else {}
-    potentials = (res.f.cpu(), res.g.cpu()) if solver == "sinkhorn" else None
+    semi = {}
+    if rho < math.inf:
+        assert res.column_sums is not None and res.column_kl is not None   # a solve with rho reports them
+        semi = dict(rho=rho, columns=res.column_sums.cpu(), column_kl=float(res.column_kl))
+    f, g = res.f, res.g   # Sinkhorn's potentials (the other solvers give none)
+    potentials = (f.cpu(), g.cpu()) if solver == "sinkhorn" and f is not None and g is not None else None
     return Transport(problem, solver, gamma, res.plan.cpu(), float(res.cost), float(res.reg_cost),
                      int(res.n_iter), float(res.marginal_error), bool(res.converged), **semi,
                      solved_on=res.solved_on, potentials=potentials)
@@ -300,7 +304,7 @@ def live_inputs(t: Transport) -> dict | None:
     masses, the costs, the unit max|C| of gamma and rho, the rho slider's options and the released plan's
     potentials (its warm start). None unless the solver is Sinkhorn: the exact one has no gamma, the quadratic one
     runs in Python."""
-    if t.solver != "sinkhorn":
+    if t.solver != "sinkhorn" or t.potentials is None:
         return None
     p = t.problem
     return {"a": p.a, "b": p.b, "C": p.C, "f": t.potentials[0], "g": t.potentials[1], "scale": p.scale, "tol": TOL,
@@ -489,8 +493,8 @@ def rho_sweep(problem: Problem, gamma_rel: float, device="cpu", rhos: torch.Tens
     for i, rho_rel in enumerate(rhos.tolist()):
         previous = ot.sinkhorn(a, b, C, gamma, tol=TOL, rho=rho_rel * problem.scale, init=previous)
         costs[i], kls[i] = float(previous.cost), float(previous.column_kl)
-    ends = tuple((float(r.cost), float(r.column_kl)) for r in (ot.sinkhorn(a, b, C, gamma, tol=TOL, rho=rho)
-                                                                for rho in (0.0, math.inf)))
+    zero, balanced = (ot.sinkhorn(a, b, C, gamma, tol=TOL, rho=rho) for rho in (0.0, math.inf))
+    ends = ((float(zero.cost), float(zero.column_kl)), (float(balanced.cost), float(balanced.column_kl)))
     return RhoSweep(gamma, rhos, costs, kls, ends)
 
 

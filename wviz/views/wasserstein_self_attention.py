@@ -43,6 +43,8 @@ def sequence(preset: str, n: int | None, d: int | None, seed: int, upload: bytes
     """The input X (n, d): a preset sequence of n tokens of width d from ``seed``, or, for preset UPLOAD, the
     uploaded CSV (one token per row)."""
     if preset != UPLOAD:
+        if n is None or d is None:
+            raise ValueError("a preset sequence needs its length n and width d")
         return sample_data.sequence(preset, n, d, seed)
     if upload is None:
         raise ValueError("upload a CSV sequence (n rows of d numbers; the example file under the uploader is one), "
