@@ -82,7 +82,7 @@ def fenchel_duals(fwd: Forward, layer: int, alpha: float = 1.0, lens=None) -> He
     t = fwd.hidden[:, layer].to(f64) * mask[..., None] / math.sqrt(d_head)          # (B, T, d)
     u = mask.to(f64) / mask.sum(dim=-1, keepdim=True)                               # (B, T)
     W_K = key_weight(model, layer).detach().to(f64).reshape(H, d_head, -1)          # (H d', d) -> (H, d', d)
-    z = torch.einsum("hcd,bhkc->bhkd", W_K, queries[:, layer].to(f64))          # (B, H, T, d)
+    z = torch.einsum("hcd,bhkc->bhkd", W_K, queries[:, layer].to(f64))              # (B, H, T, d)
     basis = torch.linalg.qr(t.mT).Q                                                 # (B, d, T) orthonormal columns
     t_red = t @ basis                                                               # (B, T, T)
     z_red = z @ basis[:, None]                                                      # (B, H, T, T)
