@@ -36,7 +36,7 @@ sb = st.sidebar
 @st.cache_data(ttl=60, max_entries=4, show_spinner=False)
 def found_models(setting):
     """The models of WVIZ_MODELS (``setting``), looked for again after a minute: a folder copied in appears."""
-    return rv.hub.find_models()
+    return rv.hub.find_models(rv.hub.model_dirs(setting))
 
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the model (offline)...")
@@ -49,7 +49,7 @@ def uploaded_model(file_id, device_name, _raw, _name):
     return rv.load_upload(_raw, device_name, _name)
 
 
-found = found_models(rv.catalogue.models_setting())
+found = found_models(rv.hub.models_setting())
 options = rv.catalogue.options(found)
 url_model, url_note = rv.catalogue.from_url(st.query_params.get("model"), found)
 model_key = sb.selectbox(

@@ -4,19 +4,11 @@ size and limits, one sentence on what the page shows of it.
 """
 from __future__ import annotations
 
-import os
-
 from wviz.models import families, hub, lens as lenses, safety
 
-__all__ = ["UPLOAD", "models_setting", "options", "from_url", "info", "upload_cap_mb", "token_limit", "shape",
-           "patch_grid", "about"]
+__all__ = ["UPLOAD", "options", "from_url", "info", "upload_cap_mb", "token_limit", "shape", "patch_grid", "about"]
 
 UPLOAD = "upload"   # the selector's choice of an uploaded .zip (never part of a link)
-
-
-def models_setting() -> str:
-    """WVIZ_MODELS as the server reads it now (the page's catalogue is cached per value)."""
-    return os.environ.get("WVIZ_MODELS", "")
 
 
 def options(found: hub.Catalogue) -> dict[str, str]:

