@@ -51,7 +51,7 @@ def worth_leaving(conv: np.ndarray, err: np.ndarray, rate: np.ndarray | None, to
     """Whether the converged problems conv should leave the batch: half of it has converged and the rest, at their
     measured rates, need more than ten more iterations. Leaving costs about two iterations' work (copying the
     rest's C and kernel), so a batch that converges together never moves."""
-    return 2 * np.count_nonzero(conv) >= len(conv) and iterations_left(err, rate, ~conv, tol) > 10
+    return bool(2 * np.count_nonzero(conv) >= len(conv)) and iterations_left(err, rate, ~conv, tol) > 10
 
 
 def leave(loop: BatchLoop, conv: np.ndarray, gamma: float, finished: Finished | None, tol: float) -> Finished:

@@ -18,7 +18,7 @@ import torch
 from wviz._checks import positive
 
 from . import semirelaxed
-from .batch import leave, worth_leaving
+from .batch import Finished, leave, worth_leaving
 from .lean import LeanScalings, one_blas_thread, use_lean
 from .loop import BatchLoop, ScalingLoop
 from .problem import (OTResult, ProblemFacts, check_cost, check_iter_args, check_mass, dot, finish, init_potentials,
@@ -135,7 +135,7 @@ def sinkhorn(a, b, C, gamma, tol: float = 1e-6, max_iter: int = 10000, *, init=N
     check_iter_args(tol, max_iter)
     check_omega(omega)
     fixed = n_iter is not None
-    if fixed:
+    if n_iter is not None:
         check_iter_args(tol, n_iter, "n_iter")
         max_iter, eps_scaling = n_iter, False
     rho = semirelaxed.check_rho(rho)
@@ -247,6 +247,9 @@ class _Run:
     __slots__ = ("tol", "max_iter", "check_every", "record", "relax", "history", "plans", "record_every", "max_plans",
                  "it", "failures", "range_every", "tiny", "max_log_range", "finished", "final", "stage_tol", "best",
                  "best_it", "checks", "fixed")
+    history: list[tuple[int, float]]          # (iteration, worst marginal error) of each check
+    plans: list[tuple[int, torch.Tensor]]     # (iteration, plan) of each recorded plan
+    finished: Finished | None                 # the problems that left the batch early, None until the first leave
 
     def __init__(self, tol, max_iter, check_every, record, relax, C, fixed: bool = False):
         self.tol, self.max_iter, self.check_every, self.record, self.relax = tol, max_iter, check_every, record, relax

@@ -45,7 +45,7 @@ class Graphs:
     """The graphs of one batch's iterations and the buffers they work on: u (B, n, 1), v (B, m, 1), Kv = K v and
     KTu = K^T u, whose shapes stay fixed until the batch is compacted (then the loop makes a new Graphs)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.graphs: dict = {}
         self.buffers: tuple | None = None
 
@@ -68,6 +68,7 @@ class Graphs:
 
     def _body(self, steps: int, iterate: Callable):
         """The iterations from the buffers back into them."""
+        assert self.buffers is not None   # run, the only caller, made them
         u, v, Kv, _ = self.buffers
         for buffer, new in zip(self.buffers, iterate(u, v, Kv, steps)):
             buffer.copy_(new)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import threading
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,7 +43,7 @@ _VECTORS = ("a", "b", "u", "v", "Kv", "KTu", "tn", "sn", "tm", "sm", "Km", "KTm"
 # numpy's BLAS runs the products on one thread while lean solves run (the caller's setting comes back when the last
 # concurrent one ends): with its default of a thread per core, its workers keep spinning after each product and
 # fight torch's intra-op threads for the same cores, which made small solves ten times slower (BENCHMARKS.md).
-_blas = {"lock": threading.Lock(), "users": 0, "libs": None, "saved": ()}
+_blas: dict[str, Any] = {"lock": threading.Lock(), "users": 0, "libs": None, "saved": ()}
 
 
 def _blas_libs() -> list:
@@ -100,6 +101,10 @@ class LeanScalings:
     __slots__ = _VECTORS + ("C", "K", "Kn", "Cn", "f", "g", "za", "zb", "ma", "mb", "omega_minus_1", "plain",
                             "clamp", "low", "low_ok", "spare", "total", "stale", "rho", "p", "gamma", "log_b", "c",
                             "tt", "q", "t_ok", "shift", "floor")
+    # spare: None until the first float32 start; p, gamma: None until the semi-relaxed problem's _targets
+    spare: tuple[np.ndarray, ...] | None
+    p: float | None
+    gamma: float | None
 
     def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool, low: bool = True, rho: float | None = None):
         n, m = C.shape[1:]
@@ -233,7 +238,7 @@ class LeanScalings:
         self.u, self.v = saved[0].copy(), saved[1].copy()
         self.refresh()
 
-    def recover(self, saved, gamma: float):
+    def recover(self, saved: tuple[np.ndarray, np.ndarray], gamma: float):
         """The scalings saved, absorbed and rebuilt for gamma in float64, which the rest of the solve keeps."""
         self.low_ok = False
         self._use(False)
@@ -273,6 +278,7 @@ class LeanScalings:
         """steps semi-relaxed iterations: the row update of :meth:`iterate`, then the column update into tt and
         from it v (wviz.ot.semirelaxed); before each row update, once a column update has given tt, the translation
         of the dual point (as wviz.ot.scaling.Scalings._iterate_semi), kept in shift until the potentials are read."""
+        assert self.rho is not None and self.gamma is not None   # semi-relaxed: _targets has set gamma
         K, KT, u, v, Kv, KTu, c = self.Km, self.KTm, self.u, self.v, self.Kv, self.KTu, self.c
         rows = (u, self.a, Kv, self.tn, self.sn, self.za)
         scale = 1.0 / (self.rho + self.gamma)
@@ -372,8 +378,8 @@ class LeanScalings:
             reg = np.dot(f if self.za is None else np.where(self.ma > 0, f, 0), row) + \
                 np.dot(g if self.zb is None else np.where(self.mb > 0, g, 0), col)
         else:
-            reg = float(semirelaxed.objective(*(torch.from_numpy(x) for x in (f, g, row, col, self.a, self.b)),
-                                              torch.from_numpy(self.ma > 0), torch.from_numpy(self.mb > 0), gamma,
-                                              self.rho))
+            tf, tg, trow, tcol, ta, tb = (torch.from_numpy(x) for x in (f, g, row, col, self.a, self.b))
+            reg = float(semirelaxed.objective(tf, tg, trow, tcol, ta, tb, torch.from_numpy(self.ma > 0),
+                                              torch.from_numpy(self.mb > 0), gamma, self.rho))
         parts = torch.from_numpy(np.array([err, np.vdot(self.Cn, self.Kn), reg], dtype=self.Cn.dtype))
         return PlanParts(P, parts[0:1], torch.from_numpy(f)[None], torch.from_numpy(g)[None], parts[1:2], parts[2:3])

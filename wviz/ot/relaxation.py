@@ -46,6 +46,8 @@ class OverRelaxation:
     omega: (B,) the current factors; rate: (B,) the last measured rates per iteration (None while unknown).
     """
 
+    trace: list[tuple[int, np.ndarray]]   # (iteration, errors) of the stage's recent checks
+
     def __init__(self, B: int, fixed: float | None, rho: float | None = None):
         self.fixed, self.rho = fixed, rho
         self.kappa = np.full(B, np.nan)

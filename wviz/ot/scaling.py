@@ -98,6 +98,19 @@ class Scalings:
     BATCHED = ("K", "u", "v", "Kv", "KTu", "f", "g", "C", "a3", "b3", "pa3", "pb3", "ma", "mb", "pos_a", "pos_b",
                "omega_minus_1")
     SEMI = ("log_b", "total", "c", "t")   # ... and those of the semi-relaxed problem
+    # None until set: u, v by the first cold_start or rebuild, Kv by start, KTu by refresh or iterate, omega_minus_1
+    # by set_omega; p, gamma, c and t only in the semi-relaxed problem (_targets; t then by refresh or iterate);
+    # shift None while no translation waits (see _settle)
+    u: torch.Tensor | None
+    v: torch.Tensor | None
+    Kv: torch.Tensor | None
+    KTu: torch.Tensor | None
+    omega_minus_1: torch.Tensor | None
+    p: float | None
+    gamma: float | None
+    c: torch.Tensor | None
+    t: torch.Tensor | None
+    shift: torch.Tensor | None
 
     def __init__(self, a, b, C, f, g, zero_a: bool, zero_b: bool, rho: float | None = None,
                  use_graphs: bool | None = None):
@@ -188,7 +201,7 @@ class Scalings:
         self.u, self.v = saved
         self.refresh()
 
-    def recover(self, saved, gamma: float):
+    def recover(self, saved: tuple[torch.Tensor, torch.Tensor], gamma: float):
         """The scalings saved, absorbed and rebuilt for gamma, with their Kv."""
         self._absorb(*saved, gamma)
         self.rebuild(gamma)
@@ -234,6 +247,7 @@ class Scalings:
         t = exp(c - phi log K^T u) (over-relaxed like the rows'); before each row update (which does not read c), once
         a column update has given t, the translation of the dual point that solves the mass mode (module
         semirelaxed), kept in shift until the potentials are read."""
+        assert self.rho is not None and self.gamma is not None   # semi-relaxed: _targets has set gamma
         K, KT, u, v, Kv, KTu, t, c, shift = (self.K, self.KT, self.u, self.v, self.Kv, self.KTu, self.t, self.c,
                                              self.shift)
         a3, pa3, pb3, zero_a, zero_b, plain, omega_minus_1 = (self.a3, self.pa3, self.pb3, self.zero_a, self.zero_b,
@@ -257,7 +271,11 @@ class Scalings:
     def errors(self) -> np.ndarray:
         """The marginal errors: the plan diag(u) K diag(v) has marginals u * Kv and v * KTu (semi-relaxed: the
         columns' target is t * KTu, the column sums of the column condition, wviz.ot.semirelaxed)."""
-        target = self.b3 if self.rho is None else self.t * self.KTu
+        if self.rho is None:
+            target = self.b3
+        else:
+            assert self.t is not None and self.KTu is not None   # set by the iteration this check follows
+            target = self.t * self.KTu
         err = marginal_error(self.a3, target, self.Kv, self.KTu, scalings=(self.u, self.v), dim=(1, 2))
         return np.array(err.tolist())
 
@@ -272,6 +290,7 @@ class Scalings:
 
     def plan(self) -> torch.Tensor:
         """diag(u) K diag(v) as a new tensor."""
+        assert self.u is not None and self.v is not None   # set by cold_start or rebuild
         return self.u * self.K * self.v.mT
 
     def plan_parts(self, gamma: float, idx: torch.Tensor | None = None) -> PlanParts:
@@ -284,10 +303,11 @@ class Scalings:
         semi = [] if self.rho is None else [self.c, self.pa3, self.pb3]
         if idx is not None:   # the loop goes on with the others: select, never write into the loop's tensors
             parts, semi = [t.index_select(0, idx) for t in parts], [t.index_select(0, idx) for t in semi]
-        if self.rho is None:
-            return _plan_parts(*parts, gamma)
         K, u, v, Kv, KTu, f, g, C, a3, b3, pos_a, pos_b = parts
+        if self.rho is None:
+            return _plan_parts(K, u, v, Kv, KTu, f, g, C, a3, b3, pos_a, pos_b, gamma)
         c, pa3, pb3 = semi
+        assert self.p is not None   # semi-relaxed: set by _targets
         # the iterations end on a column update, whose rows hold a only to the tolerance: one more row update
         # holds them to rounding, as the problem asks; the columns are then measured against its column condition
         u = torch.where(pa3, a3 / Kv, 0) if self.zero_a else a3 / Kv

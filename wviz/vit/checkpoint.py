@@ -255,9 +255,9 @@ def _check_data(record: dict, n_classes: int, image: tuple[int, int] | None, bad
                         ("image_size", *BOUNDS["image_size"])):
         if key in record and not _whole(record[key], lo, hi):
             bad(f"'{key}'", f"a whole number from {lo} to {hi}", record[key])
-    for key, lo, hi in (("val_fraction", 0, 0.5), ("kappa", 0, 100)):
-        if record.get(key) is not None and not _number(record[key], lo, hi):
-            bad(f"'{key}'", f"a number from {lo} to {hi}", record[key])
+    for key, low, high in (("val_fraction", 0, 0.5), ("kappa", 0, 100)):   # float bounds: not the ints lo, hi
+        if record.get(key) is not None and not _number(record[key], low, high):
+            bad(f"'{key}'", f"a number from {low} to {high}", record[key])
     for key in ("pretrain_term", "finetune_term"):
         if record.get(key) is not None and record[key] not in TERMS:
             bad(f"'{key}'", f"one of {', '.join(TERMS)}", record[key])

@@ -59,7 +59,10 @@ def _sklearn_file(*parts: str) -> Path:
     """A data file of the installed scikit-learn, found without importing it: ``import sklearn.datasets`` imports
     scipy, seconds of a core in every process that reads the digits (a server's first inspector page, each training
     process; BENCHMARKS.md, "The test command", fifth pass); its loaders read these same files."""
-    return Path(importlib.util.find_spec("sklearn").origin).parent.joinpath(*parts)
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or spec.origin is None:   # a requirement: only a broken environment gets here
+        raise ModuleNotFoundError("scikit-learn is not installed: the digits are read from its data files")
+    return Path(spec.origin).parent.joinpath(*parts)
 
 
 def _digits() -> tuple[torch.Tensor, torch.Tensor]:
@@ -277,11 +280,13 @@ def carve_validation(images: torch.Tensor, labels: torch.Tensor,
 def class_names(name: str, root: str | Path | None = None) -> list[str]:
     if name == "digits":
         return [str(i) for i in range(10)]
-    if name in ("cifar10", "cifar100"):
-        return _cifar_names(name, Path(root))
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}: choose one of {', '.join(DATASETS)}")
+    if root is None:   # as load_dataset: the other datasets' names are read from their folders
+        raise ValueError(f"dataset {name!r} is read from a local folder: give its root (nothing is downloaded)")
     if name == "folder":
         return _class_folders(_layout(Path(root), "train"))
-    raise ValueError(f"unknown dataset {name!r}: choose one of {', '.join(DATASETS)}")
+    return _cifar_names(name, Path(root))
 
 
 # --------------------------------------------------------------------------------- OOD sets, corruptions

@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
+from typing import ClassVar
 
 import torch
 
@@ -202,6 +203,7 @@ class TestSplit:
     """Labelled test images of a model: images (N, C, H, W) in [0, 1], labels (N,) indexing class_names, and where
     they come from in words (``source``); ``digits`` for the digits test split, whose OOD sets are the digits'."""
 
+    __test__: ClassVar[bool] = False   # not a test class (pytest collects names starting with Test)
     images: torch.Tensor
     labels: torch.Tensor
     class_names: list[str]
@@ -236,9 +238,6 @@ class TestSplit:
             h.update(f"{t.dtype} {tuple(t.shape)}".encode())
             h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
         return h.hexdigest()
-
-
-TestSplit.__test__ = False  # not a test class
 
 
 @functools.lru_cache(maxsize=1)
@@ -325,8 +324,8 @@ def data_place(loaded: Loaded) -> DataPlace:
 @functools.lru_cache(maxsize=4)
 def _read_disk(kind: str, root: str, channels: int, size: int, names: tuple[str, ...] | None):
     if kind == "folder":
-        x, y, names = data.load_folder(root, "test", channels, size, list(names) if names else None)
-        return x, y, names
+        x, y, found = data.load_folder(root, "test", channels, size, list(names) if names else None)
+        return x, y, found
     x, y = data.load_dataset(kind, "test", root)
     x = data.resize(x, size)
     return (x.mean(1, keepdim=True) if channels == 1 else x), y, list(names or data.class_names(kind, root))
@@ -335,6 +334,7 @@ def _read_disk(kind: str, root: str, channels: int, size: int, names: tuple[str,
 def disk_split(loaded: Loaded, place: DataPlace) -> TestSplit:
     """The test split found at ``place`` (:func:`data_place`), read at the model's channels and size, its labels
     indexing the model's class names (at most MAX_SPLIT images; kept in memory per root and model shape)."""
+    assert place.root is not None   # a place found (not place.missing): the caller checks
     cfg = loaded.model.config
     names = loaded.record.get("class_names")
     x, y, names = _read_disk(place.kind, str(place.root), cfg.channels, cfg.image_size,

@@ -9,6 +9,7 @@ mc_predict`); the deterministic model's is its softmax. Everything runs in batch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -181,7 +182,7 @@ def summary_seeds(reports: list[Report]) -> dict:
     accuracy, NLL, ECE and AUROC under "mc" (what the mean +- sd of a table is computed from)."""
     per = [summary(r) for r in reports]
     first = per[0]
-    out = {k: _mean([p[k] for p in per]) for k in ("accuracy", "nll", "ece")}
+    out: dict[str, Any] = {k: _mean([p[k] for p in per]) for k in ("accuracy", "nll", "ece")}
     out["auroc"] = {o: {s: _mean([p["auroc"][o][s] for p in per]) for s in sc} for o, sc in first["auroc"].items()}
     out["corruption_error"] = {k: [_mean([p["corruption_error"][k][i] for p in per]) for i in range(len(v))]
                                for k, v in first["corruption_error"].items()}
@@ -200,8 +201,8 @@ def twin_intervals(reports: list[Report], twin: Report, labels: torch.Tensor) ->
     """The paired bootstrap intervals of the model (its reports at several Monte-Carlo seeds) against its twin, as
     [estimate, low, high]: ECE - the twin's ECE, and per OOD set the AUROC of the model's best score there (by its
     mean over the seeds) - the AUROC of the twin's best (wviz.vit.intervals)."""
-    out = {"ece": intervals.ece_difference([r.probs for r in reports], [twin.probs], labels.cpu()).to_list(),
-           "best_auroc": {}, "best_score": {}}
+    ece = intervals.ece_difference([r.probs for r in reports], [twin.probs], labels.cpu()).to_list()
+    out: dict[str, Any] = {"ece": ece, "best_auroc": {}, "best_score": {}}
     for ood in reports[0].ood:
         mine = max(reports[0].ood[ood], key=lambda s: sum(r.ood[ood][s][2] for r in reports))
         pairs = [(r.ood[ood][mine][0], r.ood[ood][mine][1]) for r in reports]
@@ -214,7 +215,7 @@ def twin_intervals(reports: list[Report], twin: Report, labels: torch.Tensor) ->
 def occlusion_aurocs(model, images: torch.Tensor, ood_sets: dict, n: int, samples: int, seeds: int) -> dict:
     """Per OOD set, the AUROC of the MI-occlusion score (wviz.vit.occlusion) of its first ``n`` images against the
     first ``n`` test images, at each Monte-Carlo seed (lists)."""
-    out = {name: [] for name in ood_sets}
+    out: dict[str, list[float]] = {name: [] for name in ood_sets}
     for k in range(seeds):
         clean = occlusion_score(occlusion_mi(model, images[:n], samples, seed=1000 * k))
         for name, x in ood_sets.items():

@@ -65,7 +65,7 @@ def trace_aurocs(model, images: torch.Tensor, ood_sets: dict[str, torch.Tensor])
     split); {} for a deterministic model."""
     if model.config.kind != "stochastic":
         return {}
-    out = {}
+    out: dict[str, dict[str, torch.Tensor]] = {}
     for rule in RULES:
         clean = layer_traces(model, images, rule)
         out[rule] = {}

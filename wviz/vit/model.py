@@ -320,6 +320,7 @@ class StochasticViT(_ViT):
         if not fixed_embedding_cov:
             return self._run(mu, cov, rule)
         out = self._run(mu, cov.detach(), rule)
+        assert out.covariances is not None   # a pass with variances returns them
         return replace(out, covariances=(cov, *out.covariances[1:]))  # the prior still sees the embeddings' own
 
 

@@ -101,7 +101,7 @@ def corruption_aurocs(jobs: tuple[PanelJob, ...], reports: dict[str, vit_evaluat
     """model name -> {corruption: (5,) AUROC of ``score`` for corrupted against clean test images}, from the record
     or measured here, for the models that have the score; a record without these AUROCs (a checkpoint from before
     they were measured) gives None."""
-    out = {}
+    out: dict[str, dict | None] = {}
     for j in jobs:
         if j.from_record:
             recorded = j.loaded.record["metrics"].get("corruption_auroc")

@@ -34,7 +34,7 @@ import math
 import os
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -262,7 +262,7 @@ class _Training:
     net: torch.nn.Module
     opt: torch.optim.Optimizer
     sched: torch.optim.lr_scheduler.LambdaLR
-    autocast: object
+    autocast: AbstractContextManager
     scaler: torch.amp.GradScaler
     dataset: TensorDataset
     per_rank: int
@@ -433,7 +433,7 @@ def main(argv=None) -> dict:
     if place.rank == 0:
         t.model.eval()
         record = _record(args, argv, t, len(d.x), d.names, place)
-        if not args.no_eval:
+        if d.test is not None:   # None with --no-eval
             record["metrics"] = _evaluate(args, t.model, d.test, place.device)
         _save(t.model, out, record, state_path)
     return record
