@@ -49,14 +49,18 @@ SLIDERS: dict[str, Callable[[], Any]] = {"uncertainty_inspector": layer_slider}
 # ---- the reference app ------------------------------------------------------------------------------------------
 
 def page_log_slider(stem: str, key: str):
-    """The page's ``ui.log_slider(label, lo, hi, value, key=key, ...)``, drawn here with the same grid."""
+    """The page's ``ui.log_slider(label, lo, hi, value, key=xv.Keys.NAME, ...)`` whose key (the constant NAME of
+    wviz.views.<stem>.Keys) is ``key``, drawn here with the same grid."""
+    keys = vars(importlib.import_module(f"wviz.views.{stem}").Keys)
     for node in ast.walk(ast.parse((PAGES / f"{stem}.py").read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "log_slider":
-            kw = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg in ("key", "per_decade")}
-            if kw.pop("key", None) == key:
+            kw = {k.arg: k.value for k in node.keywords if k.arg in ("key", "per_decade")}
+            named = kw.pop("key", None)
+            if isinstance(named, ast.Attribute) and keys.get(named.attr) == key:
                 label, lo, hi, value = (ast.literal_eval(a) for a in node.args[:4])
-                return ui.log_slider(label, lo, hi, value, key=key, help="The page's main slider.", **kw)
-    raise LookupError(f"pages/{stem}.py has no ui.log_slider with key={key!r}")
+                return ui.log_slider(label, lo, hi, value, key=key, help="The page's main slider.",
+                                     **{k: ast.literal_eval(v) for k, v in kw.items()})
+    raise LookupError(f"pages/{stem}.py has no ui.log_slider with key {key!r}")
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

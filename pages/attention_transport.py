@@ -38,20 +38,20 @@ ui.equation(r"\begin{aligned} p^\star &= \arg\min_{p \in \Delta^{m-1}} \; -\lang
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
-source = sb.radio("Query and keys", ["2-D points", "random", "typed scores"], key="source",
+source = sb.radio("Query and keys", ["2-D points", "random", "typed scores"], key=av.Keys.SOURCE,
                   bind="query-params",
                   help="2-D points: edit a query and keys in tables. Random: Gaussian q and k_j in R^d. "
                        "Typed scores: enter s_j directly.")
 tau_slot = sb.container()  # tau is drawn here by ui.live below
 mechanisms = sb.multiselect("Mechanisms", list(av.CHOICES), default=list(av.DEFAULT_MECHANISMS),
-                            key="mechanisms", bind="query-params",
+                            key=av.Keys.MECHANISMS, bind="query-params",
                             help="Each is the argmin of the same objective with a different regulariser Omega; "
                                  "semi-relaxed OT solves one transport problem for several queries at once (the "
                                  "'rho sweep' view says which) and shows this query's row.")
-alpha = sb.slider("alpha (entmax index)", 1.0, 2.0, av.DEFAULT_ALPHA, 0.05, key="alpha", bind="query-params",
+alpha = sb.slider("alpha (entmax index)", 1.0, 2.0, av.DEFAULT_ALPHA, 0.05, key=av.Keys.ALPHA, bind="query-params",
                   disabled="entmax" not in mechanisms,
                   help="Tsallis entropy index of entmax: alpha = 1 is softmax, alpha = 2 is sparsemax.")
-rho = sb.select_slider("rho (semi-relaxed OT)", av.RHOS, av.DEFAULT_RHO, format_func=av.rho_text, key="rho",
+rho = sb.select_slider("rho (semi-relaxed OT)", av.RHOS, av.DEFAULT_RHO, format_func=av.rho_text, key=av.Keys.RHO,
                        bind="query-params",
                        help="How firmly the keys' masses b are held: the weight of KL(P^T 1 | b). rho -> 0 gives "
                             "softmax (the prior-softmax with prior b), rho = ∞ Sinkhorn's balanced plan, where every "
@@ -64,22 +64,22 @@ def read_scores():
     s; None with typed scores: one query); raises ValueError on bad input."""
     if source == "2-D points":
         c1, c2 = sb.columns(2)
-        qx = c1.number_input("query x", value=av.DEFAULT_QUERY[0], step=0.1, key="qx", bind="query-params",
+        qx = c1.number_input("query x", value=av.DEFAULT_QUERY[0], step=0.1, key=av.Keys.QUERY_X, bind="query-params",
                              help="First coordinate of q.")
-        qy = c2.number_input("query y", value=av.DEFAULT_QUERY[1], step=0.1, key="qy", bind="query-params",
+        qy = c2.number_input("query y", value=av.DEFAULT_QUERY[1], step=0.1, key=av.Keys.QUERY_Y, bind="query-params",
                              help="Second coordinate of q.")
         sb.caption("Keys k_j, one per row; add or delete rows to change m.")
-        keys = ui.table_editor(av.DEFAULT_KEYS, "keys_table", where=sb, num_rows="dynamic")
+        keys = ui.table_editor(av.DEFAULT_KEYS, av.Keys.KEYS_TABLE, where=sb, num_rows="dynamic")
         s = av.scores_from_points((qx, qy), keys)
         return s, av.queries_from_points(s, keys)
     if source == "random":
-        m = sb.slider("m (keys)", 2, 64, 6, key="m", bind="query-params", help="Number of keys.")
-        d = sb.slider("d (dimension)", 1, 64, 4, key="d", bind="query-params", help="Dimension of q and k_j.")
-        seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params",
+        m = sb.slider("m (keys)", 2, 64, 6, key=av.Keys.M, bind="query-params", help="Number of keys.")
+        d = sb.slider("d (dimension)", 1, 64, 4, key=av.Keys.D, bind="query-params", help="Dimension of q and k_j.")
+        seed = sb.number_input("seed", 0, 2**31 - 1, 0, key=av.Keys.SEED, bind="query-params",
                                help="Seed of the random query and keys.")
         s = av.scores_random(m, d, seed)
         return s, av.queries_random(s, m, d, seed)
-    return av.scores_typed(sb.text_input("scores s_j", "2.0, 1.0, 0.5", key="scores", bind="query-params",
+    return av.scores_typed(sb.text_input("scores s_j", "2.0, 1.0, 0.5", key=av.Keys.SCORES, bind="query-params",
                                          help="Comma- or space-separated numbers; -inf masks a key.")), None
 
 
@@ -90,8 +90,8 @@ def read_prior(m: int):
         return None
     sb.caption("Prior pi over the keys for prior-softmax, and the keys' target b of semi-relaxed OT: non-negative, "
                "summing to 1; a zero masks a key.")
-    return av.prior_from_table(ui.table_editor(av.prior_table(m), f"prior_table_{m}", where=sb, disabled=["key"],
-                                               hide_index=True))
+    return av.prior_from_table(ui.table_editor(av.prior_table(m), av.Keys.PRIOR_TABLE.format(m), where=sb,
+                                               disabled=["key"], hide_index=True))
 
 
 def read_inputs():
@@ -115,15 +115,15 @@ def rho_sweep(cache_key, tau, _inputs):
 # ---- what tau drives ------------------------------------------------------------------------------------------
 
 def tau_slider(where):   # 24 steps per decade: fine enough to follow a drag
-    return ui.log_slider("tau (temperature)", 1e-3, 1e2, 1.0, key="tau", where=where, per_decade=24,
+    return ui.log_slider("tau (temperature)", 1e-3, 1e2, 1.0, key=av.Keys.TAU, where=where, per_decade=24,
                          help="Weight of the regulariser. tau -> 0 gives argmax, tau -> infinity the uniform "
                               "distribution (or the prior). Transformers use tau = sqrt(d).")
 
 
 def live_sliders(*names: str) -> dict:
     """The sidebar's sliders ``names`` (of tau, alpha and rho), as figures that follow them name them."""
-    sliders = {"tau": ui.Slider("tau", ui.log_grid("tau")), "alpha": ui.Slider("alpha"),
-               "rho": ui.Slider("rho", tuple(av.RHOS))}
+    sliders = {"tau": ui.Slider(av.Keys.TAU, ui.log_grid(av.Keys.TAU)), "alpha": ui.Slider(av.Keys.ALPHA),
+               "rho": ui.Slider(av.Keys.RHO, tuple(av.RHOS))}
     return {name: sliders[name] for name in names}
 
 
@@ -149,12 +149,13 @@ def draw(w: av.Weights):
     follow_bars(w)
     numbers = st.container()  # the numbers sit under the bars but are sent after the views: the bars come first
     # Side by side first: it has its own temperatures, so a tau move does not send it again (ui.View.live)
-    ui.views({"Side by side": side_view(w), "Objective on the simplex (m = 3)": landscape_view(w),
-              "tau sweep": sweep_view(w), "rho sweep": rho_view(w), "Many queries": many_view(w)},
+    ui.views({av.Labels.SIDE_BY_SIDE: side_view(w), av.Labels.LANDSCAPE: landscape_view(w),
+              av.Labels.TAU_SWEEP: sweep_view(w), av.Labels.RHO_SWEEP: rho_view(w),
+              av.Labels.MANY_QUERIES: many_view(w)},
              help="The weights at two temperatures next to each other, the objective over the simplex (three keys), "
                   "each weight as tau goes from 1e-3 to 1e3 (and as an animation), semi-relaxed OT from softmax "
                   "(rho = 0) to Sinkhorn (rho = ∞), or many random queries at once. The lecture bundle holds them "
-                  "all.")
+                  "all.", key=av.Keys.VIEW)
     with numbers:
         st.dataframe(table_text(av.summary(w)), hide_index=True)
         # two equations, not one per mechanism: every display equation is one more element to redraw per move
@@ -188,7 +189,7 @@ def landscape_view(w: av.Weights) -> ui.View:
             st.info(f"The landscape is drawn for exactly 3 keys (the 2-simplex); there are {m} now. Use the "
                     "2-D points table with three rows or type three scores.")
             return
-        which = st.selectbox("Mechanism", one_query(w), key="land_mech", bind="query-params",
+        which = st.selectbox("Mechanism", one_query(w), key=av.Keys.LANDSCAPE_MECHANISM, bind="query-params",
                              help="Whose objective -<s, p> + tau Omega(p) to draw (semi-relaxed OT has none of one "
                                   "query's p alone).")
         drawn = ui.guarded("attention/land", lambda: landscape_figure(w, which))
@@ -219,7 +220,7 @@ def sweep_frames(w: av.Weights):
 
 def sweep_view(w: av.Weights) -> ui.View:
     def draw_view():
-        which = st.selectbox("Mechanism", one_query(w), key="sweep_mech", bind="query-params",
+        which = st.selectbox("Mechanism", one_query(w), key=av.Keys.SWEEP_MECHANISM, bind="query-params",
                              help="Whose weights to follow from tau = 1e-3 to 1e3 (semi-relaxed OT: the 'rho "
                                   "sweep' view).")
         fig = ui.guarded("attention/sweep", lambda: sweep_figure(w, which))
@@ -235,7 +236,7 @@ def sweep_view(w: av.Weights) -> ui.View:
 
 def side_view(w: av.Weights) -> ui.View:
     return ui.side_by_side(
-        "tau", "side_tau", 1e-3, 1e2, av.SIDE_TAUS,
+        "tau", av.Keys.SIDE_TAU, 1e-3, 1e2, av.SIDE_TAUS,
         lambda side, tau: figs.side_by_side(av.weights(w.inputs, tau), w.inputs.labels, side.capitalize()),
         help="The temperature of the {side} figure.",
         caption="The same scores at two temperatures, every chosen mechanism at each: a small tau is close to "
@@ -253,7 +254,7 @@ def rho_title(rho: float) -> str:
 def many_titles(mechanism: str) -> dict:
     """The Many queries heatmap's title in two parts, for each value of the tau slider and, for semi-relaxed OT,
     each of the rho slider's."""
-    return {"tau": [tau_title(mechanism, tau) for tau in ui.log_grid("tau")],
+    return {"tau": [tau_title(mechanism, tau) for tau in ui.log_grid(av.Keys.TAU)],
             "rho": [rho_title(rho) for rho in av.RHOS] if mechanism == av.SEMI else None}
 
 
@@ -269,7 +270,7 @@ def follow_many(w: av.Weights, res: av.ManyQueries, mechanism: str, n: int, m: i
         st.caption(f"The heatmap changes when a slider is released: {n} x {m} weights are more than the browser "
                    "recomputes within a frame.")
         return
-    inputs = {**av.many_live_inputs(res, mechanism, n, m, d, MANY_SEED), "taus": ui.log_grid("tau"),
+    inputs = {**av.many_live_inputs(res, mechanism, n, m, d, MANY_SEED), "taus": ui.log_grid(av.Keys.TAU),
               "rhos": av.RHOS, "titles": many_titles(mechanism)}
     ui.follow("many", "many", live_sliders("tau", "alpha", "rho"),
               {"tau": w.tau, "alpha": w.inputs.alpha, "rho": w.inputs.rho}, inputs, entries=n * m)
@@ -279,12 +280,12 @@ def many_view(w: av.Weights) -> ui.View:
     def draw_view():
         st.markdown("n random queries against m random keys: each row of the heatmap is one query's weights.")
         c = st.columns(2) + st.columns(2)   # two rows of two: the controls stay readable on a narrow screen
-        n = c[0].select_slider("n (queries)", SIZES, 256, key="many_n", bind="query-params",
+        n = c[0].select_slider("n (queries)", SIZES, 256, key=av.Keys.MANY_N, bind="query-params",
                                help="Number of queries (rows).")
-        m = c[1].select_slider("m (keys)", SIZES, 256, key="many_m", bind="query-params",
+        m = c[1].select_slider("m (keys)", SIZES, 256, key=av.Keys.MANY_M, bind="query-params",
                                help="Number of keys (columns).")
-        d = c[2].slider("d", 1, 128, 16, key="many_d", bind="query-params", help="Dimension of q and k.")
-        mechanism = c[3].selectbox("Mechanism", list(av.CHOICES), key="many_mech", bind="query-params",
+        d = c[2].slider("d", 1, 128, 16, key=av.Keys.MANY_D, bind="query-params", help="Dimension of q and k.")
+        mechanism = c[3].selectbox("Mechanism", list(av.CHOICES), key=av.Keys.MANY_MECHANISM, bind="query-params",
                                    help="prior-softmax uses a uniform prior here; semi-relaxed OT a uniform b, the "
                                         "sidebar's rho, and each query's mass 1 / n (its rows times n).")
         with st.spinner(f"Computing {n} x {m} weights on {device}..."):

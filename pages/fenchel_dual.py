@@ -23,21 +23,21 @@ ui.equation(r"\max_\lambda \; \langle \lambda, \mu + z\rangle - \frac{\lVert\lam
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
-preset = sb.selectbox("Templates preset", list(fv.PRESETS), key="preset", bind="query-params",
+preset = sb.selectbox("Templates preset", list(fv.PRESETS), key=fv.Keys.PRESET, bind="query-params",
                       help="A starting set of 2-D templates t_i and preference weights u_i; edit them in the table.")
-normalise = sb.toggle("Normalise u to sum to 1", value=True, key="normalise", bind="query-params",
+normalise = sb.toggle("Normalise u to sum to 1", value=True, key=fv.Keys.NORMALISE, bind="query-params",
                       help="Off: weights that do not sum to 1 are refused, as the library does (u must be a "
                            "distribution).")
 alpha_slot = sb.container()  # alpha is drawn here by ui.live below
-z = (sb.slider("z_1", -4.0, 4.0, fv.DEFAULT_Z[0], 0.05, key="z1", bind="query-params",
+z = (sb.slider("z_1", -4.0, 4.0, fv.DEFAULT_Z[0], 0.05, key=fv.Keys.Z1, bind="query-params",
                help="First coordinate of the evidence z (the estimated shift of the mean, eq. (3))."),
-     sb.slider("z_2", -4.0, 4.0, fv.DEFAULT_Z[1], 0.05, key="z2", bind="query-params",
+     sb.slider("z_2", -4.0, 4.0, fv.DEFAULT_Z[1], 0.05, key=fv.Keys.Z2, bind="query-params",
                help="Second coordinate of the evidence z."))
 
 st.subheader("Templates and preference")
 st.caption("One template per row: its position $t_i = (x, y)$ and its preference weight $u_i \\ge 0$. The size of each "
            "dot below is its weight.")
-table = ui.table_editor(fv.PRESETS[preset], f"templates_{preset.split()[0].lower()}", num_rows="dynamic",
+table = ui.table_editor(fv.PRESETS[preset], fv.Keys.TEMPLATES.format(preset.split()[0].lower()), num_rows="dynamic",
                         hide_index=True)
 templates = ui.guarded("fenchel/templates", lambda: fv.templates_from_table(table, normalise))
 
@@ -45,7 +45,7 @@ templates = ui.guarded("fenchel/templates", lambda: fv.templates_from_table(tabl
 # ---- what alpha drives ----------------------------------------------------------------------------------------
 
 def alpha_slider(where):
-    return ui.log_slider("alpha (reliability of z)", 1e-2, 1e1, 1.0, key="alpha", where=where,
+    return ui.log_slider("alpha (reliability of z)", 1e-2, 1e1, 1.0, key=fv.Keys.ALPHA, where=where,
                          help="The reliability of the evidence z: the weight of the fit term in problem (4). Small "
                               "alpha: trust u, h stays near mu, and attention (18) is nearly exact. Large alpha: "
                               "trust mu + z.")
@@ -54,10 +54,10 @@ def alpha_slider(where):
 def follow_estimates(s: fv.Solution):
     """The three estimates follow alpha while it moves (recomputed in the browser); with more templates than a
     frame's budget they change on release, and the caption says so."""
-    alphas = ui.log_grid("alpha")
+    alphas = ui.log_grid(fv.Keys.ALPHA)
     live = {**fv.live_inputs(s), "names": figs.ESTIMATES, "alphas": alphas,
             "titles": [figs.estimates_title(a) for a in alphas]}
-    if not ui.follow("estimates", "estimates", {"alpha": ui.Slider("alpha", alphas)}, {"alpha": s.alpha}, live,
+    if not ui.follow("estimates", "estimates", {"alpha": ui.Slider(fv.Keys.ALPHA, alphas)}, {"alpha": s.alpha}, live,
                      entries=len(s.templates.names)):
         st.caption(f"The estimates change when alpha is released: {len(s.templates.names)} templates are more "
                    "than the browser re-solves within a frame.")
@@ -75,12 +75,12 @@ def draw(s: fv.Solution):
     gaussian_section(s)
     # The page opens on Figure 3, which alpha does not change: a move then redraws one chart, not two (each chart
     # the browser redraws delays the first; BENCHMARKS.md "Slider latency").
-    ui.views({"Figure 3 grid": grid_view(s), "Attention weights": weights_view(s),
-              "The dual problem (9)": dual_view(s), "T5 (19)-(20)": t5_view(s), "OT-based attention": ot_view(s)},
+    ui.views({fv.Labels.FIGURE3: grid_view(s), fv.Labels.WEIGHTS: weights_view(s),
+              fv.Labels.DUAL: dual_view(s), fv.Labels.T5: t5_view(s), fv.Labels.OT: ot_view(s)},
              help="The paper's Figure 3 grid (alpha from 0.1 to 5, so the slider leaves it standing), the weights "
                   "of (11) and (18) side by side, the dual problem (9) and how the approximations degrade with "
                   "alpha, T5's masks and position biases as a preference, or OT-based attention. The lecture "
-                  "bundle holds them all.")
+                  "bundle holds them all.", key=fv.Keys.VIEW)
 
 
 def metrics(s: fv.Solution):
@@ -164,10 +164,10 @@ def t5_view(s: fv.Solution) -> ui.View:
                          "table (offsets beyond ±3 use the end values, like T5's buckets).")
         with t5l:
             j = st.selectbox("Target position j", range(len(names)), format_func=lambda i: f"{i + 1}: {names[i]}",
-                             key="t5_j", bind="query-params", help="The word being inferred (the blank).")
-            masked = st.multiselect("Masked words", names, default=[names[j]], key="t5_mask",
+                             key=fv.Keys.T5_TARGET, bind="query-params", help="The word being inferred (the blank).")
+            masked = st.multiselect("Masked words", names, default=[names[j]], key=fv.Keys.T5_MASKED,
                                     bind="query-params", help="Masked words get u = 0 in (19) and -inf in (20).")
-            bias_table = ui.table_editor(fv.T5_BIAS, "t5_bias", disabled=["offset j - i"], hide_index=True)
+            bias_table = ui.table_editor(fv.T5_BIAS, fv.Keys.T5_BIAS, disabled=["offset j - i"], hide_index=True)
         fig = ui.guarded("fenchel/t5", lambda: t5_figure(s, j, masked, bias_table))
         if fig is not None:
             with t5r:
@@ -200,11 +200,11 @@ def ot_view(s: fv.Solution) -> ui.View:
                        "templates), with u = 0 on the extras. Replacing KL by the entropic OT cost "
                        f"$W_\\gamma(p, u; M)$ of (23) ({ui.cite('cuturi2013')}) lets p put weight on them.")
         with o1:
-            extras = ui.table_editor(fv.EXTRAS, "extras", num_rows="dynamic", hide_index=True)
-            gamma = ui.log_slider("gamma (entropic regularisation)", 1e-2, 1e1, 1.0, key="gamma", where=st,
+            extras = ui.table_editor(fv.EXTRAS, fv.Keys.EXTRAS, num_rows="dynamic", hide_index=True)
+            gamma = ui.log_slider("gamma (entropic regularisation)", 1e-2, 1e1, 1.0, key=fv.Keys.GAMMA, where=st,
                                   help="The entropy weight in (23). Small gamma: the true preference (40) is u itself "
                                        "and weight stays on T; large gamma: it spreads over A.")
-            cost_kind = st.radio("Cost M", [*fv.COSTS, "edited"], key="cost_kind", horizontal=True,
+            cost_kind = st.radio("Cost M", [*fv.COSTS, "edited"], key=fv.Keys.COST_KIND, horizontal=True,
                                  bind="query-params", help="M(t, t') between the templates of A; 'edited' starts from "
                                                            "the squared Euclidean cost and lets you type your own "
                                                            "(non-negative, symmetric).")
@@ -214,7 +214,8 @@ def ot_view(s: fv.Solution) -> ui.View:
             edited = None
             if cost_kind == "edited":
                 with o1:
-                    edited = ui.table_editor(fv.cost_table(world), f"cost_{len(world.names)}", hide_index=True)
+                    edited = ui.table_editor(fv.cost_table(world), fv.Keys.COST_TABLE.format(len(world.names)),
+                                             hide_index=True)
             return ot_figures(s, fv.ot_attention(s, world, gamma, fv.cost(world, cost_kind, edited)))
 
         drawn = ui.guarded("fenchel/ot", compute)

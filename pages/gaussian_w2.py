@@ -21,11 +21,11 @@ st.caption(r"For a query $q_i = N(m_i, S_i)$ and a key $k_j = N(m_j, S_j)$; with
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
-diagonal = sb.radio("Covariance", ["full", "diagonal"], key="cov_kind", bind="query-params", horizontal=True,
+diagonal = sb.radio("Covariance", ["full", "diagonal"], key=gv.Keys.COVARIANCE, bind="query-params", horizontal=True,
                     help=r"Diagonal drops the correlation $\rho$: $W_2^2$ becomes "
                          r"$\lVert m_1 - m_2\rVert^2 + \lVert s_1 - s_2\rVert^2$.") \
     == "diagonal"
-equal = sb.toggle("Equal covariances", False, key="equal_cov", bind="query-params",
+equal = sb.toggle("Equal covariances", False, key=gv.Keys.EQUAL_COVARIANCES, bind="query-params",
                   help="Give every token the query's covariance: the covariance part of W2^2 vanishes and only the "
                        "means matter.")
 tau_slot = sb.container()  # tau is drawn here by ui.live below
@@ -34,7 +34,7 @@ st.subheader("Tokens")
 st.caption(r"One Gaussian per row: mean $(x, y)$, standard deviations $\sigma_x, \sigma_y$ and correlation $\rho$. "
            "The sliders in the sidebar set the selected query token (starting from its row); the table sets the "
            "others.")
-table = ui.table_editor(gv.DEFAULT, "tokens", num_rows="dynamic", hide_index=True)
+table = ui.table_editor(gv.DEFAULT, gv.Keys.TOKENS, num_rows="dynamic", hide_index=True)
 
 
 def query_slider(label, lo, hi, value, step, key, **kw):
@@ -47,10 +47,10 @@ def read_scene():
     """The tokens of the table, the selected query's row replaced by the sliders."""
     tokens = gv.tokens_from_table(table, diagonal)  # every row valid, the query's too: its values start the sliders
     names = tokens.names
-    q = sb.selectbox("Query token", range(len(names)), format_func=lambda i: names[i], key="query", bind="query-params",
-                     help="The token whose weights, W2^2 split and sweep are shown.")
+    q = sb.selectbox("Query token", range(len(names)), format_func=lambda i: names[i], key=gv.Keys.QUERY,
+                     bind="query-params", help="The token whose weights, W2^2 split and sweep are shown.")
     mx, my, sx, sy, rho = gv.query_row(tokens, q)
-    key = gv.query_keys(q)
+    key = query_keys(q)
     row = [
         query_slider("mean x", -3.0, 3.0, mx, 0.05, key["x"], help="m_x of the query."),
         query_slider("mean y", -3.0, 3.0, my, 0.05, key["y"], help="m_y of the query."),
@@ -64,9 +64,16 @@ def read_scene():
     return gv.scene(gv.equal_covariances(tokens, q) if equal else tokens, q)
 
 
+def query_keys(query: int) -> dict[str, str]:
+    """The widget keys of the sliders that set token ``query``'s row, by its gv.COLUMNS name (a key per token, so that
+    each token keeps its own values in the URL)."""
+    keys = (gv.Keys.MEAN_X, gv.Keys.MEAN_Y, gv.Keys.SIGMA_X, gv.Keys.SIGMA_Y, gv.Keys.RHO)
+    return dict(zip(gv.COLUMNS, (key.format(query) for key in keys)))
+
+
 def query_sliders(s: gv.Scene) -> dict:
     """The sliders of the query's row, which the figures follow while they move."""
-    return {name: ui.Slider(key) for name, key in gv.query_keys(s.query).items()}
+    return {name: ui.Slider(key) for name, key in query_keys(s.query).items()}
 
 
 def live_inputs(s: gv.Scene) -> dict:
@@ -87,22 +94,23 @@ if scene is not None:  # the last good scene, when the table above is being fixe
 # ---- what tau drives ------------------------------------------------------------------------------------------
 
 def tau_slider(where):
-    return ui.log_slider("tau (temperature)", 1e-2, 1e2, 1.0, key="tau", where=where, per_decade=24,
+    return ui.log_slider("tau (temperature)", 1e-2, 1e2, 1.0, key=gv.Keys.TAU, where=where, per_decade=24,
                          help="softmax(-W2^2 / tau): small tau attends to the nearest Gaussian only.")
 
 
 def draw(a: gv.Attention):
     ui.show_figure(figs.main_figure(a), key="pair")
     n = len(a.scene.tokens.names)
-    sliders = {"tau": ui.Slider("tau", ui.log_grid("tau")), **query_sliders(a.scene)}
+    sliders = {"tau": ui.Slider(gv.Keys.TAU, ui.log_grid(gv.Keys.TAU)), **query_sliders(a.scene)}
     if not ui.follow("pair", "gaussians", sliders, gv.live_values(a), live_inputs(a.scene), entries=2 * n * n):
         st.caption(f"The heatmaps change when a slider is released: {n} tokens are more than the browser redraws "
                    "within a frame.")
-    ui.views({"The query's weights": weights_view(a), "Sweep: one token grows uncertain": sweep_view(a),
-              "Side by side": side_view(a), "Click a query": linked_view(a)},
+    ui.views({gv.Labels.WEIGHTS: weights_view(a), gv.Labels.SWEEP: sweep_view(a),
+              gv.Labels.SIDE_BY_SIDE: side_view(a), gv.Labels.CLICK: linked_view(a)},
              help="The query's weights with its W2^2 split into mean and shape parts; its weights as one token's "
                   "covariance is scaled from 0.01 to 100; W2 attention at two temperatures; or the W2 heatmap where "
-                  "a click on a row shows that query's weights. The lecture bundle holds the Plotly figures of all.")
+                  "a click on a row shows that query's weights. The lecture bundle holds the Plotly figures of all.",
+             key=gv.Keys.VIEW)
 
 
 def weights_figures(a: gv.Attention):
@@ -134,7 +142,7 @@ def sweep_view(a: gv.Attention) -> ui.View:
 
     def draw_view():
         options = gv.unique_names(names)  # by name, as the URL holds it (a Try link sets it by name)
-        token = options.index(st.selectbox("Token to widen", options, index=default_token, key="sweep_token",
+        token = options.index(st.selectbox("Token to widen", options, index=default_token, key=gv.Keys.SWEEP_TOKEN,
                                            bind="query-params",
                                            help="Its covariance is multiplied by a factor from 0.01 to 100."))
         fig = ui.guarded("gaussian/sweep", lambda: sweep_figure(a, token))
@@ -150,7 +158,7 @@ def side_figure(s: gv.Scene, tau: float):
 
 def side_view(a: gv.Attention) -> ui.View:
     return ui.side_by_side(
-        "tau", "side_tau", 1e-2, 1e2, gv.SIDE_TAUS, lambda side, tau: side_figure(a.scene, tau),
+        "tau", gv.Keys.SIDE_TAU, 1e-2, 1e2, gv.SIDE_TAUS, lambda side, tau: side_figure(a.scene, tau),
         help="The temperature of the {side} heatmap.",
         caption="The same tokens at two temperatures: a small tau keeps only the nearest Gaussian in each row, a "
                 "large one spreads every row towards uniform.")

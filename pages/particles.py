@@ -26,29 +26,30 @@ st.caption(r"On this page $\tau$ is the temperature of the potential $G$, and $\
 
 # ---- controls ---------------------------------------------------------------------------------------------
 sb = st.sidebar
-source = sb.selectbox("Particles", [*pv.PRESETS, pv.UPLOAD], key="preset", bind="query-params",
+source = sb.selectbox("Particles", [*pv.PRESETS, pv.UPLOAD], key=pv.Keys.PRESET, bind="query-params",
                       help="The input tokens X^0 in the plane.")
 source_slot = sb.container()  # N, or the uploader, drawn here by read_inputs below
-seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params",
+seed = sb.number_input("seed", 0, 2**31 - 1, 0, key=pv.Keys.SEED, bind="query-params",
                        help="Seed of the preset, the random weights and the sampled perturbations.")
-layers = sb.slider("layers", 1, 40, 10, key="layers", bind="query-params", help="Depth L of the particle flow.")
-potential = sb.radio("Interaction potential G", list(pv.POTENTIALS), index=1, key="potential",
+layers = sb.slider("layers", 1, 40, 10, key=pv.Keys.LAYERS, bind="query-params", help="Depth L of the particle flow.")
+potential = sb.radio("Interaction potential G", list(pv.POTENTIALS), index=1, key=pv.Keys.POTENTIAL,
                      bind="query-params", horizontal=True,
                      help="dot: exp(<q, k> / tau), the Transformer's; gaussian: exp(-||q - k||^2 / tau) (Sec. 6.3).")
 tau_slot = sb.container()  # tau is drawn here by ui.live below
-identity = sb.toggle("W_Q = W_K = W_V = identity", True, key="identity", bind="query-params",
+identity = sb.toggle("W_Q = W_K = W_V = identity", True, key=pv.Keys.IDENTITY, bind="query-params",
                      help="Off: random N(0, 1/2) weights from the seed.")
-shared = sb.toggle("shared weights (Universal Transformer)", True, key="shared", bind="query-params",
+shared = sb.toggle("shared weights (Universal Transformer)", True, key=pv.Keys.SHARED, bind="query-params",
                    disabled=identity,
                    help="One (W_Q, W_K, W_V) for every layer (Sec. 6.2); off: fresh random weights per layer.")
-value_scale = sb.slider("value scale s (W_V -> s W_V)", 0.1, 1.5, 1.0, 0.05, key="value_scale", bind="query-params",
+value_scale = sb.slider("value scale s (W_V -> s W_V)", 0.1, 1.5, 1.0, 0.05, key=pv.Keys.VALUE_SCALE,
+                        bind="query-params",
                         help=r"Shrinks or stretches the lookup $l(y) = y W_V$; $K_\ell = \lVert W_V\rVert$ enters "
                              r"Thm. 23 as $\kappa(L)$.")
-residual = sb.toggle("residual connection", False, key="residual", bind="query-params",
+residual = sb.toggle("residual connection", False, key=pv.Keys.RESIDUAL, bind="query-params",
                      help="x^{h+1} = x^h + Attention(x^h) (Remark 10) instead of x^{h+1} = Attention(x^h).")
-norm = sb.toggle("normalise onto the unit circle", False, key="norm", bind="query-params",
+norm = sb.toggle("normalise onto the unit circle", False, key=pv.Keys.NORM, bind="query-params",
                  help="After each layer, x -> x / ||x|| (a LayerNorm without centring or gain).")
-ground = sb.radio("W1 ground metric", list(pv.GROUNDS), key="ground", bind="query-params", horizontal=True,
+ground = sb.radio("W1 ground metric", list(pv.GROUNDS), key=pv.Keys.GROUND, bind="query-params", horizontal=True,
                   help="l1 is the paper's (Sec. 4) and the one its bounds are stated in; l2 for comparison.")
 
 
@@ -56,10 +57,11 @@ def read_inputs():
     """X^0 from a preset of N particles, or X and Y from an uploaded CSV, with the settings above."""
     n = data = None
     if source != pv.UPLOAD:
-        n = source_slot.slider("N (particles)", 4, 200, 40, key="n", bind="query-params", help="Number of tokens.")
+        n = source_slot.slider("N (particles)", 4, 200, 40, key=pv.Keys.N, bind="query-params",
+                               help="Number of tokens.")
     else:
         upload = source_slot.file_uploader(
-            "Particles (CSV)", type=["csv"], key="particles_csv",
+            "Particles (CSV)", type=["csv"], key=pv.Keys.PARTICLES_CSV,
             help="Columns cloud, x, y (as on the Transport plans page): the 'source' rows are X, the 'target' rows "
                  "a second input Y compared with X in the contraction view. Particles are uniform measures: leave "
                  "out the mass column or keep it constant.")
@@ -82,7 +84,7 @@ def cor30_failure():
 # ---- what tau drives ------------------------------------------------------------------------------------------
 
 def tau_slider(where):
-    return ui.log_slider("tau (temperature)", 1e-2, 1e2, 0.3, key="tau", where=where,
+    return ui.log_slider("tau (temperature)", 1e-2, 1e2, 0.3, key=pv.Keys.TAU, where=where,
                          help="Small tau: each particle listens to its nearest neighbours only; large tau: to "
                               "everyone.")
 
@@ -93,10 +95,10 @@ def draw(f: pv.Flow):
     ui.equation(r"\begin{aligned}\delta_{x_i^{h+1}} &= \delta_{x_i^h}\,\mathbf A^h_{m(X^h)}\\ "
                 r"x_i^{h+1} &= \sum_j \frac{G(x_i^h, x_j^h)}{\sum_k G(x_i^h, x_k^h)}\, x_j^h W_V\end{aligned}")
     ui.show_figure(figs.main_figure(f), key="animation")
-    taus = ui.log_grid("tau")
+    taus = ui.log_grid(pv.Keys.TAU)
     flow_inputs = {**pv.live_inputs(f), "traces": figs.FLOW_TRACES, "taus": taus,
                    "titles": [figs.flow_title(i.layers, i.potential, tau) for tau in taus]}
-    if not ui.follow("animation", "flow", {"tau": ui.Slider("tau", taus)}, {"tau": f.tau}, flow_inputs,
+    if not ui.follow("animation", "flow", {"tau": ui.Slider(pv.Keys.TAU, taus)}, {"tau": f.tau}, flow_inputs,
                      entries=i.n * i.n * i.layers):
         st.caption(f"The flow changes when tau is released: {i.n} particles through {i.layers} layers are more than "
                    "the browser recomputes within a frame.")
@@ -108,11 +110,11 @@ def draw(f: pv.Flow):
     st.caption("How far the measure moves at each layer. A map that contracts W1 makes these steps shrink "
                "geometrically; once the particles have merged, nothing moves. These steps follow tau when it is "
                "released: each W1 is an exact transport problem, solved in Python.")
-    ui.views({"Contraction": contraction_view(f), "Infinite depth": fixed_point_view(f),
-              "Maximum entropy": max_entropy_view(f), "Side by side": side_view(f)},
+    ui.views({pv.Labels.CONTRACTION: contraction_view(f), pv.Labels.INFINITE_DEPTH: fixed_point_view(f),
+              pv.Labels.MAXIMUM_ENTROPY: max_entropy_view(f), pv.Labels.SIDE_BY_SIDE: side_view(f)},
              help="Does one layer bring two inputs closer (Def. 22, Thm. 23, Cor. 30)? Where does the shared layer "
                   "lead at infinite depth (Prop. 26)? Why softmax (Thm. 14)? The flow at two temperatures. The "
-                  "lecture bundle holds them all.")
+                  "lecture bundle holds them all.", key=pv.Keys.VIEW)
 
 
 def contraction_figure(con: pv.ContractionCheck):
@@ -163,15 +165,16 @@ def contraction_view(f: pv.Flow) -> ui.View:
                     r"{W_1(\mu,\nu)} \le 2 d K_\ell\,B_N,\\ &B_N = \sqrt d\sqrt{\ln N + \tfrac1{2e}}\,"
                     r"\lVert G\rVert_{Lip} + \lVert G\rVert_\infty + \sqrt d + 2\end{aligned}")
         c1, c2, c3 = st.columns(3)
-        perturbation = c1.radio("Perturbation", list(pv.PERTURBATIONS), key="perturbation", bind="query-params",
-                                horizontal=True,
+        perturbation = c1.radio("Perturbation", list(pv.PERTURBATIONS), key=pv.Keys.PERTURBATION,
+                                bind="query-params", horizontal=True,
                                 help="noise: nu = m(X + sigma Z); drop: nu = m(X without one token); swap (Prop. 25's "
                                      "neighbourhoods): the k nearest neighbours of a token against the token and k - 1 "
                                      "random others.")
-        sigma = c2.select_slider("sigma (noise)", [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0], 0.1, key="sigma",
+        sigma = c2.select_slider("sigma (noise)", [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0], 0.1, key=pv.Keys.SIGMA,
                                  bind="query-params", disabled=perturbation != "noise",
                                  help="Standard deviation of the noise added to every coordinate.")
-        n_samples = c3.slider("samples", 4, 64, 16, key="samples", bind="query-params", help="Number of sampled pairs.")
+        n_samples = c3.slider("samples", 4, 64, 16, key=pv.Keys.SAMPLES, bind="query-params",
+                              help="Number of sampled pairs.")
         con = ui.guarded("particles/contraction", lambda: pv.contraction(f, perturbation, n_samples, sigma))
         if con is None:
             return
@@ -238,7 +241,7 @@ def max_entropy_view(f: pv.Flow) -> ui.View:
         ui.equation(r"\begin{aligned}\Psi_{G(x,\cdot)}(\nu) &= \arg\max\big\{H_\nu(\mu) = "
                     r"-\mathrm{KL}(\mu\,\Vert\,\nu)\ :\\ &\qquad \mu \ll \nu,\ \mu(k(x,\cdot)) = f(x)\big\},"
                     r"\\ G(x,y) &= e^{\langle\lambda(x),\, k(x,y)\rangle}\end{aligned}")
-        query = st.number_input("query token i", 1, max(f.inputs.n, 1), 1, key="query", bind="query-params",
+        query = st.number_input("query token i", 1, max(f.inputs.n, 1), 1, key=pv.Keys.QUERY, bind="query-params",
                                 help=r"$x = x_i^0$ queries $\nu = m(X^0)$ (particles counted from 1).")
         chk = ui.guarded("particles/maxent", lambda: pv.max_entropy(f, query))
         if chk is not None:
@@ -259,7 +262,7 @@ def side_figure(i: pv.Inputs, tau: float):
 
 def side_view(f: pv.Flow) -> ui.View:
     return ui.side_by_side(
-        "tau", "side_tau", 1e-2, 1e2, pv.SIDE_TAUS, lambda side, tau: side_figure(f.inputs, tau),
+        "tau", pv.Keys.SIDE_TAU, 1e-2, 1e2, pv.SIDE_TAUS, lambda side, tau: side_figure(f.inputs, tau),
         help="The temperature of the {side} flow.",
         caption=r"The same particles through the same layers at two temperatures: a small $\tau$ merges only near "
                 r"neighbours (many small clusters), a large $\tau$ lets every particle reach every other (one "

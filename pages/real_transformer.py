@@ -10,9 +10,6 @@ from wviz.figures import real_transformer as figs
 from wviz.figures.common import table_text
 from wviz.views import real_transformer as rv
 
-RHO_VIEW = "Sinkhorn's rho: softmax to Sinkformer"
-FIGURE4_VIEW = "Figure 4 of 002"
-
 device = ui.page_setup(
     "Real transformer",
     "A real pretrained transformer: by default the encoder **all-MiniLM-L6-v2** (6 layers of 12 heads, the "
@@ -24,8 +21,8 @@ device = ui.page_setup(
     "what happens to the attention, to each layer's output and to what the model predicts. Sinkhorn's $\\rho$ "
     f"(semi-relaxed OT, {ui.cite('chizat2018')}) walks from the model's own softmax "
     "($\\rho \\to 0$ at $\\gamma = 1$) to Sinkformer attention ($\\rho = \\infty$). For an encoder, the "
-    f"view \"{FIGURE4_VIEW}\" is the Sec. 8 experiment of the {ui.cite('002')}: is each head's softmax the solution "
-    "of the dual problem (9)?",
+    f"view \"{rv.Labels.FIGURE4}\" is the Sec. 8 experiment of the {ui.cite('002')}: is each head's softmax the "
+    "solution of the dual problem (9)?",
     try_this=rv.TRY_THIS,
 )
 sb = st.sidebar
@@ -51,16 +48,16 @@ def uploaded_model(file_id, device_name, _raw, _name):
 
 found = found_models(rv.hub.models_setting())
 options = rv.catalogue.options(found)
-url_model, url_note = rv.catalogue.from_url(st.query_params.get("model"), found)
+url_model, url_note = rv.catalogue.from_url(st.query_params.get(rv.Keys.MODEL), found)
 model_key = sb.selectbox(
-    "Model", list(options), index=list(options).index(url_model), format_func=options.get, key="model",
+    "Model", list(options), index=list(options).index(url_model), format_func=options.get, key=rv.Keys.MODEL,
     help="The bundled all-MiniLM-L6-v2, every model folder in the folders that WVIZ_MODELS lists on this server "
          "(its name, family and size), or a .zip of a model folder you upload. wviz never downloads a model.")
 # The model's key travels in the URL (a folder's or the bundled one's; an upload is not part of a link).
 if model_key in (rv.hub.BUNDLED_KEY, rv.catalogue.UPLOAD):
-    st.query_params.pop("model", None)
-elif st.query_params.get("model") != model_key:
-    st.query_params["model"] = model_key
+    st.query_params.pop(rv.Keys.MODEL, None)
+elif st.query_params.get(rv.Keys.MODEL) != model_key:
+    st.query_params[rv.Keys.MODEL] = model_key
 if url_note:
     st.warning(url_note)
 if found.skipped:
@@ -72,7 +69,7 @@ if model_key != rv.catalogue.UPLOAD:
 upload = None
 if model_key == rv.catalogue.UPLOAD:
     upload = sb.file_uploader(
-        f"Model folder as a .zip (at most {rv.catalogue.upload_cap_mb()} MB)", type=["zip"], key="model_zip",
+        f"Model folder as a .zip (at most {rv.catalogue.upload_cap_mb()} MB)", type=["zip"], key=rv.Keys.MODEL_ZIP,
         help="What save_pretrained writes (config.json, *.safetensors, the tokenizer's or image processor's files), "
              "zipped. Checked before use: weights in .safetensors only (a pickle .bin is refused), no model code "
              "(auto_map), no paths out of the zip, no links, no zip bombs, a supported family.")
@@ -99,26 +96,26 @@ st.caption(f"Model: **{lens.info.label()}**. {rv.catalogue.about(lens)}")
 
 # ---- controls ---------------------------------------------------------------------------------------------
 n_layers, n_heads = rv.catalogue.shape(lens)
-layer = sb.selectbox("Layer", list(range(1, n_layers + 1)), index=0, key="layer", bind="query-params",
+layer = sb.selectbox("Layer", list(range(1, n_layers + 1)), index=0, key=rv.Keys.LAYER, bind="query-params",
                      help=f"Which of the {n_layers} layers to show the attention of (1 is next to the embeddings).")
-head = sb.selectbox("Head", list(range(1, n_heads + 1)), index=0, key="head", bind="query-params",
+head = sb.selectbox("Head", list(range(1, n_heads + 1)), index=0, key=rv.Keys.HEAD, bind="query-params",
                     help=f"Which of the {n_heads} heads of that layer to show (1 to {n_heads}).")
 chosen = sb.multiselect("Normalisers", list(rv.CHOICES), default=list(rv.DEFAULT_CHOSEN),
-                        format_func=rv.CHOICES.get, key="normalisers", bind="query-params",
+                        format_func=rv.CHOICES.get, key=rv.Keys.NORMALISERS, bind="query-params",
                         help="Each replaces the softmax of every head in every layer; the original model is "
                              "always shown for comparison.")
 tau_slot = sb.container()  # tau is drawn here by ui.live below, which a tau move reruns alone
-alpha = sb.slider("alpha (entmax index)", 1.0, 2.0, 1.5, 0.05, key="alpha", bind="query-params",
+alpha = sb.slider("alpha (entmax index)", 1.0, 2.0, 1.5, 0.05, key=rv.Keys.ALPHA, bind="query-params",
                   disabled="entmax" not in chosen,
                   help="Tsallis index of entmax: 1 is softmax, 2 is sparsemax, in between sparse but smoother.")
-gamma = ui.log_slider("gamma (Sinkhorn)", 1e-1, 1e1, 1.0, key="gamma",
+gamma = ui.log_slider("gamma (Sinkhorn)", 1e-1, 1e1, 1.0, key=rv.Keys.GAMMA,
                       help="Entropic regularisation of the transport problem (23) with cost -S; gamma = 1 matches "
                            "the scale of the model's softmax.")
-n_iter = sb.slider("Sinkhorn iterations", 1, 100, 5, key="n_iter", bind="query-params",
+n_iter = sb.slider("Sinkhorn iterations", 1, 100, 5, key=rv.Keys.N_ITER, bind="query-params",
                    disabled="sinkhorn" not in chosen,
                    help="Plain Sinkhorn iterations (normalise columns, then rows). Rows always sum to 1; the "
                         "columns approach 1 as the iterations grow.")
-rho = sb.select_slider("rho (Sinkhorn)", rv.RHOS, rv.RHOS[-1], format_func=rv.rho_text, key="rho",
+rho = sb.select_slider("rho (Sinkhorn)", rv.RHOS, rv.RHOS[-1], format_func=rv.rho_text, key=rv.Keys.RHO,
                        bind="query-params", disabled="sinkhorn" not in chosen,
                        help="How firmly every key is held to receive one unit of attention (semi-relaxed OT: the "
                             "weight of KL(A^T 1 | 1)). ∞: doubly stochastic (Sinkformer); rho -> 0: "
@@ -160,16 +157,16 @@ def read_inputs():
     """(a key naming the input, the input): the sentence, or for an image model a bundled or uploaded picture."""
     if lens.family != "image":
         limit = rv.catalogue.token_limit(lens)
-        text = st.text_input("Sentence", rv.DEFAULT_SENTENCE, max_chars=6000, key="sentence", bind="query-params",
+        text = st.text_input("Sentence", rv.DEFAULT_SENTENCE, max_chars=6000, key=rv.Keys.SENTENCE, bind="query-params",
                              help=f"Any text up to {limit} tokens (the model's maximum, with its special tokens).")
         return text, text
     left, right = st.columns([2, 1])
-    name = left.selectbox("Picture", [*rv.PICTURES, "upload"], key="picture", bind="query-params",
+    name = left.selectbox("Picture", [*rv.PICTURES, "upload"], key=rv.Keys.PICTURE, bind="query-params",
                           help="Two photographs that ship with scikit-learn and shapes drawn by wviz, or your own "
                                "PNG/JPEG (as the model's image processor resizes it).")
     picture_file = None
     if name == "upload":
-        picture_file = left.file_uploader("Picture (PNG/JPEG)", type=["png", "jpg", "jpeg"], key="picture_file",
+        picture_file = left.file_uploader("Picture (PNG/JPEG)", type=["png", "jpg", "jpeg"], key=rv.Keys.PICTURE_FILE,
                                           help="Checked before use: at most 10 MB and 40 megapixels, 8-bit pixels.")
     if name != "upload" or picture_file is None:
         if name == "upload":
@@ -192,7 +189,7 @@ forward = run_long if rv.input_length(lens, model_input) > rv.SHORT else run
 # ---- what tau drives ------------------------------------------------------------------------------------------
 
 def tau_slider(where):
-    return ui.log_slider("tau (temperature)", 1e-1, 1e1, 1.0, key="tau", where=where,
+    return ui.log_slider("tau (temperature)", 1e-1, 1e1, 1.0, key=rv.Keys.TAU, where=where,
                          help="softmax, sparsemax and entmax of S / tau. tau = 1 with softmax is the original model; "
                               "small tau sharpens every head, large tau flattens it.")
 
@@ -260,18 +257,18 @@ def draw(c: rv.Comparison):
     st.caption(f"Each row is one query's weights over the keys. Sparsemax and entmax set many weights exactly to "
                f"zero; {sinkhorn}. " + head_notes(one, c.tokens))
     predictions(c)
-    views = {"Sparsity per head": sparsity_view(c), f"The layers and the {embedded(c)} embedding": layers_view(c),
-             "Click a query": linked_view(one, c.tokens), RHO_VIEW: rho_view(), "Attention sinks": sinks_view(c)}
+    views = {rv.Labels.SPARSITY: sparsity_view(c), rv.Labels.LAYERS.format(embedded(c)): layers_view(c),
+             rv.Labels.CLICK: linked_view(one, c.tokens), rv.Labels.RHO: rho_view(), rv.Labels.SINKS: sinks_view(c)}
     if lens.head == "causal-lm":
-        views["Perplexity as tau moves"] = perplexity_view()
+        views[rv.Labels.PERPLEXITY] = perplexity_view()
     if lens.family == "encoder":
-        views[FIGURE4_VIEW] = figure4_view()
+        views[rv.Labels.FIGURE4] = figure4_view()
     ui.views(views, help="How many weights each head sets to zero under each normaliser; how far the swap moves "
                          "every layer and the embedding; the heatmaps where a click on a row shows that query's "
                          "weights under every normaliser; Sinkhorn's rho from the model's softmax to Sinkformer "
                          "attention; how much of each head goes to the first token; for a decoder, the perplexity "
                          "of a paragraph along tau; for an encoder, Figure 4 of 002 (does each head solve the dual "
-                         "problem?). The lecture bundle holds the Plotly figures of all.")
+                         "problem?). The lecture bundle holds the Plotly figures of all.", key=rv.Keys.VIEW)
 
 
 def predictions(c: rv.Comparison):
@@ -397,7 +394,7 @@ def sinks_view(c: rv.Comparison) -> ui.View:
 def perplexity_view() -> ui.View:
     def figure():
         sweep = perplexities(lens.info.key, settings, rv.PERPLEXITY_TAUS, str(device), lens)
-        tau = st.session_state.get("tau", 1.0)
+        tau = st.session_state.get(rv.Keys.TAU, 1.0)
         return figs.perplexity_curves(sweep, perplexities(lens.info.key, settings, (tau,), str(device), lens), tau)
 
     def draw_view():
@@ -435,7 +432,7 @@ def figure4():
                 r"\quad (9) \end{aligned}")
     ui.equation(r"\text{deviation} = \frac{\lVert \lambda^* - \alpha z\rVert}{\lVert \lambda^*\rVert}")
     ui.equation(r"t_i = \frac{x_i}{\sqrt{d'}},\quad z = K^\top (Q x_k + b_Q),\quad u_i = \frac1n,\quad \alpha = 1")
-    dual_alpha = ui.log_slider("alpha (reliability of z in (4))", 1e-2, 1e1, 1.0, key="dual_alpha", where=st,
+    dual_alpha = ui.log_slider("alpha (reliability of z in (4))", 1e-2, 1e1, 1.0, key=rv.Keys.DUAL_ALPHA, where=st,
                                help="The reliability alpha of the evidence z in problem (4); the paper uses 1. "
                                     "Theorem 2: the smaller alpha, the better alpha z approximates lambda*.")
     job = dual_job(dual_alpha)
@@ -498,7 +495,7 @@ if fixed is not None:
 ui.live("real/forward", tau_slot, tau_slider, compare, draw)
 if lens.family == "encoder":   # Figure 4 solved from a first visit on, so that its view is ready when chosen
     with contextlib.suppress(ValueError):   # the view shows the error
-        ui.background(*dual_job(st.session_state.get("dual_alpha", 1.0)))
+        ui.background(*dual_job(st.session_state.get(rv.Keys.DUAL_ALPHA, 1.0)))
 else:
     st.caption("Figure 4 of the Fenchel-dual paper (does each head solve the dual problem (9)?) reads an encoder's "
                "attention: choose an encoder to see it.")

@@ -6,10 +6,6 @@ from wviz.figures import transport_plans as figs
 from wviz.figures.common import number_tex, number_text
 from wviz.views import transport_plans as tv
 
-CONVERGE = "Watch Sinkhorn converge"
-SIDE = "Side by side"
-COST_RHO = "Cost against rho"
-
 device = ui.page_setup(
     "Transport plans",
     "Move mass $a$ on the source points to mass $b$ on the target points, paying $C_{ij}$ per unit sent from "
@@ -22,16 +18,17 @@ device = ui.page_setup(
     "still sends exactly its mass $a_i$, and $\\rho$ says how firmly the targets' masses $b$ are held.",
     try_this=tv.TRY_THIS,
 )
+ui.renamed_params(tv.RENAMED)   # before the widgets read the URL
 
 # ---- the problem ----------------------------------------------------------------------------------------------
 sb = st.sidebar
-kind = sb.radio("Problem", ["point clouds", "cost matrix"], key="problem", bind="query-params",
+kind = sb.radio("Problem", ["point clouds", "cost matrix"], key=tv.Keys.PROBLEM, bind="query-params",
                 help="Two 2-D point clouds with a ground cost, or a cost matrix typed or uploaded.")
 
 
-def read_clouds() -> tv.Problem:
+def read_clouds(cost_kind: str) -> tv.Problem:
     """Two weighted clouds from a preset (editable in a table) or an uploaded CSV."""
-    upload = sb.file_uploader("Upload points (CSV)", type=["csv"], key="points_csv",
+    upload = sb.file_uploader("Upload points (CSV)", type=["csv"], key=tv.Keys.POINTS_CSV,
                               help="Columns cloud,x,y[,mass] with cloud = source or target; at most "
                                    f"{tv.MAX_POINTS} points per cloud, {tv.MAX_UPLOAD_MB} MB.")
     with sb:
@@ -40,19 +37,20 @@ def read_clouds() -> tv.Problem:
                              "uploader above accepts, to start from.")
     if upload is not None:
         return tv.clouds_from_csv(upload.getvalue(), cost_kind)
-    preset = sb.selectbox("Preset", tv.PRESETS, key="preset", bind="query-params",
+    preset = sb.selectbox("Preset", tv.PRESETS, key=tv.Keys.PRESET, bind="query-params",
                           help="Where the two clouds come from. line and two clusters list their points in order "
                                "(left to right; cluster by cluster), so the plan shows a band or two blocks; the "
                                "others list them at random.")
-    n = sb.slider("n (source points)", 2, 512, tv.DEFAULT_SIZES[0], key="n", bind="query-params",
+    n = sb.slider("n (source points)", 2, 512, tv.DEFAULT_SIZES[0], key=tv.Keys.N, bind="query-params",
                    help="Size of the source cloud.")
-    m = sb.slider("m (target points)", 2, 512, tv.DEFAULT_SIZES[1], key="m", bind="query-params",
+    m = sb.slider("m (target points)", 2, 512, tv.DEFAULT_SIZES[1], key=tv.Keys.M, bind="query-params",
                    help="Size of the target cloud.")
-    seed = sb.number_input("seed", 0, 2**31 - 1, 0, key="seed", bind="query-params", help="Seed of the preset.")
-    default, key = tv.points_table(preset, n, m, seed), f"points_{preset.replace(' ', '_')}_{n}_{m}_{seed}"
+    seed = sb.number_input("seed", 0, 2**31 - 1, 0, key=tv.Keys.SEED, bind="query-params", help="Seed of the preset.")
+    default, key = tv.points_table(preset, n, m, seed), tv.Keys.POINTS.format(preset.replace(" ", "_"), n, m, seed)
     # drawn only while open (opening reruns the page): closed, Streamlit's table editor still cost a first visit
     # the browser's main thread (BENCHMARKS.md, "First load: fewer charts on a first visit")
-    box = st.expander("Edit the points and their masses", key="edit_points", on_change="rerun", bind="query-params")
+    box = st.expander("Edit the points and their masses", key=tv.Keys.EDIT_POINTS, on_change="rerun",
+                      bind="query-params")
     if not box.open:
         return tv.clouds_from_table(ui.table_from_url(default, key), cost_kind)
     with box:
@@ -62,7 +60,7 @@ def read_clouds() -> tv.Problem:
 
 def read_cost() -> tv.Problem:
     """A typed or uploaded cost matrix C (n, m); marginals uniform or typed."""
-    upload = sb.file_uploader("Upload cost matrix (CSV, no header)", type=["csv"], key="cost_csv",
+    upload = sb.file_uploader("Upload cost matrix (CSV, no header)", type=["csv"], key=tv.Keys.COST_CSV,
                               help=f"n rows of m numbers; at most {tv.MAX_POINTS} per side.")
     with sb:
         ui.example_file("Example cost matrix CSV", tv.example_cost_csv(), "transport_cost_example.csv",
@@ -70,34 +68,34 @@ def read_cost() -> tv.Problem:
     if upload is not None:
         C = tv.cost_from_csv(upload.getvalue())
     else:
-        C = tv.cost_from_text(sb.text_area("Cost matrix C", tv.DEFAULT_COST, key="cost_text",
+        C = tv.cost_from_text(sb.text_area("Cost matrix C", tv.DEFAULT_COST, key=tv.Keys.COST_TEXT,
                                            bind="query-params",
                                            help="One row per line (source i), entries C_ij separated by spaces."))
     n, m = C.shape
-    if sb.radio("Marginals", ["uniform", "edited"], key="marginals", bind="query-params",
+    if sb.radio("Marginals", ["uniform", "edited"], key=tv.Keys.MARGINALS, bind="query-params",
                 help="Uniform masses, or type a and b.") == "uniform":
         return tv.cost_problem(C)
     a_text, b_text = tv.default_masses(n, m)
-    a_text = sb.text_input("a (source masses)", a_text, key=f"a_{n}", bind="query-params",
+    a_text = sb.text_input("a (source masses)", a_text, key=tv.Keys.A.format(n), bind="query-params",
                            help="n non-negative masses; must total the same as b.")
-    b_text = sb.text_input("b (target masses)", b_text, key=f"b_{m}", bind="query-params",
+    b_text = sb.text_input("b (target masses)", b_text, key=tv.Keys.B.format(m), bind="query-params",
                            help="m non-negative masses; must total the same as a.")
     return tv.cost_problem(C, a_text, b_text)
 
 
-cost_kind = sb.selectbox("Ground cost", tv.COST_KINDS, key="cost_kind", bind="query-params",
+cost_kind = sb.selectbox("Ground cost", tv.COST_KINDS, key=tv.Keys.COST_KIND, bind="query-params",
                          disabled=kind != "point clouds", help="C_ij between x_i and y_j (point clouds only).")
 gamma_slot = sb.container()  # gamma is drawn here by ui.live below, which a gamma move reruns alone
-solver = sb.radio("Solver", tv.SOLVERS, key="solver", bind="query-params", horizontal=True,
+solver = sb.radio("Solver", tv.SOLVERS, key=tv.Keys.SOLVER, bind="query-params", horizontal=True,
                   help="sinkhorn: entropic OT (eq. (23)); exact: linear programme (POT's emd); quadratic: "
                        "squared-L2 regularised OT (sparse).")
-rho_rel = sb.select_slider("rho / max C (Sinkhorn)", tv.RHOS, tv.RHOS[-1], format_func=tv.rho_text, key="rho",
+rho_rel = sb.select_slider("rho / max C (Sinkhorn)", tv.RHOS, tv.RHOS[-1], format_func=tv.rho_text, key=tv.Keys.RHO_REL,
                            bind="query-params", disabled=solver != "sinkhorn",
                            help="How firmly the targets' masses b are held: the weight of KL(P^T 1 | b), relative to "
                                 "the largest cost. ∞ holds them exactly (eq. (23)); a small rho lets every source "
                                 "send its mass to its nearest targets whatever b says (semi-relaxed OT). The sources' "
                                 "masses a are always held exactly.")
-problem = ui.guarded("transport/problem", read_cost if kind == "cost matrix" else read_clouds)
+problem = ui.guarded("transport/problem", read_cost if kind == "cost matrix" else lambda: read_clouds(cost_kind))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -124,7 +122,7 @@ def rho_sweep(problem, gamma_rel, device_name):
 # ---- what gamma drives ----------------------------------------------------------------------------------------
 
 def gamma_slider(where):
-    return ui.log_slider("gamma / max C", 1e-4, 1e1, 0.01, key="gamma", where=where,
+    return ui.log_slider("gamma / max C", 1e-4, 1e1, 0.01, key=tv.Keys.GAMMA_REL, where=where,
                          help="Entropic (or quadratic) regularisation, relative to the largest cost. Small: "
                               "close to exact OT, more Sinkhorn iterations. Large: a blurred, dense plan.")
 
@@ -146,8 +144,8 @@ def follow_plan(t: tv.Transport):
             st.caption(f"The plan changes when gamma is released: the {t.solver} solver runs in Python.")
         return
     live |= {"titles": [figs.plan_title(t.solver, r) for r in tv.RHOS], "sums": figs.COLUMN_SUMS}
-    if not ui.follow("plan", "plan", {"gamma": ui.Slider("gamma", ui.log_grid("gamma")),
-                                      "rho": ui.Slider("rho", tuple(tv.RHOS))},
+    if not ui.follow("plan", "plan", {"gamma": ui.Slider(tv.Keys.GAMMA_REL, ui.log_grid(tv.Keys.GAMMA_REL)),
+                                      "rho": ui.Slider(tv.Keys.RHO_REL, tuple(tv.RHOS))},
                      {"gamma": t.gamma_rel, "rho": rho_rel}, live, entries=n * m):
         st.caption(f"The plan changes when a slider is released: {n} x {m} entries are more than the browser "
                    "re-solves within a frame.")
@@ -158,18 +156,18 @@ def draw(t: tv.Transport):
     ui.show_figure(figs.main_figure(t), key="plan")
     follow_plan(t)
     # Side by side first: it has its own gammas, so a gamma move does not send it again (ui.View.live)
-    choices = {SIDE: side_view(t)}
+    choices = {tv.Labels.SIDE_BY_SIDE: side_view(t)}
     if t.problem.clouds:
-        choices["Mass moved"] = ui.figure_view("lines", lambda: lines_figure(t))
+        choices[tv.Labels.MASS_MOVED] = ui.figure_view("lines", lambda: lines_figure(t))
     if t.solver == "sinkhorn":
-        choices[CONVERGE] = scrub_view(t)
-    choices["Cost against gamma"] = sweep_view(t)
+        choices[tv.Labels.CONVERGE] = scrub_view(t)
+    choices[tv.Labels.COST_AGAINST_GAMMA] = sweep_view(t)
     if t.solver == "sinkhorn":
-        choices[COST_RHO] = rho_view(t)
+        choices[tv.Labels.COST_AGAINST_RHO] = rho_view(t)
     ui.views(choices, help="The plans at two gammas, the plan drawn between the two clouds, plain Sinkhorn's "
                            "iterations one by one (and their animation), the entropic cost as gamma shrinks, or the "
                            "cost and the columns' distance from b as rho holds the targets more firmly. The lecture "
-                           "bundle holds them all.")
+                           "bundle holds them all.", key=tv.Keys.VIEW)
     with numbers:
         show_numbers(t)
 
@@ -183,7 +181,8 @@ def show_numbers(t: tv.Transport):
     cols[1].metric("iterations", f"{t.n_iter}", help="Iterations the solver ran (0 for the exact solver).")
     cols[2].metric("marginal error", number_text(t.marginal_error, 2),
                    help="L1 marginal error max(||P 1 - a||_1, ||P^T 1 - b||_1); the solvers stop at 1e-6. "
-                        "Semi-relaxed (rho < ∞): the error of the rows, the columns being held by rho, not fixed.")
+                        "Semi-relaxed (rho < ∞): the rows hold a to rounding and b is no constraint, so this is "
+                        "the columns' error against the column sums that optimality asks of these rows.")
     cols[3].metric("converged", "yes" if t.converged else "NO",
                    help="Whether the marginal error met the tolerance (exact: an optimal basis was found).")
     # a non-breaking hyphen: a narrow column wraps the label between words, never inside "1e-8"
@@ -247,7 +246,7 @@ def scrubber(t: tv.Transport):
                f"the uniform start, not the solver above: each iteration rescales the rows to match a and "
                f"{columns}. The marginal error is read every {s.every} iterations, the plans every "
                f"{s.plan_every}. The solver above, with epsilon scaling and over-relaxation, {solver_says}.{truncated}")
-    step = st.select_slider("Iteration", s.iterations, value=s.iterations[-1], key="scrub", bind="query-params",
+    step = st.select_slider("Iteration", s.iterations, value=s.iterations[-1], key=tv.Keys.SCRUB, bind="query-params",
                             help="Scrub through plain Sinkhorn's iterations: the plan after each row/column "
                                  "scaling.")
     plan_fig, errors_fig = scrub_figures(s, step)
@@ -315,7 +314,8 @@ def side_figure(t: tv.Transport, gamma_rel: float):
 
 def side_view(t: tv.Transport) -> ui.View:
     return ui.side_by_side(
-        "gamma / max C", "side_gamma", 1e-4, 1e1, tv.SIDE_GAMMAS, lambda side, gamma_rel: side_figure(t, gamma_rel),
+        "gamma / max C", tv.Keys.SIDE_GAMMA_REL, 1e-4, 1e1, tv.SIDE_GAMMAS,
+        lambda side, gamma_rel: side_figure(t, gamma_rel),
         help="The regularisation of the {side} plan.",
         caption=f"The {tv.side_solver(t.solver)} plans of the same problem at two regularisations"
                 + (" (the exact solver has no gamma)" if t.solver == "exact" else "")

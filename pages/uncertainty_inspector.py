@@ -1,6 +1,5 @@
 """Page "Uncertainty inspector": a stochastic ViT (004) and its deterministic twin on one image and on the digits
 test split."""
-import hashlib
 import math
 
 import streamlit as st
@@ -28,6 +27,8 @@ sb = st.sidebar
 
 # ------------------------------------------------------------------------------------------------- models
 
+K, L = uv.Keys, uv.Labels
+
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the bundled checkpoint...")
 def bundled(kind: str, where: str):
@@ -39,41 +40,29 @@ def uploaded(raw: bytes, name: str, where: str):
     return uv.load_upload(raw, name, where)
 
 
-def digest_of(image) -> str:
-    """A cache key of an image: its bytes' SHA-256 and its shape."""
-    return hashlib.sha256(image.cpu().numpy().tobytes()).hexdigest() + str(tuple(image.shape))
+def read_models() -> uv.ModelChoice | None:
+    """The checkpoint controls; the main model (bundled stochastic, or the upload when it passes every check) and
+    the deterministic twin."""
+    source = sb.radio("Checkpoint", ["bundled demo", "upload"], key=K.CKPT, bind="query-params", horizontal=True,
+                      help="The bundled demo: a stochastic ViT and its deterministic twin trained on the digits. Or "
+                           "upload a checkpoint written by `python -m wviz.vit.train` (.safetensors, or .pt/.pth "
+                           "read with weights_only=True). The deterministic twin stays beside it for comparison.")
+    raw, name = None, ""
+    if source == "upload":
+        ckpt_file = sb.file_uploader("Checkpoint file (.safetensors, .pt, .pth)", key=K.CKPT_FILE,
+                                     help="Checked before use: size cap, header, config bounds, every weight's name "
+                                          "and shape. Nothing in the file is executed.")
+        with sb:
+            ui.example_file("Example checkpoint", uv.example_checkpoint(), "vit_digits_stochastic.safetensors",
+                            help="The bundled stochastic demo model (.safetensors, written by `python -m "
+                                 "wviz.vit.train`): a file the uploader above accepts.")
+        if ckpt_file is not None:
+            raw, name = ckpt_file.getvalue(), ckpt_file.name
+    return ui.guarded("vit/models", lambda: uv.choose_models(
+        source, name, lambda: uploaded(raw, name, str(device)), lambda kind: bundled(kind, str(device))))
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
-def inspected(weights_ids: tuple, image_digest: str, samples: int, seed: int, _models, _image):
-    """The image through every model shown (uv.inspect_all), once per models, image and draws: a new visitor's
-    first run on the page's default image does not pay it again (BENCHMARKS.md, "First load"). Read only."""
-    return uv.inspect_all(_models, _image, samples, seed)
-
-
-source = sb.radio("Checkpoint", ["bundled demo", "upload"], key="ckpt", bind="query-params", horizontal=True,
-                  help="The bundled demo: a stochastic ViT and its deterministic twin trained on the digits. Or "
-                       "upload a checkpoint written by `python -m wviz.vit.train` (.safetensors, or .pt/.pth read "
-                       "with weights_only=True). The deterministic twin stays beside it for comparison.")
-ckpt_file = None
-if source == "upload":
-    ckpt_file = sb.file_uploader("Checkpoint file (.safetensors, .pt, .pth)", key="ckpt_file",
-                                 help="Checked before use: size cap, header, config bounds, every weight's name and "
-                                      "shape. Nothing in the file is executed.")
-    with sb:
-        ui.example_file("Example checkpoint", uv.example_checkpoint(), "vit_digits_stochastic.safetensors",
-                        help="The bundled stochastic demo model (.safetensors, written by `python -m wviz.vit.train`): "
-                             "a file the uploader above accepts.")
-
-
-def load_models():
-    """The main model (bundled stochastic, or the upload when it passes every check) and the deterministic twin."""
-    raw, name = (None, "") if ckpt_file is None else (ckpt_file.getvalue(), ckpt_file.name)
-    return uv.choose_models(source, name, lambda: uploaded(raw, name, str(device)),
-                            lambda kind: bundled(kind, str(device)))
-
-
-def show_choice(choice: uv.ModelChoice):
+def show_choice(choice: uv.ModelChoice) -> uv.Models:
     """Why the bundled demo is shown instead of an upload, and each model's training record; the models shown."""
     if choice.refused:
         st.error(choice.refused, icon=":material/block:")
@@ -88,81 +77,86 @@ def show_choice(choice: uv.ModelChoice):
             st.caption(m.name + ("" if m.bundled else ": as recorded in the file, not re-measured (the dataset panel "
                                                       "measures the model itself)"))
             st.json(uv.record_summary(m.record), expanded=False)
-    return choice.models
+    models = choice.models
+    if models.config.layer0 == "prototypes":
+        ui.equation(r"\Sigma_0(x) = \mathrm{ELU}(W_\Sigma x + p_\Sigma) + 1 + "
+                    r"\kappa\,\frac{d^2(x)}{\overline{d^2}_{\text{train}}},\quad d(x) = \min_k \lVert x - c_k \rVert")
+        st.caption("This model's layer 0 adds to eq. (5) a variance that grows with a patch's distance from the "
+                   f"nearest of its {models.config.prototypes} prototypes $c_k$ (k-means centres of the training "
+                   "patches, kappa their weight): eq. (5) alone is affine in the pixels, and on the digits it learned "
+                   "to shrink with ink, so images of noise got the smallest variances (docs/TRAINING.md).")
+    return models
 
 
-choice = ui.guarded("vit/models", load_models)
+choice = read_models()
 models = None if choice is None else show_choice(choice)  # None: the page draws nothing that needs a model
-if models is not None and models.config.layer0 == "prototypes":
-    ui.equation(r"\Sigma_0(x) = \mathrm{ELU}(W_\Sigma x + p_\Sigma) + 1 + "
-                r"\kappa\,\frac{d^2(x)}{\overline{d^2}_{\text{train}}},\quad d(x) = \min_k \lVert x - c_k \rVert")
-    st.caption("This model's layer 0 adds to eq. (5) a variance that grows with a patch's distance from the "
-               f"nearest of its {models.config.prototypes} prototypes $c_k$ (k-means centres of the training "
-               "patches, kappa their weight): eq. (5) alone is affine in the pixels, and on the digits it learned "
-               "to shrink with ink, so images of noise got the smallest variances (docs/TRAINING.md).")
 
 # ---------------------------------------------------------------------------------------------- test split
-
-place = None if models is None else uv.data_place(models.main)  # the digits, or where the model's own data is
-zip_file = None
-if place is not None and place.missing:
-    zip_file = sb.file_uploader("Test images (.zip)", type=["zip"], key="test_zip",
-                                help="This checkpoint's test split, for a server that does not hold its data: a .zip "
-                                     "of test/<class>/ folders of PNG/JPG/BMP images, the class folders named as the "
-                                     "model's classes. Read in memory and checked: size cap (WVIZ_MAX_TEST_ZIP_MB), "
-                                     "paths, zip bombs, every image's format, mode and size.")
-    with sb:
-        ui.example_file("Example test images", uv.example_test_zip(), "shapes_test.zip",
-                        help="The test split of `python -m wviz.vit.shapes`'s folder (circles, squares, triangles): "
-                             "a file the uploader above accepts for a model trained on that folder.")
-
 
 @st.cache_resource(max_entries=2, show_spinner="Checking and reading the uploaded test images...")
 def zipped(raw: bytes, name: str, weights_id: str, _main):
     return uv.zip_split(_main, raw, name)
 
 
-def get_split():
-    """The main model's test split (the digits, its data found through WVIZ_DATA, or the uploaded .zip), or None."""
-    upload = None if zip_file is None else (
-        lambda: zipped(zip_file.getvalue(), zip_file.name, models.main.weights_id, models.main))
-    return uv.test_split_of(models, place, upload)
+def read_split(models: uv.Models):
+    """Where the main model's test split is, and the split (the digits, its data found through WVIZ_DATA, or an
+    uploaded .zip), or None."""
+    place = uv.data_place(models.main)
+    upload = None
+    if place.missing:
+        zip_file = sb.file_uploader("Test images (.zip)", type=["zip"], key=K.TEST_ZIP,
+                                    help="This checkpoint's test split, for a server that does not hold its data: a "
+                                         ".zip of test/<class>/ folders of PNG/JPG/BMP images, the class folders "
+                                         "named as the model's classes. Read in memory and checked: size cap "
+                                         "(WVIZ_MAX_TEST_ZIP_MB), paths, zip bombs, every image's format, mode and "
+                                         "size.")
+        with sb:
+            ui.example_file("Example test images", uv.example_test_zip(), "shapes_test.zip",
+                            help="The test split of `python -m wviz.vit.shapes`'s folder (circles, squares, "
+                                 "triangles): a file the uploader above accepts for a model trained on that folder.")
+        if zip_file is not None:
+            raw, name = zip_file.getvalue(), zip_file.name
+            upload = lambda: zipped(raw, name, models.main.weights_id, models.main)  # noqa: E731
+    split = ui.guarded(f"vit/split/{models.main.weights_id}", lambda: uv.test_split_of(models, place, upload))
+    if place.root is not None:
+        sb.caption(place.note)
+    return place, split
 
 
-split = None if models is None else ui.guarded(f"vit/split/{models.main.weights_id}", get_split)
-if place is not None and place.root is not None:
-    sb.caption(place.note)
+place, split = (None, None) if models is None else read_split(models)
 
 # -------------------------------------------------------------------------------------------------- image
 
-image_source = sb.radio("Image", ["test set", "upload"], key="img_src", bind="query-params", horizontal=True,
-                        help="An image of the model's test split (never seen in training), or your own PNG/JPG.")
-if image_source == "test set":
-    if split is not None:
-        number = sb.number_input("Test image", 1, len(split), 1, 1, key="index", bind="query-params",
-                                 help=f"Which of the {len(split)} {split.noun} of {split.source} (1 = the first).")
-else:
-    img_file = sb.file_uploader("Image (PNG/JPG)", type=["png", "jpg", "jpeg"], key="img_file",
-                                help="Turned grey for a one-channel model (kept in colour for an RGB one), "
-                                     "centre-cropped, resized to the model's input size.")
-    with sb:
-        ui.example_file("Example image", uv.example_image(), "digit_6_example.png",
-                        help="A test digit (a 6) drawn dark on white, 64 x 64 pixels: a picture the uploader above "
-                             "accepts.")
-    invert = sb.radio("Invert", ["auto", "yes", "no"], key="invert", bind="query-params", horizontal=True,
-                      help="The digits are light strokes on black: auto inverts a picture whose brightness is unlike "
-                           "the model's test images' (a mostly light one for the digits); never a photograph's.")
-
-
-def get_image():
+def read_picture(models: uv.Models, split) -> uv.Picked | None:
+    """The image controls; a test image with its label, or an uploaded picture as the model reads it."""
+    image_source = sb.radio("Image", ["test set", "upload"], key=K.IMG_SRC, bind="query-params", horizontal=True,
+                            help="An image of the model's test split (never seen in training), or your own PNG/JPG.")
     if image_source == "test set":
-        return None if split is None else uv.test_image(split, number - 1)
-    return uv.uploaded_image(None if img_file is None else img_file.getvalue(), models, invert, split)
+        if split is None:
+            return None
+        number = sb.number_input("Test image", 1, len(split), 1, 1, key=K.INDEX, bind="query-params",
+                                 help=f"Which of the {len(split)} {split.noun} of {split.source} (1 = the first).")
+        get = lambda: uv.test_image(split, number - 1)  # noqa: E731
+    else:
+        img_file = sb.file_uploader("Image (PNG/JPG)", type=["png", "jpg", "jpeg"], key=K.IMG_FILE,
+                                    help="Turned grey for a one-channel model (kept in colour for an RGB one), "
+                                         "centre-cropped, resized to the model's input size.")
+        with sb:
+            ui.example_file("Example image", uv.example_image(), "digit_6_example.png",
+                            help="A test digit (a 6) drawn dark on white, 64 x 64 pixels: a picture the uploader "
+                                 "above accepts.")
+        invert = sb.radio("Invert", ["auto", "yes", "no"], key=K.INVERT, bind="query-params", horizontal=True,
+                          help="The digits are light strokes on black: auto inverts a picture whose brightness is "
+                               "unlike the model's test images' (a mostly light one for the digits); never a "
+                               "photograph's.")
+        raw = None if img_file is None else img_file.getvalue()
+        get = lambda: uv.uploaded_image(raw, models, invert, split)  # noqa: E731
+    return ui.guarded(f"vit/image/{models.main.weights_id}", get)
 
 
-def corrupted(picked: uv.Picked):
+def read_region(models: uv.Models, picked: uv.Picked):
     """The region controls; the image as the models see it (its region corrupted) and the region's box, or None."""
-    region = sb.selectbox("Corrupt a region", uv.REGION_KINDS, key="region", bind="query-params",
+    region = sb.selectbox("Corrupt a region", uv.REGION_KINDS, key=K.REGION, bind="query-params",
                           help="Occlude a square of patches (set to 0, the digits' background) or add Gaussian noise "
                                "to it, and watch the per-patch tr(Sigma) and the class probabilities' whiskers "
                                "respond.")
@@ -170,54 +164,76 @@ def corrupted(picked: uv.Picked):
         return picked.image, None
     g, strength = models.config.grid, 0.5
     r1, r2 = sb.columns(2)
-    row = r1.number_input("Top row", 1, g, g // 4 + 1, key="region_row", bind="query-params",
+    row = r1.number_input("Top row", 1, g, g // 4 + 1, key=K.REGION_ROW, bind="query-params",
                           help="Patch row of the region's top-left patch (1 = top).")
-    col = r2.number_input("Left column", 1, g, g // 4 + 1, key="region_col", bind="query-params",
+    col = r2.number_input("Left column", 1, g, g // 4 + 1, key=K.REGION_COL, bind="query-params",
                           help="Patch column of the region's top-left patch (1 = left).")
-    size = sb.slider("Region side (patches)", 1, g, max(1, g // 2), key="region_size", bind="query-params",
+    size = sb.slider("Region side (patches)", 1, g, max(1, g // 2), key=K.REGION_SIZE, bind="query-params",
                      help="The square's side in patches; a square past the image's edge is cut there.")
     if region == "noise":
-        strength = sb.slider("Noise standard deviation", 0.05, 1.0, 0.5, 0.05, key="region_strength",
+        strength = sb.slider("Noise standard deviation", 0.05, 1.0, 0.5, 0.05, key=K.REGION_STRENGTH,
                              bind="query-params", help="Added to every pixel of the region (a fixed seed: a "
                                                        "link shows the same noise), then clipped to [0, 1].")
     box = uv.region_box(row - 1, col - 1, size, g)
     return uv.corrupt_region(picked.image, region, box, models.config.patch_size, strength), box
 
 
-picked = None if models is None else ui.guarded(f"vit/image/{models.main.weights_id}", get_image)
-runs = None  # the image through every model shown: what everything down to the dataset panel draws
-drawn_from = None  # what the runs are a function of: the models' weights, the image, S and the seed
-if picked is not None:
-    image, box = corrupted(picked)
-    image_digest = digest_of(image)   # the cache key of the runs and the occlusion, once per run of the page
-    if picked.pre is not None:
-        ui.show_figure(figs.preprocessing(picked.pre.steps), key="vit_pre")
-        st.caption("What the model sees: the last panel. " + (
-            "It reads one channel: a colour picture becomes grey (its luminance). A digit that is too thin, "
-            "off-centre or framed differently from the training digits is out of distribution, and the uncertainty "
-            "views below should say so." if models.config.channels == 1 else
-            "It reads three channels: the picture stays in colour (RGB), as its training images were. A picture "
-            "unlike them is out of distribution, and the uncertainty views below should say so."))
-    samples = sb.select_slider("Monte-Carlo samples S", list(uv.SAMPLES), uv.DEFAULT_SAMPLES, key="samples",
+def read_shown(models: uv.Models, split) -> uv.Shown | None:
+    """The image controls, the region and the draws: what the one-image sections draw from, or None (no image)."""
+    picked = read_picture(models, split)
+    if picked is None:
+        return None
+    image, box = read_region(models, picked)
+    samples = sb.select_slider("Monte-Carlo samples S", list(uv.SAMPLES), uv.DEFAULT_SAMPLES, key=K.SAMPLES,
                                bind="query-params", help="Draws of the patch embeddings from their Gaussians (eq. "
                                                          "(5)); the prediction is the mean of the S softmax outputs.")
-    seed = sb.number_input("Sampling seed", 0, 10_000, 0, key="seed", bind="query-params",
+    seed = sb.number_input("Sampling seed", 0, 10_000, 0, key=K.SEED, bind="query-params",
                            help="Seed of the Monte-Carlo draws, so that a link reproduces them.")
-    drawn_from = (tuple(m.weights_id for m in models.by_name.values()), image_digest, int(samples), int(seed))
-    with st.spinner(f"Running {samples} Monte-Carlo draws through {len(models.by_name)} model(s)..."):
-        runs = ui.guarded(f"vit/inspect/{models.main.weights_id}", lambda: inspected(*drawn_from, models, image))
+    return uv.Shown(models, split, picked, image, box, uv.image_digest(image), int(samples), int(seed))
+
+
+def show_preprocessing(s: uv.Shown):
+    """An uploaded picture's way to the model's input."""
+    ui.show_figure(figs.preprocessing(s.picked.pre.steps), key="vit_pre")
+    st.caption("What the model sees: the last panel. " + (
+        "It reads one channel: a colour picture becomes grey (its luminance). A digit that is too thin, "
+        "off-centre or framed differently from the training digits is out of distribution, and the uncertainty "
+        "views below should say so." if s.models.config.channels == 1 else
+        "It reads three channels: the picture stays in colour (RGB), as its training images were. A picture "
+        "unlike them is out of distribution, and the uncertainty views below should say so."))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def inspected(weights_ids: tuple, image_digest: str, samples: int, seed: int, _models, _image):
+    """The image through every model shown (uv.inspect_all), once per models, image and draws: a new visitor's
+    first run on the page's default image does not pay it again (BENCHMARKS.md, "First load"). Read only."""
+    return uv.inspect_all(_models, _image, samples, seed)
+
+
+def run_models(s: uv.Shown) -> dict | None:
+    """The image through every model shown (what everything down to the dataset panel draws), or None."""
+    with st.spinner(f"Running {s.samples} Monte-Carlo draws through {len(s.models.by_name)} model(s)..."):
+        return ui.guarded(f"vit/inspect/{s.models.main.weights_id}",
+                          lambda: inspected(*s.drawn_from, s.models, s.image))
+
+
+shown = None if models is None else read_shown(models, split)
+if shown is not None and shown.picked.pre is not None:
+    show_preprocessing(shown)
+runs = None if shown is None else run_models(shown)
 
 # ------------------------------------------------------------------------------------------------ one image
 
 
-def show_prediction():
-    names = uv.class_names(models, split)
+def show_prediction(s: uv.Shown, runs: dict):
+    models = s.models
+    names = uv.class_names(models, s.split)
     st.subheader("Prediction")
-    if picked.label is not None:
-        st.markdown(f"True class: **{names[picked.label]}**. " + ", ".join(
+    if s.picked.label is not None:
+        st.markdown(f"True class: **{names[s.picked.label]}**. " + ", ".join(
             f"{n}: **{names[c]}** ({p:.1%})" for n, (c, p) in uv.predictions(runs).items()))
-    ui.show_figure(ui.shared_figure("vit_probs", (*drawn_from, tuple(names)), lambda: figs.class_probabilities(
-        {n: r.mc for n, r in runs.items()}, names, int(samples))), key="vit_probs")
+    ui.show_figure(ui.shared_figure("vit_probs", (*s.drawn_from, tuple(names)), lambda: figs.class_probabilities(
+        {n: r.mc for n, r in runs.items()}, names, s.samples)), key="vit_probs")
     st.caption("Bars: the predictive distribution, the mean over S draws of softmax(logits). Whiskers: 5 % to 95 % "
                "of the draws, the per-class spread. The deterministic twin has no embedding noise: no whiskers.")
     ui.equation(r"p(y\mid x) \approx \frac1S \sum_{s=1}^S \operatorname{softmax}\big(f(z^{(s)})\big),\quad "
@@ -229,26 +245,25 @@ def show_prediction():
                       delta_color="off", delta_arrow="off",
                       help="H(p) of the mean prediction above: 0 for a sure prediction, log C for a uniform one.")
     st.caption(f"Predictive entropy: 0 for a sure prediction, log C = {top:.3f} nats for a uniform one. Compare a "
-               f"clean {'test image' if split is None else split.one} with an uploaded scribble.")
+               f"clean {'test image' if s.split is None else s.split.one} with an uploaded scribble.")
 
 
-def layer_slider(where) -> int:
-    depth = models.config.depth
-    return where.slider("Layer", 0, depth, min(uv.DEFAULT_LAYER, depth), key="layer", bind="query-params",
+def layer_slider(where, depth: int) -> int:
+    return where.slider("Layer", 0, depth, min(uv.DEFAULT_LAYER, depth), key=K.LAYER, bind="query-params",
                         help="0: the patch embeddings of eq. (5); l: the tokens after block l.")
 
 
-def look_inside(layer: int) -> uv.LayerMaps:
-    """The maps at ``layer`` of the head and query chosen beside the Layer slider. They are drawn here, in ui.live's
-    fragment, so that a head or query move reruns it alone too (the prediction above and the dataset panel below
-    do not depend on them)."""
-    cfg = models.config
-    head = head_slot.selectbox("Head", list(range(1, cfg.heads + 1)), key="head", bind="query-params",
+def look_inside(s: uv.Shown, runs: dict, layer: int, head_slot, query_slot) -> uv.LayerMaps:
+    """The maps at ``layer`` of the head and query chosen in their slots beside the Layer slider. They are drawn
+    here, in ui.live's fragment, so that a head or query move reruns it alone too (the prediction above and the
+    dataset panel below do not depend on them)."""
+    cfg = s.models.config
+    head = head_slot.selectbox("Head", list(range(1, cfg.heads + 1)), key=K.HEAD, bind="query-params",
                                help="Which attention head's map to show (the rollout averages the heads).")
-    query = query_slot.selectbox("Query token", list(range(1 + cfg.n_patches)), key="query", bind="query-params",
+    query = query_slot.selectbox("Query token", list(range(1 + cfg.n_patches)), key=K.QUERY, bind="query-params",
                                  format_func=lambda q: uv.token_label(q, cfg.grid),
                                  help="The token whose attention weights are drawn.")
-    return uv.layer_maps(models, runs, image, box, layer, int(head) - 1, int(query))
+    return uv.layer_maps(s.models, runs, s.image, s.box, layer, int(head) - 1, int(query))
 
 
 def auroc_line(aurocs: dict) -> str:
@@ -256,25 +271,26 @@ def auroc_line(aurocs: dict) -> str:
         f"{name} **{a:.2f}**" for name, a in aurocs.items()) + "."
 
 
-def meaning(rule: str, layer: int, what: str) -> str:
-    """What a rule's map at ``layer`` shows, its AUROC per OOD set, and whether it tracks uncertainty."""
+def meaning(aurocs: dict | None, rule: str, layer: int, what: str) -> str:
+    """What a rule's map at ``layer`` shows, its AUROC per OOD set (``aurocs``: uv.map_aurocs, None: no test split),
+    and whether it tracks uncertainty."""
     if aurocs is None:
         return uv.RULE_MEANING[rule] + " (No test split to measure it on.)"
     at = uv.at_layer(aurocs, rule, layer)
     return f"{uv.RULE_MEANING[rule]} {auroc_line(at)} {uv.verdict(at, what)}"
 
 
-def inside_of(v: uv.LayerMaps) -> tuple:
+def inside_of(s: uv.Shown, v: uv.LayerMaps) -> tuple:
     """What the maps of ``v`` are drawn from (shared_figure): the runs, the corrupted region, layer, head, query."""
-    return *drawn_from, v.box, v.layer, v.head, v.query
+    return *s.drawn_from, v.box, v.layer, v.head, v.query
 
 
-def draw_inside(v: uv.LayerMaps):
-    grid = models.config.grid
+def draw_inside(s: uv.Shown, v: uv.LayerMaps, aurocs: dict | None):
+    grid = s.models.config.grid
     if v.trace is not None:
-        ui.show_figure(ui.shared_figure("vit_trace", inside_of(v), lambda: figs.main_figure(v)), key="vit_trace")
+        ui.show_figure(ui.shared_figure("vit_trace", inside_of(s, v), lambda: figs.main_figure(v)), key="vit_trace")
         notes = (("Layer 0: the embeddings' variances of eq. (5), a function of each patch alone"
-                  + (" plus the prototype distance" if models.config.layer0 == "prototypes" else "")
+                  + (" plus the prototype distance" if s.models.config.layer0 == "prototypes" else "")
                   + ", the same under both rules. " if v.layer == 0 else "")
                  + ("In the dashed box: the corrupted patches; compare their tr(Sigma) and the whiskers above with "
                     "region 'none'." if v.box else ""))
@@ -282,7 +298,7 @@ def draw_inside(v: uv.LayerMaps):
             st.caption(notes)
         for rule, name in (("004", "004's rule as written"), ("mixture", "The mixture rule")):
             tag = "trained with it" if rule == v.rule else "applied post hoc to the same weights"
-            st.caption(f"**{name}** ({tag}): " + meaning(rule, v.layer, "Its map"))
+            st.caption(f"**{name}** ({tag}): " + meaning(aurocs, rule, v.layer, "Its map"))
         ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top"
                     if v.rule == "004" else
                     r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij} \Sigma_{v,j}\Big)(W_o \odot W_o)^\top + "
@@ -293,13 +309,60 @@ def draw_inside(v: uv.LayerMaps):
                     r"m_i = \textstyle\sum_j A_{ij} v_j")
     else:
         st.info("The uploaded model is deterministic: it has no covariances to show.")
-    ui.views(attention_views(v), key="view", label="Attention",
+    ui.views(attention_views(s, v), key=K.VIEW, label="Attention",
              help="Over the image: the chosen head's weights of the query on the patches. Heads: every head of the "
                   "block and the rollout. Twin: the deterministic model's heads for the same query. The lecture "
                   "bundle holds them all.")
     if v.twin_grid is not None:
         st.info(f"The deterministic twin cuts the image into {v.twin_grid} x {v.twin_grid} patches, this model "
                 f"into {grid} x {grid}: there is no same query to compare, so the twin's attention is not drawn.")
+
+
+def attention_views(s: uv.Shown, v: uv.LayerMaps) -> dict[str, ui.View]:
+    """The attention maps of the query, one drawn at a time: a layer move redraws the trace map and the chosen map,
+    not four figures (BENCHMARKS.md)."""
+    blk, of = v.heads.block, inside_of(s, v)
+
+    def over_image():
+        title = f"Attention of the query (red) in block {blk + 1}, head {v.head + 1}"
+        return figs.map_over_image(v.image, v.one, title, "weight on each patch", v.mark, v.box)
+
+    def heads():
+        return figs.attention_heads(list(v.heads.per_head), v.heads.rollout,
+                                    f"{s.models.main.name}: attention per head (block {blk + 1}) and rollout")
+
+    def twin():
+        return figs.attention_heads(list(v.twin.per_head), v.twin.rollout,
+                                    "deterministic twin: dot-product attention of the same query")
+
+    views = {
+        L.OVER_IMAGE: ui.figure_view(
+            "vit_attention_head", over_image, of=of,
+            caption=f"Head {v.head + 1}'s weights of the query over the image; it puts {v.class_weight:.1%} of the "
+                    "query's attention on the class token. W2 attention favours keys whose Gaussians are close in "
+                    "mean *and* in spread."),
+        L.HEADS: ui.figure_view(
+            "vit_attention", heads, of=of,
+            caption="Weights of the query on the patches in each head of the block that produced the chosen layer "
+                    "(block 1 for layer 0). Rollout: the class token's share of every patch through all blocks, with "
+                    r"the residual path, $\prod_l (\bar A_l + I)/2$ with $\bar A_l$ the heads' mean "
+                    f"({ui.cite('abnar2020')})."),
+    }
+    if v.twin is not None:
+        views[L.TWIN] = ui.figure_view(
+            "vit_attention_twin", twin, of=of,
+            caption=r"The same query under $\operatorname{softmax}(q k^\top / \sqrt{d_h})$: compare where the two "
+                    "models look.")
+    return views
+
+
+def inside(s: uv.Shown, runs: dict, aurocs: dict | None):
+    """The Layer slider with the head and query beside it, and the maps they choose (ui.live)."""
+    st.subheader("Inside the stochastic model")
+    layer_slot, head_slot, query_slot = st.columns(3)  # the layer drawn by ui.live, the head and query in its run
+    ui.live("vit/inside", layer_slot, lambda where: layer_slider(where, s.models.config.depth),
+            lambda layer: look_inside(s, runs, layer, head_slot, query_slot),
+            lambda v: draw_inside(s, v, aurocs))
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -309,15 +372,15 @@ def occlusion_of(weights_id: str, image_digest: str, samples: int, seed: int, _m
     return uv.occlusion(_models, _image, samples, seed)
 
 
-def draw_occlusion():
+def draw_occlusion(s: uv.Shown):
     """The occlusion of the mutual information over the image, its score's AUROC and what it means."""
+    models = s.models
     found = ui.guarded(f"vit/occlusion/{models.main.weights_id}",
-                       lambda: occlusion_of(models.main.weights_id, image_digest, int(samples), int(seed), models,
-                                            image))
+                       lambda: occlusion_of(models.main.weights_id, s.digest, s.samples, s.seed, models, s.image))
     if found is None:
         return
     change, score = found
-    ui.show_figure(ui.shared_figure("vit_occlusion", drawn_from, lambda: figs.occlusion_map(image, change, score)),
+    ui.show_figure(ui.shared_figure("vit_occlusion", s.drawn_from, lambda: figs.occlusion_map(s.image, change, score)),
                    key="vit_occlusion")
     recorded = uv.recorded_occlusion(models)
     st.caption("How much the predictive mutual information (how much the draws disagree) changes when a patch is "
@@ -331,58 +394,24 @@ def draw_occlusion():
                 r"\text{score}(x) = \tfrac1P \textstyle\sum_p I\big(y; z \mid x_{\setminus p}\big)")
 
 
-def attention_views(v: uv.LayerMaps) -> dict[str, ui.View]:
-    """The attention maps of the query, one drawn at a time: a layer move redraws the trace map and the chosen map,
-    not four figures (BENCHMARKS.md)."""
-    blk = v.heads.block
-
-    def over_image():
-        title = f"Attention of the query (red) in block {blk + 1}, head {v.head + 1}"
-        return figs.map_over_image(v.image, v.one, title, "weight on each patch", v.mark, v.box)
-
-    def heads():
-        return figs.attention_heads(list(v.heads.per_head), v.heads.rollout,
-                                    f"{models.main.name}: attention per head (block {blk + 1}) and rollout")
-
-    def twin():
-        return figs.attention_heads(list(v.twin.per_head), v.twin.rollout,
-                                    "deterministic twin: dot-product attention of the same query")
-
-    views = {
-        "Over the image": ui.figure_view(
-            "vit_attention_head", over_image, of=inside_of(v),
-            caption=f"Head {v.head + 1}'s weights of the query over the image; it puts {v.class_weight:.1%} of the "
-                    "query's attention on the class token. W2 attention favours keys whose Gaussians are close in "
-                    "mean *and* in spread."),
-        "Heads and rollout": ui.figure_view(
-            "vit_attention", heads, of=inside_of(v),
-            caption="Weights of the query on the patches in each head of the block that produced the chosen layer "
-                    "(block 1 for layer 0). Rollout: the class token's share of every patch through all blocks, with "
-                    r"the residual path, $\prod_l (\bar A_l + I)/2$ with $\bar A_l$ the heads' mean "
-                    f"({ui.cite('abnar2020')})."),
-    }
-    if v.twin is not None:
-        views["Deterministic twin"] = ui.figure_view(
-            "vit_attention_twin", twin, of=inside_of(v),
-            caption=r"The same query under $\operatorname{softmax}(q k^\top / \sqrt{d_h})$: compare where the two "
-                    "models look.")
-    return views
-
-
 @st.cache_resource(max_entries=4, show_spinner="Measuring each map's AUROC on the test split and the OOD sets...")
 def map_table(weights_id: str, digest: str, _models, _split):
     return uv.map_aurocs(_models, _split)
 
 
-aurocs = None if models is None or split is None or not models.stochastic else ui.guarded(
-    f"vit/maps/{models.main.weights_id}", lambda: map_table(models.main.weights_id, split.digest, models, split))
+def trace_aurocs(models: uv.Models, split) -> dict | None:
+    """Each covariance rule's map's AUROC per layer and OOD set (uv.map_aurocs), or None: no split, or no map."""
+    if split is None or not models.stochastic:
+        return None
+    return ui.guarded(f"vit/maps/{models.main.weights_id}",
+                      lambda: map_table(models.main.weights_id, split.digest, models, split))
+
+
 if runs is not None:
-    show_prediction()
-    st.subheader("Inside the stochastic model")
-    layer_slot, head_slot, query_slot = st.columns(3)  # the layer drawn by ui.live, the head and query in its run
-    ui.live("vit/inside", layer_slot, layer_slider, look_inside, draw_inside)
+    show_prediction(shown, runs)
+    inside(shown, runs, trace_aurocs(models, split))
     if models.stochastic:
-        draw_occlusion()
+        draw_occlusion(shown)
 
 # ---------------------------------------------------------------------------------------------- dataset
 
@@ -406,9 +435,10 @@ def panel_reports(jobs) -> dict | None:
     return reports
 
 
-def dataset_panel(split):
+def dataset_panel(models: uv.Models, split):
+    """The OOD score and set, and the panel's views of every model on the whole test split."""
     d1, d2 = st.columns(2)
-    score = d1.selectbox("OOD score", uv.score_choices(models.stochastic), key="score", bind="query-params",
+    score = d1.selectbox("OOD score", uv.score_choices(models.stochastic), key=K.SCORE, bind="query-params",
                          help="Larger = more likely out of distribution.  \n"
                               "- max-softmax: 1 - the largest class probability;  \n"
                               "- predictive entropy: H of the mean of the S draws;  \n"
@@ -416,7 +446,7 @@ def dataset_panel(split):
                               "- class spread: the share of draws whose class is not the most frequent one;  \n"
                               "- covariance trace: the mean tr(Sigma) of the last layer's tokens.  \n"
                               "The last three only for the stochastic model.")
-    ood_name = d2.selectbox("OOD set", list(split.ood_names), key="ood", bind="query-params",
+    ood_name = d2.selectbox("OOD set", list(split.ood_names), key=K.OOD, bind="query-params",
                             help="Far from the test images: crops of scikit-learn's two sample photographs, or "
                                  "uniform noise. Near: the left half of a test image beside the right half of one of "
                                  "another class (mixed digits for the digits); for the digits also letters drawn at "
@@ -436,7 +466,7 @@ def dataset_panel(split):
         views |= calibration_views(cals, split, panel_of(jobs, split))
     # one selector for the split's views: a first visit draws one of its figures, not one per section (each figure
     # delays the page's first draw: BENCHMARKS.md, "First load")
-    ui.views(views, key="panel", label="Panel view",
+    ui.views(views, key=K.PANEL, label="Panel view",
              help="OOD scores: the chosen score on the test split against the chosen OOD set. Corruptions: the test "
                   "error and the chosen score's AUROC under noise, blur and contrast loss. Reliability: accuracy "
                   "against confidence. Confusion: true against predicted class. Temperature scaling: reliability "
@@ -490,7 +520,7 @@ def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:
         return ui.View(draw, (key,), lambda: [figure()])
 
     return {
-        "Temperature scaling": view(
+        L.TEMPERATURE: view(
             "temperature",
             lambda: figs.calibrated_reliability({m: (c.before, c.after, c.bands, c.tau) for m, c in cals.items()},
                                                 noun),
@@ -504,14 +534,14 @@ def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:
                           "on that bound." if uv.at_range_edge(c.tau) else ""),
             r"p_\tau(y \mid x) = \tfrac1S \textstyle\sum_s \operatorname{softmax}(\ell_s / \tau),\quad "
             r"\tau^\star = \arg\min_\tau -\textstyle\sum_{i \in \text{cal}} \log p_\tau(y_i \mid x_i)"),
-        "Risk-coverage": view(
+        L.RISK: view(
             "risk", lambda: figs.risk_coverage({m: c.risk for m, c in cals.items()}, noun),
             lambda c: f"sort the test {noun} by a score, keep the most certain share, and read the error among "
                       "them; a score that puts the mistakes last keeps the curve at 0 longest (AURC: the area "
                       "under it, lower is better).",
             r"\mathrm{risk}(c) = \frac{\#\{\text{errors among the } cN \text{ lowest scores}\}}{cN},\quad "
             r"\mathrm{AURC} = \textstyle\int_0^1 \mathrm{risk}(c)\,dc"),
-        "Conformal sets": view(
+        L.CONFORMAL: view(
             "conformal",
             lambda: figs.conformal_sizes({m: c.conformal for m, c in cals.items()}, len(split.class_names)),
             lambda c: f"split conformal (the crepes library), calibrated on {c.source}. On clean test {noun} the "
@@ -580,23 +610,28 @@ def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[s
         return figs.confusion({n: r.confusion for n, r in reports.items()}, split.class_names, split.title)
 
     return {
-        "OOD scores": ui.View(draw_ood, ("vit_ood",), lambda: [ood()]),
-        "Corruptions": ui.View(draw_corruptions, ("vit_corruption", "vit_corruption_auroc")[:1 + bool(shown)],
+        L.OOD_SCORES: ui.View(draw_ood, ("vit_ood",), lambda: [ood()]),
+        L.CORRUPTIONS: ui.View(draw_corruptions, ("vit_corruption", "vit_corruption_auroc")[:1 + bool(shown)],
                                lambda: [curves()] + ([corruption_auroc()] if shown else [])),
-        "Reliability": ui.View(draw_reliability, ("vit_reliability",), lambda: [reliability()]),
-        "Confusion": ui.figure_view(
+        L.RELIABILITY: ui.View(draw_reliability, ("vit_reliability",), lambda: [reliability()]),
+        L.CONFUSION: ui.figure_view(
             "vit_confusion", confusion, of=of,
             caption=f"Row: the true class, column: the class the model predicts (argmax of its predictive mean); "
                     f"each cell counts {noun}, the right answers lie on the diagonal."),
     }
 
 
-if models is not None:
+def dataset_section(choice: uv.ModelChoice, place, split):
+    """The dataset panel's section: the panel, or why it is not drawn."""
     st.subheader(f"On the whole {split.title if split is not None else 'test split'}")
     if choice.standing_in:  # the panel costs seconds to minutes a model: spent on the upload, not its stand-in
         st.info("The dataset panel measures the uploaded checkpoint once one passes the checks; choose "
                 "'bundled demo' in the sidebar for the bundled demo's panel.")
     elif split is not None:
-        dataset_panel(split)
+        dataset_panel(choice.models, split)
     elif place.missing:  # how to give the page the test split (and, with it, a test image to inspect)
         st.info(place.note)
+
+
+if choice is not None:
+    dataset_section(choice, place, split)

@@ -1,7 +1,9 @@
 """The rules of the house (docs/ARCHITECTURE.md), checked on the source: one stem per page in every layer, thin
-pages, a library that never imports streamlit, short functions, wviz importable from anywhere, and no deprecation
-raised in wviz (pytest.ini)."""
+pages whose widget keys and view labels are the constants of their views, a library that never imports streamlit,
+short functions, wviz importable from anywhere, and no deprecation raised in wviz (pytest.ini)."""
 import ast
+import importlib
+import re
 import subprocess
 import sys
 import warnings
@@ -55,7 +57,6 @@ def test_a_page_is_one_registry_entry_and_the_files_of_its_stem():
         assert "at_defaults" in defined(ROOT / f"wviz/views/{stem}.py"), f"wviz/views/{stem}.py: no at_defaults()"
         assert "main_figure" in defined(ROOT / f"wviz/figures/{stem}.py"), f"wviz/figures/{stem}.py: no main_figure()"
         source = (ROOT / "pages" / f"{stem}.py").read_text()
-        assert f'key="{page.slider}"' in source, f"pages/{stem}.py has no widget with its main slider's key"
         assert 'figs.main_figure(' in source and f'key="{page.figure}"' in source, \
             f"pages/{stem}.py does not draw figs.main_figure under key {page.figure!r}"
     assert {p.stem for p in (ROOT / "wviz/views").glob("*.py")} - {"__init__"} <= set(PAGES)
@@ -69,6 +70,109 @@ def test_pages_hold_widgets_and_layout_only(stem):
     assert not {n for n in used if n.split(".")[0] in ("torch", "numpy", "pandas", "pages")}, used
     assert not {n for n in used if n.startswith("wviz.") and n.split(".")[1] not in ("ui", "views", "figures")}, \
         "a page calls the library through its views module"
+
+
+# Where a page names a widget's key: the keyword key= of any call but those that draw a result (figures, charts,
+# tables: their keys name what is drawn, not a setting), and these helpers' key argument, by position.
+KEY_ARGUMENT = {"table_editor": 1, "table_from_url": 1, "side_by_side": 1, "Slider": 0, "log_grid": 0}
+STATE = ("session_state", "query_params")   # st.session_state, st.query_params
+DRAWN = {"show_figure", "show_chart", "shared_figure", "figure_view", "follow", "animation", "dataframe"}
+
+
+def literal_keys(path: Path) -> list[str]:
+    """The widget keys a page writes as string literals or f-strings, and the session's or the URL's values it reads
+    by a literal name (wviz's own start with "_"), each with its line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        keys = []
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            if name not in DRAWN:
+                keys += [k.value for k in node.keywords if k.arg == "key"]
+            if name in KEY_ARGUMENT and len(node.args) > KEY_ARGUMENT[name]:
+                keys.append(node.args[KEY_ARGUMENT[name]])
+            if name in ("get", "pop") and getattr(getattr(node.func, "value", None), "attr", "") in STATE:
+                keys += node.args[:1]
+        elif isinstance(node, ast.Subscript) and getattr(node.value, "attr", "") in STATE:
+            keys.append(node.slice)
+        found += [f"{path.name}:{k.lineno} {ast.unparse(k)}" for k in keys if isinstance(k, ast.JoinedStr)
+                  or isinstance(k, ast.Constant) and isinstance(k.value, str) and not k.value.startswith("_")]
+    return found
+
+
+def uses(source: str, cls: str, name: str) -> bool:
+    """Whether a page's source reads the constant ``name`` of its views' Keys or Labels: ``xv.Keys.NAME``, or
+    ``K.NAME`` after ``K = xv.Keys`` (or ``K, L = xv.Keys, xv.Labels``)."""
+    aliases = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            names, values = node.targets[0], node.value
+            pairs = zip(names.elts, values.elts) if isinstance(names, ast.Tuple) and isinstance(values, ast.Tuple) \
+                else [(names, values)]
+            aliases += [a.id for a, v in pairs if isinstance(a, ast.Name) and getattr(v, "attr", "") == cls]
+    owners = [rf"\.{cls}", *(rf"(?<![\w.]){alias}" for alias in aliases)]
+    return any(re.search(rf"{owner}\.{name}\b", source) for owner in owners)
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_pages_name_widget_keys_by_the_constants_of_their_views(stem):
+    """Every widget key is a constant of wviz/views/<stem>.py's Keys (a "{}" template where the page fills in a
+    part), which the page, its guided links (tests/test_lecture_hall.py) and the tests read: none is typed in the
+    page. Every constant of Keys and Labels is used by the page, so they describe it; a Side by side view's key is
+    Keys.SIDE_*, which the guided links' check reads as its two sliders' keys, key_left and key_right."""
+    assert not literal_keys(ROOT / "pages" / f"{stem}.py")
+    views = importlib.import_module(f"wviz.views.{stem}")
+    source = (ROOT / "pages" / f"{stem}.py").read_text()
+    sides = [ast.unparse(n.args[1]) for n in ast.walk(ast.parse(source))
+             if isinstance(n, ast.Call) and ast.unparse(n.func) == "ui.side_by_side"]
+    assert all(re.fullmatch(r"\w+\.Keys\.SIDE_\w+", key) for key in sides), sides
+    for cls in ("Keys", "Labels"):
+        names = [n for n in vars(getattr(views, cls)) if not n.startswith("_")]
+        assert names or cls == "Labels", f"wviz/views/{stem}.py has no {cls}"
+        unused = [n for n in names if not uses(source, cls, n)]
+        assert not unused, f"pages/{stem}.py does not use {cls} {unused}"
+
+
+@pytest.mark.parametrize("page", REGISTRY, ids=PAGES)
+def test_the_registry_names_a_main_slider_of_the_page(page):
+    keys = {v: n for n, v in vars(importlib.import_module(f"wviz.views.{page.stem}").Keys).items()
+            if not n.startswith("_")}
+    assert page.slider in keys, f"wviz/views/{page.stem}.py's Keys has no {page.slider!r}, the registry's main slider"
+    assert uses((ROOT / "pages" / f"{page.stem}.py").read_text(), "Keys", keys[page.slider]), \
+        f"pages/{page.stem}.py does not use Keys.{keys[page.slider]}"
+
+
+def late_reads(path: Path) -> list[str]:
+    """The module variables a page's function reads that are bound below the function (a settings or results
+    variable the function sees only because the script has run further by the time it is called)."""
+    tree = ast.parse(path.read_text())
+    bound: dict[str, int] = {}
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            for n in ast.walk(node):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    bound.setdefault(n.id, node.lineno)
+    found = []
+    for func in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+        local = {a.arg for a in ast.walk(func) if isinstance(a, ast.arg)}
+        local |= {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        found += [f"{func.name} reads {n.id} (line {bound[n.id]})" for n in ast.walk(func)
+                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local
+                  and bound.get(n.id, 0) > func.lineno]
+    return found
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_pages_read_their_inputs_before_the_functions_that_use_them(stem):
+    """A page's functions take what they draw from as arguments (the frozen results of its read functions) or read
+    what the script bound above them, never a variable bound further down."""
+    assert not late_reads(ROOT / "pages" / f"{stem}.py")
+
+
+def test_the_late_read_check_sees_one(tmp_path):
+    page = tmp_path / "page.py"
+    page.write_text("x = 1\n\ndef draw(y):\n    return x + y + z\n\nz = 2\n")
+    assert late_reads(page) == ["draw reads z (line 6)"]
 
 
 @pytest.mark.parametrize("stem", PAGES)

@@ -1,8 +1,8 @@
 """What a lecture uses besides the figures: guided links, references, animations, and every page offering them."""
-import ast
 import importlib
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import parse_qsl
 
 import imageio.v3 as iio
@@ -35,67 +35,51 @@ def test_every_page_offers_three_to_five_guided_experiments(stem):
     assert "try_this=" in (ROOT / "pages" / f"{stem}.py").read_text()
 
 
-class PageSource:
-    """What a page's source names, read without running it: its widget keys (as patterns: an f-string key such as
-    f"a_{n}" stands for a_<anything>) and the labels its views can have (the string keys of its dicts)."""
+def constants(cls) -> dict[str, str]:
+    """The constants a views module's Keys or Labels class holds, by attribute name."""
+    return {name: value for name, value in vars(cls).items() if not name.startswith("_")}
 
-    def __init__(self, stem: str):
-        tree = ast.parse((ROOT / "pages" / f"{stem}.py").read_text())
-        self.constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
-                          and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
-                          for t in n.targets if isinstance(t, ast.Name)}
-        self.keys, self.labels = [], set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                self._widget_keys(node)
-            elif isinstance(node, ast.Dict):
-                self.labels |= {self.text(k) for k in node.keys if k is not None} - {None}
-            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-                self.labels.add(self.text(node.slice))
 
-    def text(self, node) -> str | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        return self.constants.get(node.id) if isinstance(node, ast.Name) else None
+def pattern(value: str) -> str:
+    """A key or label as a pattern: a "{}" field, filled in by the page, stands for anything."""
+    return re.escape(value).replace(re.escape("{}"), ".+")
 
-    def pattern(self, node) -> str | None:
-        if isinstance(node, ast.JoinedStr):
-            return "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in node.values)
-        return None if self.text(node) is None else re.escape(self.text(node))
 
-    def _widget_keys(self, call: ast.Call):
-        name = getattr(call.func, "attr", getattr(call.func, "id", ""))
-        keys = [k.value for k in call.keywords if k.arg == "key"]
-        if name in ("table_editor", "side_by_side") and len(call.args) > 1:
-            keys.append(call.args[1])
-        if name == "views" and not keys:
-            keys.append(ast.Constant("view"))   # ui.views' default key
-        for key in keys:
-            found = self.pattern(key)
-            if found is not None:
-                self.keys.append(found + ("_(left|right)" if name == "side_by_side" else ""))
-
-    def has_key(self, key: str) -> bool:
-        return key in LECTURE_KEYS or any(re.fullmatch(p, key) for p in self.keys)
+def link_problems(views) -> list[str]:
+    """What is wrong with a views module's guided links: a parameter that is not one of its Keys (a Side by side key
+    SIDE_* names its two sliders, key_left and key_right; the lecture panel's own parameters are every page's),
+    and a view selector's value (VIEW, or the inspector's PANEL) that is not one of its Labels."""
+    keys = [pattern(v) + ("_(left|right)" if name.startswith("SIDE_") else "")
+            for name, v in constants(views.Keys).items()]
+    labels = [pattern(v) for v in constants(views.Labels).values()]
+    selectors = {v for name, v in constants(views.Keys).items() if name in ("VIEW", "PANEL")}
+    problems = []
+    for t in views.TRY_THIS:
+        problems += [f"Try {t.label!r} sets {k!r}, which is no key of its page" for k in t.params
+                     if k not in LECTURE_KEYS and not any(re.fullmatch(p, k) for p in keys)]
+        problems += [f"Try {t.label!r} opens {k} {v!r}, which is no view of its page" for k, v in t.params.items()
+                     if k in selectors and not any(re.fullmatch(p, v) for p in labels)]
+    return problems
 
 
 @pytest.mark.parametrize("stem", PAGES)
 def test_every_guided_link_names_widget_keys_and_views_of_its_page(stem):
     """A renamed widget key or view label breaks a Try link silently (the page opens at its defaults): caught here
-    from the page's source, without running it."""
-    page = PageSource(stem)
-    for t in importlib.import_module(f"wviz.views.{stem}").TRY_THIS:
-        unknown = [k for k in t.params if not page.has_key(k)]
-        assert not unknown, f"{stem}: Try {t.label!r} sets {unknown}, which no widget of pages/{stem}.py has"
-        if "view" in t.params:
-            assert t.params["view"] in page.labels, f"{stem}: Try {t.label!r} opens view {t.params['view']!r}"
+    from the constants of wviz/views/<stem>.py that the page and the links both read (tests/test_house.py checks
+    that the page uses them)."""
+    problems = link_problems(importlib.import_module(f"wviz.views.{stem}"))
+    assert not problems, problems
 
 
 def test_the_link_check_sees_a_renamed_key_and_view():
-    page = PageSource("transport_plans")
-    assert page.has_key("gamma") and page.has_key("a_4") and page.has_key("side_gamma_right")
-    assert not page.has_key("gama") and not page.has_key("side_gamma")
-    assert "Cost against gamma" in page.labels and "Cost versus gamma" not in page.labels
+    from wviz.views import transport_plans as tv
+
+    good = {tv.Keys.GAMMA_REL: 0.001, tv.Keys.A.format(4): "3, 1, 1, 1", tv.Keys.SIDE_GAMMA_REL + "_right": 1,
+            tv.Keys.VIEW: tv.Labels.COST_AGAINST_GAMMA, "presentation": True}
+    renamed = {"gama": 0.001, tv.Keys.SIDE_GAMMA_REL: 1, tv.Keys.VIEW: "Cost versus gamma"}
+    for params, wrong in ((good, 0), (renamed, 3)):
+        views = SimpleNamespace(Keys=tv.Keys, Labels=tv.Labels, TRY_THIS=(Try("x", params, "watch"),))
+        assert len(link_problems(views)) == wrong, link_problems(views)
 
 
 def test_every_citation_of_a_page_is_a_link_to_a_full_reference():

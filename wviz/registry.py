@@ -29,7 +29,8 @@ class Page:
 PAGES = (
     Page("attention_transport", "Attention as transport", "Attention as optimisation", ":material/scatter_plot:",
          "tau", "bars"),
-    Page("transport_plans", "Transport plans", "Attention as optimisation", ":material/swap_horiz:", "gamma", "plan"),
+    Page("transport_plans", "Transport plans", "Attention as optimisation", ":material/swap_horiz:", "gamma_rel",
+         "plan"),
     Page("fenchel_dual", "Attention solves a dual problem", "Attention as optimisation", ":material/functions:",
          "alpha", "estimates"),
     Page("gaussian_w2", "Gaussian W2 attention", "Distributions as tokens", ":material/blur_circular:", "tau", "pair"),

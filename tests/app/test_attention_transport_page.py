@@ -12,7 +12,6 @@ from tests.app.test_fenchel_dual_page import rendered_width
 from wviz.views import attention_transport as av
 
 PAGE = "attention_transport.py"
-LANDSCAPE = "Objective on the simplex (m = 3)"
 # The page's default: q = (1, 0.3), keys (1, 0.2), (0.2, 1), (-0.8, -0.4), so s_j = <q, k_j>:
 S_DEFAULT = np.array([1.0 * 1 + 0.3 * 0.2, 1.0 * 0.2 + 0.3 * 1, -0.8 - 0.3 * 0.4])
 
@@ -47,7 +46,7 @@ def test_default_page_shows_the_closed_forms(open_page):
 
 def test_the_landscape_marks_the_closed_form_where_the_solver_lands(open_page):
     """The m = 3 landscape: the generic solver lands on the closed form, drawn on the triangle."""
-    at = open_page(PAGE, view=LANDSCAPE)
+    at = open_page(PAGE, view=av.Labels.LANDSCAPE)
     land = figure_titled(at, "softmax: -<s, p>")
     marks = {t["name"]: (t["x"][0], t["y"][0]) for t in land["data"] if t["name"] in ("closed form p*",
                                                                                       "numerical argmin")}
@@ -58,43 +57,44 @@ def test_the_landscape_marks_the_closed_form_where_the_solver_lands(open_page):
 
 def test_tau_slider_moves_the_weights(open_page):
     at = open_page(PAGE)
-    at.sidebar.select_slider(key="tau").set_value(0.01).run()
+    at.sidebar.select_slider(key=av.Keys.TAU).set_value(0.01).run()
     no_exception(at)
     w = bars(at)
     np.testing.assert_allclose(w["softmax"], numpy_softmax(S_DEFAULT, 0.01), atol=1e-12)
     np.testing.assert_array_equal(w["sparsemax"], [1.0, 0.0, 0.0])
-    at.sidebar.select_slider(key="tau").set_value(100.0).run()
+    at.sidebar.select_slider(key=av.Keys.TAU).set_value(100.0).run()
     assert np.ptp(bars(at)["softmax"]) < 0.02  # close to uniform
 
 
 def test_switching_mechanisms_and_alpha(open_page):
     at = open_page(PAGE)
-    at.sidebar.multiselect(key="mechanisms").set_value(["entmax"]).run()
-    at.sidebar.slider(key="alpha").set_value(1.0).run()
+    at.sidebar.multiselect(key=av.Keys.MECHANISMS).set_value(["entmax"]).run()
+    at.sidebar.slider(key=av.Keys.ALPHA).set_value(1.0).run()
     no_exception(at)
     np.testing.assert_allclose(bars(at)["entmax"], numpy_softmax(S_DEFAULT, 1.0), atol=1e-12)
-    at.sidebar.slider(key="alpha").set_value(2.0).run()
+    at.sidebar.slider(key=av.Keys.ALPHA).set_value(2.0).run()
     np.testing.assert_allclose(bars(at)["entmax"], [0.78, 0.22, 0.0], atol=1e-12)
 
 
 @pytest.mark.parametrize("alpha, tau", [(1.3, 1.0), (1.5, 0.316), (1.75, 0.316), (1.25, 0.1)])
 def test_entmax_weights_match_the_entmax_package(open_page, alpha, tau):
     at = open_page(PAGE, mechanisms="entmax")
-    at.sidebar.slider(key="alpha").set_value(alpha)
-    at.sidebar.select_slider(key="tau").set_value(tau).run()
+    at.sidebar.slider(key=av.Keys.ALPHA).set_value(alpha)
+    at.sidebar.select_slider(key=av.Keys.TAU).set_value(tau).run()
     no_exception(at)
-    assert at.sidebar.select_slider(key="tau").value == tau and at.sidebar.slider(key="alpha").value == alpha
+    assert at.sidebar.select_slider(key=av.Keys.TAU).value == tau
+    assert at.sidebar.slider(key=av.Keys.ALPHA).value == alpha
     ref = entmax_bisect(torch.tensor(S_DEFAULT) / tau, alpha=alpha, n_iter=100).numpy()
     np.testing.assert_allclose(bars(at)["entmax"], ref, atol=1e-10)
 
 
 def test_bad_scores_show_an_error_and_keep_the_last_good_state(open_page):
     at = open_page(PAGE)
-    at.sidebar.radio(key="source").set_value("typed scores").run()
-    at.sidebar.text_input(key="scores").set_value("3, 1, 2").run()
+    at.sidebar.radio(key=av.Keys.SOURCE).set_value("typed scores").run()
+    at.sidebar.text_input(key=av.Keys.SCORES).set_value("3, 1, 2").run()
     good = bars(at)
     for bad in ("1, nan, 2", "1, abc", "", "inf, 1"):
-        at.sidebar.text_input(key="scores").set_value(bad).run()
+        at.sidebar.text_input(key=av.Keys.SCORES).set_value(bad).run()
         no_exception(at)
         assert at.error, f"no error shown for {bad!r}"
         kept = bars(at)  # the last good figure is still on the page
@@ -103,15 +103,15 @@ def test_bad_scores_show_an_error_and_keep_the_last_good_state(open_page):
 
 
 def test_masked_key_and_random_source(open_page):
-    at = open_page(PAGE, view=LANDSCAPE)
-    at.sidebar.radio(key="source").set_value("typed scores").run()
-    at.sidebar.text_input(key="scores").set_value("1, -inf, 0.5").run()
+    at = open_page(PAGE, view=av.Labels.LANDSCAPE)
+    at.sidebar.radio(key=av.Keys.SOURCE).set_value("typed scores").run()
+    at.sidebar.text_input(key=av.Keys.SCORES).set_value("1, -inf, 0.5").run()
     no_exception(at)
     assert not at.error
     for p in bars(at).values():
         assert p[1] == 0.0
-    at.sidebar.radio(key="source").set_value("random").run()
-    at.sidebar.slider(key="m").set_value(7).run()
+    at.sidebar.radio(key=av.Keys.SOURCE).set_value("random").run()
+    at.sidebar.slider(key=av.Keys.M).set_value(7).run()
     no_exception(at)
     assert all(len(p) == 7 and abs(p.sum() - 1) < 1e-9 for p in bars(at).values())
     assert any("exactly 3 keys" in i.value for i in at.info)
@@ -119,16 +119,16 @@ def test_masked_key_and_random_source(open_page):
 
 def test_prior_softmax_with_a_uniform_prior_is_softmax(open_page):
     at = open_page(PAGE)
-    at.sidebar.multiselect(key="mechanisms").set_value(["softmax", "prior-softmax"]).run()
+    at.sidebar.multiselect(key=av.Keys.MECHANISMS).set_value(["softmax", "prior-softmax"]).run()
     no_exception(at)
     w = bars(at)
     np.testing.assert_allclose(w["prior-softmax"], w["softmax"], atol=1e-12)
 
 
 def test_many_queries_heatmap_rows_are_distributions(open_page):
-    at = open_page(PAGE, view="Many queries")
-    at.select_slider(key="many_n").set_value(64)
-    at.select_slider(key="many_m").set_value(16).run()
+    at = open_page(PAGE, view=av.Labels.MANY_QUERIES)
+    at.select_slider(key=av.Keys.MANY_N).set_value(64)
+    at.select_slider(key=av.Keys.MANY_M).set_value(16).run()
     no_exception(at)
     heat = figure_titled(at, "softmax, tau")
     z = np.array(heat["data"][0]["z"])
@@ -165,8 +165,9 @@ def test_a_bad_prior_shows_an_error_not_an_exception(open_page, rows, message):
 def test_a_bad_prior_entered_later_keeps_the_last_good_weights(open_page):
     at = open_page(PAGE)
     good = bars(at)
-    at.query_params["prior_table_3"] = json.dumps([["k1", 0.7], ["k2", -0.1], ["k3", 0.4]])  # read when it opens
-    at.sidebar.multiselect(key="mechanisms").set_value(["softmax", "sparsemax", "entmax", "prior-softmax"]).run()
+    # read when it opens
+    at.query_params[av.Keys.PRIOR_TABLE.format(3)] = json.dumps([["k1", 0.7], ["k2", -0.1], ["k3", 0.4]])
+    at.sidebar.multiselect(key=av.Keys.MECHANISMS).set_value(["softmax", "sparsemax", "entmax", "prior-softmax"]).run()
     no_exception(at)
     assert at.error and "k2 has a negative weight (-0.1)" in at.error[0].value
     kept = bars(at)
@@ -176,11 +177,12 @@ def test_a_bad_prior_entered_later_keeps_the_last_good_weights(open_page):
 
 
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
-    at = open_page(PAGE, view="tau sweep")
+    at = open_page(PAGE, view=av.Labels.TAU_SWEEP)
     assert len(figures(at)) == 2 and figure_titled(at, "softmax: weights against tau")
-    check_views(at, "view", {LANDSCAPE: ["bars", "land"], "tau sweep": ["bars", "sweep"],
-                             "rho sweep": ["bars", "columns", "rho_sweep"],
-                             "Side by side": ["bars", "side_left", "side_right"], "Many queries": ["bars", "many"]})
+    check_views(at, av.Keys.VIEW, {av.Labels.LANDSCAPE: ["bars", "land"], av.Labels.TAU_SWEEP: ["bars", "sweep"],
+                                   av.Labels.RHO_SWEEP: ["bars", "columns", "rho_sweep"],
+                                   av.Labels.SIDE_BY_SIDE: ["bars", "side_left", "side_right"],
+                                   av.Labels.MANY_QUERIES: ["bars", "many"]})
 
 
 @pytest.mark.parametrize("item", av.TRY_THIS, ids=lambda t: t.label)
@@ -190,13 +192,13 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
     at = open_page(PAGE, **link_params(item))
     assert not at.error
     for key, value in item.params.items():
-        if key.startswith("prior_table"):        # a table editor: the URL's rows are the table the page reads
+        if key == av.Keys.PRIOR_TABLE.format(3):   # a table editor: the URL's rows are the table the page reads
             assert at.query_params[key] == [value] or at.query_params[key] == value
         else:
             assert at.session_state[key] == value, key
     w, table = bars(at), at.dataframe[0].value
     support = dict(zip(table["mechanism"], table["support size"]))
-    tau, alpha = item.params.get("tau", 1.0), item.params.get("alpha", 1.5)
+    tau, alpha = item.params.get(av.Keys.TAU, 1.0), item.params.get(av.Keys.ALPHA, 1.5)
     if tau == 0.001:
         assert support["sparsemax"] == support["entmax"] == 1 and w["softmax"][0] > 1 - 1e-12
     if tau == 100.0 and "sparsemax" in w:
@@ -226,7 +228,7 @@ def test_the_summary_table_reads_in_significant_digits(open_page):
 
 
 def test_side_by_side_draws_both_temperatures(open_page):
-    at = open_page(PAGE, view="Side by side")
+    at = open_page(PAGE, view=av.Labels.SIDE_BY_SIDE)
     left, right = figure_titled(at, "Left: tau = 0.1"), figure_titled(at, "Right: tau = 10")
     for fig, tau in ((left, 0.1), (right, 10.0)):
         got = {tr["name"]: np.asarray(tr["y"], dtype=float) for tr in fig["data"]}
@@ -235,8 +237,9 @@ def test_side_by_side_draws_both_temperatures(open_page):
     assert list(left["layout"]["xaxis"]["ticktext"]) == ["k1", "k2", "k3"]
     assert left["layout"]["yaxis"]["range"] == right["layout"]["yaxis"]["range"] == [0, 1.05]   # one scale
     # each side's tau is its own widget, bound to the URL
-    at = open_page(PAGE, view="Side by side", side_tau_left="0.01", side_tau_right="100")  # as the slider writes them
-    assert at.select_slider(key="side_tau_left").value == 0.01
+    # as the slider writes them
+    at = open_page(PAGE, view=av.Labels.SIDE_BY_SIDE, side_tau_left="0.01", side_tau_right="100")
+    assert at.select_slider(key=av.Keys.SIDE_TAU + "_left").value == 0.01
     right = figure_titled(at, "Right: tau = 100")
     got = {tr["name"]: np.asarray(tr["y"], dtype=float) for tr in right["data"]}
     np.testing.assert_allclose(got["softmax"], numpy_softmax(S_DEFAULT, 100.0), atol=1e-12)
@@ -245,7 +248,7 @@ def test_side_by_side_draws_both_temperatures(open_page):
 
 
 def test_many_queries_heatmap_has_a_colour_bar_and_axis_titles(open_page):
-    at = open_page(PAGE, view="Many queries", many_n="16", many_m="64")
+    at = open_page(PAGE, view=av.Labels.MANY_QUERIES, many_n="16", many_m="64")
     heat = figure_titled(at, "softmax, tau")
     trace = heat["data"][0]
     assert trace["type"] == "heatmap" and trace["showscale"] is True and trace["colorbar"]["title"]["text"] == "weight"
@@ -267,13 +270,13 @@ def test_semi_relaxed_ot_from_softmax_to_the_balanced_plan(open_page):
     """The semi-relaxed bars are the page query's row of the plan of the four tokens (the query and the three keys
     as queries) times 4: at the rho slider's smallest value they are softmax's, at infinity every key receives 1/3
     from the four queries; the rho view draws the column sums and the sweep, titled with the slider's rho."""
-    at = open_page(PAGE, mechanisms=["softmax", av.SEMI], view="rho sweep")
+    at = open_page(PAGE, mechanisms=["softmax", av.SEMI], view=av.Labels.RHO_SWEEP)
     no_exception(at)
-    assert at.sidebar.select_slider(key="rho").value == av.DEFAULT_RHO
-    at.sidebar.select_slider(key="rho").set_value(av.RHOS[0]).run()
+    assert at.sidebar.select_slider(key=av.Keys.RHO).value == av.DEFAULT_RHO
+    at.sidebar.select_slider(key=av.Keys.RHO).set_value(av.RHOS[0]).run()
     w = bars(at)
     np.testing.assert_allclose(w[av.SEMI], w["softmax"], atol=2e-3)
-    at.sidebar.select_slider(key="rho").set_value(float("inf")).run()
+    at.sidebar.select_slider(key=av.Keys.RHO).set_value(float("inf")).run()
     no_exception(at)
     columns = {t["name"]: np.asarray(t["y"], dtype=float)
                for t in figure_titled(at, "Semi-relaxed OT at rho = ∞")["data"]}
@@ -288,13 +291,13 @@ def test_semi_relaxed_ot_from_softmax_to_the_balanced_plan(open_page):
 def test_semi_relaxed_ot_with_typed_scores_and_in_the_many_queries_view(open_page):
     """Typed scores give one query: the view says so, and its weights are the prior-softmax at tau + rho; the many
     queries view solves n random queries jointly, rows summing to 1."""
-    at = open_page(PAGE, source="typed scores", mechanisms=[av.SEMI], view="rho sweep")
+    at = open_page(PAGE, source="typed scores", mechanisms=[av.SEMI], view=av.Labels.RHO_SWEEP)
     no_exception(at)
     assert any("only the typed one" in md.value for md in at.markdown)
     s = np.array([2.0, 1.0, 0.5])
     want = np.exp(s / 2.0) / np.exp(s / 2.0).sum()   # tau = 1, rho = 1: prior-softmax (uniform) at 2
     np.testing.assert_allclose(bars(at)[av.SEMI], want, atol=1e-6)
-    at = open_page(PAGE, view="Many queries", many_mech=av.SEMI, many_n="64", many_m="16")
+    at = open_page(PAGE, view=av.Labels.MANY_QUERIES, many_mech=av.SEMI, many_n="64", many_m="16")
     no_exception(at)
     z = np.array(figure_titled(at, "semi-relaxed OT, tau = 1, rho = 1")["data"][0]["z"])
     np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-4)

@@ -61,28 +61,28 @@ def test_figure3_view_matches_the_dual_solved_by_scipy(open_page):
     lam2 = np.linalg.solve(np.eye(2) + S, Z)
     np.testing.assert_allclose(point(fig, "h at (15), second order"), tilted(T, U, lam2) @ T, atol=1e-12)
     # the Figure 3 grid: five panels alpha = 0.1, 0.5, 1, 2, 5, each with its own exact h
-    at.segmented_control(key="view").set_value("Figure 3 grid").run()
+    at.segmented_control(key=fv.Keys.VIEW).set_value(fv.Labels.FIGURE3).run()
     grid = figure_titled(at, "Figure 3")
     exact = [tr for tr in grid["data"] if tr.get("legendgroup") == "h exact (12)"]
     assert len(exact) == 5
     for tr, a in zip(exact, (0.1, 0.5, 1.0, 2.0, 5.0)):
         np.testing.assert_allclose([tr["x"][0], tr["y"][0]], tilted(T, U, lam_star(T, U, Z, a)) @ T, atol=1e-8)
     # the dual map marks lambda* and alpha z
-    at.segmented_control(key="view").set_value("The dual problem (9)").run()
+    at.segmented_control(key=fv.Keys.VIEW).set_value(fv.Labels.DUAL).run()
     dual = figure_titled(at, "The dual objective (9)")
     np.testing.assert_allclose(point(dual, "lambda* (maximiser)"), lam, atol=1e-8)
     np.testing.assert_allclose(point(dual, "alpha z (16)"), Z, atol=1e-12)
 
 
 def test_alpha_slider_and_weights(open_page):
-    at = open_page(PAGE, view="Attention weights")
-    at.sidebar.select_slider(key="alpha").set_value(0.1).run()
+    at = open_page(PAGE, view=fv.Labels.WEIGHTS)
+    at.sidebar.select_slider(key=fv.Keys.ALPHA).set_value(0.1).run()
     no_exception(at)
-    alpha = at.sidebar.select_slider(key="alpha").value
+    alpha = at.sidebar.select_slider(key=fv.Keys.ALPHA).value
     w = bars(figure_titled(at, "Attention weights"))
     np.testing.assert_allclose(w["p~ of (11) at lambda* (exact)"], tilted(T, U, lam_star(T, U, Z, alpha)), atol=1e-8)
     np.testing.assert_allclose(w["attention (18), lambda = alpha z"], tilted(T, U, alpha * Z), atol=1e-12)
-    at.segmented_control(key="view").set_value("The dual problem (9)").run()
+    at.segmented_control(key=fv.Keys.VIEW).set_value(fv.Labels.DUAL).run()
     sweep = figure_titled(at, "How good the approximations are")
     dev = trace(sweep, "relative deviation ||lambda* - alpha z|| / ||lambda*||")
     a, d = np.asarray(dev["x"], dtype=float), np.asarray(dev["y"], dtype=float)
@@ -101,20 +101,20 @@ def t5_reference(t, z, mask, j):
 
 
 def test_t5_panel_and_masking_every_word(open_page):
-    at = open_page(PAGE, view="T5 (19)-(20)")
+    at = open_page(PAGE, view=fv.Labels.T5)
     fig = figure_titled(at, "T5 preference")
     u, w = t5_reference(T, Z, np.array([True, False, False, False]), 0)
     got = bars(fig)
     np.testing.assert_allclose(got["u of (19)"], u, atol=1e-14)
     np.testing.assert_allclose(got["weights of (20), T5's masked biased softmax"], w, atol=1e-14)
     np.testing.assert_allclose(got["(18) with alpha = 1 and u of (19)"], w, atol=1e-14)
-    at.selectbox(key="t5_j").set_value(2).run()
-    at.multiselect(key="t5_mask").set_value(["t3", "t4"]).run()
+    at.selectbox(key=fv.Keys.T5_TARGET).set_value(2).run()
+    at.multiselect(key=fv.Keys.T5_MASKED).set_value(["t3", "t4"]).run()
     no_exception(at)
     u, w = t5_reference(T, Z, np.array([False, False, True, True]), 2)
     good = bars(figure_titled(at, "T5 preference"))
     np.testing.assert_allclose(good["weights of (20), T5's masked biased softmax"], w, atol=1e-14)
-    at.multiselect(key="t5_mask").set_value(["t1", "t2", "t3", "t4"]).run()
+    at.multiselect(key=fv.Keys.T5_MASKED).set_value(["t1", "t2", "t3", "t4"]).run()
     no_exception(at)
     assert any("every word is masked" in e.value for e in at.error)
     kept = bars(figure_titled(at, "T5 preference"))        # the last good state stays on the page
@@ -123,8 +123,8 @@ def test_t5_panel_and_masking_every_word(open_page):
 
 
 def test_ot_panel_matches_25_and_40_by_loops(open_page):
-    at = open_page(PAGE, view="OT-based attention")
-    gamma = at.select_slider(key="gamma").value
+    at = open_page(PAGE, view=fv.Labels.OT)
+    gamma = at.select_slider(key=fv.Keys.GAMMA).value
     A = np.concatenate([T, EXTRAS])
     uA = np.concatenate([U, np.zeros(3)])
     M = ((A[:, None] - A[None]) ** 2).sum(-1)
@@ -158,7 +158,7 @@ def test_bad_input_shows_plain_errors(open_page):
     # an edited cost matrix that is not symmetric
     M = ((np.concatenate([T, EXTRAS])[:, None] - np.concatenate([T, EXTRAS])[None]) ** 2).sum(-1).round(3)
     M[0, 1] += 1.0
-    at = open_page(PAGE, cost_kind="edited", cost_7=json.dumps(M.tolist()), view="OT-based attention")
+    at = open_page(PAGE, cost_kind="edited", cost_7=json.dumps(M.tolist()), view=fv.Labels.OT)
     assert any("must be symmetric" in e.value for e in at.error)
     assert figure_titled(at, "Exact and approximate h")                # the rest of the page still draws
 
@@ -173,23 +173,23 @@ def test_gaussian_expander_agrees_with_the_closed_form(open_page):
 
 
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
-    at = open_page(PAGE, view="Figure 3 grid")
+    at = open_page(PAGE, view=fv.Labels.FIGURE3)
     assert len(figures(at)) == 2 and figure_titled(at, "Figure 3")
-    check_views(at, "view", {"Attention weights": ["estimates", "weights"],
-                             "The dual problem (9)": ["estimates", "dual", "sweep"],
-                             "Figure 3 grid": ["estimates", "grid"], "T5 (19)-(20)": ["estimates", "t5"],
-                             "OT-based attention": ["estimates", "ot_map", "ot_bars", "ot_sweep"]})
+    check_views(at, fv.Keys.VIEW, {fv.Labels.WEIGHTS: ["estimates", "weights"],
+                                   fv.Labels.DUAL: ["estimates", "dual", "sweep"],
+                                   fv.Labels.FIGURE3: ["estimates", "grid"], fv.Labels.T5: ["estimates", "t5"],
+                                   fv.Labels.OT: ["estimates", "ot_map", "ot_bars", "ot_sweep"]})
 
 
-@pytest.mark.parametrize("view, key", [("Figure 3 grid", "grid"), ("T5 (19)-(20)", "t5")])
+@pytest.mark.parametrize("view, key", [(fv.Labels.FIGURE3, "grid"), (fv.Labels.T5, "t5")])
 def test_views_the_slider_leaves_standing_do_not_depend_on_alpha(open_page, view, key):
     """Figure 3 (the page's first view) and T5 are drawn below alpha's fragment (View.live False), so an alpha move
     does not redraw them: they must be the same figures whatever alpha."""
     at = open_page(PAGE, view=view)
-    assert at.segmented_control(key="view").value == view
+    assert at.segmented_control(key=fv.Keys.VIEW).value == view
 
     def drawn(alpha):   # the estimates' and the view's figures as sent
-        at.sidebar.select_slider(key="alpha").set_value(alpha).run()
+        at.sidebar.select_slider(key=fv.Keys.ALPHA).set_value(alpha).run()
         no_exception(at)
         return [next(c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{k}"))
                 for k in ("estimates", key)]
@@ -210,8 +210,8 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
     assert not at.error
     for key, value in item.params.items():
         assert at.session_state[key] == value, key
-    alpha = item.params.get("alpha", 1.0)
-    z = np.array([item.params.get("z1", 1.5), item.params.get("z2", -1.0)])
+    alpha = item.params.get(fv.Keys.ALPHA, 1.0)
+    z = np.array([item.params.get(fv.Keys.Z1, 1.5), item.params.get(fv.Keys.Z2, -1.0)])
     fig = figure_titled(at, f"Exact and approximate h at alpha = {alpha:g}")
     h12, h18 = point(fig, "h exact (12)"), point(fig, "h of (18), lambda = alpha z")
     mu = U @ T
@@ -220,16 +220,16 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
     if alpha == 10:              # (12) near mu + z inside the hull; (18) run off towards t2
         assert np.linalg.norm(h12 - (mu + z)) < 0.15 and np.linalg.norm(h12 - h18) > 0.5
         assert np.linalg.norm(h18 - T[1]) < np.linalg.norm(h12 - T[1])
-    if item.params.get("view") == "Attention weights":    # uniform u, alpha = 1: dot-product attention
+    if item.params.get(fv.Keys.VIEW) == fv.Labels.WEIGHTS:   # uniform u, alpha = 1: dot-product attention
         w = bars(figure_titled(at, "Attention weights"))
         e = np.exp(T @ Z)
         np.testing.assert_allclose(w["attention (18), lambda = alpha z"], e / e.sum(), atol=1e-12)
-    if item.params.get("view") == "The dual problem (9)":   # the error of (18) falls like alpha^2
+    if item.params.get(fv.Keys.VIEW) == fv.Labels.DUAL:      # the error of (18) falls like alpha^2
         err = trace(figure_titled(at, "How good the approximations are"), "||h(12) - h(18)||")
         a, e = np.log(np.asarray(err["x"], dtype=float)), np.log(np.asarray(err["y"], dtype=float))
         small = a < np.log(0.1)
         assert abs(np.polyfit(a[small], e[small], 1)[0] - 2) < 0.2
-    if item.params.get("view") == "OT-based attention":     # u~ back to u, (25) far from (38)
+    if item.params.get(fv.Keys.VIEW) == fv.Labels.OT:        # u~ back to u, (25) far from (38)
         got = bars(figure_titled(at, "OT attention weights"))
         np.testing.assert_allclose(got["true preference u~ (40)"][:4], U, atol=1e-4)
         assert abs(got["exact p* (38), lambda* of (39)"] - got["OT attention p* (25), lambda = alpha z"]).sum() > 0.5
@@ -261,7 +261,7 @@ def rendered_width(line: str) -> int:
     return len(re.sub(r"[{}^_]|\s(?=\s)", "", t).strip())
 
 
-@pytest.mark.parametrize("view", ["Attention weights", "T5 (19)-(20)", "OT-based attention"])
+@pytest.mark.parametrize("view", [fv.Labels.WEIGHTS, fv.Labels.T5, fv.Labels.OT])
 def test_display_equations_fit_a_narrow_screen(open_page, view):
     """Every line of every display equation is at most about 60 characters wide (800 px screens)."""
     at = open_page(PAGE, view=view)
@@ -272,15 +272,15 @@ def test_display_equations_fit_a_narrow_screen(open_page, view):
 
 
 def test_figures_label_every_template_and_read_at_800_px(open_page):
-    at = open_page(PAGE, view="Figure 3 grid")
+    at = open_page(PAGE, view=fv.Labels.FIGURE3)
     grid = figure_titled(at, "Figure 3")
     titles = [a["text"] for a in grid["layout"]["annotations"]]
     assert titles == ["α = 0.1", "α = 0.5", "α = 1", "α = 2", "α = 5"]
     assert all(tr["textfont"]["size"] >= 12 for tr in grid["data"] if tr.get("mode") == "markers+text")
-    at = open_page(PAGE, view="Attention weights")
+    at = open_page(PAGE, view=fv.Labels.WEIGHTS)
     axis = figure_titled(at, "Attention weights")["layout"]["xaxis"]
     assert list(axis["ticktext"]) == ["t1", "t2", "t3", "t4"] and axis["title"]["text"] == "template"
-    at = open_page(PAGE, view="The dual problem (9)")
+    at = open_page(PAGE, view=fv.Labels.DUAL)
     sweep = figure_titled(at, "How good the approximations are")["layout"]
     assert list(sweep["xaxis"]["ticktext"]) == ["0.01", "0.1", "1", "10"]
     dual = figure_titled(at, "The dual objective (9)")["data"][0]

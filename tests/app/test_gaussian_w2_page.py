@@ -54,17 +54,17 @@ def test_default_w2_attention_matches_scipy(open_page):
 
 def test_diagonal_mode_and_tau(open_page):
     at = open_page(PAGE)
-    at.sidebar.radio(key="cov_kind").set_value("diagonal").run()
-    at.sidebar.select_slider(key="tau").set_value(0.1).run()
+    at.sidebar.radio(key=gv.Keys.COVARIANCE).set_value("diagonal").run()
+    at.sidebar.select_slider(key=gv.Keys.TAU).set_value(0.1).run()
     no_exception(at)
-    tau = at.sidebar.select_slider(key="tau").value
+    tau = at.sidebar.select_slider(key=gv.Keys.TAU).value
     np.testing.assert_allclose(heatmaps(at)[0], reference_attention(MEANS, covariances(SIG, True), tau), atol=1e-9)
 
 
 def test_query_sliders_move_the_query(open_page):
     at = open_page(PAGE)
-    at.sidebar.slider(key="sx_0").set_value(1.5).run()
-    at.sidebar.slider(key="mx_0").set_value(1.0).run()
+    at.sidebar.slider(key=gv.Keys.SIGMA_X.format(0)).set_value(1.5).run()
+    at.sidebar.slider(key=gv.Keys.MEAN_X.format(0)).set_value(1.0).run()
     no_exception(at)
     sig, means = SIG.copy(), MEANS.copy()
     sig[0, 0], means[0, 0] = 1.5, 1.0
@@ -77,11 +77,10 @@ def test_query_sliders_move_the_query(open_page):
         assert abs(mean_part[j] + cov_part[j] - w2_squared(means[0], covs[0], means[j], covs[j])) < 1e-9
 
 
-SWEEP = "Sweep: one token grows uncertain"
 
 
 def test_sweep_has_a_row_per_scale_summing_to_one(open_page):
-    at = open_page(PAGE, view=SWEEP)
+    at = open_page(PAGE, view=gv.Labels.SWEEP)
     sweep = [f for f in figures(at) if f["layout"].get("title", {}).get("text", "").startswith("How the query")][0]
     W = np.array([np.asarray(t["y"], dtype=float) for t in sweep["data"]])  # keys x scales
     np.testing.assert_allclose(W.sum(axis=0), 1.0, atol=1e-12)
@@ -90,7 +89,7 @@ def test_sweep_has_a_row_per_scale_summing_to_one(open_page):
 def test_sweep_point_matches_scipy(open_page):
     """The sweep widens token t2's covariance (the default sweep token) by factors 10^-2 .. 10^2; the point at
     factor 10 is the query t1's W2 attention with S_2 -> 10 S_2, recomputed with scipy's sqrtm."""
-    at = open_page(PAGE, view=SWEEP)
+    at = open_page(PAGE, view=gv.Labels.SWEEP)
     sweep = [f for f in figures(at) if f["layout"].get("title", {}).get("text", "").startswith("How the query")][0]
     scales = np.asarray(sweep["data"][0]["x"], dtype=float)
     W = np.array([np.asarray(t["y"], dtype=float) for t in sweep["data"]])  # keys x scales
@@ -151,7 +150,8 @@ def test_query_values_outside_the_slider_range_are_kept(open_page):
     at = open_with_table(open_page, rows)
     no_exception(at)
     assert not at.error
-    assert at.sidebar.slider(key="mx_0").value == 4.2 and at.sidebar.slider(key="sx_0").value == 2.7
+    assert at.sidebar.slider(key=gv.Keys.MEAN_X.format(0)).value == 4.2
+    assert at.sidebar.slider(key=gv.Keys.SIGMA_X.format(0)).value == 2.7
     means, sig = MEANS.copy(), SIG.copy()
     means[0, 0], sig[0, 0] = 4.2, 2.7
     np.testing.assert_allclose(heatmaps(at)[0], reference_attention(means, covariances(sig), 1.0), atol=1e-9)
@@ -159,20 +159,21 @@ def test_query_values_outside_the_slider_range_are_kept(open_page):
 
 
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
-    at = open_page(PAGE, view=SWEEP)
+    at = open_page(PAGE, view=gv.Labels.SWEEP)
     assert len(figures(at)) == 3
-    check_views(at, "view", {"The query's weights": ["ellipses", "pair", "query_bars", "parts"],
-                             SWEEP: ["ellipses", "pair", "sweep"],
-                             SIDE: ["ellipses", "pair", "side_left", "side_right"], CLICK: ["ellipses", "pair"]})
+    check_views(at, gv.Keys.VIEW, {gv.Labels.WEIGHTS: ["ellipses", "pair", "query_bars", "parts"],
+                                   gv.Labels.SWEEP: ["ellipses", "pair", "sweep"],
+                                   gv.Labels.SIDE_BY_SIDE: ["ellipses", "pair", "side_left", "side_right"],
+                                   gv.Labels.CLICK: ["ellipses", "pair"]})
 
 
-SIDE, CLICK = "Side by side", "Click a query"
 
 
 def test_side_by_side_draws_w2_attention_at_two_temperatures(open_page):
     """Defaults tau = 0.1 (left) and 10 (right); each widget moves its own figure; both recomputed with scipy."""
-    at = open_page(PAGE, view=SIDE)
-    assert at.select_slider(key="side_tau_left").value == 0.1 and at.select_slider(key="side_tau_right").value == 10
+    at = open_page(PAGE, view=gv.Labels.SIDE_BY_SIDE)
+    assert at.select_slider(key=gv.Keys.SIDE_TAU + "_left").value == 0.1
+    assert at.select_slider(key=gv.Keys.SIDE_TAU + "_right").value == 10
     for tau in (0.1, 10.0):
         fig = figure_titled(at, f"W2 attention at τ = {tau:g}")
         (trace,) = fig["data"]
@@ -180,7 +181,7 @@ def test_side_by_side_draws_w2_attention_at_two_temperatures(open_page):
                                    reference_attention(MEANS, covariances(SIG), tau), atol=1e-9)
         assert trace["colorbar"]["title"]["text"] == "weight"
         assert (trace["zmin"], trace["zmax"]) == (0, 1)   # one colour scale for both sides: weights from 0 to 1
-    at.select_slider(key="side_tau_right").set_value(1.0).run()
+    at.select_slider(key=gv.Keys.SIDE_TAU + "_right").set_value(1.0).run()
     no_exception(at)
     fig = figure_titled(at, "W2 attention at τ = 1")
     np.testing.assert_allclose(np.asarray(fig["data"][0]["z"], dtype=float),
@@ -191,7 +192,7 @@ def test_side_by_side_draws_w2_attention_at_two_temperatures(open_page):
 def test_click_a_query_draws_the_linked_altair_chart(open_page):
     """The Altair view: one Vega-Lite chart, selection on the field "query" starting at the page's query, bars
     filtered by it; nothing sent back to the server (on_select is "ignore": no selection state)."""
-    at = open_page(PAGE, view=CLICK, query="t3")  # the URL holds the selectbox's label
+    at = open_page(PAGE, view=gv.Labels.CLICK, query="t3")  # the URL holds the selectbox's label
     (chart,) = at.get("vega_lite_chart")
     spec = json.loads(chart.proto.spec)
     (param,) = spec["params"]
@@ -207,7 +208,7 @@ def test_the_linked_chart_follows_presentation_mode(open_page):
     from wviz.figures.common import PALETTE
 
     def config(**query):
-        (chart,) = open_page(PAGE, view=CLICK, **query).get("vega_lite_chart")
+        (chart,) = open_page(PAGE, view=gv.Labels.CLICK, **query).get("vega_lite_chart")
         return json.loads(chart.proto.spec)
 
     plain, hall = config(), config(presentation="true")
@@ -221,7 +222,7 @@ def test_the_linked_chart_follows_presentation_mode(open_page):
 
 def test_equal_covariances_toggle_leaves_only_the_means(open_page):
     at = open_page(PAGE)
-    at.sidebar.toggle(key="equal_cov").set_value(True).run()
+    at.sidebar.toggle(key=gv.Keys.EQUAL_COVARIANCES).set_value(True).run()
     no_exception(at)
     D = ((MEANS[:, None] - MEANS[None]) ** 2).sum(-1)
     E = np.exp(-(D - D.min(axis=1, keepdims=True)))

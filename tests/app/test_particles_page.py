@@ -38,7 +38,7 @@ def lines(fig):
 def test_default_flow_is_layerwise_attention_with_play_button_and_slider(open_page):
     at = open_page(PAGE)
     fig, xs = frames(at)
-    layers, tau = at.sidebar.slider(key="layers").value, at.sidebar.select_slider(key="tau").value
+    layers, tau = at.sidebar.slider(key=pv.Keys.LAYERS).value, at.sidebar.select_slider(key=pv.Keys.TAU).value
     assert len(xs) == layers + 1
     np.testing.assert_allclose(xs[0], pv.particles("clusters", 40, 0).numpy(), atol=1e-12)
     for h in range(layers):
@@ -64,7 +64,7 @@ def test_contraction_points_and_bound_lines(open_page):
     assert (ratios <= slope["Cor. 30"]).all() and (ratios <= slope["Thm. 23 (corrected)"]).all()
     assert any(r"\text{Thm. 23 (corrected): }" in eq.value for eq in at.latex)   # the equation shows that form
     # the worst infinitesimal move against central finite differences of the attention map
-    x, tau = pv.particles("clusters", N, 0).numpy(), at.sidebar.select_slider(key="tau").value
+    x, tau = pv.particles("clusters", N, 0).numpy(), at.sidebar.select_slider(key=pv.Keys.TAU).value
     J = np.zeros((N * d, N * d))
     h = 1e-6
     for c in range(N * d):
@@ -77,22 +77,22 @@ def test_contraction_points_and_bound_lines(open_page):
 
 def test_dot_potential_has_no_cor30_line_and_l2_no_bounds(open_page):
     at = open_page(PAGE)
-    at.sidebar.radio(key="potential").set_value("dot").run()
+    at.sidebar.radio(key=pv.Keys.POTENTIAL).set_value("dot").run()
     no_exception(at)
     names = set(lines(figure_titled(at, "Contraction")))
     assert "Thm. 23 (corrected)" in names and "Cor. 30" not in names
     _, xs = frames(at)
-    np.testing.assert_allclose(xs[1], np_attention(xs[0], "dot", at.sidebar.select_slider(key="tau").value),
+    np.testing.assert_allclose(xs[1], np_attention(xs[0], "dot", at.sidebar.select_slider(key=pv.Keys.TAU).value),
                                atol=1e-9)
-    at.sidebar.radio(key="ground").set_value("l2").run()
+    at.sidebar.radio(key=pv.Keys.GROUND).set_value("l2").run()
     no_exception(at)
     assert set(lines(figure_titled(at, "Contraction"))) == {"y = x"}
 
 
 def test_small_values_make_a_provable_contraction_with_banach_envelope(open_page):
-    at = open_page(PAGE, view="Infinite depth")
-    at.sidebar.slider(key="value_scale").set_value(0.1).run()
-    at.sidebar.select_slider(key="tau").set_value(100.0).run()
+    at = open_page(PAGE, view=pv.Labels.INFINITE_DEPTH)
+    at.sidebar.slider(key=pv.Keys.VALUE_SCALE).set_value(0.1).run()
+    at.sidebar.select_slider(key=pv.Keys.TAU).set_value(100.0).run()
     no_exception(at)
     fig = figure_titled(at, "Fixed point")
     traces = {t["name"]: np.asarray(t["y"], float) for t in fig["data"]}
@@ -104,8 +104,8 @@ def test_small_values_make_a_provable_contraction_with_banach_envelope(open_page
 
 
 def test_max_entropy_curves_peak_at_the_gibbs_measure(open_page):
-    at = open_page(PAGE, view="Maximum entropy")
-    at.number_input(key="query").set_value(7).run()
+    at = open_page(PAGE, view=pv.Labels.MAXIMUM_ENTROPY)
+    at.number_input(key=pv.Keys.QUERY).set_value(7).run()
     no_exception(at)
     fig = figure_titled(at, "Thm. 14")
     star = [t for t in fig["data"] if t.get("mode") == "markers"][0]
@@ -129,34 +129,36 @@ def test_cor30_failure_curve_crosses_the_bound(open_page):
 
 def test_uploaded_pair_and_bad_uploads(open_page):
     at = open_page(PAGE)
-    at.sidebar.selectbox(key="preset").set_value("uploaded CSV").run()
+    at.sidebar.selectbox(key=pv.Keys.PRESET).set_value("uploaded CSV").run()
     no_exception(at)
     assert at.error and figures(at)  # nothing uploaded yet: an error, the last figures stay
     src = [[0.0, 0.0], [1.0, 0.2], [0.3, 1.1], [1.4, 1.0], [-0.5, 0.4], [0.7, -0.6]]
     tgt = [[0.1, -0.2], [1.2, 0.4], [0.2, 1.3], [1.0, 1.1], [-0.2, 0.6], [0.9, -0.9]]
     csv = "cloud,x,y\n" + "".join(f"source,{a},{b}\n" for a, b in src) + "".join(f"target,{a},{b}\n" for a, b in tgt)
-    at.sidebar.file_uploader(key="particles_csv").upload("p.csv", csv.encode(), "text/csv").run()
+    at.sidebar.file_uploader(key=pv.Keys.PARTICLES_CSV).upload("p.csv", csv.encode(), "text/csv").run()
     no_exception(at)
     assert not at.error
     star = [t for t in figure_titled(at, "Contraction")["data"] if t["name"] == "uploaded X and Y"][0]
     x, y = np.array(src), np.array(tgt)
     assert abs(star["x"][0] - w1_assignment(x, y)) < 1e-12
-    tau = at.sidebar.select_slider(key="tau").value
+    tau = at.sidebar.select_slider(key=pv.Keys.TAU).value
     assert abs(star["y"][0] - w1_assignment(np_attention(x, "gaussian", tau), np_attention(y, "gaussian", tau))) \
         < 1e-12
     bad = "cloud,x,y,mass\n" + "".join(f"source,{a},{b},{1 + i}\n" for i, (a, b) in enumerate(src)) \
         + "".join(f"target,{a},{b},1\n" for a, b in tgt)
-    at.sidebar.file_uploader(key="particles_csv").upload("p.csv", bad.encode(), "text/csv").run()
+    at.sidebar.file_uploader(key=pv.Keys.PARTICLES_CSV).upload("p.csv", bad.encode(), "text/csv").run()
     no_exception(at)
     assert "uniform measure" in at.error[0].value
 
 
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
-    at = open_page(PAGE, view="Maximum entropy")
+    at = open_page(PAGE, view=pv.Labels.MAXIMUM_ENTROPY)
     assert figure_titled(at, "Thm. 14") and not [f for f in figures(at) if "Contraction" in str(f["layout"])]
     flow = ["animation", "layer_steps", "cor30_failure"]
-    check_views(at, "view", {"Contraction": [*flow, "contraction"], "Infinite depth": [*flow, "fixed_point"],
-                             "Maximum entropy": [*flow, "maxent"], "Side by side": [*flow, "side_left", "side_right"]})
+    check_views(at, pv.Keys.VIEW, {pv.Labels.CONTRACTION: [*flow, "contraction"],
+                                   pv.Labels.INFINITE_DEPTH: [*flow, "fixed_point"],
+                                   pv.Labels.MAXIMUM_ENTROPY: [*flow, "maxent"],
+                                   pv.Labels.SIDE_BY_SIDE: [*flow, "side_left", "side_right"]})
 
 
 def flow_of(x, tau, layers):
@@ -169,11 +171,11 @@ def flow_of(x, tau, layers):
 def test_side_by_side_draws_the_flow_at_two_temperatures(open_page):
     """tau 0.1 and 1 by default: each figure holds the particles after every layer (numpy's attention), and at
     tau = 1 they have collapsed to one point while at 0.1 they have not."""
-    at = open_page(PAGE, view="Side by side")
-    layers = at.sidebar.slider(key="layers").value
+    at = open_page(PAGE, view=pv.Labels.SIDE_BY_SIDE)
+    layers = at.sidebar.slider(key=pv.Keys.LAYERS).value
     x0 = pv.particles("clusters", 40, 0).numpy()
     spread = {}
-    for tau, key in ((0.1, "side_tau_left"), (1.0, "side_tau_right")):
+    for tau, key in ((0.1, pv.Keys.SIDE_TAU + "_left"), (1.0, pv.Keys.SIDE_TAU + "_right")):
         assert at.select_slider(key=key).value == tau
         fig = figure_titled(at, f"tau = {tau:g}: layer {layers}")
         pts = np.stack([np.asarray(fig["data"][1]["x"], float), np.asarray(fig["data"][1]["y"], float)], 1)

@@ -19,7 +19,6 @@ from wviz.views import real_transformer as rv
 
 PAGE = "real_transformer.py"
 SENTENCE = "The cat sat on the mat and watched the rain."
-RHO_VIEW, FIGURE4_VIEW = "Sinkhorn's rho: softmax to Sinkformer", "Figure 4 of 002"
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +85,7 @@ def test_default_page_matches_the_reference_model(open_page, reference):
     assert z["original"].max() == 0
     np.testing.assert_allclose(z["sparsemax (tau = 1)"][0], (sparsemax_np(S0) == 0).mean(axis=(-2, -1)), atol=1e-3)
     # the table (the second view): one row per normaliser, softmax-free normalisers change the embedding
-    at.segmented_control(key="view").set_value("The layers and the sentence embedding").run()
+    at.segmented_control(key=rv.Keys.VIEW).set_value(rv.Labels.LAYERS.format("sentence")).run()
     table = at.dataframe[0].value
     assert list(table["normaliser"]) == ["sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)",
                                          "sinkhorn (gamma = 1, 5 iterations)"]          # the sidebar's order
@@ -98,17 +97,17 @@ def test_default_page_matches_the_reference_model(open_page, reference):
 def test_layer_head_and_tau(open_page, reference):
     run, _ = reference
     at = open_page(PAGE, timeout=300)
-    at.sidebar.selectbox(key="layer").set_value(5)                  # layers and heads counted from 1
-    at.sidebar.selectbox(key="head").set_value(8)
-    at.sidebar.multiselect(key="normalisers").set_value(["softmax"])
-    at.sidebar.select_slider(key="tau").set_value(0.464).run()      # an option of the log grid
+    at.sidebar.selectbox(key=rv.Keys.LAYER).set_value(5)               # layers and heads counted from 1
+    at.sidebar.selectbox(key=rv.Keys.HEAD).set_value(8)
+    at.sidebar.multiselect(key=rv.Keys.NORMALISERS).set_value(["softmax"])
+    at.sidebar.select_slider(key=rv.Keys.TAU).set_value(0.464).run()   # an option of the log grid
     no_exception(at)
     attn, S0 = run(SENTENCE)
     maps, fig = panels(at)
     assert fig["layout"]["title"]["text"].startswith("Layer 5, head 8")
     np.testing.assert_allclose(maps["original: softmax (tau = 1)"], attn[4, 7], atol=2e-6)
     assert list(maps)[1] == "softmax (tau = 0.464)"
-    at.sidebar.selectbox(key="layer").set_value(1).run()
+    at.sidebar.selectbox(key=rv.Keys.LAYER).set_value(1).run()
     maps, _ = panels(at)
     np.testing.assert_allclose(maps["softmax (tau = 0.464)"], softmax(S0[7] / 0.464, axis=-1), atol=2e-5)
 
@@ -117,7 +116,7 @@ def test_figure4_histograms_count_every_token(open_page, reference, tmp_path, mo
     _, tok = reference
     # a disk cache of this test's own: another worker of the run may have solved alpha = 0.1 already
     monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
-    at = open_page(PAGE, timeout=300, view=FIGURE4_VIEW)
+    at = open_page(PAGE, timeout=300, view=rv.Labels.FIGURE4)
     fig = figure_titled(at, "Figure 4 of 002")
     n_tokens = sum(len(tok(s)["input_ids"]) for s in CORPUS)
     bars = [t for t in fig["data"] if t["type"] == "bar"]
@@ -133,7 +132,7 @@ def test_figure4_histograms_count_every_token(open_page, reference, tmp_path, mo
     np.testing.assert_allclose(per_head.mean(axis=1), means, rtol=1e-9)
     assert 0 < means.max() < 0.2                                       # lambda* close to alpha z at alpha = 1
     # a smaller alpha of problem (4) brings lambda* closer to alpha z (Theorem 2)
-    at.select_slider(key="dual_alpha").set_value(0.1).run()
+    at.select_slider(key=rv.Keys.DUAL_ALPHA).set_value(0.1).run()
     no_exception(at)
     assert at.get("progress"), "a new alpha is solved in the background"
     settle(at)
@@ -145,7 +144,7 @@ def test_figure4_histograms_count_every_token(open_page, reference, tmp_path, mo
 def test_bad_sentence_keeps_the_last_good_state(open_page, text, match):
     at = open_page(PAGE, timeout=300)
     before, _ = panels(at)
-    at.text_input(key="sentence").set_value(text).run()
+    at.text_input(key=rv.Keys.SENTENCE).set_value(text).run()
     no_exception(at)
     assert any(match in e.value for e in at.error)
     after, _ = panels(at)
@@ -155,7 +154,7 @@ def test_bad_sentence_keeps_the_last_good_state(open_page, text, match):
 
 def test_no_normaliser_chosen(open_page):
     at = open_page(PAGE, timeout=300)
-    at.sidebar.multiselect(key="normalisers").set_value([]).run()
+    at.sidebar.multiselect(key=rv.Keys.NORMALISERS).set_value([]).run()
     no_exception(at)
     assert any("at least one normaliser" in e.value for e in at.error)
 
@@ -172,14 +171,15 @@ def test_sinkhorn_alone_has_no_main_figure(open_page):
 
 
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
-    at = open_page(PAGE, timeout=300, view="The layers and the sentence embedding")
+    at = open_page(PAGE, timeout=300, view=rv.Labels.LAYERS.format("sentence"))
     titles = [f["layout"].get("title", {}).get("text", "") for f in figures(at)]
     assert not [t for t in titles if t.startswith("Sparsity per head")], titles
     maps = ["maps_fixed", "maps"]
-    check_views(at, "view", {"Sparsity per head": [*maps, "sparsity"],
-                             "The layers and the sentence embedding": [*maps, "distances"],
-                             "Click a query": maps, RHO_VIEW: [*maps, "rho_sweep"], "Attention sinks": [*maps, "sinks"],
-                             FIGURE4_VIEW: [*maps, "figure4", "per_head"]})
+    check_views(at, rv.Keys.VIEW, {rv.Labels.SPARSITY: [*maps, "sparsity"],
+                                   rv.Labels.LAYERS.format("sentence"): [*maps, "distances"],
+                                   rv.Labels.CLICK: maps, rv.Labels.RHO: [*maps, "rho_sweep"],
+                                   rv.Labels.SINKS: [*maps, "sinks"],
+                                   rv.Labels.FIGURE4: [*maps, "figure4", "per_head"]})
 
 
 def test_the_linked_view_draws_the_altair_chart_of_the_head(open_page, reference):
@@ -189,7 +189,7 @@ def test_the_linked_view_draws_the_altair_chart_of_the_head(open_page, reference
     import pyarrow as pa
 
     run, _ = reference
-    at = open_page(PAGE, timeout=300, view="Click a query")
+    at = open_page(PAGE, timeout=300, view=rv.Labels.CLICK)
     (chart,) = at.get("vega_lite_chart")
     spec = json.loads(chart.proto.spec)
     assert [q["name"] for q in spec["params"]] == ["query_row", "heatmap_of"]
@@ -221,24 +221,24 @@ def test_try_this_links_open_the_page_in_their_state(item, monkeypatch):
     assert not at.error, [e.value for e in at.error]
     key_of = {label: name for name, label in rv.CHOICES.items()}
     for key, value in item.params.items():
-        want = [key_of[v] for v in value] if key == "normalisers" else value
+        want = [key_of[v] for v in value] if key == rv.Keys.NORMALISERS else value
         assert at.session_state[key] == want, key
     maps, _ = panels(at)
     original = maps["original: softmax (tau = 1)"]
-    if item.params.get("tau") == 0.1:               # sparsemax's support: one key for nearly every query
+    if item.params.get(rv.Keys.TAU) == 0.1:        # sparsemax's support: one key for nearly every query
         support = (maps["sparsemax (tau = 0.1)"] > 0).sum(axis=1)
         assert support.min() == 1 and np.median(support) == 1
-    if item.params.get("tau") == 10:                # softmax nearly uniform, sparsemax keeps most keys
+    if item.params.get(rv.Keys.TAU) == 10:         # softmax nearly uniform, sparsemax keeps most keys
         n = len(original)
         assert np.abs(maps["softmax (tau = 10)"] - 1 / n).max() < 0.1
         assert (maps["sparsemax (tau = 10)"] > 0).sum(axis=1).mean() > n / 2
-    if item.params.get("layer") == 5:               # the sink: [CLS] receives most of the 13 units; not under Sinkhorn
+    if item.params.get(rv.Keys.LAYER) == 5:        # the sink: [CLS] receives most of the 13 units; not under Sinkhorn
         assert original.sum(axis=0)[0] > 0.7 * len(original)
         sk = maps["sinkhorn (gamma = 1, 5 iterations)"]
         assert np.abs(sk.sum(axis=0) - 1).max() < 0.05
-    if item.params.get("rho") == 0.001:             # Sinkhorn at rho -> 0, gamma = 1: the model's own softmax
+    if item.params.get(rv.Keys.RHO) == 0.001:      # Sinkhorn at rho -> 0, gamma = 1: the model's own softmax
         np.testing.assert_allclose(maps["sinkhorn (gamma = 1, rho = 0.001, 5 iterations)"], original, atol=2e-3)
-    if "alpha" in item.params:                      # entmax 1.25: fewer zeros than sparsemax, but some
+    if rv.Keys.ALPHA in item.params:               # entmax 1.25: fewer zeros than sparsemax, but some
         zeros = {name: (m == 0).sum() for name, m in maps.items()}
         assert 0 < zeros["entmax (alpha = 1.25, tau = 1)"] < zeros["sparsemax (tau = 1)"]
 
@@ -251,7 +251,7 @@ def test_the_linked_chart_follows_presentation_mode(open_page):
     from wviz.figures.common import PALETTE
 
     def config(**query):
-        (chart,) = open_page(PAGE, timeout=300, view="Click a query", **query).get("vega_lite_chart")
+        (chart,) = open_page(PAGE, timeout=300, view=rv.Labels.CLICK, **query).get("vega_lite_chart")
         return json.loads(chart.proto.spec)
 
     plain, hall = config(), config(presentation="true")
@@ -266,7 +266,7 @@ def test_the_linked_chart_follows_presentation_mode(open_page):
 def test_the_change_table_reads_in_significant_digits(open_page):
     """The cosines and distances in at most 4 significant digits, tiny ones with a power of ten; the table keeps
     its numbers."""
-    at = open_page(PAGE, timeout=300, view="The layers and the sentence embedding")
+    at = open_page(PAGE, timeout=300, view=rv.Labels.LAYERS.format("sentence"))
     cells, values = shown_table(at), at.dataframe[0].value
     assert list(cells.columns) == list(values.columns) and "distance, layer 6" in cells
     for column in values.columns[1:]:
@@ -279,7 +279,7 @@ def test_rho_walks_sinkhorn_from_the_models_softmax_to_sinkformer(open_page, ref
     its rows still sum to 1 and its columns are nearer 1 than softmax's; the rho view draws the sweep, the cosine
     to the model's embedding 1 at rho = 0."""
     run, _ = reference
-    at = open_page(PAGE, timeout=300, normalisers=[rv.CHOICES["sinkhorn"]], rho="0.001", view=RHO_VIEW)
+    at = open_page(PAGE, timeout=300, normalisers=[rv.CHOICES["sinkhorn"]], rho="0.001", view=rv.Labels.RHO)
     no_exception(at)
     maps, _ = panels(at)
     attn, _ = run(SENTENCE)
@@ -287,7 +287,7 @@ def test_rho_walks_sinkhorn_from_the_models_softmax_to_sinkformer(open_page, ref
     sweep = figure_titled(at, "From softmax to Sinkformer")
     cosine = np.asarray(sweep["data"][0]["y"], dtype=float)
     assert cosine[0] == pytest.approx(1.0, abs=1e-6) and cosine[-1] < cosine[0]
-    at.sidebar.select_slider(key="rho").set_value(10.0).run()
+    at.sidebar.select_slider(key=rv.Keys.RHO).set_value(10.0).run()
     no_exception(at)
     maps, _ = panels(at)
     A = maps["sinkhorn (gamma = 1, rho = 10, 5 iterations)"]
@@ -338,7 +338,7 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
     """The selector lists the bundled MiniLM (the default) and each tiny model; choosing each draws its maps on its
     own layers and heads, what its family looks at, and a tau move redraws the maps; the model's key is in the URL."""
     at = models_page()
-    options = at.sidebar.selectbox(key="model").options
+    options = at.sidebar.selectbox(key=rv.Keys.MODEL).options
     assert options[0] == "all-MiniLM-L6-v2 (encoder, 22.7M parameters)" and options[-1] == "Upload a model (.zip)"
     assert [o.split(" (")[0] for o in options[1:-1]] == [f"tiny-{kind}" for kind in TINY]
     assert [o.split(" (")[1].split(",")[0] for o in options[1:-1]] == ["encoder", "decoder", "decoder", "encoder",
@@ -348,16 +348,16 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
     assert [c.value for c in skipped.caption] == [line for line in rv.hub.find_models([tiny_root]).skipped]
     assert "notes" in skipped.caption[0].value and "config.json" in skipped.caption[0].value
     for kind in TINY:
-        at.sidebar.selectbox(key="model").set_value(key_of(tiny_root, kind)).run()
+        at.sidebar.selectbox(key=rv.Keys.MODEL).set_value(key_of(tiny_root, kind)).run()
         no_exception(at)
         assert not at.error, [e.value for e in at.error]
-        assert at.query_params["model"] == key_of(tiny_root, kind)           # the model's key travels in the link
-        assert at.sidebar.selectbox(key="layer").options == ["1", "2"]
-        assert at.sidebar.selectbox(key="head").options == ["1", "2", "3", "4"]
+        assert at.query_params[rv.Keys.MODEL] == key_of(tiny_root, kind)   # the model's key travels in the link
+        assert at.sidebar.selectbox(key=rv.Keys.LAYER).options == ["1", "2"]
+        assert at.sidebar.selectbox(key=rv.Keys.HEAD).options == ["1", "2", "3", "4"]
         before, fig = panels(at)
         assert list(before) == ["original: softmax (tau = 1)", "sinkhorn (gamma = 1, 5 iterations)",
                                 "sparsemax (tau = 1)", "entmax (alpha = 1.5, tau = 1)"]
-        at.sidebar.select_slider(key="tau").set_value(0.464).run()
+        at.sidebar.select_slider(key=rv.Keys.TAU).set_value(0.464).run()
         no_exception(at)
         after, _ = panels(at)
         assert "sparsemax (tau = 0.464)" in after
@@ -373,8 +373,8 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
         if kind in ("bert", "roberta"):
             assert any("write [MASK] in the sentence" in c.value for c in at.caption)
             assert upper_weight(after) > 0                                     # no causal mask
-        at.sidebar.select_slider(key="tau").set_value(1.0).run()
-    at.sidebar.selectbox(key="model").set_value(rv.hub.BUNDLED_KEY).run()
+        at.sidebar.select_slider(key=rv.Keys.TAU).set_value(1.0).run()
+    at.sidebar.selectbox(key=rv.Keys.MODEL).set_value(rv.hub.BUNDLED_KEY).run()
     assert "model" not in at.query_params                                  # the default: not in the link
 
 
@@ -400,10 +400,10 @@ def test_a_mask_in_the_sentence_gives_the_top_5_of_the_mlm_head(models_page, tin
 
 def test_a_link_opens_its_model_and_an_unknown_one_the_bundled(models_page, tiny_root):
     at = models_page(model=key_of(tiny_root, "gpt2"))
-    assert at.sidebar.selectbox(key="model").value == key_of(tiny_root, "gpt2")
+    assert at.sidebar.selectbox(key=rv.Keys.MODEL).value == key_of(tiny_root, "gpt2")
     assert any("tiny-gpt2" in c.value for c in at.caption)
     at = models_page(model="folder:/nowhere/gpt2")
-    assert at.sidebar.selectbox(key="model").value == rv.hub.BUNDLED_KEY
+    assert at.sidebar.selectbox(key=rv.Keys.MODEL).value == rv.hub.BUNDLED_KEY
     assert any("does not have" in w.value for w in at.warning)
 
 
@@ -427,7 +427,7 @@ def test_hostile_uploads_are_refused_in_words_and_the_last_model_stays(models_pa
     the maps of the model shown before (tiny GPT-2) stay; then a good upload (a tiny BERT) is shown."""
     at = models_page(model=key_of(tiny_root, "gpt2"))
     shown, _ = panels(at)
-    at.sidebar.selectbox(key="model").set_value(rv.catalogue.UPLOAD).run()
+    at.sidebar.selectbox(key=rv.Keys.MODEL).set_value(rv.catalogue.UPLOAD).run()
     no_exception(at)
     assert any("meanwhile the page shows tiny-gpt2" in i.value for i in at.info)
     bert = folder_files(tiny_root / "tiny-bert")
@@ -439,13 +439,13 @@ def test_hostile_uploads_are_refused_in_words_and_the_last_model_stays(models_pa
             "AutoModel": "modeling_evil.EvilModel"}})}), "auto_map"),
     }
     for name, (raw, words) in hostile.items():
-        at.sidebar.file_uploader(key="model_zip").upload(name, raw, "application/zip").run()
+        at.sidebar.file_uploader(key=rv.Keys.MODEL_ZIP).upload(name, raw, "application/zip").run()
         no_exception(at)
         assert any(words in e.value for e in at.error), (name, [e.value for e in at.error])
         maps, _ = panels(at)
         for label in shown:
             np.testing.assert_array_equal(maps[label], shown[label])        # tiny GPT-2's maps, kept
-    at.sidebar.file_uploader(key="model_zip").upload("my-bert.zip", zipped(bert), "application/zip").run()
+    at.sidebar.file_uploader(key=rv.Keys.MODEL_ZIP).upload("my-bert.zip", zipped(bert), "application/zip").run()
     no_exception(at)
     assert not at.error and any("my-bert (encoder" in c.value for c in at.caption)
     assert "model" not in at.query_params                                  # an upload is not part of a link
@@ -459,15 +459,15 @@ def test_an_image_model_reads_a_bundled_or_uploaded_picture(models_page, tiny_ro
     from PIL import Image
 
     at = models_page(model=key_of(tiny_root, "vit"), picture="flower.jpg (scikit-learn)")
-    assert at.selectbox(key="picture").value == "flower.jpg (scikit-learn)"
+    assert at.selectbox(key=rv.Keys.PICTURE).value == "flower.jpg (scikit-learn)"
     flower, _ = panels(at)
-    at.selectbox(key="picture").set_value("upload").run()
-    at.file_uploader(key="picture_file").upload("x.png", b"not a picture", "image/png").run()
+    at.selectbox(key=rv.Keys.PICTURE).set_value("upload").run()
+    at.file_uploader(key=rv.Keys.PICTURE_FILE).upload("x.png", b"not a picture", "image/png").run()
     no_exception(at)
     assert any("your picture was not used" in e.value for e in at.error)
     buffer = io.BytesIO()
     Image.new("RGB", (64, 48), (0, 114, 178)).save(buffer, "PNG")
-    at.file_uploader(key="picture_file").upload("blue.png", buffer.getvalue(), "image/png").run()
+    at.file_uploader(key=rv.Keys.PICTURE_FILE).upload("blue.png", buffer.getvalue(), "image/png").run()
     no_exception(at)
     assert not at.error
     blue, _ = panels(at)
@@ -479,7 +479,7 @@ def test_a_decoders_views_perplexity_and_sinks(models_page, tiny_root):
     sinks view draws the first token's share per normaliser."""
     from wviz.models import hub, tasks
 
-    at = models_page(model=key_of(tiny_root, "gpt2"), view="Perplexity as tau moves")
+    at = models_page(model=key_of(tiny_root, "gpt2"), view=rv.Labels.PERPLEXITY)
     fig = figure_titled(at, "Perplexity of the bundled paragraph")
     (line,) = [t for t in fig["data"] if t.get("line", {}).get("dash") == "dash"]
     gpt2 = hub.load(tiny_root / "tiny-gpt2", device="cpu")
@@ -487,7 +487,7 @@ def test_a_decoders_views_perplexity_and_sinks(models_page, tiny_root):
     assert line["y"] == [pytest.approx(p.original)] * 2 and p.cut
     assert line["name"].startswith("the model's own (softmax, tau = 1)")          # named in the legend
     assert p.original == pytest.approx(tasks.perplexity(gpt2, rv._fitted(gpt2, rv.corpus.PARAGRAPH)[0]))
-    at.segmented_control(key="view").set_value("Attention sinks").run()
+    at.segmented_control(key=rv.Keys.VIEW).set_value(rv.Labels.SINKS).run()
     no_exception(at)
     sinks = figure_titled(at, "Attention sinks")
     assert len([t for t in sinks["data"] if t["type"] == "heatmap"]) == 4
@@ -499,8 +499,8 @@ def test_a_decoders_views_perplexity_and_sinks(models_page, tiny_root):
 
 ALL_CHOSEN = ["original: softmax (tau = 1)", "softmax (tau = 0.464)", "sparsemax (tau = 0.464)",
               "entmax (alpha = 1.5, tau = 0.464)", "sinkhorn (gamma = 1, 5 iterations)"]
-VIEWS = {"Sparsity per head": ["sparsity"], "The layers and the sentence embedding": ["distances"],
-         "Click a query": [], RHO_VIEW: ["rho_sweep"], "Attention sinks": ["sinks"]}
+VIEWS = {rv.Labels.SPARSITY: ["sparsity"], rv.Labels.LAYERS.format("sentence"): ["distances"],
+         rv.Labels.CLICK: [], rv.Labels.RHO: ["rho_sweep"], rv.Labels.SINKS: ["sinks"]}
 
 
 @pytest.mark.parametrize("kind", ["roberta", "llama", "vit"])
@@ -522,16 +522,16 @@ def test_every_view_of_a_family_under_every_normaliser(models_page, tiny_root, k
         np.testing.assert_allclose(A.sum(axis=1), 1, atol=1e-5, err_msg=label)
     if kind in DECODERS:
         assert upper_weight(maps) == 0.0
-    views = dict(VIEWS, **({"Perplexity as tau moves": ["perplexity"]} if kind in DECODERS else {}),
-                 **({FIGURE4_VIEW: ["figure4", "per_head"]} if kind == "roberta" else {}))
+    views = dict(VIEWS, **({rv.Labels.PERPLEXITY: ["perplexity"]} if kind in DECODERS else {}),
+                 **({rv.Labels.FIGURE4: ["figure4", "per_head"]} if kind == "roberta" else {}))
     if kind == "vit":                                   # an image model's embedding pools its picture's patches
         views = {k.replace("sentence", "image"): v for k, v in views.items()}
     always = ["maps_fixed", "maps"] + (["patches"] if kind == "vit" else [])
-    check_views(at, "view", {view: always + keys for view, keys in views.items()})
+    check_views(at, rv.Keys.VIEW, {view: always + keys for view, keys in views.items()})
     for view in views:                                  # each view drawn once more: no error message either
-        at.segmented_control(key="view").set_value(view).run()
+        at.segmented_control(key=rv.Keys.VIEW).set_value(view).run()
         assert not at.error and not at.exception, (view, [e.value for e in at.error])
-        if view == "Click a query":
+        if view == rv.Labels.CLICK:
             assert len(at.get("vega_lite_chart")) == 1
     bundle = bundle_figures(at)
     assert [t["name"] for t in bundle["maps_fixed"]["data"] + bundle["maps"]["data"]] == list(maps)   # every panel

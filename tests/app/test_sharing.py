@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from tests.app.conftest import ROOT, figures, link_params
 from tests.app.test_gaussian_w2_page import covariances, heatmaps, reference_attention
 from wviz import export
+from wviz.views import gaussian_w2 as gv
 
 PAGE = "gaussian_w2.py"
 # the page's DEFAULT table, as rows
@@ -36,9 +37,9 @@ def test_the_link_shown_is_the_url_after_the_table_wrote_to_it(open_page):
     at = open_page(PAGE, tokens=given, tau="0.1")
     link = shown_link(at)
     assert link == dict(at.query_params)
-    assert link["tau"] == "0.1" and link["tokens"] != given and json.loads(link["tokens"]) == TOKENS
+    assert link[gv.Keys.TAU] == "0.1" and link[gv.Keys.TOKENS] != given and json.loads(link[gv.Keys.TOKENS]) == TOKENS
     at = open_page(PAGE, tokens=json.dumps(DEFAULT), tau="0.1")  # the default table leaves the URL
-    assert shown_link(at) == dict(at.query_params) == {"tau": "0.1"}
+    assert shown_link(at) == dict(at.query_params) == {gv.Keys.TAU: "0.1"}
 
 
 def test_a_broken_table_in_the_link_falls_back_to_the_default(open_page):
@@ -84,7 +85,7 @@ def test_without_a_browser_the_image_exports_say_why_they_are_off(open_page, mon
 def test_the_page_a_try_link_opened_keeps_what_to_watch_in_sight(monkeypatch):
     """The link's sentence stays on the page it opened (above, outside the closed expander) until one of the
     link's settings changes; a page opened without the link's settings shows none."""
-    from wviz.views.transport_plans import TRY_THIS
+    from wviz.views.transport_plans import TRY_THIS, Keys
 
     monkeypatch.setenv("WVIZ_DEVICE", "cpu")
     item = TRY_THIS[2]   # two settings: solver and preset
@@ -94,8 +95,8 @@ def test_the_page_a_try_link_opened_keeps_what_to_watch_in_sight(monkeypatch):
     at.run()
     shown = [i.value for i in at.info if item.watch in i.value]
     assert shown == [f"**{item.label}**: {item.watch}"]
-    at.query_params["solver"] = "sinkhorn"   # as the browser writes it when the radio moves (AppTest does not)
-    at.sidebar.radio(key="solver").set_value("sinkhorn").run()
+    at.query_params[Keys.SOLVER] = "sinkhorn"   # as the browser writes it when the radio moves (AppTest does not)
+    at.sidebar.radio(key=Keys.SOLVER).set_value("sinkhorn").run()
     assert not [i for i in at.info if item.watch in i.value]
     plain = AppTest.from_file(str(ROOT / "pages" / "transport_plans.py"), default_timeout=120).run()
     assert not [i for i in plain.info if any(t.watch in i.value for t in TRY_THIS)]

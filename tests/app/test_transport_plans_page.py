@@ -10,8 +10,6 @@ from tests.app.conftest import bundle_figures, check_views, figure_titled, figur
 from wviz.views import transport_plans as tv
 
 PAGE = "transport_plans.py"
-CONVERGE = "Watch Sinkhorn converge"
-SIDE = "Side by side"
 
 
 def plan_and_marginals(at):
@@ -37,7 +35,7 @@ def test_default_sinkhorn_plan_has_the_marginals_and_matches_pot(open_page):
     np.testing.assert_allclose(P.sum(axis=1), a, atol=1e-6)
     np.testing.assert_allclose(P.sum(axis=0), b, atol=1e-6)
     a0, b0, C = default_problem()
-    gamma = at.sidebar.select_slider(key="gamma").value * C.max()
+    gamma = at.sidebar.select_slider(key=tv.Keys.GAMMA_REL).value * C.max()
     ref = pot.bregman.sinkhorn_log(a0, b0, C, gamma, stopThr=1e-12, numItermax=100000)
     np.testing.assert_allclose(P, ref, atol=1e-6)
     assert not at.warning  # converged
@@ -45,7 +43,7 @@ def test_default_sinkhorn_plan_has_the_marginals_and_matches_pot(open_page):
 
 def test_exact_solver_gives_the_lp_cost_and_a_sparse_plan(open_page):
     at = open_page(PAGE)
-    at.sidebar.radio(key="solver").set_value("exact").run()
+    at.sidebar.radio(key=tv.Keys.SOLVER).set_value("exact").run()
     no_exception(at)
     P, _, _ = plan_and_marginals(at)
     a0, b0, C = default_problem()
@@ -54,12 +52,12 @@ def test_exact_solver_gives_the_lp_cost_and_a_sparse_plan(open_page):
 
 
 def test_gamma_slider_and_the_scrubber(open_page):
-    at = open_page(PAGE, view=CONVERGE)
+    at = open_page(PAGE, view=tv.Labels.CONVERGE)
     dense = (plan_and_marginals(at)[0] > 1e-8).mean()
-    at.sidebar.select_slider(key="gamma").set_value(0.001).run()
+    at.sidebar.select_slider(key=tv.Keys.GAMMA_REL).set_value(0.001).run()
     no_exception(at)
     assert (plan_and_marginals(at)[0] > 1e-8).mean() < dense  # smaller gamma, sparser plan
-    scrub = at.select_slider(key="scrub")
+    scrub = at.select_slider(key=tv.Keys.SCRUB)
     first = scrub.options[0]
     scrub.set_value(first).run()
     no_exception(at)
@@ -70,11 +68,11 @@ def test_gamma_slider_and_the_scrubber(open_page):
 def test_smallest_gamma_scrubber_is_capped_and_its_caption_says_so(open_page):
     """gamma = 1e-4 max C on the default problem: the main solve stops unconverged at 10000 iterations, plain
     Sinkhorn would need more than 10^5. The scrubber shows its first SCRUB_MAX_ITER iterations and says so."""
-    at = open_page(PAGE, view=CONVERGE)
-    at.sidebar.select_slider(key="gamma").set_value(0.0001).run()
+    at = open_page(PAGE, view=tv.Labels.CONVERGE)
+    at.sidebar.select_slider(key=tv.Keys.GAMMA_REL).set_value(0.0001).run()
     no_exception(at)
     assert at.warning and "stopped before the marginals met the tolerance" in at.warning[0].value
-    scrub = at.select_slider(key="scrub")
+    scrub = at.select_slider(key=tv.Keys.SCRUB)
     assert scrub.options[-1] == str(tv.SCRUB_MAX_ITER) and scrub.value == tv.SCRUB_MAX_ITER
     every, _ = tv.scrub_schedule(10000)
     caption = " ".join(c.value for c in at.caption)
@@ -85,7 +83,7 @@ def test_smallest_gamma_scrubber_is_capped_and_its_caption_says_so(open_page):
 
 
 def test_default_scrubber_caption_says_what_it_shows(open_page):
-    at = open_page(PAGE, view=CONVERGE)
+    at = open_page(PAGE, view=tv.Labels.CONVERGE)
     caption = " ".join(c.value for c in at.caption)
     assert "**plain Sinkhorn**" in caption and "Truncated" not in caption
     assert "reached the tolerance in" in caption
@@ -101,7 +99,7 @@ def test_default_scrubber_caption_says_what_it_shows(open_page):
 def test_malformed_upload_shows_an_error_and_keeps_the_last_plan(open_page, data, message):
     at = open_page(PAGE)
     before = plan_and_marginals(at)[0]
-    at.sidebar.file_uploader(key="points_csv").upload("bad.csv", data, "text/csv").run()
+    at.sidebar.file_uploader(key=tv.Keys.POINTS_CSV).upload("bad.csv", data, "text/csv").run()
     no_exception(at)
     assert at.error and message in at.error[0].value
     np.testing.assert_array_equal(plan_and_marginals(at)[0], before)
@@ -110,7 +108,7 @@ def test_malformed_upload_shows_an_error_and_keeps_the_last_plan(open_page, data
 def test_uploaded_points_are_used(open_page):
     at = open_page(PAGE)
     csv = b"cloud,x,y,mass\nsource,0,0,1\nsource,1,0,1\ntarget,0,1,1\ntarget,1,1,1\ntarget,2,1,2\n"
-    at.sidebar.file_uploader(key="points_csv").upload("pts.csv", csv, "text/csv").run()
+    at.sidebar.file_uploader(key=tv.Keys.POINTS_CSV).upload("pts.csv", csv, "text/csv").run()
     no_exception(at)
     P, a, b = plan_and_marginals(at)
     assert P.shape == (2, 3)
@@ -131,41 +129,44 @@ def test_edited_points_in_a_link_hold_while_their_editor_is_closed(open_page):
         P, a, _ = plan_and_marginals(at)
         np.testing.assert_allclose(a, want, rtol=1e-6)
         np.testing.assert_allclose(P.sum(axis=1), want, atol=1e-6)
-        assert at.query_params["points_line_40_30_0"] == rows             # the edits stay in the link
+        assert at.query_params[tv.Keys.POINTS.format("line", 40, 30, 0)] == rows   # the edits stay in the link
 
 
 def test_cost_matrix_mode_and_its_bad_inputs(open_page):
     at = open_page(PAGE)
-    at.sidebar.radio(key="problem").set_value("cost matrix").run()
-    at.sidebar.radio(key="solver").set_value("exact").run()
+    at.sidebar.radio(key=tv.Keys.PROBLEM).set_value("cost matrix").run()
+    at.sidebar.radio(key=tv.Keys.SOLVER).set_value("exact").run()
     no_exception(at)
     P, _, _ = plan_and_marginals(at)
     C = np.array([[0, 2, 4], [2, 0, 2], [4, 2, 0], [1, 1, 3]], dtype=float)
     assert abs((P * C).sum() - pot.emd2(np.full(4, 0.25), np.full(3, 1 / 3), C)) < 1e-9
-    at.sidebar.text_area(key="cost_text").set_value("0 1\n2").run()
+    at.sidebar.text_area(key=tv.Keys.COST_TEXT).set_value("0 1\n2").run()
     no_exception(at)
     assert "same number" in at.error[0].value
-    at.sidebar.text_area(key="cost_text").set_value("0 1\n1 0").run()
-    at.sidebar.radio(key="marginals").set_value("edited").run()
-    at.sidebar.text_input(key="a_2").set_value("1, 1").run()
-    at.sidebar.text_input(key="b_2").set_value("1, 2").run()
+    at.sidebar.text_area(key=tv.Keys.COST_TEXT).set_value("0 1\n1 0").run()
+    at.sidebar.radio(key=tv.Keys.MARGINALS).set_value("edited").run()
+    at.sidebar.text_input(key=tv.Keys.A.format(2)).set_value("1, 1").run()
+    at.sidebar.text_input(key=tv.Keys.B.format(2)).set_value("1, 2").run()
     no_exception(at)
     assert at.error  # unequal totals
 
 
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
-    at = open_page(PAGE, view="Cost against gamma")
+    at = open_page(PAGE, view=tv.Labels.COST_AGAINST_GAMMA)
     assert len(figures(at)) == 2 and figure_titled(at, "Entropic cost converges")
-    check_views(at, "view", {SIDE: ["plan", "side_left", "side_right"], "Mass moved": ["plan", "lines"],
-                             CONVERGE: ["plan", "scrub_plan", "errors"], "Cost against gamma": ["plan", "sweep"],
-                             "Cost against rho": ["plan", "rho_sweep"]})
-    at.sidebar.radio(key="solver").set_value("exact").run()  # no Sinkhorn iterations to watch
-    assert at.segmented_control(key="view").options == [SIDE, "Mass moved", "Cost against gamma"]
+    check_views(at, tv.Keys.VIEW, {tv.Labels.SIDE_BY_SIDE: ["plan", "side_left", "side_right"],
+                                   tv.Labels.MASS_MOVED: ["plan", "lines"],
+                                   tv.Labels.CONVERGE: ["plan", "scrub_plan", "errors"],
+                                   tv.Labels.COST_AGAINST_GAMMA: ["plan", "sweep"],
+                                   tv.Labels.COST_AGAINST_RHO: ["plan", "rho_sweep"]})
+    at.sidebar.radio(key=tv.Keys.SOLVER).set_value("exact").run()  # no Sinkhorn iterations to watch
+    assert at.segmented_control(key=tv.Keys.VIEW).options == [tv.Labels.SIDE_BY_SIDE, tv.Labels.MASS_MOVED,
+                                                              tv.Labels.COST_AGAINST_GAMMA]
 
 
 def test_cost_against_gamma_is_in_the_sliders_unit(open_page):
     """The sweep's x axis is gamma / max C, as the slider: the slider's value is where its line and label stand."""
-    at = open_page(PAGE, view="Cost against gamma", gamma="0.0316")
+    at = open_page(PAGE, view=tv.Labels.COST_AGAINST_GAMMA, **{tv.Keys.GAMMA_REL: "0.0316"})
     fig = figure_titled(at, "Entropic cost converges")
     np.testing.assert_allclose(np.asarray(fig["data"][0]["x"], dtype=float), tv.SWEEP.numpy())
     (line,) = [s for s in fig["layout"]["shapes"] if s["x0"] == s["x1"]]
@@ -176,7 +177,7 @@ def test_cost_against_gamma_is_in_the_sliders_unit(open_page):
 
 def test_the_bundle_holds_each_views_own_figures(open_page):
     """The views not drawn go into the lecture bundle, each figure built by its own view."""
-    at = open_page(PAGE, view="Cost against gamma")
+    at = open_page(PAGE, view=tv.Labels.COST_AGAINST_GAMMA)
     titles = {k: f["layout"]["title"]["text"] for k, f in bundle_figures(at).items()}
     assert titles["lines"].startswith("Mass moved from x_i to y_j")
     assert titles["scrub_plan"].startswith("plan after iteration") and titles["errors"].startswith("Plain Sinkhorn")
@@ -211,7 +212,7 @@ def test_metrics_are_short_and_say_the_rest_in_their_help(open_page):
 def test_side_by_side_plans_at_two_gammas(open_page):
     """gamma 1e-3 and 1e-1 (relative to max C) by default, each POT's entropic plan; the larger gamma's plan is
     closer to the independent coupling a b^T."""
-    at = open_page(PAGE, view=SIDE)
+    at = open_page(PAGE, view=tv.Labels.SIDE_BY_SIDE)
     a0, b0, C = default_problem()
     left, right = figure_titled(at, "gamma = 0.001 max C"), figure_titled(at, "gamma = 0.1 max C")
     far = []
@@ -226,11 +227,24 @@ def test_side_by_side_plans_at_two_gammas(open_page):
                                                for f in (left, right))]
     top = max(float(np.max(next(t for t in f["data"] if t["type"] == "heatmap")["z"])) for f in (left, right))
     assert scales[0] == scales[1] and scales[0][1] == pytest.approx(top) and scales[0][0] <= 1e-12
-    at.select_slider(key="side_gamma_right").set_value(10.0).run()
+    at.select_slider(key=tv.Keys.SIDE_GAMMA_REL + "_right").set_value(10.0).run()
     no_exception(at)
     heat = next(t for t in figure_titled(at, "gamma = 10 max C")["data"] if t["type"] == "heatmap")
     P = np.asarray(heat["z"], dtype=float)
     assert np.abs(P - np.outer(a0, b0)).sum() < 0.01   # gamma -> infinity: the independent coupling
+
+
+def test_an_old_link_opens_the_same_state(open_page):
+    """gamma and rho were this page's parameters for gamma / max C and rho / max C (absolute on every other page):
+    a link shared then still sets the sliders, and the URL then holds their new names; given both, the new wins."""
+    at = open_page(PAGE, view=tv.Labels.SIDE_BY_SIDE, gamma="0.001", rho="0.01", side_gamma_right="10")
+    assert at.sidebar.select_slider(key=tv.Keys.GAMMA_REL).value == 0.001
+    assert at.sidebar.select_slider(key=tv.Keys.RHO_REL).value == 0.01
+    assert at.select_slider(key=tv.Keys.SIDE_GAMMA_REL + "_right").value == 10.0
+    assert {"gamma", "rho", "side_gamma_right"}.isdisjoint(at.query_params)
+    assert at.query_params[tv.Keys.GAMMA_REL] == "0.001" and at.query_params[tv.Keys.RHO_REL] == "0.01"
+    at = open_page(PAGE, gamma="0.001", **{tv.Keys.GAMMA_REL: "0.1"})
+    assert at.sidebar.select_slider(key=tv.Keys.GAMMA_REL).value == 0.1 and "gamma" not in at.query_params
 
 
 @pytest.mark.parametrize("item", tv.TRY_THIS, ids=[t.label for t in tv.TRY_THIS])
@@ -247,9 +261,9 @@ def test_rho_holds_the_targets_and_the_plan_matches_pot_unbalanced(open_page):
     """rho = 0.01 max C: the rows still sum to a, the plan's column sums (the marks over b) leave b, and the plan is
     POT's semi-relaxed one (sinkhorn_unbalanced with reg_m = (inf, rho)); the equation splits the objective into
     its three terms; the scrubber runs the semi-relaxed iteration and ends at the same plan."""
-    at = open_page(PAGE, rho="0.01", view=CONVERGE)
+    at = open_page(PAGE, **{tv.Keys.RHO_REL: "0.01"}, view=tv.Labels.CONVERGE)
     no_exception(at)
-    assert at.sidebar.select_slider(key="rho").value == 0.01
+    assert at.sidebar.select_slider(key=tv.Keys.RHO_REL).value == 0.01
     fig = figures(at)[0]
     assert fig["layout"]["title"]["text"] == "sinkhorn plan P, rho = 0.01 max C"
     marks = {t["name"]: np.asarray(t["x"] if t["name"].startswith("P 1") else t["y"], dtype=float)
@@ -266,9 +280,9 @@ def test_rho_holds_the_targets_and_the_plan_matches_pot_unbalanced(open_page):
     last = figure_titled(at, "plan after iteration")
     np.testing.assert_allclose(np.asarray(next(t for t in last["data"] if t["type"] == "heatmap")["z"], dtype=float), P,
                                atol=1e-5)
-    at = open_page(PAGE, rho="0.01", view="Cost against rho")
+    at = open_page(PAGE, **{tv.Keys.RHO_REL: "0.01"}, view=tv.Labels.COST_AGAINST_RHO)
     sweep = figure_titled(at, "Cost and columns against rho, gamma = 0.01 max C")
     kl = np.asarray(sweep["data"][1]["y"], dtype=float)
     assert (np.diff(kl) <= 1e-12).all() and kl[0] > 1e3 * kl[-1]   # the columns move to b as rho grows
-    at.sidebar.radio(key="solver").set_value("exact").run()
-    assert at.sidebar.select_slider(key="rho").disabled   # rho is Sinkhorn's
+    at.sidebar.radio(key=tv.Keys.SOLVER).set_value("exact").run()
+    assert at.sidebar.select_slider(key=tv.Keys.RHO_REL).disabled   # rho is Sinkhorn's

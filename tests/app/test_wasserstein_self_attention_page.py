@@ -32,18 +32,18 @@ def test_default_gaussian_reading_by_hand(open_page):
 
 def test_empirical_and_cloud_readings_and_sigmoid(open_page):
     at = open_page(PAGE)
-    at.sidebar.radio(key="representation").set_value("empirical").run()
+    at.sidebar.radio(key=wv.Keys.REPRESENTATION).set_value("empirical").run()
     no_exception(at)
     W, A, _ = panels(at)
     X = sample_data.sequence("noisy sinusoids", 24, 8, seed=0).numpy()
     srt = np.sort(X, axis=1)
     np.testing.assert_allclose(W, np.abs(srt[:, None] - srt[None]).mean(-1), atol=1e-9)  # W_1 by sorting
-    at.sidebar.radio(key="weight_map").set_value("sigmoid").run()
+    at.sidebar.radio(key=wv.Keys.WEIGHT_MAP).set_value("sigmoid").run()
     no_exception(at)
     W, A, _ = panels(at)
     sig = 1 / (1 + np.exp(-(1.0 - W) / 0.5))
     np.testing.assert_allclose(A, sig / sig.sum(axis=1, keepdims=True), atol=1e-9)
-    at.sidebar.radio(key="representation").set_value("cloud").run()
+    at.sidebar.radio(key=wv.Keys.REPRESENTATION).set_value("cloud").run()
     no_exception(at)
     W, A, _ = panels(at)
     assert np.allclose(np.diag(W), 0, atol=1e-6) and np.allclose(W, W.T, atol=1e-6)
@@ -51,18 +51,18 @@ def test_empirical_and_cloud_readings_and_sigmoid(open_page):
 
 def test_bad_settings_show_errors_not_crashes(open_page):
     at = open_page(PAGE)
-    at.sidebar.radio(key="representation").set_value("cloud").run()
-    at.sidebar.number_input(key="k").set_value(3).run()  # 8 is not divisible by 3
+    at.sidebar.radio(key=wv.Keys.REPRESENTATION).set_value("cloud").run()
+    at.sidebar.number_input(key=wv.Keys.K).set_value(3).run()  # 8 is not divisible by 3
     no_exception(at)
     assert at.error
-    at.sidebar.number_input(key="k").set_value(2).run()
-    at.sidebar.selectbox(key="sequence").set_value("uploaded CSV").run()
+    at.sidebar.number_input(key=wv.Keys.K).set_value(2).run()
+    at.sidebar.selectbox(key=wv.Keys.SEQUENCE).set_value("uploaded CSV").run()
     no_exception(at)
     assert at.error  # nothing uploaded yet
-    at.sidebar.file_uploader(key="sequence_csv").upload("x.csv", b"1,2\n3,oops\n", "text/csv").run()
+    at.sidebar.file_uploader(key=wv.Keys.SEQUENCE_CSV).upload("x.csv", b"1,2\n3,oops\n", "text/csv").run()
     no_exception(at)
     assert re.search(r"(row|line) 2, column 2 \('oops'\)", at.error[0].value)  # wviz.io's wording
-    at.sidebar.file_uploader(key="sequence_csv").set_value(("x.csv", b"a,b,c,d\n1,2,3,4\n0,1,0,1\n5,5,5,5\n",
+    at.sidebar.file_uploader(key=wv.Keys.SEQUENCE_CSV).set_value(("x.csv", b"a,b,c,d\n1,2,3,4\n0,1,0,1\n5,5,5,5\n",
                                                              "text/csv")).run()
     no_exception(at)
     assert not at.error and panels(at)[0].shape == (3, 3)
@@ -76,9 +76,9 @@ def softmax_rows(S):
 def test_random_projections_and_random_preset_outputs_by_hand(open_page):
     """Identity off (W_Q, W_K, W_V ~ N(0, 1/d) from the seed) on the "random" sequence: W, A and both outputs
     Y = A V recomputed in numpy from X and the projections."""
-    at = open_page(PAGE, view="Outputs along the sequence")
-    at.sidebar.selectbox(key="sequence").set_value("random").run()
-    at.sidebar.toggle(key="identity").set_value(False).run()
+    at = open_page(PAGE, view=wv.Labels.OUTPUTS)
+    at.sidebar.selectbox(key=wv.Keys.SEQUENCE).set_value("random").run()
+    at.sidebar.toggle(key=wv.Keys.IDENTITY).set_value(False).run()
     no_exception(at)
     assert not at.error
     X = sample_data.sequence("random", 24, 8, seed=0).numpy()
@@ -105,8 +105,8 @@ def test_random_projections_and_random_preset_outputs_by_hand(open_page):
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     at = open_page(PAGE)   # the pipeline first: a tau move does not send it again
     assert [f["layout"]["title"]["text"][:9] for f in figures(at)] == ["Distances", "Wasserstei"[:9]]
-    check_views(at, "view", {"Outputs along the sequence": ["matrices", "sequences"],
-                             "The pipeline": ["matrices", "flow"]})
+    check_views(at, wv.Keys.VIEW, {wv.Labels.OUTPUTS: ["matrices", "sequences"],
+                                   wv.Labels.PIPELINE: ["matrices", "flow"]})
 
 
 def test_the_example_file_is_offered_and_uploads_as_it_is(open_page):
@@ -114,7 +114,7 @@ def test_the_example_file_is_offered_and_uploads_as_it_is(open_page):
     at = open_page(PAGE, sequence="uploaded CSV")
     (button,) = [b for b in at.get("download_button") if b.proto.label == "Example sequence (CSV)"]
     assert button.proto.help
-    at.sidebar.file_uploader(key="sequence_csv").upload("example_sequence.csv", wv.example_sequence(),
+    at.sidebar.file_uploader(key=wv.Keys.SEQUENCE_CSV).upload("example_sequence.csv", wv.example_sequence(),
                                                        "text/csv").run()
     no_exception(at)
     assert not at.error
@@ -136,7 +136,7 @@ def test_matrices_have_titled_colour_bars_and_axis_titles(open_page):
 
 def test_a_width_the_reading_cannot_take_is_explained(open_page):
     at = open_page(PAGE, sequence="uploaded CSV")
-    at.sidebar.file_uploader(key="sequence_csv").upload("odd.csv", b"1,2,3\n4,5,6\n0,1,2\n", "text/csv").run()
+    at.sidebar.file_uploader(key=wv.Keys.SEQUENCE_CSV).upload("odd.csv", b"1,2,3\n4,5,6\n0,1,2\n", "text/csv").run()
     no_exception(at)
     assert at.error[0].value.startswith("the sequence has d = 3 channels, but the gaussian reading")
 

@@ -251,7 +251,7 @@ def test_gamma_drag_re_solves_the_transport_plan_live(server, page, other_page):
 
     page.goto(f"{server}/transport_plans")
     wait_until_idle(page)
-    drag(page, "gamma", 0.2, seconds=1.0, release=False)   # from 0.01 max C down to about 1e-3.5 max C
+    drag(page, tv.Keys.GAMMA_REL, 0.2, seconds=1.0, release=False)   # from 0.01 max C to about 1e-3.5 max C
     gammas = [f["values"]["gamma"] for f in live_frames(page)]
     assert len(set(gammas)) >= 10, gammas
     page.wait_for_timeout(300)
@@ -262,7 +262,7 @@ def test_gamma_drag_re_solves_the_transport_plan_live(server, page, other_page):
     assert float(ot.marginal_error(a, b, P.sum(1), P.sum(0))) <= tv.TOL
     np.testing.assert_allclose(P, t.plan.numpy(), atol=2 * tv.TOL, rtol=0)
 
-    release(page, "gamma", str(gammas[-1]))
+    release(page, tv.Keys.GAMMA_REL, str(gammas[-1]))
     page.wait_for_timeout(500)
     np.testing.assert_allclose(np.array(heatmaps(page, "plan")[0]), t.plan.numpy(), atol=1e-12, rtol=0)
     differ = pixels_differing(live_shot, page.locator(".st-key-plan").screenshot())
@@ -276,13 +276,15 @@ def test_gamma_drag_re_solves_the_transport_plan_live(server, page, other_page):
 def test_rho_drag_re_solves_the_semi_relaxed_plan_live(server, page, other_page):
     """Transport plans at a finite rho: the semi-relaxed plan, its column sums (the markers over b) and the title
     follow rho; at the rho drawn they equal wviz's (plan and sums to twice the solvers' tolerance, the title
-    exactly), and the link reproduces the released rho."""
+    exactly), and the link reproduces the released rho. It opens an old link's ?rho=1 (the parameter is rho_rel
+    since rho is absolute on every other page): the page moves it to rho_rel."""
     from wviz.figures import transport_plans as figs
     from wviz.views import transport_plans as tv
 
     page.goto(f"{server}/transport_plans?rho=1")
     wait_until_idle(page)
-    drag(page, "rho", 0.25, seconds=1.0, release=False)   # from rho = 1 max C down to about 0.02 max C
+    assert "rho_rel=1" in page.url and "?rho=" not in page.url and "&rho=" not in page.url, page.url
+    drag(page, tv.Keys.RHO_REL, 0.25, seconds=1.0, release=False)   # from rho = 1 max C down to about 0.02 max C
     rhos = [f["values"]["rho"] for f in live_frames(page)]
     assert len(set(rhos)) >= 10, rhos
     page.wait_for_timeout(300)
@@ -295,7 +297,7 @@ def test_rho_drag_re_solves_the_semi_relaxed_plan_live(server, page, other_page)
     np.testing.assert_allclose(np.array(sums), t.columns.numpy(), atol=2 * tv.TOL, rtol=0)
     assert title == figs.plan_title("sinkhorn", rhos[-1]) == figs.main_figure(t).layout.title.text
 
-    release(page, "rho", f"{rhos[-1]:g}")
+    release(page, tv.Keys.RHO_REL, f"{rhos[-1]:g}")
     shared = opened_link(page, other_page)
     np.testing.assert_allclose(np.array(heatmaps(shared, "plan")[0]), t.plan.numpy(), atol=1e-12, rtol=0)
 

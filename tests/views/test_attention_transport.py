@@ -189,18 +189,18 @@ def test_try_this_values_are_options_of_their_widgets(item):
     mechanisms among the mechanisms, alpha on its slider's steps, the prior through the page's own parser."""
     grid = {float(f"{v:.3g}") for v in np.logspace(-3, 2, 5 * 12 + 1)}
     for key, value in item.params.items():
-        if key == "tau":
+        if key == av.Keys.TAU:
             assert value in grid and f"{value:.3g}" == str(value)        # the URL holds the slider's label
-        elif key == "mechanisms":
+        elif key == av.Keys.MECHANISMS:
             assert set(value) <= set(av.CHOICES)
-        elif key == "rho":
+        elif key == av.Keys.RHO:
             assert value in av.RHOS and av.rho_text(value) == f"{value:g}"   # the URL holds the slider's label
-        elif key == "view":
-            assert value in ("Side by side", "Objective on the simplex (m = 3)", "tau sweep", "rho sweep",
-                             "Many queries")
-        elif key == "alpha":
+        elif key == av.Keys.VIEW:
+            assert value in (av.Labels.SIDE_BY_SIDE, av.Labels.LANDSCAPE, av.Labels.TAU_SWEEP, av.Labels.RHO_SWEEP,
+                             av.Labels.MANY_QUERIES)
+        elif key == av.Keys.ALPHA:
             assert 1.0 <= value <= 2.0 and round(value / 0.05, 9) % 1 == 0
-        elif key == "prior_table_3":
+        elif key == av.Keys.PRIOR_TABLE.format(3):
             table = pd.DataFrame(json.loads(value), columns=["key", "prior"])
             np.testing.assert_allclose(av.prior_from_table(table).numpy(), [0.6, 0.3, 0.1])
         else:
@@ -300,15 +300,16 @@ def link_state(params: dict) -> tuple[av.Inputs, float]:
     """The inputs and tau that the page reads when a link sets ``params`` (every other widget at its default: the
     2-D points, tau = 1, alpha = 1.5, rho = 1; the prior table, shown for prior-softmax and semi-relaxed OT, uniform
     unless the link fills it)."""
-    mechanisms = tuple(params.get("mechanisms", av.DEFAULT_MECHANISMS))
+    mechanisms = tuple(params.get(av.Keys.MECHANISMS, av.DEFAULT_MECHANISMS))
     s = av.scores_from_points(av.DEFAULT_QUERY, av.DEFAULT_KEYS)
     prior = None
     if "prior-softmax" in mechanisms or av.SEMI in mechanisms:
-        rows = json.loads(params["prior_table_3"]) if "prior_table_3" in params else av.prior_table(3).values.tolist()
+        prior_key = av.Keys.PRIOR_TABLE.format(3)
+        rows = json.loads(params[prior_key]) if prior_key in params else av.prior_table(3).values.tolist()
         prior = av.prior_from_table(pd.DataFrame(rows, columns=["key", "prior"]))
-    inputs = av.Inputs(s, prior, mechanisms, params.get("alpha", av.DEFAULT_ALPHA),
-                       av.queries_from_points(s, av.DEFAULT_KEYS), params.get("rho", av.DEFAULT_RHO))
-    return inputs, params.get("tau", 1.0)
+    inputs = av.Inputs(s, prior, mechanisms, params.get(av.Keys.ALPHA, av.DEFAULT_ALPHA),
+                       av.queries_from_points(s, av.DEFAULT_KEYS), params.get(av.Keys.RHO, av.DEFAULT_RHO))
+    return inputs, params.get(av.Keys.TAU, 1.0)
 
 
 def watch_small_tau(params):

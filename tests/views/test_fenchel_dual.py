@@ -246,14 +246,14 @@ def test_try_this_values_are_options_of_their_widgets(item):
     sliders' grids (written as the sliders write them), z on its slider's steps, a preset among the presets."""
     grid = {float(f"{v:.3g}") for v in np.logspace(-2, 1, 3 * 12 + 1)}
     for key, value in item.params.items():
-        if key in ("alpha", "gamma"):
+        if key in (fv.Keys.ALPHA, fv.Keys.GAMMA):
             assert value in grid and f"{value:.3g}" == str(value)
-        elif key in ("z1", "z2"):
+        elif key in (fv.Keys.Z1, fv.Keys.Z2):
             assert -4 <= value <= 4 and round(value / 0.05, 9) % 1 == 0
-        elif key == "preset":
+        elif key == fv.Keys.PRESET:
             assert value in fv.PRESETS
         else:
-            assert key == "view" and isinstance(value, str)
+            assert key == fv.Keys.VIEW and isinstance(value, str)
 
 
 def test_figures_read_at_800_px(templates):
@@ -277,9 +277,9 @@ def test_figures_read_at_800_px(templates):
 def link_state(params: dict) -> fv.Solution:
     """The solution the page computes when a link sets ``params`` (every other widget at its default: the Figure 3
     preset, u normalised, z = DEFAULT_Z, alpha = 1)."""
-    templates = fv.templates_from_table(fv.PRESETS[params.get("preset", next(iter(fv.PRESETS)))], True)
-    z = (params.get("z1", fv.DEFAULT_Z[0]), params.get("z2", fv.DEFAULT_Z[1]))
-    return fv.solve(templates, z, params.get("alpha", 1.0))
+    templates = fv.templates_from_table(fv.PRESETS[params.get(fv.Keys.PRESET, next(iter(fv.PRESETS)))], True)
+    z = (params.get(fv.Keys.Z1, fv.DEFAULT_Z[0]), params.get(fv.Keys.Z2, fv.DEFAULT_Z[1]))
+    return fv.solve(templates, z, params.get(fv.Keys.ALPHA, 1.0))
 
 
 def inside_hull(point, t) -> bool:
@@ -330,7 +330,7 @@ def watch_errors_against_alpha(params):
 def watch_ot_small_gamma(params):
     s = link_state(params)
     world = fv.universe(s.templates, fv.EXTRAS)
-    ot = fv.ot_attention(s, world, params["gamma"], fv.cost(world, "squared Euclidean"))
+    ot = fv.ot_attention(s, world, params[fv.Keys.GAMMA], fv.cost(world, "squared Euclidean"))
     p = ot.panel
     assert float((p.true - p.u).abs().sum()) < 1e-4                       # (40) is back to u
     assert 0.55 < float((p.exact - p.approx).abs().sum()) < 0.65           # (25) and (38) 0.6 apart

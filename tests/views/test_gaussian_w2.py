@@ -249,8 +249,8 @@ def test_log_axis_of_the_sweep_is_readable(tokens):
 def link_scene(params: dict) -> gv.Scene:
     """The scene the page computes when a link sets ``params`` (every other widget at its default: the DEFAULT
     tokens, full covariances, query t1, covariances as drawn unless equal_cov)."""
-    t = gv.tokens_from_table(gv.DEFAULT, params.get("cov_kind") == "diagonal")
-    return gv.scene(gv.equal_covariances(t, 0) if params.get("equal_cov") else t, 0)
+    t = gv.tokens_from_table(gv.DEFAULT, params.get(gv.Keys.COVARIANCE) == "diagonal")
+    return gv.scene(gv.equal_covariances(t, 0) if params.get(gv.Keys.EQUAL_COVARIANCES) else t, 0)
 
 
 def watch_equal_covariances(params):
@@ -262,14 +262,14 @@ def watch_equal_covariances(params):
 
 def watch_uncertain_key(params):
     s = link_scene(params)
-    token = gv.unique_names(s.tokens.names).index(params["sweep_token"])
+    token = gv.unique_names(s.tokens.names).index(params[gv.Keys.SWEEP_TOKEN])
     w = gv.sweep(gv.attend(s, 1.0), token)[:, token].numpy()
     assert gv.SCALES[int(np.argmax(w))] == pytest.approx(1.0)               # the peak at its drawn size
     assert w[-1] < 1e-4 and (np.diff(w[np.argmax(w):]) < 0).all()           # down to zero as it grows
 
 
 def watch_small_tau(params):
-    a = gv.attend(link_scene(params), params["tau"])
+    a = gv.attend(link_scene(params), params[gv.Keys.TAU])
     assert float(a.w2.diagonal().min()) > 1 - 1e-9                          # one-hot on the token itself
     names, M = a.scene.tokens.names, a.scene.tokens.means
     t2, t5 = names.index("t2"), names.index("t5")
@@ -279,7 +279,8 @@ def watch_small_tau(params):
 
 def watch_side_by_side(params):
     s = link_scene(params)
-    sharp, soft = gv.attend(s, params["side_tau_left"]).w2, gv.attend(s, params["side_tau_right"]).w2
+    sharp = gv.attend(s, params[gv.Keys.SIDE_TAU + "_left"]).w2
+    soft = gv.attend(s, params[gv.Keys.SIDE_TAU + "_right"]).w2
     assert float(sharp.diagonal().min()) > 0.999
     row = soft[0].numpy()
     assert abs(row[0] - 0.55) < 0.005 and (0.115 < row[1:4]).all() and (row[1:4] < 0.175).all()

@@ -294,9 +294,9 @@ def test_the_side_by_side_view_opens_on_grid_temperatures():
 def link_flow(params: dict, tau: float | None = None) -> pv.Flow:
     """The flow the page computes when a link sets ``params`` (every other widget at its default: 40 clustered
     particles, seed 0, 10 layers, the Gaussian potential, identity projections, value scale 1, tau = 0.316)."""
-    settings = dict(source=params.get("preset", "clusters"), n=40, layers=10,
-                    value_scale=params.get("value_scale", 1.0))
-    return pv.flow(make(**settings), tau if tau is not None else params.get("tau", 0.316))
+    settings = dict(source=params.get(pv.Keys.PRESET, "clusters"), n=40, layers=10,
+                    value_scale=params.get(pv.Keys.VALUE_SCALE, 1.0))
+    return pv.flow(make(**settings), tau if tau is not None else params.get(pv.Keys.TAU, 0.316))
 
 
 def clusters(points: np.ndarray, within: float = 1e-3) -> list[np.ndarray]:
@@ -327,8 +327,8 @@ def watch_small_tau(params):
 
 
 def watch_two_temperatures(params):
-    small = clusters(link_flow(params, params["side_tau_left"]).trajectory[-1].numpy())
-    large = clusters(link_flow(params, params["side_tau_right"]).trajectory[-1].numpy())
+    small = clusters(link_flow(params, params[pv.Keys.SIDE_TAU + "_left"]).trajectory[-1].numpy())
+    large = clusters(link_flow(params, params[pv.Keys.SIDE_TAU + "_right"]).trajectory[-1].numpy())
     assert len(small) >= 9 and len(large) == 1
 
 

@@ -300,16 +300,17 @@ def test_try_this_items_are_valid_settings():
     grid = {float(f"{v:.3g}") for v in np.logspace(-1, 1, 25)}          # ui.log_slider(0.1, 10), 12 per decade
     for t in rv.TRY_THIS:
         p = t.params
-        assert set(p) <= {"layer", "head", "normalisers", "tau", "alpha", "gamma", "n_iter", "dual_alpha", "rho",
-                          "view"}
-        assert p.get("rho", float("inf")) in rv.RHOS and rv.rho_text(p.get("rho", 1.0)) == f"{p.get('rho', 1.0):g}"
-        assert p.get("view", "Sparsity per head") in ("Sparsity per head", "The layers and the sentence embedding",
-                                                      "Click a query", "Sinkhorn's rho: softmax to Sinkformer",
-                                                      "Figure 4 of 002")
-        assert set(p.get("normalisers", [])) <= set(rv.CHOICES.values())  # as the multiselect writes the URL
-        assert p.get("tau", 1.0) in grid and p.get("layer", 1) in range(1, 7) and p.get("head", 1) in range(1, 13)
-        assert 1.0 <= p.get("alpha", 1.5) <= 2.0 and round(p.get("alpha", 1.5) / 0.05, 9) % 1 == 0
-        assert p.get("dual_alpha", 1.0) in {float(f"{v:.3g}") for v in np.logspace(-2, 1, 37)}
+        assert set(p) <= {rv.Keys.LAYER, rv.Keys.HEAD, rv.Keys.NORMALISERS, rv.Keys.TAU, rv.Keys.ALPHA, rv.Keys.GAMMA,
+                          rv.Keys.N_ITER, rv.Keys.DUAL_ALPHA, rv.Keys.RHO, rv.Keys.VIEW}
+        rho = p.get(rv.Keys.RHO, float("inf"))
+        assert rho in rv.RHOS and rv.rho_text(p.get(rv.Keys.RHO, 1.0)) == f"{p.get(rv.Keys.RHO, 1.0):g}"
+        assert p.get(rv.Keys.VIEW, rv.Labels.SPARSITY) in (rv.Labels.SPARSITY, rv.Labels.LAYERS.format("sentence"),
+                                                           rv.Labels.CLICK, rv.Labels.RHO, rv.Labels.FIGURE4)
+        assert set(p.get(rv.Keys.NORMALISERS, [])) <= set(rv.CHOICES.values())  # as the multiselect writes the URL
+        assert p.get(rv.Keys.TAU, 1.0) in grid
+        assert p.get(rv.Keys.LAYER, 1) in range(1, 7) and p.get(rv.Keys.HEAD, 1) in range(1, 13)
+        assert 1.0 <= p.get(rv.Keys.ALPHA, 1.5) <= 2.0 and round(p.get(rv.Keys.ALPHA, 1.5) / 0.05, 9) % 1 == 0
+        assert p.get(rv.Keys.DUAL_ALPHA, 1.0) in {float(f"{v:.3g}") for v in np.logspace(-2, 1, 37)}
         assert t.watch.endswith(".") and t.label
 
 
@@ -356,11 +357,11 @@ def link_state(params: dict):
     default normalisers, tau = 1, alpha = 1.5, gamma = 1, 5 iterations, rho = infinity, layer 1, head 1): the
     comparison and the head it shows."""
     key_of = {label: name for name, label in rv.CHOICES.items()}
-    chosen = tuple(key_of[v] for v in params.get("normalisers", [rv.CHOICES[n] for n in rv.DEFAULT_CHOSEN]))
-    settings = rv.Settings(chosen, params.get("alpha", 1.5), 1.0, 5, params.get("rho", math.inf))
-    c = rv.comparison(settings, params.get("tau", 1.0),
+    chosen = tuple(key_of[v] for v in params.get(rv.Keys.NORMALISERS, [rv.CHOICES[n] for n in rv.DEFAULT_CHOSEN]))
+    settings = rv.Settings(chosen, params.get(rv.Keys.ALPHA, 1.5), 1.0, 5, params.get(rv.Keys.RHO, math.inf))
+    c = rv.comparison(settings, params.get(rv.Keys.TAU, 1.0),
                       lambda name, p: rv.forward(rv.DEFAULT_SENTENCE, name, p, CPU))
-    return c, rv.one_head(c, params.get("layer", 1), params.get("head", 1))
+    return c, rv.one_head(c, params.get(rv.Keys.LAYER, 1), params.get(rv.Keys.HEAD, 1))
 
 
 def watch_sharp_sparsemax(params):
@@ -376,7 +377,7 @@ def watch_rho_to_sinkformer(params):
     assert float((sinkhorn - original).abs().max()) < 2e-3                     # the original head
     sweep = rv.rho_sweep(rv.DEFAULT_SENTENCE, 1.0, 5, CPU)
     cosines = sweep.cosines.numpy()
-    assert sweep.rhos[0] == params["rho"] and cosines[0] == pytest.approx(1, abs=1e-6)
+    assert sweep.rhos[0] == params[rv.Keys.RHO] and cosines[0] == pytest.approx(1, abs=1e-6)
     assert (np.diff(cosines) < 1e-6).all() and cosines[-1] == pytest.approx(sweep.ends[1][0], abs=1e-3)
     assert round(sweep.ends[1][0], 2) == 0.42                                 # Sinkformer attention at rho = inf
 
@@ -399,7 +400,7 @@ def watch_entmax_between(params):
 
 def watch_figure4_small_alpha(params):
     """On the whole bundled corpus, as the page shows it (rv.deviation: on disk once computed, else about 20 s)."""
-    small = rv.deviation(params["dual_alpha"], CPU).per_layer.mean(dim=1).numpy()
+    small = rv.deviation(params[rv.Keys.DUAL_ALPHA], CPU).per_layer.mean(dim=1).numpy()
     paper = rv.deviation(1.0, CPU).per_layer.mean(dim=1).numpy()
     assert (0.045 < paper).all() and (paper < 0.085).all()                    # 0.05 to 0.08 at alpha = 1
     assert (small < 0.012).all() and (small < paper / 5).all()                  # about 0.01, every layer

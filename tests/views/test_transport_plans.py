@@ -466,15 +466,17 @@ def link_state(params: dict):
     """The problem, solver, gamma / max C and rho / max C that the page reads when a link sets ``params`` (every
     other widget at its default: the "line" preset, 40 x 30 points, seed 0, the first ground cost, Sinkhorn,
     gamma = 0.01 max C, rho = infinity; the typed cost matrix DEFAULT_COST)."""
-    if params.get("problem") == "cost matrix":
+    if params.get(tv.Keys.PROBLEM) == "cost matrix":
         C = tv.cost_from_text(tv.DEFAULT_COST)
         n, m = C.shape
-        masses = (params[f"a_{n}"], params[f"b_{m}"]) if params.get("marginals") == "edited" else ()
+        edited = params.get(tv.Keys.MARGINALS) == "edited"
+        masses = (params[tv.Keys.A.format(n)], params[tv.Keys.B.format(m)]) if edited else ()
         problem = tv.cost_problem(C, *masses)
     else:
-        table = tv.points_table(params.get("preset", tv.PRESETS[0]), *tv.DEFAULT_SIZES, 0)
+        table = tv.points_table(params.get(tv.Keys.PRESET, tv.PRESETS[0]), *tv.DEFAULT_SIZES, 0)
         problem = tv.clouds_from_table(table, tv.COST_KINDS[0])
-    return problem, params.get("solver", "sinkhorn"), params.get("gamma", 0.01), params.get("rho", float("inf"))
+    return (problem, params.get(tv.Keys.SOLVER, "sinkhorn"), params.get(tv.Keys.GAMMA_REL, 0.01),
+            params.get(tv.Keys.RHO_REL, float("inf")))
 
 
 def band_width(P: np.ndarray) -> np.ndarray:

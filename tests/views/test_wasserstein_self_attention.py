@@ -179,10 +179,11 @@ def link_attention(params: dict) -> wv.Attention:
     24, d = 8, seed 0, identity projections, the Gaussian reading, softmax, b = 1, s = 0.5, rows normalised, k = 2,
     p = 1, tau = 1)."""
     X = wv.sequence(wv.PRESETS[0], 24, 8, 0, None)
-    i = wv.Inputs(X, None if params.get("identity", True) else 0, params.get("representation", wv.REPRESENTATIONS[0]),
-                  params.get("weight_map", wv.WEIGHT_MAPS[0]), 1.0, 0.5, params.get("normalize", True), 2,
-                  params.get("p", 1))
-    return wv.attend(i, params.get("tau", 1.0))
+    i = wv.Inputs(X, None if params.get(wv.Keys.IDENTITY, True) else 0,
+                  params.get(wv.Keys.REPRESENTATION, wv.REPRESENTATIONS[0]),
+                  params.get(wv.Keys.WEIGHT_MAP, wv.WEIGHT_MAPS[0]), 1.0, 0.5, params.get(wv.Keys.NORMALIZE, True), 2,
+                  params.get(wv.Keys.P, 1))
+    return wv.attend(i, params.get(wv.Keys.TAU, 1.0))
 
 
 def watch_small_tau(params):

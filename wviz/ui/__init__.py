@@ -22,10 +22,10 @@ from wviz.ui.output import (View, animation, example_file, figure_view, shared_f
 from wviz.ui.page import cite, device_badge, page_setup, where_solved
 from wviz.ui.process import freeze_imports
 from wviz.ui.runs import fragment, guarded, live
-from wviz.ui.state import table_editor, table_from_url
+from wviz.ui.state import renamed_params, table_editor, table_from_url
 from wviz.ui.widgets import log_grid, log_slider
 
 __all__ = ["background", "wait_for", "built", "equation", "View", "animation", "example_file", "figure_view",
            "shared_figure", "show_chart", "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup",
-           "where_solved", "freeze_imports", "fragment", "guarded", "live", "table_editor", "table_from_url",
-           "log_slider", "log_grid", "LIVE_MAX_ENTRIES", "Slider", "follow"]
+           "where_solved", "freeze_imports", "fragment", "guarded", "live", "renamed_params", "table_editor",
+           "table_from_url", "log_slider", "log_grid", "LIVE_MAX_ENTRIES", "Slider", "follow"]

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 _LINK = "_wviz_link"  # session key: (placeholder of the share link, the link it shows)
 _AT_END: ContextVar[bool] = ContextVar("wviz_link_at_end", default=False)  # inside link_at_end()
@@ -95,3 +96,24 @@ def _table_from_url(default: pd.DataFrame, key: str) -> pd.DataFrame:
         return table.astype(default.dtypes.to_dict())
     except (ValueError, TypeError):
         return default
+
+
+def renamed_params(renamed: dict[str, str]) -> None:
+    """Old links keep working: each URL parameter renamed since a link was shared (old -> new) moves to its new
+    name before the page's widgets read the URL; a link that gives both keeps the new one. Call it before the
+    widgets."""
+    moved = False
+    for old, new in renamed.items():
+        if old in st.query_params:
+            values = st.query_params.get_all(old)
+            del st.query_params[old]
+            if new not in st.query_params:
+                st.query_params[new] = values
+                moved = True
+    ctx = get_script_run_ctx()
+    if moved and ctx is not None:
+        # a bound widget takes its first value from the URL as the page was opened (Streamlit keeps a copy of those
+        # parameters for seeding), not from st.query_params: that copy is rewritten too
+        query = urlencode([(k, v) for k in st.query_params for v in st.query_params.get_all(k)])
+        with ctx.session_state.query_params() as qp:
+            qp.set_initial_query_params(query)

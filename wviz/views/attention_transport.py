@@ -32,6 +32,43 @@ SIDE_TAUS = (0.1, 10.0)                                   # the side-by-side vie
 F64 = torch.float64
 
 
+# ---- widget keys and view labels -------------------------------------------------------------------------------
+
+class Keys:
+    """The page's widget keys: the names its URL holds (bind="query-params"). The page, TRY_THIS and the tests
+    read them here, so a rename cannot leave a guided link pointing nowhere."""
+    SOURCE = "source"
+    MECHANISMS = "mechanisms"
+    ALPHA = "alpha"
+    RHO = "rho"
+    QUERY_X = "qx"
+    QUERY_Y = "qy"
+    KEYS_TABLE = "keys_table"
+    M = "m"
+    D = "d"
+    SEED = "seed"
+    SCORES = "scores"
+    PRIOR_TABLE = "prior_table_{}"
+    TAU = "tau"
+    LANDSCAPE_MECHANISM = "land_mech"
+    SWEEP_MECHANISM = "sweep_mech"
+    SIDE_TAU = "side_tau"
+    MANY_N = "many_n"
+    MANY_M = "many_m"
+    MANY_D = "many_d"
+    MANY_MECHANISM = "many_mech"
+    VIEW = "view"
+
+
+class Labels:
+    """The labels of the page's views (the values of its view selectors)."""
+    SIDE_BY_SIDE = "Side by side"
+    LANDSCAPE = "Objective on the simplex (m = 3)"
+    TAU_SWEEP = "tau sweep"
+    RHO_SWEEP = "rho sweep"
+    MANY_QUERIES = "Many queries"
+
+
 def attend(mechanism: str, scores: torch.Tensor, tau: float, alpha: float = 1.5,
            prior: torch.Tensor | None = None) -> torch.Tensor:
     """The closed-form weights p* of ``mechanism`` for scores s (..., m) at temperature tau."""
@@ -394,24 +431,24 @@ def rho_frames(inputs: Inputs, tau: float, rhos=ANIMATION_RHOS) -> list[SemiRela
 # The temperatures are written as the tau slider writes them to the URL ("100", not "100.0"): 100, not 100.0.
 PRIOR_EXAMPLE = '[["k1",0.6],["k2",0.3],["k3",0.1]]'
 TRY_THIS = (
-    Try("Send tau to 0.001", {"tau": 0.001, "mechanisms": ["softmax", "sparsemax", "entmax"]},
+    Try("Send tau to 0.001", {Keys.TAU: 0.001, Keys.MECHANISMS: ["softmax", "sparsemax", "entmax"]},
         "Sparsemax and entmax put all the mass on k1 (support size 1 in the table). Softmax is one-hot to the eye "
         "too: its other weights are exp(-(s_1 - s_j) / tau), about 6e-244 for k2 and, for k3, smaller than the "
         "smallest double, so it shows as 0 (support size 2), although in exact arithmetic softmax keeps every "
         "weight above zero."),
-    Try("Send tau to 100", {"tau": 100, "mechanisms": ["softmax", "sparsemax", "entmax"]},
+    Try("Send tau to 100", {Keys.TAU: 100, Keys.MECHANISMS: ["softmax", "sparsemax", "entmax"]},
         "Every mechanism flattens to about 1/3 per key (every weight between 0.32 and 0.35): the regulariser "
         "outweighs the scores, and even sparsemax keeps all three keys (support size 3)."),
-    Try("entmax with alpha = 1", {"mechanisms": ["softmax", "entmax"], "alpha": 1.0},
+    Try("entmax with alpha = 1", {Keys.MECHANISMS: ["softmax", "entmax"], Keys.ALPHA: 1.0},
         "The entmax bars equal the softmax bars: the Tsallis entropy with alpha = 1 is Shannon's."),
-    Try("Semi-relaxed OT: from softmax to Sinkhorn", {"mechanisms": ["softmax", SEMI], "rho": 1000.0,
-                                                       "view": "rho sweep"},
+    Try("Semi-relaxed OT: from softmax to Sinkhorn", {Keys.MECHANISMS: ["softmax", SEMI], Keys.RHO: 1000.0,
+                                                       Keys.VIEW: Labels.RHO_SWEEP},
         "The four tokens (the query and the three keys) attend to the three keys. Softmax gives k3 0.08; "
         "semi-relaxed OT at rho = 1000 holds every key's column sum within 0.001 of b = 1/3, so the query's weight "
         "on k3 nearly doubles, to 0.15. The sweep walks rho from 0 (softmax) to infinity (Sinkhorn's balanced "
         "plan)."),
     Try("prior-softmax with the prior (0.6, 0.3, 0.1) at tau = 100",
-        {"mechanisms": ["softmax", "prior-softmax"], "tau": 100, "prior_table_3": PRIOR_EXAMPLE},
+        {Keys.MECHANISMS: ["softmax", "prior-softmax"], Keys.TAU: 100, Keys.PRIOR_TABLE.format(3): PRIOR_EXAMPLE},
         "Softmax goes to uniform but prior-softmax goes to the prior (0.6, 0.3, 0.1), each within 0.01: "
         "KL(p || pi) pulls the weights towards pi, not towards uniform."),
 )

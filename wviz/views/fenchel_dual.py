@@ -20,6 +20,36 @@ ALPHAS = torch.logspace(-2, 1, 61, dtype=F64)            # the alpha sweep of th
 GAMMAS = torch.logspace(-2, 1, 31, dtype=F64)            # the gamma sweep of the OT view
 COSTS = {"squared Euclidean": "sqeuclidean", "Euclidean": "euclidean"}   # the cost M of the OT view, by label
 
+# ---- widget keys and view labels -------------------------------------------------------------------------------
+
+class Keys:
+    """The page's widget keys: the names its URL holds (bind="query-params"). The page, TRY_THIS and the tests
+    read them here, so a rename cannot leave a guided link pointing nowhere."""
+    PRESET = "preset"
+    NORMALISE = "normalise"
+    Z1 = "z1"
+    Z2 = "z2"
+    TEMPLATES = "templates_{}"
+    ALPHA = "alpha"
+    T5_TARGET = "t5_j"
+    T5_MASKED = "t5_mask"
+    T5_BIAS = "t5_bias"
+    EXTRAS = "extras"
+    GAMMA = "gamma"
+    COST_KIND = "cost_kind"
+    COST_TABLE = "cost_{}"
+    VIEW = "view"
+
+
+class Labels:
+    """The labels of the page's views (the values of its view selectors)."""
+    FIGURE3 = "Figure 3 grid"
+    WEIGHTS = "Attention weights"
+    DUAL = "The dual problem (9)"
+    T5 = "T5 (19)-(20)"
+    OT = "OT-based attention"
+
+
 # ---- the page's starting tables -------------------------------------------------------------------------------
 
 DEFAULT_Z = (1.5, -1.0)   # the evidence z the page starts from
@@ -42,21 +72,21 @@ EXTRAS = pd.DataFrame({"template": ["t2'", "t3'", "far"], "x": [2.25, 0.8, 3.0],
 
 # alpha is written as its slider writes it to the URL ("10", not "10.0"): 10, not 10.0.
 TRY_THIS = (
-    Try("Shrink alpha to 0.01", {"alpha": 0.01},
+    Try("Shrink alpha to 0.01", {Keys.ALPHA: 0.01},
         "All three estimates sit within 0.03 of mu and on top of each other: z barely counts, attention (18) is "
         "the exact (12) to within about 3e-4 and the second order (15) to within 1e-6."),
-    Try("Grow alpha to 10 with z = (0.5, 0.25)", {"alpha": 10, "z1": 0.5, "z2": 0.25},
+    Try("Grow alpha to 10 with z = (0.5, 0.25)", {Keys.ALPHA: 10, Keys.Z1: 0.5, Keys.Z2: 0.25},
         "The exact h (the filled orange-red square) follows mu + z, which lies inside the templates' hull (0.12 "
         "away from it), while attention (18) (the open pink square) leaves it for t2, the template most aligned "
         "with z (0.32 from t2, 0.76 from mu + z)."),
     Try("Uniform u: dot-product attention",
-        {"preset": "Uniform u (dot-product attention)", "view": "Attention weights"},
+        {Keys.PRESET: "Uniform u (dot-product attention)", Keys.VIEW: Labels.WEIGHTS},
         "With u_i = 1/4 and alpha = 1, attention (18) is softmax_i <t_i, z>, the dot-product attention of a "
         "transformer."),
-    Try("Errors against alpha", {"view": "The dual problem (9)"},
+    Try("Errors against alpha", {Keys.VIEW: Labels.DUAL},
         "On the log-log plot, as alpha shrinks below about 0.8 the error of (18) falls, with slope 2 at the small "
         "end (like alpha squared), and the second-order (15) with slope 3, faster still."),
-    Try("OT attention at gamma = 0.01", {"view": "OT-based attention", "gamma": 0.01},
+    Try("OT attention at gamma = 0.01", {Keys.VIEW: Labels.OT, Keys.GAMMA: 0.01},
         "The true preference (40) is back to u (within 1e-4, Prop. 1), while (25) and the exact (38) part ways "
         "(0.6 apart, in L1): alpha / gamma = 100 is far from small."),
 )

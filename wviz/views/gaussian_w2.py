@@ -31,21 +31,51 @@ DEFAULT = pd.DataFrame({
 SIDE_TAUS = (0.1, 10.0)                                    # the "Side by side" view's two temperatures
 ELLIPSE_POINTS = 100                                       # points of each drawn ellipse
 
+
+# ---- widget keys and view labels -------------------------------------------------------------------------------
+
+class Keys:
+    """The page's widget keys: the names its URL holds (bind="query-params"). The page, TRY_THIS and the tests
+    read them here, so a rename cannot leave a guided link pointing nowhere."""
+    COVARIANCE = "cov_kind"
+    EQUAL_COVARIANCES = "equal_cov"
+    TOKENS = "tokens"
+    QUERY = "query"
+    MEAN_X = "mx_{}"
+    MEAN_Y = "my_{}"
+    SIGMA_X = "sx_{}"
+    SIGMA_Y = "sy_{}"
+    RHO = "rho_{}"
+    TAU = "tau"
+    SWEEP_TOKEN = "sweep_token"
+    SIDE_TAU = "side_tau"
+    VIEW = "view"
+
+
+class Labels:
+    """The labels of the page's views (the values of its view selectors)."""
+    WEIGHTS = "The query's weights"
+    SWEEP = "Sweep: one token grows uncertain"
+    SIDE_BY_SIDE = "Side by side"
+    CLICK = "Click a query"
+
+
 # Guided experiments: query parameters of the page's widgets (bound to the URL) and what to watch.
 TRY_THIS = (
-    Try("Give every token the query's covariance", {"equal_cov": True, "view": "The query's weights"},
+    Try("Give every token the query's covariance", {Keys.EQUAL_COVARIANCES: True, Keys.VIEW: Labels.WEIGHTS},
         "The covariance part of W2² is zero for every key: W2 attention becomes softmax(−‖m_i − m_j‖²/τ), a "
         "function of the means alone."),
-    Try("Make one key very uncertain", {"view": "Sweep: one token grows uncertain", "sweep_token": "t3"},
+    Try("Make one key very uncertain", {Keys.VIEW: Labels.SWEEP, Keys.SWEEP_TOKEN: "t3"},
         "t3's weight peaks at its drawn size (scale 1) and falls to zero as its covariance grows, although its "
         "mean stays put."),
-    Try("Send tau to 0.01", {"tau": 0.01},
+    Try("Send tau to 0.01", {Keys.TAU: 0.01},
         "Every row of W2 attention is one-hot on the token itself (W2² = 0); dot-product attention sends t2 to t5, "
         "the larger ⟨m_i, m_j⟩, and leaves t1 (at the origin) uniform."),
-    Try("Compare tau = 0.1 and tau = 1", {"view": "Side by side", "side_tau_left": 0.1, "side_tau_right": 1},
+    Try("Compare tau = 0.1 and tau = 1", {Keys.VIEW: Labels.SIDE_BY_SIDE, Keys.SIDE_TAU + "_left": 0.1,
+                                          Keys.SIDE_TAU + "_right": 1},
         "At tau = 0.1 every row is one-hot on the token itself; at tau = 1 its neighbours share the weight (t1 keeps "
         "0.55 and gives 0.12 to 0.17 to each of t2, t3, t4, 0.01 to the far t5)."),
-    Try("Click a query row", {"view": "Click a query"},
+    Try("Click a query row", {Keys.VIEW: Labels.CLICK},
         "Click t1's row: its dot-product weights are uniform (its mean is the origin, so every ⟨m_1, m_j⟩ = 0), "
         "while W2 attention ranks the keys by their W2² to it (t2 0.17, t4 0.16, t3 0.12, the far t5 0.01)."),
 )
@@ -214,12 +244,6 @@ def attend(s: Scene, tau: float) -> Attention:
     with named(t.names):
         return Attention(s, tau, gaussian.w2_attention(t.means, t.covs, t.means, t.covs, tau),
                          dot_attention(t.means, tau))
-
-
-def query_keys(query: int) -> dict[str, str]:
-    """The widget keys of the sliders that set token ``query``'s row, by its COLUMNS name (a key per token, so that
-    each token keeps its own values in the URL)."""
-    return dict(zip(COLUMNS, (f"mx_{query}", f"my_{query}", f"sx_{query}", f"sy_{query}", f"rho_{query}")))
 
 
 def live_inputs(s: Scene, equal: bool) -> dict:

@@ -22,6 +22,40 @@ POTENTIALS, GROUNDS, PERTURBATIONS = measure.POTENTIALS, measure.GROUNDS, measur
 COR30_LOG10_N = range(1, 13)   # the counterexample to Cor. 30 for N = 10, 100, ..., 10^12 tokens
 
 
+# ---- widget keys and view labels -------------------------------------------------------------------------------
+
+class Keys:
+    """The page's widget keys: the names its URL holds (bind="query-params"). The page, TRY_THIS and the tests
+    read them here, so a rename cannot leave a guided link pointing nowhere."""
+    PRESET = "preset"
+    N = "n"
+    PARTICLES_CSV = "particles_csv"
+    SEED = "seed"
+    LAYERS = "layers"
+    POTENTIAL = "potential"
+    TAU = "tau"
+    IDENTITY = "identity"
+    SHARED = "shared"
+    VALUE_SCALE = "value_scale"
+    RESIDUAL = "residual"
+    NORM = "norm"
+    GROUND = "ground"
+    PERTURBATION = "perturbation"
+    SIGMA = "sigma"
+    SAMPLES = "samples"
+    QUERY = "query"
+    SIDE_TAU = "side_tau"
+    VIEW = "view"
+
+
+class Labels:
+    """The labels of the page's views (the values of its view selectors)."""
+    CONTRACTION = "Contraction"
+    INFINITE_DEPTH = "Infinite depth"
+    MAXIMUM_ENTROPY = "Maximum entropy"
+    SIDE_BY_SIDE = "Side by side"
+
+
 # ---- the page's inputs -----------------------------------------------------------------------------------------
 
 def particles(preset: str, n: int, seed: int = 0) -> torch.Tensor:
@@ -301,20 +335,21 @@ def cor30_failure() -> measure.Cor30Failure:
 SIDE_TAUS = (0.1, 1.0)   # the two temperatures of the "Side by side" view (log-slider grid values)
 
 TRY_THIS = (
-    Try("Raise tau to 3.16", {"tau": 3.16},
+    Try("Raise tau to 3.16", {Keys.TAU: 3.16},
         "Each particle now attends to every other one: within five layers both clusters collapse to a single point "
         r"and the $W_1$ steps drop to zero (below $10^{-8}$ from layer 5 on)."),
-    Try("Lower tau to 0.0316", {"tau": 0.0316},
+    Try("Lower tau to 0.0316", {Keys.TAU: 0.0316},
         "Each particle listens to its nearest neighbours only: after the 10 layers the clouds have broken into "
         "about a dozen small clusters (particles within 0.001 of each other) that stay apart."),
-    Try("Compare two temperatures", {"view": "Side by side", "side_tau_left": 0.0316, "side_tau_right": 3.16},
+    Try("Compare two temperatures", {Keys.VIEW: Labels.SIDE_BY_SIDE, Keys.SIDE_TAU + "_left": 0.0316,
+                                     Keys.SIDE_TAU + "_right": 3.16},
         r"The same particles after the same layers: many small clusters at the small $\tau$, one point at the "
         r"large one."),
-    Try("Measure the contraction", {"view": "Contraction"},
+    Try("Measure the contraction", {Keys.VIEW: Labels.CONTRACTION},
         r"The sampled ratios $W_1$ out / $W_1$ in stay below 1 here, while the corrected Thm. 23 bound is about "
         r"$10^{42}$ (above the chart): the bound holds but says little; Cor. 30's line (about 27) is far closer."),
-    Try("Make the fixed point provable", {"view": "Infinite depth", "preset": "random", "value_scale": 0.1,
-                                          "tau": 31.6},
+    Try("Make the fixed point provable", {Keys.VIEW: Labels.INFINITE_DEPTH, Keys.PRESET: "random",
+                                          Keys.VALUE_SCALE: 0.1, Keys.TAU: 31.6},
         r"Small values and a large $\tau$ make the corrected Thm. 23 bound on $\kappa(T)$ fall below 1: the "
         r"distance to the fixed point stays under Prop. 26's geometric envelope."),
 )

@@ -38,7 +38,7 @@ __all__ = ["CHOICES", "DEFAULT_SENTENCE", "DEFAULT_CHOSEN", "CORPUS_SIZE", "BASE
            "ColumnError", "one_head", "at_defaults", "sparsity_maps", "Pruning", "pruning", "layer_distances",
            "change_table", "Guesses", "guesses", "mask_hint", "SinkMaps", "uniform_share", "sink_maps", "PatchMaps",
            "patch_maps", "PERPLEXITY_TAUS", "Perplexities", "perplexities", "deviation", "Figure4Summary",
-           "figure4_summary", "shown", "TRY_THIS", "RHOS", "rho_text", "RhoSweep", "rho_sweep"]
+           "figure4_summary", "shown", "TRY_THIS", "RHOS", "rho_text", "RhoSweep", "rho_sweep", "Keys", "Labels"]
 
 DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
 DEFAULT_CHOSEN = ("sparsemax", "entmax", "sinkhorn")   # the normalisers the page starts with
@@ -57,6 +57,39 @@ SINKS = sinks.SINKS
 PICTURES = ("china.jpg (scikit-learn)", "flower.jpg (scikit-learn)", "drawn shapes")
 
 Params = tuple[tuple[str, Any], ...]  # a normaliser's keywords as hashable pairs, for the page's cache
+
+
+# ---- widget keys and view labels -------------------------------------------------------------------------------
+
+class Keys:
+    """The page's widget keys: the names its URL holds (bind="query-params"). The page, TRY_THIS and the tests
+    read them here, so a rename cannot leave a guided link pointing nowhere."""
+    MODEL = "model"
+    MODEL_ZIP = "model_zip"
+    LAYER = "layer"
+    HEAD = "head"
+    NORMALISERS = "normalisers"
+    ALPHA = "alpha"
+    GAMMA = "gamma"
+    N_ITER = "n_iter"
+    RHO = "rho"
+    SENTENCE = "sentence"
+    PICTURE = "picture"
+    PICTURE_FILE = "picture_file"
+    TAU = "tau"
+    DUAL_ALPHA = "dual_alpha"
+    VIEW = "view"
+
+
+class Labels:
+    """The labels of the page's views (the values of its view selectors)."""
+    SPARSITY = "Sparsity per head"
+    LAYERS = "The layers and the {} embedding"
+    CLICK = "Click a query"
+    RHO = "Sinkhorn's rho: softmax to Sinkformer"
+    SINKS = "Attention sinks"
+    PERPLEXITY = "Perplexity as tau moves"
+    FIGURE4 = "Figure 4 of 002"
 
 
 @dataclass(frozen=True)
@@ -592,22 +625,23 @@ def shown(*names: str) -> list[str]:
 # the default sentence (13 word pieces) head 8 of layer 5 sends 10.7 of its 13 units of attention to [CLS]. Every
 # link opens the bundled MiniLM (a link names no model).
 TRY_THIS = (
-    Try("Sparsemax at tau = 0.1", {"normalisers": shown("sparsemax"), "tau": 0.1},
+    Try("Sparsemax at tau = 0.1", {Keys.NORMALISERS: shown("sparsemax"), Keys.TAU: 0.1},
         "Sparsemax of S / tau keeps one key per query, two for a few (in the panel of layer 1, head 1: one key for "
         "11 of the 13 queries, two for the other 2): as tau -> 0 it becomes the argmax."),
-    Try("From the model's softmax to Sinkformer", {"normalisers": shown("sinkhorn"), "rho": 0.001,
-                                                    "view": "Sinkhorn's rho: softmax to Sinkformer"},
+    Try("From the model's softmax to Sinkformer", {Keys.NORMALISERS: shown("sinkhorn"), Keys.RHO: 0.001,
+                                                    Keys.VIEW: Labels.RHO},
         "At rho = 0.001 Sinkhorn's panel is the original head (rho -> 0 at gamma = 1 is the model's softmax) and the "
         "embedding's cosine is 1; along the sweep it turns away as rho holds every key to one unit, down to 0.42 "
         "for Sinkformer attention at rho = ∞."),
-    Try("An attention sink: layer 5, head 8, under Sinkhorn", {"layer": 5, "head": 8, "normalisers": shown("sinkhorn")},
+    Try("An attention sink: layer 5, head 8, under Sinkhorn",
+        {Keys.LAYER: 5, Keys.HEAD: 8, Keys.NORMALISERS: shown("sinkhorn")},
         "The original head gives 10.7 of its 13 units of attention to [CLS] (the column that lights up); Sinkhorn's "
         "columns each receive one unit to within 0.02, so the sink is gone."),
-    Try("entmax between softmax and sparsemax", {"normalisers": shown("softmax", "entmax", "sparsemax"),
-                                               "alpha": 1.25},
+    Try("entmax between softmax and sparsemax", {Keys.NORMALISERS: shown("softmax", "entmax", "sparsemax"),
+                                               Keys.ALPHA: 1.25},
         "alpha = 1.25 keeps more keys than sparsemax yet still sets weights exactly to zero: compare the panels "
         "and the 'Sparsity per head' view (36 % zeros on average, against sparsemax's 87 %)."),
-    Try("Figure 4 at alpha = 0.1", {"dual_alpha": 0.1, "view": "Figure 4 of 002"},
+    Try("Figure 4 at alpha = 0.1", {Keys.DUAL_ALPHA: 0.1, Keys.VIEW: Labels.FIGURE4},
         "Every layer's histogram moves towards 0 (Theorem 2): its mean deviation falls from 0.05 to 0.08 at alpha "
         "= 1 to about 0.01; the less reliable the evidence z, the closer alpha z is to the true lambda*."),
 )

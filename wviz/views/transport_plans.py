@@ -40,6 +40,47 @@ rho_text = grids.rho_text
 RHO_SWEEP = torch.tensor(grids.rho_grid(per_decade=3, infinity=False), dtype=torch.float64)   # cost vs rho
 
 
+# ---- widget keys and view labels -------------------------------------------------------------------------------
+
+class Keys:
+    """The page's widget keys: the names its URL holds (bind="query-params"). The page, TRY_THIS and the tests
+    read them here, so a rename cannot leave a guided link pointing nowhere."""
+    PROBLEM = "problem"
+    POINTS_CSV = "points_csv"
+    PRESET = "preset"
+    N = "n"
+    M = "m"
+    SEED = "seed"
+    EDIT_POINTS = "edit_points"
+    POINTS = "points_{}_{}_{}_{}"
+    COST_CSV = "cost_csv"
+    COST_TEXT = "cost_text"
+    MARGINALS = "marginals"
+    A = "a_{}"
+    B = "b_{}"
+    COST_KIND = "cost_kind"
+    SOLVER = "solver"
+    RHO_REL = "rho_rel"        # rho / max C, as the slider shows it (rho itself is absolute on the other pages)
+    GAMMA_REL = "gamma_rel"    # gamma / max C
+    SCRUB = "scrub"
+    SIDE_GAMMA_REL = "side_gamma_rel"
+    VIEW = "view"
+
+
+# The page's URL parameters before they were renamed (old name -> Keys): a link shared then opens the same state.
+RENAMED = {"gamma": Keys.GAMMA_REL, "rho": Keys.RHO_REL, "side_gamma_left": Keys.SIDE_GAMMA_REL + "_left",
+           "side_gamma_right": Keys.SIDE_GAMMA_REL + "_right"}
+
+
+class Labels:
+    """The labels of the page's views (the values of its view selectors)."""
+    SIDE_BY_SIDE = "Side by side"
+    MASS_MOVED = "Mass moved"
+    CONVERGE = "Watch Sinkhorn converge"
+    COST_AGAINST_GAMMA = "Cost against gamma"
+    COST_AGAINST_RHO = "Cost against rho"
+
+
 # ---- the problem -----------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
@@ -218,7 +259,8 @@ class Transport:
     reg_cost        the solver's objective at P: <C, P> - gamma H(P) (sinkhorn), <C, P> + gamma/2 ||P||^2
                     (quadratic), <C, P> (exact)
     n_iter          iterations run (0 for the exact solver)
-    marginal_error  max(||P 1 - a||_1, ||P^T 1 - b||_1) (semi-relaxed: the rows', wviz.ot.OTResult)
+    marginal_error  max(||P 1 - a||_1, ||P^T 1 - b||_1); semi-relaxed, the columns' error against the column
+                    sums that optimality asks of the rows, which hold a to rounding (wviz.ot.OTResult)
     converged       the marginal error met the tolerance (exact: an optimal basis was found)
     rho             the weight that holds the targets' masses b (rho_rel max|C|; inf: held exactly, eq. (23))
     columns         P^T 1 of a semi-relaxed plan (None at rho = inf), column_kl = KL(P^T 1 | b)
@@ -360,8 +402,10 @@ class Frame:
     rho: float = math.inf
 
     def marginal_error(self, a, b) -> float:
-        """max(||P 1 - a||_1, ||P^T 1 - b||_1), the L1 marginal error of this iterate (semi-relaxed, the rows':
-        the columns are held by rho, not fixed; after a plain column update the column condition holds)."""
+        """The solver's marginal error of this iterate (wviz.ot.problem.marginal_error), the measure its curve
+        plots: max(||P 1 - a||_1, ||P^T 1 - b||_1); semi-relaxed, the columns are measured against the column sums
+        that optimality asks of the rows, which a plain column update (the iterate's last) meets, so what is left
+        is the rows' error."""
         a, b = torch.as_tensor(a, dtype=self.rows.dtype), torch.as_tensor(b, dtype=self.columns.dtype)
         if self.rho < math.inf:
             return float(ot.marginal_error(a, None, self.rows))
@@ -511,23 +555,23 @@ def side_solver(solver: str) -> str:
 # ---- guided experiments ----------------------------------------------------------------------------------------
 
 TRY_THIS = (
-    Try("Send gamma to 0.001", {"gamma": 0.001, "view": "Cost against gamma"},
+    Try("Send gamma to 0.001", {Keys.GAMMA_REL: 0.001, Keys.VIEW: Labels.COST_AGAINST_GAMMA},
         r"The band of the plan narrows towards the monotone map (each source spreads over about one target either "
         r"side, against three at $\gamma = 0.01 \max C$), and the entropic cost $\langle C, P\rangle$ comes down "
         r"to within 0.3 % of the exact OT cost (the dashed line)."),
-    Try("Hold the targets loosely", {"rho": 0.01, "view": "Cost against rho"},
+    Try("Hold the targets loosely", {Keys.RHO_REL: 0.01, Keys.VIEW: Labels.COST_AGAINST_RHO},
         r"At $\rho = 0.01 \max C$ the targets' masses are barely held: the sources send more of their mass to "
         r"their nearest targets (over half to their three nearest, against a sixth in the balanced plan), the "
         r"column sums (black marks over $b$) leave $b$, and the cost $\langle C, P\rangle$ falls below the "
         r"balanced plan's ($\rho = \infty$, dashed)."),
-    Try("Solve exactly", {"solver": "exact", "preset": "two clusters"},
+    Try("Solve exactly", {Keys.SOLVER: "exact", Keys.PRESET: "two clusters"},
         "The exact plan is sparse (at most $n + m - 1$ nonzero entries) and stays within the two blocks: each "
         "cluster is sent to the nearer one."),
-    Try("Uneven masses", {"problem": "cost matrix", "solver": "exact", "marginals": "edited", "a_4": "3, 1, 1, 1",
-                          "b_3": "1, 1, 4"},
+    Try("Uneven masses", {Keys.PROBLEM: "cost matrix", Keys.SOLVER: "exact", Keys.MARGINALS: "edited",
+                          Keys.A.format(4): "3, 1, 1, 1", Keys.B.format(3): "1, 1, 4"},
         "Source 1 holds half of the mass and target 3 two thirds: the other sources cannot fill target 3, so "
         "source 1 must send part of its mass the longest way, at cost 4."),
-    Try("Watch Sinkhorn converge", {"gamma": 0.001, "view": "Watch Sinkhorn converge"},
+    Try("Watch Sinkhorn converge", {Keys.GAMMA_REL: 0.001, Keys.VIEW: Labels.CONVERGE},
         r"Each iteration rescales rows then columns: after it the columns match $b$ exactly, and the rows' error "
         r"shrinks at every step, by a steady factor at the end, more slowly the smaller $\gamma$: about 1500 "
         r"iterations to the tolerance here, against about 120 at $\gamma = 0.01 \max C$."),

@@ -10,6 +10,7 @@ rollout (wviz.vit.rollout), the corrupted region (wviz.vit.patches) and the read
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
 from io import BytesIO
 from collections.abc import Callable
@@ -42,7 +43,7 @@ __all__ = ["load_bundled", "load_upload", "choose_models", "ModelChoice", "recor
            "LayerMaps", "layer_maps", "score_choices", "SEVERITIES", "panel_jobs", "evaluate_panel",
            "ood_scores", "corruption_curves", "corruption_aurocs", "TRY_THIS", "map_aurocs", "at_layer",
            "RULE_MEANING", "verdict", "occlusion", "recorded_occlusion", "calibrate_panel",
-           "CONFORMAL_SEVERITY", "at_range_edge", "TAU_RANGE"]
+           "CONFORMAL_SEVERITY", "at_range_edge", "TAU_RANGE", "Keys", "Labels", "image_digest", "Shown", "Models"]
 
 OOD_SETS = data.OOD_SETS
 SEVERITIES = data.SEVERITIES
@@ -51,6 +52,48 @@ SAMPLES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the choices of S, the Monte-Carl
 DEFAULT_SAMPLES = 32
 DEFAULT_LAYER = 1      # the Layer slider starts at the tokens after block 1 (0 for a model of no block)
 DEFAULT_DEPTH = 3      # the bundled models' depth: the Layer slider runs from 0 to it at the page's defaults
+
+
+# ---- widget keys and view labels -------------------------------------------------------------------------------
+
+class Keys:
+    """The page's widget keys: the names its URL holds (bind="query-params"). The page, TRY_THIS and the tests
+    read them here, so a rename cannot leave a guided link pointing nowhere."""
+    CKPT = "ckpt"
+    CKPT_FILE = "ckpt_file"
+    TEST_ZIP = "test_zip"
+    IMG_SRC = "img_src"
+    INDEX = "index"
+    IMG_FILE = "img_file"
+    INVERT = "invert"
+    REGION = "region"
+    REGION_ROW = "region_row"
+    REGION_COL = "region_col"
+    REGION_SIZE = "region_size"
+    REGION_STRENGTH = "region_strength"
+    SAMPLES = "samples"
+    SEED = "seed"
+    LAYER = "layer"
+    HEAD = "head"
+    QUERY = "query"
+    VIEW = "view"      # the attention views of one image
+    SCORE = "score"
+    OOD = "ood"
+    PANEL = "panel"    # the dataset panel's views
+
+
+class Labels:
+    """The labels of the page's views (the values of its view selectors)."""
+    OVER_IMAGE = "Over the image"
+    HEADS = "Heads and rollout"
+    TWIN = "Deterministic twin"
+    OOD_SCORES = "OOD scores"
+    CORRUPTIONS = "Corruptions"
+    RELIABILITY = "Reliability"
+    CONFUSION = "Confusion"
+    TEMPERATURE = "Temperature scaling"
+    RISK = "Risk-coverage"
+    CONFORMAL = "Conformal sets"
 
 
 def record_summary(record: dict) -> dict:
@@ -119,6 +162,32 @@ def uploaded_image(raw: bytes | None, models: Models, invert: str = "auto", spli
     cfg = models.config
     pre = io.read_image(raw, cfg.channels, cfg.image_size, invert, _dark_ground(models, split), models.reads_digits)
     return Picked(pre.image, None, pre)
+
+
+def image_digest(image: torch.Tensor) -> str:
+    """A cache key of an image: its bytes' SHA-256 and its shape."""
+    return hashlib.sha256(image.cpu().numpy().tobytes()).hexdigest() + str(tuple(image.shape))
+
+
+@dataclass(frozen=True, eq=False)
+class Shown:
+    """What the page's one-image sections draw from: the models and their test split (None: none given), the
+    image picked, that image as the models see it (its region ``box`` corrupted, None: no region) and its
+    ``digest``, and the S draws' count and seed."""
+
+    models: Models
+    split: TestSplit | None
+    picked: Picked
+    image: torch.Tensor
+    box: tuple[int, int, int, int] | None
+    digest: str
+    samples: int
+    seed: int
+
+    @property
+    def drawn_from(self) -> tuple:
+        """What the runs are a function of (a cache key): the models' weights, the image, S and the seed."""
+        return tuple(m.weights_id for m in self.models.by_name.values()), self.digest, self.samples, self.seed
 
 
 # ---- one image through the models ------------------------------------------------------------------------------
@@ -269,24 +338,24 @@ def example_image(side: int = 64) -> bytes:
 # test split, score and ood options of their selectboxes, panel a view of the dataset panel. Numbers in the
 # sentences are those of the bundled models.
 TRY_THIS = (
-    Try("A digit the deterministic twin gets wrong", {"index": 113},
+    Try("A digit the deterministic twin gets wrong", {Keys.INDEX: 113},
         "The twin calls this 5 a 0 (53 %); the stochastic model says 5 at 85 %."),
-    Try("Noise on the middle of the digit", {"region": "noise", "region_row": 2, "region_col": 2, "region_size": 2,
-                                             "layer": 0},
+    Try("Noise on the middle of the digit", {Keys.REGION: "noise", Keys.REGION_ROW: 2, Keys.REGION_COL: 2,
+                                             Keys.REGION_SIZE: 2, Keys.LAYER: 0},
         "The four noisy patches are far from every patch the prototypes learned: their tr(Sigma) jumps from 0.9-4.6 "
         "to 10-23, above every clean patch; the 6 stays a 6, but at 54 % instead of 98 %, and its whisker (5-95 % "
         "of the draws) widens from 0.96-0.99 to 0.07-0.96."),
-    Try("Blank the middle of the digit", {"region": "occlude", "region_row": 2, "region_col": 2, "region_size": 2,
-                                          "layer": 0},
+    Try("Blank the middle of the digit", {Keys.REGION: "occlude", Keys.REGION_ROW: 2, Keys.REGION_COL: 2,
+                                          Keys.REGION_SIZE: 2, Keys.LAYER: 0},
         "Blanked, the four patches look like background, which the prototypes know: their tr(Sigma) falls to the "
         "background's (about 0.8), so the map does not flag them. The draws do: the 6 keeps 55 % against 38 % for "
         "a 2, its whisker 0.07-0.94."),
     Try("Noise images, scored by the covariance trace",
-        {"score": "covariance trace", "ood": "uniform noise", "panel": "OOD scores"},
+        {Keys.SCORE: "covariance trace", Keys.OOD: "uniform noise", Keys.PANEL: Labels.OOD_SCORES},
         "AUROC 1.00: virtually every noise image gets larger covariances than the digits, since each of its "
         "patches is far from the prototypes of layer 0 and 004's rule carries that to the last layer."),
     Try("Mixed digits, scored by the covariance trace",
-        {"score": "covariance trace", "ood": "mixed digits", "panel": "OOD scores"},
+        {Keys.SCORE: "covariance trace", Keys.OOD: "mixed digits", Keys.PANEL: Labels.OOD_SCORES},
         "AUROC 0.52, chance: halves of two digits are made of digit patches, each close to a prototype; "
         "only how they fit together is new, and the trace does not see it. The mutual information does (AUROC "
         "about 0.89, above the twin's best, about 0.85)."),

@@ -19,21 +19,50 @@ MAX_ROWS, MAX_MB = io.MAX_POINTS, io.MAX_UPLOAD_BYTES // 2**20   # what an uploa
 REPRESENTATIONS, WEIGHT_MAPS = wsa.REPRESENTATIONS, wsa.WEIGHT_MAPS
 EXAMPLE = ("noisy sinusoids", 12, 4, 0)                     # the example upload: preset, n, d, seed
 
+
+# ---- widget keys and view labels -------------------------------------------------------------------------------
+
+class Keys:
+    """The page's widget keys: the names its URL holds (bind="query-params"). The page, TRY_THIS and the tests
+    read them here, so a rename cannot leave a guided link pointing nowhere."""
+    SEQUENCE = "sequence"
+    SEQUENCE_CSV = "sequence_csv"
+    N = "n"
+    D = "d"
+    SEED = "seed"
+    IDENTITY = "identity"
+    REPRESENTATION = "representation"
+    P = "p"
+    K = "k"
+    WEIGHT_MAP = "weight_map"
+    TAU = "tau"
+    B = "b"
+    S = "s"
+    NORMALIZE = "normalize"
+    VIEW = "view"
+
+
+class Labels:
+    """The labels of the page's views (the values of its view selectors)."""
+    PIPELINE = "The pipeline"
+    OUTPUTS = "Outputs along the sequence"
+
+
 # Guided experiments: query parameters of the page's widgets (bound to the URL) and what to watch.
 TRY_THIS = (
-    Try("Send tau to 0.01", {"tau": 0.01, "view": "Outputs along the sequence"},
+    Try("Send tau to 0.01", {Keys.TAU: 0.01, Keys.VIEW: Labels.OUTPUTS},
         "A becomes the identity (each token is at distance 0 from itself and farther from every other), so "
         "Y (Wasserstein) copies the input X."),
-    Try("Send tau to 100", {"tau": 100, "view": "Outputs along the sequence"},
+    Try("Send tau to 100", {Keys.TAU: 100, Keys.VIEW: Labels.OUTPUTS},
         "Every row of A is nearly uniform (each weight between 0.035 and 0.05, about 1/24), so Y (Wasserstein) is "
         "almost a flat line: the average of the values (within 0.03 of it, where X swings by more than 1)."),
-    Try("Use random projections", {"identity": False},
+    Try("Use random projections", {Keys.IDENTITY: False},
         "The diagonal of W is no longer zero: a token's query and key are different vectors, so most rows (22 of "
         "the 24) put their largest weight on another token."),
-    Try("Use the note's sigmoid, rows not normalised", {"weight_map": "sigmoid", "normalize": False},
+    Try("Use the note's sigmoid, rows not normalised", {Keys.WEIGHT_MAP: "sigmoid", Keys.NORMALIZE: False},
         "The rows of A no longer sum to 1 (here 1.4 to 3.3: every key closer than b = 1 gets a weight above 1/2, "
         "every farther one less), so an output is no longer an average of the values."),
-    Try("Read vectors as empirical distributions", {"representation": "empirical", "p": 1},
+    Try("Read vectors as empirical distributions", {Keys.REPRESENTATION: "empirical", Keys.P: 1},
         "W_1 compares the sorted coordinates and ignores which channel holds which value: the distances shrink "
         "from up to 16 (Gaussian reading) to under 1."),
 )
