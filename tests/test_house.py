@@ -235,7 +235,7 @@ def test_a_deprecation_raised_in_wviz_is_an_error_and_only_named_ones_are_ignore
 
 
 def test_wviz_type_checks():
-    """mypy over wviz with pyproject.toml's settings ([tool.mypy]: the packages checked so far, the libraries read
+    """mypy over wviz with pyproject.toml's settings ([tool.mypy]: every package of wviz, the libraries read
     as Any). A test rather than a step of make: it runs on a worker beside the others."""
     done = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
