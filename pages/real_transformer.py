@@ -59,7 +59,7 @@ if model_key in (rv.hub.BUNDLED_KEY, rv.catalogue.UPLOAD):
 elif st.query_params.get(rv.Keys.MODEL) != model_key:
     st.query_params[rv.Keys.MODEL] = model_key
 if url_note:
-    st.warning(url_note)
+    st.warning(ui.plain(url_note))   # it quotes the link: shown as text
 if found.skipped:
     with sb.expander(f"Folders skipped ({len(found.skipped)})", icon=":material/folder_off:"):
         for line in found.skipped:

@@ -79,3 +79,18 @@ def test_each_family_from_the_selector_tau_moves_the_maps(models, monkeypatch, p
             if kind == "gpt2":                                                     # the causal mask
                 assert all(w == 0 for t in after for i, row in enumerate(t["z"]) for w in row[i + 1:])
             no_exception(page, errors)
+
+
+def test_a_link_s_model_name_is_shown_as_text(server, page):
+    """A ?model= value is quoted in the page's warning as the characters it is (ui.plain): no bold, no working link,
+    no image, no colour directive, no LaTeX (issue 49: a link once drew a 'sign in again' link inside the warning)."""
+    from urllib.parse import quote
+
+    injected = ("x). **Your session expired: [sign in again](https://evil.example/login)** :red[alarm] "
+                "![](https://evil.example/t.png) $x^2$ (")
+    page.goto(f"{server}/real_transformer?model={quote(injected)}")
+    wait_until_idle(page)
+    warning = page.locator('[data-testid="stAlert"]').filter(has_text="The link names a model")
+    assert injected in warning.inner_text().replace("\u2060", "")   # ui.plain's word joiners break autolinks
+    assert warning.locator("strong, a, img, .katex, span[style]").count() == 0
+    assert page.locator('a[href*="evil.example"], img[src*="evil.example"]').count() == 0

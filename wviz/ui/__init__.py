@@ -3,14 +3,14 @@
     page        page_setup: title, intro, guided experiments (Try this), device badge, Reset to defaults, lecture
                 panel; cite (a link to the References page)
     lecture     the lecture being recorded (figures, equations, settings) and its bundle; equation
-    state       the URL: share link, table_editor (and table_from_url while it is not drawn)
+    state       the URL: share link, table_editor (and table_from_url while it is not drawn), renamed_params
     widgets     log_slider (log_grid: its options), view_selector
     drag        follow: a figure recomputed in the browser while its sliders move (wviz/ui/js)
     runs        live (the main slider and what it drives, in a fragment), fragment, guarded
     output      show_figure (with its export menu), shared_figure (built once per server), show_chart (Altair), views /
                 View / figure_view (one secondary view drawn, the others deferred to the lecture bundle), side_by_side
                 (two values of the main parameter), example_file (for an upload), animation (GIF / MP4)
-    style       the CSS and script that fit a page to a projector; presentation mode
+    style       the CSS and script that fit a page to a projector; presentation mode; plain (text shown as text)
     background  background / wait_for: work of many seconds in a worker thread
     process     freeze_imports, torch threads
 """
@@ -23,9 +23,10 @@ from wviz.ui.page import cite, device_badge, page_setup, where_solved
 from wviz.ui.process import freeze_imports
 from wviz.ui.runs import fragment, guarded, live
 from wviz.ui.state import renamed_params, table_editor, table_from_url
+from wviz.ui.style import plain
 from wviz.ui.widgets import log_grid, log_slider
 
 __all__ = ["background", "wait_for", "built", "equation", "View", "animation", "example_file", "figure_view",
            "shared_figure", "show_chart", "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup",
            "where_solved", "freeze_imports", "fragment", "guarded", "live", "renamed_params", "table_editor",
-           "table_from_url", "log_slider", "log_grid", "LIVE_MAX_ENTRIES", "Slider", "follow"]
+           "table_from_url", "log_slider", "log_grid", "LIVE_MAX_ENTRIES", "Slider", "follow", "plain"]

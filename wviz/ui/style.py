@@ -1,6 +1,7 @@
 """How a page reads on a projector: CSS for every page (metrics that shrink instead of being cut, display equations
 scaled down to the column's width) and, in presentation mode, larger text, tables and metrics with the toolbar
-hidden. The sidebar is collapsed by app.py (set_page_config), which must run before anything is drawn."""
+hidden. The sidebar is collapsed by app.py (set_page_config), which must run before anything is drawn. And text
+that a URL, a file or a model brings, shown as text (:func:`plain`)."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,27 @@ import json
 import streamlit as st
 
 PRESENTATION_PARAM = "presentation"
+
+# Every ASCII punctuation mark, which CommonMark lets a backslash make literal: links, images, emphasis, code, HTML,
+# headings and lists, $LaTeX$, Streamlit's :emoji: / :material/icon: / :color[text] directives. Web addresses and
+# e-mail addresses are linked after that, in the text itself (GitHub's autolinks: https://..., www...., a@b.c), so an
+# invisible word joiner (U+2060) sits after each colon and before each full stop and @, which those patterns need next
+# to their neighbours
+_JOIN = "\u2060"
+_MARKDOWN = str.maketrans({**{c: "\\" + c for c in "\\`*_{}[]()<>#+-!|~$\"'&%=?^,;/"},
+                           ":": "\\:" + _JOIN, ".": _JOIN + "\\.", "@": _JOIN + "\\@"})
+
+
+def plain(text: object) -> str:
+    r"""``text`` as Streamlit's markdown shows it literally: for what a URL, a file, a folder or a model brings
+    (names, labels, tokens, paths, the messages that quote them) inside a caption, an info box or an error, where
+    ``x). **sign in** [here](https://evil.example)`` would otherwise draw bold text and a working link.
+
+    >>> print(plain("a_b **c** [d](https://e.f)").replace(_JOIN, "+"))
+    a\_b \*\*c\*\* \[d\]\(https\:+\/\/e+\.f\)
+    """
+    return str(text).translate(_MARKDOWN)
+
 
 # A metric's value shrinks with its column (container query units) and its label wraps, so "transport cost"
 # and "4.5e-03" show whole at 800 px in four columns. Tables wrap too.
