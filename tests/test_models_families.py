@@ -147,6 +147,22 @@ def test_decoder_next_tokens_and_perplexity_as_the_eager_model(loaded, folders):
     assert all(math.isfinite(v) and v > 1 for v in ppl.values()) and len(set(ppl.values())) == 4
 
 
+def test_the_paragraphs_perplexity_reads_the_words_a_short_decoder_holds(loaded):
+    """tasks.perplexity with no text takes the bundled paragraph cut to the model's positions (64 for the tiny
+    decoders), as the page does: the longest run of first words that fits, one more word would not."""
+    from wviz.models.catalogue import token_limit
+    from wviz.models.corpus import PARAGRAPH
+
+    model = loaded["llama"]
+    text, cut = tasks.fitted(model, PARAGRAPH)
+    limit = token_limit(model)
+    assert limit == model.model.config.max_position_embeddings == 64
+    assert cut and PARAGRAPH.startswith(text) and tasks.length(model, text) <= limit
+    assert tasks.length(model, " ".join(PARAGRAPH.split(" ")[:len(text.split(" ")) + 1])) > limit
+    assert tasks.perplexity(model, None) == tasks.perplexity(model, text)
+    assert tasks.fitted(model, TEXT) == (TEXT, False)
+
+
 def test_image_classes_patch_attention_and_rollout(loaded, folders):
     from wviz.vit.rollout import rollout
 

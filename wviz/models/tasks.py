@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from wviz.models.catalogue import token_limit
 from wviz.models.lens import forward, patch_grid
 from wviz.vit.rollout import rollout
 
@@ -147,14 +148,33 @@ def perplexity(lens, text: str | None = None, normaliser="softmax", *, max_token
     from wviz.models.corpus import PARAGRAPH
 
     _need(lens, "causal-lm")
-    fwd = forward(lens, PARAGRAPH if text is None else text, normaliser, max_tokens=max_tokens, details=False,
-                  **params)
+    text = fitted(lens, PARAGRAPH)[0] if text is None else text
+    fwd = forward(lens, text, normaliser, max_tokens=max_tokens, details=False, **params)
     assert fwd.ids is not None and fwd.logits is not None   # a text through a causal-lm head (_need)
     ids, logits = fwd.ids[0], fwd.logits[0].double()
     if ids.shape[0] < 2:
         raise ValueError("a perplexity needs a text of at least two tokens")
     nll = torch.nn.functional.cross_entropy(logits[:-1], ids[1:])
     return float(torch.exp(nll))
+
+
+def length(lens, text: str) -> int:
+    """``text``'s length in the model's tokens (its special tokens included)."""
+    return len(lens.tokenizer(text, verbose=False)["input_ids"])
+
+
+def fitted(lens, text: str) -> tuple[str, bool]:
+    """``text``, or its longest run of first words that the model reads (wviz.models.catalogue.token_limit), and
+    whether it was cut."""
+    limit = token_limit(lens)
+    if length(lens, text) <= limit:
+        return text, False
+    words = text.split(" ")
+    lo, hi = 1, len(words) - 1                       # the most words that fit lie in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if length(lens, " ".join(words[:mid])) <= limit else (lo, mid - 1)
+    return " ".join(words[:lo]), True
 
 
 def image_classes(lens, fwd, k: int = 5, image: int = 0) -> Prediction:

@@ -500,7 +500,7 @@ def perplexities(lens: hub.Lens, settings: Settings, taus=PERPLEXITY_TAUS, text:
         raise ValueError(f"{lens.info.name} has no causal language-model head: perplexity is a decoder's")
     if not settings.chosen:
         raise ValueError("choose at least one normaliser in the sidebar")
-    text, cut = _fitted(lens, corpus.PARAGRAPH if text is None else text)
+    text, cut = tasks.fitted(lens, corpus.PARAGRAPH if text is None else text)
     curves = {}
     for name in settings.chosen:
         if name == "sinkhorn":
@@ -509,24 +509,7 @@ def perplexities(lens: hub.Lens, settings: Settings, taus=PERPLEXITY_TAUS, text:
         else:
             curves[_curve_name(settings, name)] = tuple(
                 tasks.perplexity(lens, text, name, **dict(params(settings, name, tau))) for tau in taus)
-    return Perplexities(tuple(taus), curves, tasks.perplexity(lens, text), _length(lens, text), cut)
-
-
-def _length(lens: hub.Lens, text: str) -> int:
-    return len(lens.tokenizer(text, verbose=False)["input_ids"])
-
-
-def _fitted(lens: hub.Lens, text: str) -> tuple[str, bool]:
-    """``text``, or its longest run of first words that the model reads (token_limit), and whether it was cut."""
-    limit = catalogue.token_limit(lens)
-    if _length(lens, text) <= limit:
-        return text, False
-    words = text.split(" ")
-    lo, hi = 1, len(words) - 1                       # the most words that fit lie in [lo, hi]
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if _length(lens, " ".join(words[:mid])) <= limit else (lo, mid - 1)
-    return " ".join(words[:lo]), True
+    return Perplexities(tuple(taus), curves, tasks.perplexity(lens, text), tasks.length(lens, text), cut)
 
 
 # ---- from softmax to Sinkformer: Sinkhorn's rho ------------------------------------------------------------------
