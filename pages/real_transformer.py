@@ -96,6 +96,9 @@ st.caption(f"Model: **{lens.info.label()}**. {rv.catalogue.about(lens)}")
 
 # ---- controls ---------------------------------------------------------------------------------------------
 n_layers, n_heads = rv.catalogue.shape(lens)
+for key, count in ((rv.Keys.LAYER, n_layers), (rv.Keys.HEAD, n_heads)):
+    if st.session_state.get(key, 1) > count:   # chosen on a larger model: this one's first, in the box and the URL
+        st.session_state[key] = 1
 layer = sb.selectbox("Layer", list(range(1, n_layers + 1)), index=0, key=rv.Keys.LAYER, bind="query-params",
                      help=f"Which of the {n_layers} layers to show the attention of (1 is next to the embeddings).")
 head = sb.selectbox("Head", list(range(1, n_heads + 1)), index=0, key=rv.Keys.HEAD, bind="query-params",
@@ -179,7 +182,7 @@ def read_inputs():
     return key, picture
 
 
-inputs = ui.guarded(f"real/inputs/{lens.family}", read_inputs)
+inputs = ui.guarded(f"real/inputs/{lens.info.key}", read_inputs)
 if inputs is None:                  # a first upload refused: the first bundled picture
     inputs = (rv.PICTURES[0], example_picture(rv.PICTURES[0]))
 input_key, model_input = inputs
@@ -353,7 +356,7 @@ def rho_view() -> ui.View:
         ui.equation(r"\begin{aligned} A &= nP,\quad P = \arg\min_{P \ge 0,\ P 1 = \frac1n} \langle -S, P\rangle "
                     r"\\ &\qquad + \gamma\, \mathrm{KL}(P \,\Vert\, \tfrac{1}{n^2}) + \rho\, "
                     r"\mathrm{KL}(P^\top 1 \,\Vert\, \tfrac1n) \end{aligned}")
-        fig = ui.guarded("real/rho", rho_figure)
+        fig = ui.guarded(f"real/rho/{lens.info.key}", rho_figure)
         if fig is not None:
             ui.show_figure(fig, key="rho_sweep")
         st.caption("Sinkhorn in every head at the sidebar's gamma and iterations, for rho from 0 to ∞. At rho -> 0 "
@@ -401,7 +404,7 @@ def perplexity_view() -> ui.View:
         st.subheader("Perplexity of a paragraph under each normaliser")
         ui.equation(r"\mathrm{PPL} = \exp\Big(-\frac{1}{n-1}\sum_{i=2}^{n} \log p(x_i \mid x_1, \ldots, "
                     r"x_{i-1})\Big)")
-        fig = ui.guarded("real/perplexity", figure)
+        fig = ui.guarded(f"real/perplexity/{lens.info.key}", figure)
         if fig is not None:
             ui.show_figure(fig, key="perplexity")
         st.caption("How well the model predicts each token of a bundled paragraph from the ones before it, with "
@@ -489,10 +492,11 @@ def figure4_result(dev):
 
 # ---- the page ----------------------------------------------------------------------------------------------------
 
-fixed = ui.guarded("real/fixed", lambda: rv.fixed_comparison(settings, run_one, lens))
+# every last good result is the chosen model's own (ui.guarded keys it): a model switch never draws another's
+fixed = ui.guarded(f"real/fixed/{lens.info.key}", lambda: rv.fixed_comparison(settings, run_one, lens))
 if fixed is not None:
     draw_fixed(fixed)
-ui.live("real/forward", tau_slot, tau_slider, compare, draw)
+ui.live(f"real/forward/{lens.info.key}", tau_slot, tau_slider, compare, draw)
 if lens.family == "encoder":   # Figure 4 solved from a first visit on, so that its view is ready when chosen
     with contextlib.suppress(ValueError):   # the view shows the error
         ui.background(*dual_job(st.session_state.get(rv.Keys.DUAL_ALPHA, 1.0)))

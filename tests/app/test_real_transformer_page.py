@@ -398,6 +398,31 @@ def test_a_mask_in_the_sentence_gives_the_top_5_of_the_mlm_head(models_page, tin
     np.testing.assert_allclose([float(x) for _, x in cells], top.values.numpy(), rtol=2e-3)
 
 
+def test_a_model_switch_never_draws_the_last_models_results(models_page, tiny_root):
+    """Maps drawn for one model, then another chosen with a sentence it cannot read: its message, and no map, no
+    'last valid result' of the model before (issue 49: BERT's maps were drawn under Llama's name)."""
+    at = models_page(**{rv.Keys.MODEL: key_of(tiny_root, "bert")})
+    assert panels(at)[0] and not at.error
+    at.text_input(key=rv.Keys.SENTENCE).set_value("word " * 600).run()
+    at.sidebar.selectbox(key=rv.Keys.MODEL).set_value(key_of(tiny_root, "llama")).run()
+    no_exception(at)
+    assert any("at most" in e.value for e in at.error)
+    assert not any("last valid result" in c.value for c in at.caption)
+    assert not at.get("plotly_chart")
+
+
+def test_layer_and_head_follow_a_switch_to_a_smaller_model(models_page, tiny_root):
+    """Layer 5, head 8 of MiniLM, then a model of 2 layers and 4 heads: the boxes and the URL hold its own."""
+    at = models_page(**{rv.Keys.LAYER: "5", rv.Keys.HEAD: "8"})
+    at.sidebar.selectbox(key=rv.Keys.MODEL).set_value(key_of(tiny_root, "bert")).run()
+    no_exception(at)
+    layer, head = at.sidebar.selectbox(key=rv.Keys.LAYER), at.sidebar.selectbox(key=rv.Keys.HEAD)
+    assert layer.value in (1, 2) and head.value in (1, 2, 3, 4)
+    assert at.query_params.get(rv.Keys.LAYER, "1") in ("1", "2") and at.query_params.get(rv.Keys.HEAD, "1") in "1234"
+    at = models_page(**{rv.Keys.MODEL: key_of(tiny_root, "bert"), rv.Keys.LAYER: "5"})   # a link's own
+    assert at.sidebar.selectbox(key=rv.Keys.LAYER).value == 1 and at.query_params.get(rv.Keys.LAYER, "1") == "1"
+
+
 def test_a_link_opens_its_model_and_an_unknown_one_the_bundled(models_page, tiny_root):
     at = models_page(model=key_of(tiny_root, "gpt2"))
     assert at.sidebar.selectbox(key=rv.Keys.MODEL).value == key_of(tiny_root, "gpt2")
