@@ -63,7 +63,7 @@ if url_note:
 if found.skipped:
     with sb.expander(f"Folders skipped ({len(found.skipped)})", icon=":material/folder_off:"):
         for line in found.skipped:
-            st.caption(line)
+            st.caption(ui.plain(line))
 if model_key != rv.catalogue.UPLOAD:
     st.session_state["_real_before_upload"] = model_key
 upload = None
@@ -86,13 +86,14 @@ def choose_model():
         return by_key(model_key)
     if upload is None:
         before = by_key(st.session_state.get("_real_before_upload", rv.hub.BUNDLED_KEY))
-        st.info(f"Upload a .zip of a model folder in the sidebar; meanwhile the page shows {before.info.name}.")
+        st.info("Upload a .zip of a model folder in the sidebar; meanwhile the page shows "
+                f"{ui.plain(before.info.name)}.")
         return before
     return uploaded_model(upload.file_id, str(device), upload.getvalue(), upload.name)
 
 
 lens = ui.guarded("real/model", choose_model) or by_key(rv.hub.BUNDLED_KEY)
-st.caption(f"Model: **{lens.info.label()}**. {rv.catalogue.about(lens)}")
+st.caption(f"Model: **{ui.plain(lens.info.label())}**. {ui.plain(rv.catalogue.about(lens))}")
 
 # ---- controls ---------------------------------------------------------------------------------------------
 n_layers, n_heads = rv.catalogue.shape(lens)
@@ -389,7 +390,8 @@ def sinks_view(c: rv.Comparison) -> ui.View:
         uniform = ("rows spread evenly over the tokens each query may read would give "
                    f"{s.uniform:.0%}" if c.family == "decoder" else
                    f"a uniform row would give 1/{s.queries + 1} = {s.uniform:.0%}")
-        st.caption(f"Mean weight of a query on {s.first_token} over every head ({uniform}): {means}.{special}")
+        st.caption(f"Mean weight of a query on {ui.plain(s.first_token)} over every head ({uniform}): "
+                   f"{means}.{special}")
 
     return ui.View(draw_view, ("sinks",), lambda: figures(rv.sink_maps(c))[:1])
 
@@ -442,7 +444,7 @@ def figure4():
     try:
         dev, _ = ui.background(*job)
     except ValueError as err:
-        st.error(str(err))
+        st.error(ui.plain(err))
         return
     if dev is None:
         ui.wait_for(job[0], f"Solving the dual (9) for every layer, head and token of {rv.CORPUS_SIZE} sentences at "

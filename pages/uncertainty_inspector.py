@@ -65,7 +65,7 @@ def read_models() -> uv.ModelChoice | None:
 def show_choice(choice: uv.ModelChoice) -> uv.Models:
     """Why the bundled demo is shown instead of an upload, and each model's training record; the models shown."""
     if choice.refused:
-        st.error(choice.refused, icon=":material/block:")
+        st.error(ui.plain(choice.refused), icon=":material/block:")   # it quotes the file
         st.info("Meanwhile the page shows the bundled demo model.")
     elif choice.waiting:
         st.info("Upload a checkpoint in the sidebar (the example under the uploader is one); meanwhile the page shows "
@@ -74,8 +74,8 @@ def show_choice(choice: uv.ModelChoice) -> uv.Models:
     with sb.popover("Training record", icon=":material/description:", width="stretch",
                     help="Each model's training record: data, epochs, seed, loss weights, time, metrics."):
         for m in choice.models.by_name.values():
-            st.caption(m.name + ("" if m.bundled else ": as recorded in the file, not re-measured (the dataset panel "
-                                                      "measures the model itself)"))
+            st.caption(ui.plain(m.name) + ("" if m.bundled else ": as recorded in the file, not re-measured (the "
+                                                                "dataset panel measures the model itself)"))
             st.json(uv.record_summary(m.record), expanded=False)
     models = choice.models
     if models.config.layer0 == "prototypes":
@@ -119,7 +119,7 @@ def read_split(models: uv.Models):
             upload = lambda: zipped(raw, name, models.main.weights_id, models.main)  # noqa: E731
     split = ui.guarded(f"vit/split/{models.main.weights_id}", lambda: uv.test_split_of(models, place, upload))
     if place.root is not None:
-        sb.caption(place.note)
+        sb.caption(ui.plain(place.note))
     return place, split
 
 
@@ -135,7 +135,8 @@ def read_picture(models: uv.Models, split) -> uv.Picked | None:
         if split is None:
             return None
         number = sb.number_input("Test image", 1, len(split), 1, 1, key=K.INDEX, bind="query-params",
-                                 help=f"Which of the {len(split)} {split.noun} of {split.source} (1 = the first).")
+                                 help=f"Which of the {len(split)} {split.noun} of {ui.plain(split.source)} (1 = the "
+                                      "first).")
         get = lambda: uv.test_image(split, number - 1)  # noqa: E731
     else:
         img_file = sb.file_uploader("Image (PNG/JPG)", type=["png", "jpg", "jpeg"], key=K.IMG_FILE,
@@ -230,8 +231,8 @@ def show_prediction(s: uv.Shown, runs: dict):
     names = uv.class_names(models, s.split)
     st.subheader("Prediction")
     if s.picked.label is not None:
-        st.markdown(f"True class: **{names[s.picked.label]}**. " + ", ".join(
-            f"{n}: **{names[c]}** ({p:.1%})" for n, (c, p) in uv.predictions(runs).items()))
+        st.markdown(f"True class: **{ui.plain(names[s.picked.label])}**. " + ", ".join(
+            f"{ui.plain(n)}: **{ui.plain(names[c])}** ({p:.1%})" for n, (c, p) in uv.predictions(runs).items()))
     ui.show_figure(ui.shared_figure("vit_probs", (*s.drawn_from, tuple(names)), lambda: figs.class_probabilities(
         {n: r.mc for n, r in runs.items()}, names, s.samples)), key="vit_probs")
     st.caption("Bars: the predictive distribution, the mean over S draws of softmax(logits). Whiskers: 5 % to 95 % "
@@ -425,7 +426,7 @@ def panel_reports(jobs) -> dict | None:
         reports = {j.name: ui.background(job_keys[j.name], lambda progress, j=j: uv.evaluate_panel(j, progress))[0]
                    for j in jobs}
     except ValueError as err:
-        st.error(str(err))
+        st.error(ui.plain(err))
         return None
     waiting = [j for j in jobs if reports[j.name] is None]
     if waiting:
@@ -455,8 +456,8 @@ def dataset_panel(models: uv.Models, split):
     jobs = uv.panel_jobs(models, split)
     for j in jobs:
         if j.capped:
-            st.caption(f"{j.name}: its record asks for {j.asked} Monte-Carlo samples per image; the panel uses "
-                       f"{j.samples}.")
+            st.caption(f"{ui.plain(j.name)}: its record asks for {j.asked} Monte-Carlo samples per image; the panel "
+                       f"uses {j.samples}.")
     reports = panel_reports(jobs)
     if reports is None:
         return
@@ -488,7 +489,7 @@ def calibrations(jobs) -> dict | None:
         cals = {j.name: ui.background(keys[j.name], lambda progress, j=j: uv.calibrate_panel(j, progress))[0]
                 for j in jobs}
     except ValueError as err:
-        st.error(str(err))
+        st.error(ui.plain(err))
         return None
     waiting = [n for n, c in cals.items() if c is None]
     if waiting:
@@ -514,7 +515,7 @@ def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:
         def draw():
             ui.show_figure(ui.shared_figure(key, of, figure), key=key)
             for m, c in cals.items():
-                st.caption(f"{m}: " + caption(c))
+                st.caption(f"{ui.plain(m)}: " + caption(c))
             ui.equation(latex)
 
         return ui.View(draw, (key,), lambda: [figure()])
@@ -579,13 +580,13 @@ def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[s
 
     def draw_corruptions():
         ui.show_figure(ui.shared_figure("vit_corruption", of, curves), key="vit_corruption")
-        recorded = [j.name for j in jobs if j.from_record]
-        measured = [j.name for j in jobs if not j.from_record]
+        recorded = [ui.plain(j.name) for j in jobs if j.from_record]
+        measured = [ui.plain(j.name) for j in jobs if not j.from_record]
         st.caption("Test error under Gaussian noise, blur and contrast loss at severities 1 to 5. "
                    + (f"{', '.join(recorded)}: from the bundled checkpoint's training record (the same evaluation, "
                       "run at the end of training). " if recorded else "")
                    + (f"{', '.join(measured)}: measured here." if measured else ""))
-        old = [n for n, v in aurocs.items() if v is None]
+        old = [ui.plain(n) for n, v in aurocs.items() if v is None]
         if old:
             st.info(f"{', '.join(old)}: this checkpoint's record predates the per-score corruption AUROCs; retrain "
                     "it with `python -m wviz.vit.train` to see them.")
@@ -630,7 +631,7 @@ def dataset_section(choice: uv.ModelChoice, place, split):
     elif split is not None:
         dataset_panel(choice.models, split)
     elif place.missing:  # how to give the page the test split (and, with it, a test image to inspect)
-        st.info(place.note)
+        st.info(ui.plain(place.note))
 
 
 if choice is not None:

@@ -85,3 +85,101 @@ def test_a_pickle_beside_the_safetensors_is_never_read(shelves, tmp_path):
     (folder / "training_args.bin").write_bytes(b"\x80\x04garbage")
     model = hub.load(folder, "cpu")
     assert model.head == "masked-lm" and model.info.parameters == hub.describe(shelves[0] / "a-bert").parameters
+
+
+@pytest.fixture(scope="module")
+def hostile_shelf(tmp_path_factory):
+    """A WVIZ_MODELS folder of a good BERT beside the hostile folders of issue 49: a safetensors header that claims
+    32B parameters, no attention heads, a vocabulary of "lots", a picture size of 30000 pixels."""
+    import json
+    import shutil
+    import struct
+
+    shelf = tmp_path_factory.mktemp("hostile")
+    good = tiny.save("bert", shelf / "a-good-bert")
+    vit = tiny.save("vit", tmp_path_factory.mktemp("vit") / "vit")
+
+    def variant(name, source, file, change):
+        folder = shutil.copytree(source, shelf / name)
+        if isinstance(change, bytes):
+            (folder / file).write_bytes(change)
+        else:
+            (folder / file).write_text(json.dumps(json.loads((folder / file).read_text()) | change))
+
+    head = json.dumps({"w": {"dtype": "F32", "shape": [200_000, 160_000], "data_offsets": [0, 16]}}).encode()
+    variant("shape-lie", good, "model.safetensors", struct.pack("<Q", len(head)) + head + bytes(16))
+    variant("no-heads", good, "config.json", {"num_attention_heads": 0})
+    variant("lots", good, "config.json", {"vocab_size": "lots"})
+    variant("huge-pictures", vit, "preprocessor_config.json", {"size": 30000})
+    return shelf
+
+
+def test_a_hostile_folder_of_wviz_models_is_skipped_with_its_reason(hostile_shelf, monkeypatch):
+    monkeypatch.setenv("WVIZ_MODELS", str(hostile_shelf))
+    found = hub.find_models()
+    assert [m.name for m in found.models] == ["all-MiniLM-L6-v2", "a-good-bert"]
+    assert not any("B parameters" in m.label() for m in found.models)
+    reasons = dict(line.split(": ", 1) for line in found.skipped)
+    assert [Path(p).name for p in reasons] == ["huge-pictures", "lots", "no-heads", "shape-lie"]
+    said = {Path(p).name: why for p, why in reasons.items()}
+    assert 'tensor "w" of shape [200000, 160000] in F32 takes 128,000,000,000 bytes but its offsets hold 16' \
+        in said["shape-lie"]
+    assert "num_attention_heads must be a whole number from 1 to 256, not 0" in said["no-heads"]
+    assert 'vocab_size must be a whole number from 1 to 1,000,000, not "lots"' in said["lots"]
+    assert "size must give picture sides of 1 to 518 pixels" in said["huge-pictures"]
+    monkeypatch.setattr(hub, "_instantiate", lambda *a: pytest.fail("transformers was asked to load a folder"))
+    for name in said:
+        with pytest.raises(ValueError, match="The model folder has a problem"):
+            hub.load(hostile_shelf / name, "cpu")
+
+
+def test_the_bundled_model_is_never_over_the_cap_that_holds_the_others(shelves, monkeypatch):
+    """WVIZ_MAX_MODEL_MB holds every folder's weights in float32 (parameters x 4 bytes), the bundled MiniLM's
+    91 MB excepted."""
+    one, _ = shelves
+    monkeypatch.setenv("WVIZ_MAX_MODEL_MB", "0.01")
+    monkeypatch.setenv("WVIZ_MODELS", str(one))
+    found = hub.find_models()
+    assert [m.name for m in found.models] == ["all-MiniLM-L6-v2"]
+    assert any("a-bert: " in s and "MB in float32" in s and "over the limit of 0.01 MB (WVIZ_MAX_MODEL_MB" in s
+               for s in found.skipped)
+
+
+def test_a_head_larger_than_the_weights_is_never_built(tmp_path, monkeypatch):
+    """An image classifier whose config.json asks for 100,000 classes, the weights holding 7: the bare model is
+    loaded (no head), and transformers never builds the head (which would be allocated before being found
+    missing)."""
+    import json
+
+    import transformers
+
+    folder = tiny.save("vit", tmp_path / "vit")
+    config = json.loads((folder / "config.json").read_text())
+    config = {k: v for k, v in config.items() if k not in ("id2label", "label2id")} | {"num_labels": 100_000}
+    (folder / "config.json").write_text(json.dumps(config))
+    monkeypatch.setattr(transformers.ViTForImageClassification, "from_pretrained",
+                        classmethod(lambda *a, **k: pytest.fail("the head was built")))
+    model = hub.load(folder, "cpu")
+    assert model.head is None and model.family == "image"
+
+
+@pytest.mark.parametrize("error", [ZeroDivisionError("integer modulo by zero"), AssertionError("Padding_idx"),
+                                   "safetensors", "strict"])
+def test_whatever_the_checks_miss_ends_as_one_sentence(shelves, monkeypatch, error):
+    """hub.load promises a ValueError: an error of transformers, safetensors or torch that wviz's checks did not
+    foresee (here raised on purpose) is one, saying which model could not be loaded."""
+    from huggingface_hub.errors import StrictDataclassFieldValidationError
+    from safetensors import SafetensorError
+
+    made = {"safetensors": SafetensorError("Error while deserializing header: InvalidOffset"),
+            "strict": StrictDataclassFieldValidationError("vocab_size", TypeError("expected int"))}
+    error = made.get(error, error)
+
+    def broken(*args):
+        raise error
+
+    monkeypatch.setattr(hub, "_head_class", broken)
+    info = hub.describe(shelves[0] / "a-bert")
+    with pytest.raises(ValueError, match="^transformers could not load the model 'a-bert': ") as err:
+        hub._load(info, "cpu")
+    assert "\n" not in str(err.value)

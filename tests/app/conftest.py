@@ -1,6 +1,7 @@
 """Helpers to drive pages with streamlit's AppTest and read the figures they drew."""
 import base64
 import json
+import re
 import time
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -47,6 +48,12 @@ def shown_table(at: AppTest, index: int = 0):
     if proto.HasField("styler") and proto.styler.display_values:
         return pa.ipc.open_stream(proto.styler.display_values).read_all().to_pandas()
     return at.dataframe[index].value
+
+
+def shown_text(element) -> str:
+    """The text a user reads of a caption, an error or another markdown element: its markdown with ui.plain's escapes
+    undone (the backslash before a punctuation mark, the invisible word joiners that break autolinks)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", element.value).replace("\u2060", "")
 
 
 def no_exception(at: AppTest) -> None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 from entmax import entmax15, entmax_bisect
 
-from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception, shown_table
+from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception, shown_table, shown_text
 from tests.app.test_fenchel_dual_page import rendered_width
 from wviz.views import attention_transport as av
 
@@ -114,7 +114,7 @@ def test_masked_key_and_random_source(open_page):
     at.sidebar.slider(key=av.Keys.M).set_value(7).run()
     no_exception(at)
     assert all(len(p) == 7 and abs(p.sum() - 1) < 1e-9 for p in bars(at).values())
-    assert any("exactly 3 keys" in i.value for i in at.info)
+    assert any("exactly 3 keys" in shown_text(i) for i in at.info)
 
 
 def test_prior_softmax_with_a_uniform_prior_is_softmax(open_page):
@@ -158,7 +158,7 @@ def test_an_edited_prior_reweights_softmax(open_page):
 def test_a_bad_prior_shows_an_error_not_an_exception(open_page, rows, message):
     at = prior_page(open_page, rows)
     no_exception(at)
-    assert at.error and message in at.error[0].value
+    assert at.error and message in shown_text(at.error[0])
     assert not figures(at)   # nothing computed yet: the page stops after the error instead of drawing NaN
 
 
@@ -169,7 +169,7 @@ def test_a_bad_prior_entered_later_keeps_the_last_good_weights(open_page):
     at.query_params[av.Keys.PRIOR_TABLE.format(3)] = json.dumps([["k1", 0.7], ["k2", -0.1], ["k3", 0.4]])
     at.sidebar.multiselect(key=av.Keys.MECHANISMS).set_value(["softmax", "sparsemax", "entmax", "prior-softmax"]).run()
     no_exception(at)
-    assert at.error and "k2 has a negative weight (-0.1)" in at.error[0].value
+    assert at.error and "k2 has a negative weight (-0.1)" in shown_text(at.error[0])
     kept = bars(at)
     assert set(kept) == set(good)
     for name in good:
@@ -293,7 +293,7 @@ def test_semi_relaxed_ot_with_typed_scores_and_in_the_many_queries_view(open_pag
     queries view solves n random queries jointly, rows summing to 1."""
     at = open_page(PAGE, source="typed scores", mechanisms=[av.SEMI], view=av.Labels.RHO_SWEEP)
     no_exception(at)
-    assert any("only the typed one" in md.value for md in at.markdown)
+    assert any("only the typed one" in shown_text(md) for md in at.markdown)
     s = np.array([2.0, 1.0, 0.5])
     want = np.exp(s / 2.0) / np.exp(s / 2.0).sum()   # tau = 1, rho = 1: prior-softmax (uniform) at 2
     np.testing.assert_allclose(bars(at)[av.SEMI], want, atol=1e-6)

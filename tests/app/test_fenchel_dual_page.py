@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception, shown_text
 from wviz.views import fenchel_dual as fv
 
 PAGE = "fenchel_dual.py"
@@ -116,7 +116,7 @@ def test_t5_panel_and_masking_every_word(open_page):
     np.testing.assert_allclose(good["weights of (20), T5's masked biased softmax"], w, atol=1e-14)
     at.multiselect(key=fv.Keys.T5_MASKED).set_value(["t1", "t2", "t3", "t4"]).run()
     no_exception(at)
-    assert any("every word is masked" in e.value for e in at.error)
+    assert any("every word is masked" in shown_text(e) for e in at.error)
     kept = bars(figure_titled(at, "T5 preference"))        # the last good state stays on the page
     for name in good:
         np.testing.assert_array_equal(kept[name], good[name])
@@ -148,10 +148,10 @@ def test_ot_panel_matches_25_and_40_by_loops(open_page):
 def test_bad_input_shows_plain_errors(open_page):
     rows = [["t1", 0.0, 0.0, 0.5], ["t2", 1.0, 0.0, -0.5], ["t3", 0.0, 1.0, 1.0]]
     at = open_page(PAGE, templates_figure=json.dumps(rows))
-    assert at.error and "negative weight" in at.error[0].value
+    assert at.error and "negative weight" in shown_text(at.error[0])
     rows = [["t1", 0.0, 0.0, 0.5], ["t2", 1.0, 0.0, 0.2]]
     at = open_page(PAGE, templates_figure=json.dumps(rows), normalise="false")
-    assert at.error and "sum to 0.7" in at.error[0].value
+    assert at.error and "sum to 0.7" in shown_text(at.error[0])
     # normalised, the same weights are fine
     at = open_page(PAGE, templates_figure=json.dumps(rows))
     assert not at.error
@@ -159,13 +159,13 @@ def test_bad_input_shows_plain_errors(open_page):
     M = ((np.concatenate([T, EXTRAS])[:, None] - np.concatenate([T, EXTRAS])[None]) ** 2).sum(-1).round(3)
     M[0, 1] += 1.0
     at = open_page(PAGE, cost_kind="edited", cost_7=json.dumps(M.tolist()), view=fv.Labels.OT)
-    assert any("must be symmetric" in e.value for e in at.error)
+    assert any("must be symmetric" in shown_text(e) for e in at.error)
     assert figure_titled(at, "Exact and approximate h")                # the rest of the page still draws
 
 
 def test_gaussian_expander_agrees_with_the_closed_form(open_page):
     at = open_page(PAGE)
-    text = " ".join(m.value for m in at.markdown if "closed form gives" in m.value)
+    text = " ".join(shown_text(m) for m in at.markdown if "closed form gives" in shown_text(m))
     mu = U @ T
     h = mu / 2 + (mu + Z) / 2                             # alpha = 1
     assert f"({h[0]:.6f}, {h[1]:.6f}); the closed form gives ({h[0]:.6f}, {h[1]:.6f})" in text

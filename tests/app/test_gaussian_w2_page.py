@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.linalg import sqrtm
 
-from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception, shown_text
 from wviz.views import gaussian_w2 as gv
 
 PAGE = "gaussian_w2.py"
@@ -111,7 +111,7 @@ def default_rows():
 
 def error_text(at):
     assert at.error, "expected an error message on the page"
-    return at.error[0].value
+    return shown_text(at.error[0])
 
 
 def test_bad_table_shows_errors_naming_the_tables_token(open_page):

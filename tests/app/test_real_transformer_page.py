@@ -11,7 +11,7 @@ from scipy.special import softmax
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import (ROOT, bundle_figures, check_views, figure_titled, figures, link_params, no_exception,
-                                settle, shown_table)
+                                settle, shown_table, shown_text)
 from wviz.figures.common import number_text
 from wviz.models import minilm
 from wviz.models.corpus import CORPUS
@@ -146,7 +146,7 @@ def test_bad_sentence_keeps_the_last_good_state(open_page, text, match):
     before, _ = panels(at)
     at.text_input(key=rv.Keys.SENTENCE).set_value(text).run()
     no_exception(at)
-    assert any(match in e.value for e in at.error)
+    assert any(match in shown_text(e) for e in at.error)
     after, _ = panels(at)
     for k in before:
         np.testing.assert_array_equal(after[k], before[k])
@@ -156,7 +156,7 @@ def test_no_normaliser_chosen(open_page):
     at = open_page(PAGE, timeout=300)
     at.sidebar.multiselect(key=rv.Keys.NORMALISERS).set_value([]).run()
     no_exception(at)
-    assert any("at least one normaliser" in e.value for e in at.error)
+    assert any("at least one normaliser" in shown_text(e) for e in at.error)
 
 
 def test_sinkhorn_alone_has_no_main_figure(open_page):
@@ -167,7 +167,7 @@ def test_sinkhorn_alone_has_no_main_figure(open_page):
     assert list(maps) == ["original: softmax (tau = 1)", "sinkhorn (gamma = 1, 5 iterations)"]
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
     assert not [t for t in titles if "normalisers of S / tau" in t], titles
-    assert any(c.value.startswith("tau enters none of the chosen normalisers") for c in at.caption)
+    assert any(shown_text(c).startswith("tau enters none of the chosen normalisers") for c in at.caption)
 
 
 def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
@@ -218,7 +218,7 @@ def test_try_this_links_open_the_page_in_their_state(item, monkeypatch):
         at.query_params[k] = v
     at.run()   # not settled: Figure 4 at a new alpha goes on in the background; the links set the widgets above it
     no_exception(at)
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [shown_text(e) for e in at.error]
     key_of = {label: name for name, label in rv.CHOICES.items()}
     for key, value in item.params.items():
         want = [key_of[v] for v in value] if key == rv.Keys.NORMALISERS else value
@@ -293,7 +293,7 @@ def test_rho_walks_sinkhorn_from_the_models_softmax_to_sinkformer(open_page, ref
     A = maps["sinkhorn (gamma = 1, rho = 10, 5 iterations)"]
     np.testing.assert_allclose(A.sum(axis=1), 1, atol=1e-5)
     assert np.abs(A.sum(axis=0) - 1).max() < np.abs(attn[0, 0].sum(axis=0) - 1).max()
-    assert any("keys are held towards one unit" in c.value for c in at.caption)
+    assert any("keys are held towards one unit" in shown_text(c) for c in at.caption)
 
 
 # ---- your model: WVIZ_MODELS at tiny models of each family, uploads, pictures ----------------------------------------
@@ -345,12 +345,12 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
                                                                        "image"]
     (skipped,) = [e for e in at.sidebar.expander if e.label.startswith("Folders skipped")]
     assert skipped.label == "Folders skipped (1)"
-    assert [c.value for c in skipped.caption] == [line for line in rv.hub.find_models([tiny_root]).skipped]
-    assert "notes" in skipped.caption[0].value and "config.json" in skipped.caption[0].value
+    assert [shown_text(c) for c in skipped.caption] == [line for line in rv.hub.find_models([tiny_root]).skipped]
+    assert "notes" in shown_text(skipped.caption[0]) and "config.json" in shown_text(skipped.caption[0])
     for kind in TINY:
         at.sidebar.selectbox(key=rv.Keys.MODEL).set_value(key_of(tiny_root, kind)).run()
         no_exception(at)
-        assert not at.error, [e.value for e in at.error]
+        assert not at.error, [shown_text(e) for e in at.error]
         assert at.query_params[rv.Keys.MODEL] == key_of(tiny_root, kind)   # the model's key travels in the link
         assert at.sidebar.selectbox(key=rv.Keys.LAYER).options == ["1", "2"]
         assert at.sidebar.selectbox(key=rv.Keys.HEAD).options == ["1", "2", "3", "4"]
@@ -364,14 +364,14 @@ def test_each_family_chosen_in_the_selector_draws_its_views(models_page, tiny_ro
         np.testing.assert_array_equal(after["original: softmax (tau = 1)"], before["original: softmax (tau = 1)"])
         if kind in DECODERS:
             assert upper_weight(after) == 0.0                             # the causal mask, under every normaliser
-            assert any("No weight lies above the diagonal" in c.value for c in at.caption)
+            assert any("No weight lies above the diagonal" in shown_text(c) for c in at.caption)
             assert list(at.dataframe[0].value.index) == list(range(1, 11))   # the next token's top 10
         if kind == "vit":
             assert figure_titled(at, "The class token over the patches")
             assert list(at.dataframe[0].value.index) == [1, 2, 3, 4, 5]        # the top 5 classes
             assert fig["layout"]["title"]["text"].startswith("Layer 1, head 1")
         if kind in ("bert", "roberta"):
-            assert any("write [MASK] in the sentence" in c.value for c in at.caption)
+            assert any("write [MASK] in the sentence" in shown_text(c) for c in at.caption)
             assert upper_weight(after) > 0                                     # no causal mask
         at.sidebar.select_slider(key=rv.Keys.TAU).set_value(1.0).run()
     at.sidebar.selectbox(key=rv.Keys.MODEL).set_value(rv.hub.BUNDLED_KEY).run()
@@ -406,8 +406,8 @@ def test_a_model_switch_never_draws_the_last_models_results(models_page, tiny_ro
     at.text_input(key=rv.Keys.SENTENCE).set_value("word " * 600).run()
     at.sidebar.selectbox(key=rv.Keys.MODEL).set_value(key_of(tiny_root, "llama")).run()
     no_exception(at)
-    assert any("at most" in e.value for e in at.error)
-    assert not any("last valid result" in c.value for c in at.caption)
+    assert any("at most" in shown_text(e) for e in at.error)
+    assert not any("last valid result" in shown_text(c) for c in at.caption)
     assert not at.get("plotly_chart")
 
 
@@ -426,10 +426,10 @@ def test_layer_and_head_follow_a_switch_to_a_smaller_model(models_page, tiny_roo
 def test_a_link_opens_its_model_and_an_unknown_one_the_bundled(models_page, tiny_root):
     at = models_page(model=key_of(tiny_root, "gpt2"))
     assert at.sidebar.selectbox(key=rv.Keys.MODEL).value == key_of(tiny_root, "gpt2")
-    assert any("tiny-gpt2" in c.value for c in at.caption)
+    assert any("tiny-gpt2" in shown_text(c) for c in at.caption)
     at = models_page(model="folder:/nowhere/gpt2")
     assert at.sidebar.selectbox(key=rv.Keys.MODEL).value == rv.hub.BUNDLED_KEY
-    assert any("does not have" in w.value for w in at.warning)
+    assert any("does not have" in shown_text(w) for w in at.warning)
 
 
 def zipped(files: dict) -> bytes:
@@ -454,7 +454,7 @@ def test_hostile_uploads_are_refused_in_words_and_the_last_model_stays(models_pa
     shown, _ = panels(at)
     at.sidebar.selectbox(key=rv.Keys.MODEL).set_value(rv.catalogue.UPLOAD).run()
     no_exception(at)
-    assert any("meanwhile the page shows tiny-gpt2" in i.value for i in at.info)
+    assert any("meanwhile the page shows tiny-gpt2" in shown_text(i) for i in at.info)
     bert = folder_files(tiny_root / "tiny-bert")
     config = json.loads(bert["my-model/config.json"])
     hostile = {
@@ -466,13 +466,13 @@ def test_hostile_uploads_are_refused_in_words_and_the_last_model_stays(models_pa
     for name, (raw, words) in hostile.items():
         at.sidebar.file_uploader(key=rv.Keys.MODEL_ZIP).upload(name, raw, "application/zip").run()
         no_exception(at)
-        assert any(words in e.value for e in at.error), (name, [e.value for e in at.error])
+        assert any(words in shown_text(e) for e in at.error), (name, [shown_text(e) for e in at.error])
         maps, _ = panels(at)
         for label in shown:
             np.testing.assert_array_equal(maps[label], shown[label])        # tiny GPT-2's maps, kept
     at.sidebar.file_uploader(key=rv.Keys.MODEL_ZIP).upload("my-bert.zip", zipped(bert), "application/zip").run()
     no_exception(at)
-    assert not at.error and any("my-bert (encoder" in c.value for c in at.caption)
+    assert not at.error and any("my-bert (encoder" in shown_text(c) for c in at.caption)
     assert "model" not in at.query_params                                  # an upload is not part of a link
     maps, _ = panels(at)
     assert upper_weight(maps) > 0                                          # an encoder's maps, no causal mask
@@ -489,7 +489,7 @@ def test_an_image_model_reads_a_bundled_or_uploaded_picture(models_page, tiny_ro
     at.selectbox(key=rv.Keys.PICTURE).set_value("upload").run()
     at.file_uploader(key=rv.Keys.PICTURE_FILE).upload("x.png", b"not a picture", "image/png").run()
     no_exception(at)
-    assert any("your picture was not used" in e.value for e in at.error)
+    assert any("your picture was not used" in shown_text(e) for e in at.error)
     buffer = io.BytesIO()
     Image.new("RGB", (64, 48), (0, 114, 178)).save(buffer, "PNG")
     at.file_uploader(key=rv.Keys.PICTURE_FILE).upload("blue.png", buffer.getvalue(), "image/png").run()
@@ -511,12 +511,12 @@ def test_a_decoders_views_perplexity_and_sinks(models_page, tiny_root):
     p = rv.perplexities(gpt2, rv.Settings(rv.DEFAULT_CHOSEN, 1.5, 1.0, 5), (1.0,))
     assert line["y"] == [pytest.approx(p.original)] * 2 and p.cut
     assert line["name"].startswith("the model's own (softmax, tau = 1)")          # named in the legend
-    assert p.original == pytest.approx(tasks.perplexity(gpt2, rv._fitted(gpt2, rv.corpus.PARAGRAPH)[0]))
+    assert p.original == pytest.approx(tasks.perplexity(gpt2, tasks.fitted(gpt2, rv.corpus.PARAGRAPH)[0]))
     at.segmented_control(key=rv.Keys.VIEW).set_value(rv.Labels.SINKS).run()
     no_exception(at)
     sinks = figure_titled(at, "Attention sinks")
     assert len([t for t in sinks["data"] if t["type"] == "heatmap"]) == 4
-    assert any(rv.SINKS + " In a decoder" in c.value for c in at.caption)
+    assert any(rv.SINKS + " In a decoder" in shown_text(c) for c in at.caption)
     uniform = rv.uniform_share(len(gpt2.tokenizer(rv.DEFAULT_SENTENCE)["input_ids"]), True)   # the causal baseline
     assert any(f"rows spread evenly over the tokens each query may read would give {uniform:.0%}" in c.value
                for c in at.caption)
@@ -537,7 +537,7 @@ def test_every_view_of_a_family_under_every_normaliser(models_page, tiny_root, k
     the model's own embedding, and a decoder's softmax curve at tau = 1 its own perplexity."""
     tau = 0.464
     at = models_page(model=key_of(tiny_root, kind), normalisers=rv.shown(*rv.CHOICES), tau=str(tau))
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [shown_text(e) for e in at.error]
     maps, _ = panels(at)
     assert list(maps) == [ALL_CHOSEN[0], ALL_CHOSEN[-1], *ALL_CHOSEN[1:-1]]   # tau's maps apart, in the main figure
     original = maps["original: softmax (tau = 1)"]
@@ -555,7 +555,7 @@ def test_every_view_of_a_family_under_every_normaliser(models_page, tiny_root, k
     check_views(at, rv.Keys.VIEW, {view: always + keys for view, keys in views.items()})
     for view in views:                                  # each view drawn once more: no error message either
         at.segmented_control(key=rv.Keys.VIEW).set_value(view).run()
-        assert not at.error and not at.exception, (view, [e.value for e in at.error])
+        assert not at.error and not at.exception, (view, [shown_text(e) for e in at.error])
         if view == rv.Labels.CLICK:
             assert len(at.get("vega_lite_chart")) == 1
     bundle = bundle_figures(at)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.app.conftest import figure_titled, figures, no_exception, settle
+from tests.app.conftest import figure_titled, figures, no_exception, settle, shown_text
 from tests.app.inspector import PAGE
 from wviz.views import uncertainty_inspector as views
 
@@ -85,12 +85,12 @@ def test_every_checkpoint_with_every_image_source_works_or_says_what_to_change(o
     reads an uploaded picture; no traceback, no error, anywhere."""
     monkeypatch.setenv("WVIZ_DATA", str(trained["data"]))
     at = _open_with(open_page, None if ckpt == "bundled" else trained["files"][ckpt], source)
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [shown_text(e) for e in at.error]
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
     names = {"bundled": [str(i) for i in range(10)], "digits": [str(i) for i in range(10)],
              "cifar": trained["cifar_names"]}.get(ckpt, trained["shapes"])
     if ckpt == "cifar" and source == "test set":                     # nothing to inspect: one sentence says why
-        assert titles == [] and [i.value for i in at.info] == [
+        assert titles == [] and [shown_text(i) for i in at.info] == [
             "This checkpoint was trained on CIFAR-10: start the app with WVIZ_DATA naming a folder that holds "
             f"cifar-10-batches-py (the official python version) (now WVIZ_DATA={trained['data']}), several folders "
             "separated by ':' as in PATH, or upload a .zip of its test/<class>/ folders in the sidebar."]
@@ -99,17 +99,17 @@ def test_every_checkpoint_with_every_image_source_works_or_says_what_to_change(o
     assert [list(t["x"]) for t in probs["data"]][0] == names
     assert len(probs["data"]) == (2 if ckpt in ("bundled", "digits") else 1)  # the twin beside a digits model only
     if source == "test set":
-        truth = next(m.value for m in at.markdown if m.value.startswith("True class"))
+        truth = next(shown_text(m) for m in at.markdown if shown_text(m).startswith("True class"))
         assert truth.split("**")[1] == ("6" if ckpt in ("bundled", "digits") else names[0])  # the split's image 0
     else:
         steps = [a["text"] for a in figure_titled(at, "Preprocessing of the uploaded image")["layout"]["annotations"]]
         colour = "grey" if ckpt in ("bundled", "digits") else "RGB"
         assert steps[0] == f"upload, {colour}, square"
-        assert any(("stays in colour" in c.value) == (colour == "RGB") for c in at.caption if "What the model" in
+        assert any(("stays in colour" in shown_text(c)) == (colour == "RGB") for c in at.caption if "What the model" in
                    c.value)
     if ckpt == "cifar":                                              # the upload inspected, the panel needs the data
         assert "Reliability diagram" not in " ".join(titles)
-        assert any(i.value.startswith("This checkpoint was trained on CIFAR-10") for i in at.info)
+        assert any(shown_text(i).startswith("This checkpoint was trained on CIFAR-10") for i in at.info)
         return
     split = "digits test split" if ckpt in ("bundled", "digits") else "test split"
     figure_titled(at, "OOD score 'max-softmax'")                     # the panel's default view
@@ -127,15 +127,15 @@ def test_cifar_found_through_wviz_data_and_a_folder_checkpoint_given_its_zip(ope
 
     monkeypatch.setenv("WVIZ_DATA", f"{trained['data']}:{trained['cifar'] / 'cifar-10-batches-py'}")
     at = _open_with(open_page, trained["files"]["cifar"], "test set")
-    assert not at.error and not at.info, [e.value for e in at.error]
-    assert any("CIFAR-10 found through WVIZ_DATA" in c.value for c in at.sidebar.caption)
+    assert not at.error and not at.info, [shown_text(e) for e in at.error]
+    assert any("CIFAR-10 found through WVIZ_DATA" in shown_text(c) for c in at.sidebar.caption)
     at.segmented_control(key="panel").set_value("Confusion").run()
     assert list(figure_titled(at, "Confusion matrix")["data"][0]["x"]) == trained["cifar_names"]
     assert at.sidebar.number_input(key="index").max == 4                # the 4 images of test_batch
 
     monkeypatch.delenv("WVIZ_DATA")
     at = _open_with(open_page, trained["files"]["folder"], "test set")
-    (note,) = [i.value for i in at.info]
+    (note,) = [shown_text(i) for i in at.info]
     assert note.startswith("This checkpoint was trained on the folder 'shapes' (its test/<class>/ images): start the "
                            "app with WVIZ_DATA naming the folder that holds 'shapes'")
     assert "Example test images" in [b.proto.label for b in at.sidebar.get("download_button")]
@@ -144,12 +144,12 @@ def test_cifar_found_through_wviz_data_and_a_folder_checkpoint_given_its_zip(ope
         z.writestr("../../escape.png", b"x")
     at.sidebar.file_uploader(key="test_zip").upload("evil.zip", evil.getvalue(), "application/zip").run()
     no_exception(at)
-    assert any("'../../escape.png' leads outside the zip's folder" in e.value for e in at.error)
+    assert any("'../../escape.png' leads outside the zip's folder" in shown_text(e) for e in at.error)
     at.sidebar.file_uploader(key="test_zip").set_value(("shapes_test.zip", views.example_test_zip(),
                                                         "application/zip")).run()
     settle(at)
     no_exception(at)
-    assert not at.error and not at.info, [e.value for e in at.error]
+    assert not at.error and not at.info, [shown_text(e) for e in at.error]
     assert at.sidebar.number_input(key="index").max == 3 * 20
     at.segmented_control(key="panel").set_value("Confusion").run()
     conf = np.asarray(figure_titled(at, "Confusion matrix on the test split")["data"][0]["z"], dtype=int)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.app.conftest import check_views, figure_titled, link_params, no_exception, settle
+from tests.app.conftest import check_views, figure_titled, link_params, no_exception, settle, shown_text
 from tests.app.inspector import PAGE, bundled_models
 from wviz.views import uncertainty_inspector as views
 from wviz.vit import data
@@ -111,7 +111,7 @@ def test_uploaded_png_is_preprocessed(open_page):
     assert "Example image" in [b.proto.label for b in at.sidebar.get("download_button")]
     at.sidebar.file_uploader(key="img_file").set_value(("x.png", b"garbage", "image/png")).run()
     no_exception(at)
-    assert any("not an image" in e.value and "A valid image is a PNG or JPG" in e.value for e in at.error)
+    assert any("not an image" in shown_text(e) and "A valid image is a PNG or JPG" in shown_text(e) for e in at.error)
 
 
 def test_head_selector_draws_that_head_over_the_image(open_page):
@@ -150,7 +150,7 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
     """Each guided link, opened as the browser would (its query string), sets its widgets, and what its sentence
     asks to watch is on the page."""
     at = open_page(PAGE, **link_params(item))
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [shown_text(e) for e in at.error]
     for key, value in item.params.items():
         assert at.session_state[key] == value, key
     x, _ = data.load_dataset("digits", "test")
@@ -227,7 +227,7 @@ def test_a_missing_image_leaves_the_dataset_panel_drawn(open_page):
     """The image upload chosen but no file yet: its message, nothing that needs the image (no prediction, no layer
     slider), and the dataset panel, which needs the models only."""
     at = open_page(PAGE, img_src="upload")
-    assert [e.value for e in at.error] == ["upload a PNG or JPG in the sidebar (or pick a test image)"]
+    assert [shown_text(e) for e in at.error] == ["upload a PNG or JPG in the sidebar (or pick a test image)"]
     settle(at)  # the panel is computed in the background (ui.background)
     assert [k for k, _ in _keys_and_titles(at)] == ["vit_ood"]
     assert not at.get("slider") and "samples" not in at.session_state and "region" not in at.session_state

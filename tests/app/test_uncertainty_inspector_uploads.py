@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.app.conftest import figure_titled, figures, no_exception, settle
+from tests.app.conftest import figure_titled, figures, no_exception, settle, shown_text
 from tests.app.inspector import PAGE, tiny_upload
 from wviz.views import uncertainty_inspector as views
 from wviz.vit import data
@@ -28,9 +28,9 @@ def demo_still_shown(at) -> None:
     bars = {t["name"] for t in figure_titled(at, "Class probabilities")["data"]}
     assert bars == {"stochastic", "deterministic"}
     figure_titled(at, "Attention of the query (red)")
-    assert any("bundled demo" in i.value for i in at.info)
+    assert any("bundled demo" in shown_text(i) for i in at.info)
     # its dataset panel is not measured: that time goes to the upload's own (no panel selector, no progress bar)
-    assert any("dataset panel measures the uploaded checkpoint" in i.value for i in at.info)
+    assert any("dataset panel measures the uploaded checkpoint" in shown_text(i) for i in at.info)
     assert not at.get("progress") and "score" not in [s.key for s in at.selectbox]
 
 
@@ -39,7 +39,7 @@ def test_bad_uploads_show_plain_errors(open_page, tmp_path):
     with the bundled demo (it used to blank the page below the error)."""
     at = open_page(PAGE)
     at.sidebar.radio(key="ckpt").set_value("upload").run()
-    assert not at.error and any("Upload a checkpoint" in i.value for i in at.info)
+    assert not at.error and any("Upload a checkpoint" in shown_text(i) for i in at.info)
     demo_still_shown(at)
     labels = [b.proto.label for b in at.sidebar.get("download_button")]
     assert "Example checkpoint" in labels
@@ -48,17 +48,17 @@ def test_bad_uploads_show_plain_errors(open_page, tmp_path):
     torch.save({"config": {}, "state_dict": {}, "record": Evil(marker)}, buf)
     at.sidebar.file_uploader(key="ckpt_file").upload("evil.pt", buf.getvalue()).run()
     no_exception(at)
-    assert any("'evil.pt' was not used" in e.value and "refused" in e.value and views.VALID_CHECKPOINT in e.value
-               for e in at.error), [e.value for e in at.error]
+    assert any("'evil.pt' was not used" in shown_text(e) and "refused" in shown_text(e)
+               and views.VALID_CHECKPOINT in shown_text(e) for e in at.error), [shown_text(e) for e in at.error]
     assert not marker.exists()
     demo_still_shown(at)
     at.sidebar.file_uploader(key="ckpt_file").set_value(("notes.txt", b"hello", "text/plain")).run()
-    assert any("unsupported file type '.txt'" in e.value for e in at.error)
+    assert any("unsupported file type '.txt'" in shown_text(e) for e in at.error)
     good = views.BUNDLED["stochastic"].read_bytes()
     at.sidebar.file_uploader(key="ckpt_file").set_value(("cut.safetensors", good[:len(good) // 2],
                                                           "application/octet-stream")).run()
     no_exception(at)
-    assert any("truncated safetensors file" in e.value for e in at.error)
+    assert any("truncated safetensors file" in shown_text(e) for e in at.error)
     demo_still_shown(at)
 
 
@@ -78,7 +78,7 @@ def test_uploaded_checkpoints_replace_the_bundled_model(open_page):
     raw = views.BUNDLED["deterministic"].read_bytes()
     at.sidebar.file_uploader(key="ckpt_file").set_value(("twin.safetensors", raw, "application/octet-stream")).run()
     no_exception(at)
-    assert any("no covariances" in i.value for i in at.info)
+    assert any("no covariances" in shown_text(i) for i in at.info)
     assert "covariance trace" not in at.selectbox(key="score").options
 
 
@@ -110,8 +110,8 @@ def test_upload_with_another_patch_size_high_query_and_measured_panel(open_page,
     at.selectbox(key="query").set_value(40).run()
     no_exception(at)
     settle(at)  # the dataset panel is evaluated in the background (ui.background)
-    assert not at.error, [e.value for e in at.error]
-    assert any("4 x 4 patches, this model into 8 x 8" in i.value for i in at.info)
+    assert not at.error, [shown_text(e) for e in at.error]
+    assert any("4 x 4 patches, this model into 8 x 8" in shown_text(i) for i in at.info)
     assert not [f for f in figures(at) if f["layout"]["title"]["text"].startswith("deterministic twin")]
     assert "Deterministic twin" not in at.segmented_control(key="view").options
     model = load_checkpoint(raw, name="p2.safetensors")[0]
@@ -137,7 +137,7 @@ def test_upload_with_another_patch_size_high_query_and_measured_panel(open_page,
     assert len(seen) == 6
     for kind, per in report.corruption_auroc.items():
         np.testing.assert_allclose(seen[f"uploaded (stochastic): {kind}"], per["max-softmax"].numpy(), atol=1e-6)
-    assert any("uploaded (stochastic): measured here" in c.value for c in at.caption)
+    assert any("uploaded (stochastic): measured here" in shown_text(c) for c in at.caption)
 
 
 @pytest.mark.parametrize("record, message", [
@@ -153,7 +153,7 @@ def test_hostile_training_records_show_a_plain_error(open_page, tmp_path, record
     at.sidebar.radio(key="ckpt").set_value("upload").run()
     at.sidebar.file_uploader(key="ckpt_file").upload("hostile.safetensors", tiny_upload(tmp_path, record)).run()
     no_exception(at)
-    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+    assert any(message in shown_text(e) for e in at.error), [shown_text(e) for e in at.error]
 
 
 def test_huge_eval_samples_are_capped_with_a_caption(open_page, tmp_path):

@@ -4,7 +4,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.app.conftest import check_views, figures, link_params, no_exception
+from tests.app.conftest import check_views, figures, link_params, no_exception, shown_text
 from wviz import sample_data
 from wviz.views import wasserstein_self_attention as wv
 
@@ -61,7 +61,7 @@ def test_bad_settings_show_errors_not_crashes(open_page):
     assert at.error  # nothing uploaded yet
     at.sidebar.file_uploader(key=wv.Keys.SEQUENCE_CSV).upload("x.csv", b"1,2\n3,oops\n", "text/csv").run()
     no_exception(at)
-    assert re.search(r"(row|line) 2, column 2 \('oops'\)", at.error[0].value)  # wviz.io's wording
+    assert re.search(r"(row|line) 2, column 2 \('oops'\)", shown_text(at.error[0]))  # wviz.io's wording
     at.sidebar.file_uploader(key=wv.Keys.SEQUENCE_CSV).set_value(("x.csv", b"a,b,c,d\n1,2,3,4\n0,1,0,1\n5,5,5,5\n",
                                                              "text/csv")).run()
     no_exception(at)
@@ -138,7 +138,7 @@ def test_a_width_the_reading_cannot_take_is_explained(open_page):
     at = open_page(PAGE, sequence="uploaded CSV")
     at.sidebar.file_uploader(key=wv.Keys.SEQUENCE_CSV).upload("odd.csv", b"1,2,3\n4,5,6\n0,1,2\n", "text/csv").run()
     no_exception(at)
-    assert at.error[0].value.startswith("the sequence has d = 3 channels, but the gaussian reading")
+    assert shown_text(at.error[0]).startswith("the sequence has d = 3 channels, but the gaussian reading")
 
 
 @pytest.mark.parametrize("item", wv.TRY_THIS, ids=lambda t: t.label)

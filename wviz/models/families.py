@@ -9,9 +9,13 @@ tests/test_models_families.py; MPNet, DeBERTa-v2 and BLOOM, among others, do not
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+from typing import Any
+
 import torch
 
-__all__ = ["FAMILIES", "HEADS", "LONGEST", "family_of", "supported", "key_weight", "token_limit"]
+__all__ = ["FAMILIES", "HEADS", "LONGEST", "family_of", "supported", "declared", "key_weight", "token_limit"]
 
 # model_type (config.json) -> family; only types whose attention goes through the registry, each tested
 FAMILIES = {
@@ -54,7 +58,7 @@ def family_of(config: dict) -> str:
     ValueError: wviz cannot open a model of type 'mpnet': its attention does not go through transformers' attention registry, or wviz has not been tested on it. Supported: encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA; MiniLM is a BERT); decoders (GPT-2, Llama, Qwen2, Qwen3, Mistral); image classifiers (ViT, DeiT)
     """
     kind = config.get("model_type")
-    if kind not in FAMILIES:
+    if not isinstance(kind, str) or kind not in FAMILIES:
         what = f"of type {kind!r}" if isinstance(kind, str) else "without a model_type in its config.json"
         raise ValueError(f"wviz cannot open a model {what}: its attention does not go through transformers' "
                          f"attention registry, or wviz has not been tested on it. Supported: {supported()}")
@@ -62,6 +66,27 @@ def family_of(config: dict) -> str:
         raise ValueError(f"this {kind} is configured as a decoder (is_decoder or add_cross_attention in its "
                          "config.json); wviz opens encoders of this type only")
     return FAMILIES[kind]
+
+
+@functools.cache
+def declared(model_type: str) -> dict[str, tuple[Any, bool]]:
+    """What transformers' configuration class of a supported ``model_type`` declares of each field of config.json:
+    (its default, whether it may be null), under the field's name and the names it answers to (GPT-2's n_head is
+    also num_attention_heads). wviz.models.safety fills the sizes a config.json leaves out with these defaults and
+    refuses a null where transformers would.
+
+    >>> from wviz.models.families import declared
+    >>> declared("gpt2")["num_attention_heads"], declared("mistral")["num_key_value_heads"], declared("gpt2")["n_inner"]
+    ((12, False), (8, False), (None, True))
+    """
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in FAMILIES:
+        raise ValueError(f"{model_type!r} is not a model type wviz opens")
+    cls = CONFIG_MAPPING[model_type]
+    fields = {f.name: (None if f.default is dataclasses.MISSING else f.default, "None" in str(f.type))
+              for f in dataclasses.fields(cls)}
+    return fields | {alias: fields[name] for alias, name in cls.attribute_map.items() if name in fields}
 
 
 def token_limit(config, tokenizer=None) -> int:

@@ -120,7 +120,7 @@ def describe(path, key: str | None = None, name: str | None = None) -> ModelInfo
     >>> describe(bundled_dir(), key="bundled", name="all-MiniLM-L6-v2").label()
     'all-MiniLM-L6-v2 (encoder, 22.7M parameters)'
     """
-    folder = safety.check_folder(path)
+    folder = safety.check_folder(path, capped=key != BUNDLED_KEY)   # wviz's own model is never over the cap
     return ModelInfo(name=name or folder.path.name, path=str(folder.path), family=folder.family,
                      model_type=folder.config["model_type"], parameters=folder.parameters,
                      key=key or f"folder:{folder.path.resolve()}")
@@ -185,18 +185,37 @@ def _head_class(config, family: str):
     return getattr(transformers, auto)
 
 
-def _check_size(config, parameters: int) -> None:
+def _built(cls, config) -> int:
+    """The number of parameters of the model that ``cls`` builds from ``config``, built on the meta device (no
+    memory)."""
+    with torch.device("meta"):
+        model = cls.from_config(config) if hasattr(cls, "from_config") else cls._from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def _check_size(config, parameters: int, cls):
     """Refuse a config.json that describes a far larger model than its weights hold: transformers would allocate
-    the missing parameters before finding the mismatch. The bare model is built on the meta device (no memory)."""
+    the missing parameters before finding them missing. Returns the head class ``cls`` when its model fits the
+    weights too, else None (the bare model is then loaded: a head of a million classes is never allocated)."""
     from transformers import AutoModel
 
-    if getattr(config, "num_hidden_layers", 0) > 256:
-        raise ValueError(f"config.json describes {config.num_hidden_layers} layers; wviz opens models of at most 256")
-    with torch.device("meta"):
-        expected = sum(p.numel() for p in AutoModel.from_config(config).parameters())
+    expected = _built(AutoModel, config)
     if expected > 1.05 * parameters + 100_000:
         raise ValueError(f"config.json describes a model of {expected:,} parameters but the .safetensors files hold "
                          f"{parameters:,}: the weights are not this model's")
+    return cls if cls is not None and _built(cls, config) <= 1.05 * parameters + 100_000 else None
+
+
+def _check_pictures(processor, config) -> None:
+    """Refuse an image processor whose pictures the model cannot read: it makes pictures of another size than
+    config.json's image_size, or another number of channels (tried on a picture of 8 x 8 pixels)."""
+    from PIL import Image
+
+    made = processor(images=[Image.new("RGB", (8, 8))], return_tensors="pt")["pixel_values"].shape
+    size = config.image_size if isinstance(config.image_size, (list, tuple)) else [config.image_size] * 2
+    if list(made[-2:]) != list(size) or made[1] != config.num_channels:
+        raise ValueError(f"preprocessor_config.json makes pictures of {made[-2]} x {made[-1]} pixels in {made[1]} "
+                         f"channels, but config.json's model reads {size[0]} x {size[1]} in {config.num_channels}")
 
 
 @contextlib.contextmanager
@@ -223,8 +242,10 @@ def _instantiate(info: ModelInfo, device: str) -> Lens:
     register()
     offline = dict(local_files_only=True, trust_remote_code=False)
     config = AutoConfig.from_pretrained(info.path, **offline)
-    _check_size(config, info.parameters)
-    cls = _head_class(config, info.family)
+    cls = _check_size(config, info.parameters, _head_class(config, info.family))
+    processor = AutoImageProcessor.from_pretrained(info.path, **offline) if info.family == "image" else None
+    if processor is not None:   # before the model is loaded
+        _check_pictures(processor, config)
     kwargs = dict(offline, attn_implementation=IMPLEMENTATION, dtype=torch.float32, use_safetensors=True)
     head = None
     if cls is not None:
@@ -238,19 +259,27 @@ def _instantiate(info: ModelInfo, device: str) -> Lens:
             raise ValueError(f"the weights lack {len(missing)} of the model's tensors ({', '.join(missing[:3])}"
                              f"{', ...' if len(missing) > 3 else ''}): they are not this model's, or a file is missing")
     model.eval().to(device)
-    if info.family == "image":
-        return Lens(info, model, processor=AutoImageProcessor.from_pretrained(info.path, **offline), head=head)
+    if processor is not None:
+        return Lens(info, model, processor=processor, head=head)
     return Lens(info, model, tokenizer=AutoTokenizer.from_pretrained(info.path, **offline), head=head)
 
 
 def _load(info: ModelInfo, device: str) -> Lens:
-    """_instantiate, quietly, with transformers' errors as a ValueError that says what could not be loaded."""
+    """_instantiate, quietly, with transformers' errors as a ValueError that says what could not be loaded.
+    wviz.models.safety's checks leave transformers, safetensors and torch nothing to refuse that they foresee
+    (a SafetensorError, transformers' StrictDataclassError, a ZeroDivisionError, torch's AssertionError);
+    whatever they miss still ends as one sentence."""
+    from huggingface_hub.errors import StrictDataclassError
+    from safetensors import SafetensorError
+
+    unforeseen = (OSError, KeyError, RuntimeError, TypeError, AttributeError, ImportError, IndexError,
+                  ArithmeticError, AssertionError, SafetensorError, StrictDataclassError)
     with _quiet():
         try:
             return _instantiate(info, device)
         except ValueError:
             raise
-        except (OSError, KeyError, RuntimeError, TypeError, AttributeError, ImportError, IndexError) as err:
+        except unforeseen as err:
             raise ValueError(f"transformers could not load the model {info.name!r}: "
                              f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
 

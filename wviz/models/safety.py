@@ -11,14 +11,21 @@ Uploads are untrusted, like the inspector's checkpoints, so:
   WVIZ_MODELS such files are never read;
 - a model's own code never runs: a config with ``auto_map`` (transformers' pointer to code shipped with the model,
   run only with trust_remote_code) is refused, and wviz loads with trust_remote_code=False;
-- a zip is checked before anything is unpacked (wviz.io.zip_problems: absolute paths, '..', links, encrypted
-  members, contents over the cap, zip bombs), then its model files (and nothing else) are streamed into a new
+- a zip is checked before anything is unpacked: its entries counted from its end record before zipfile parses
+  its directory (at most MAX_ZIP_FILES), then wviz.io.zip_problems (absolute paths, '..', links, encrypted
+  members, contents over the cap, zip bombs); its model files (and nothing else) are streamed into a new
   temporary folder, never more bytes than each header declares, and the folder is removed when the caller is done;
-- the model_type must be one wviz can swap (wviz.models.families), and the safetensors headers must be sound: the
-  model's size is read from them without loading a tensor.
+- the model_type must be one wviz can swap (wviz.models.families), and every number the folder brings is checked
+  before anything is allocated, each refusal one sentence: config.json's sizes, within bounds that the largest
+  public checkpoints of the supported families meet (SIZES) and agreeing with each other (heads that divide the
+  hidden size, key-value heads that divide the heads, patches that divide the picture); the image processor's
+  picture size (at most MAX_SIDE pixels a side); the safetensors headers, read without loading a tensor and sound
+  as safetensors requires (dtypes of DTYPES, each tensor's offsets holding its shape, no gap or overlap), which give
+  the model's size; and that size in float32, held to WVIZ_MAX_MODEL_MB.
 
-Settings: WVIZ_MAX_MODEL_MB, the cap on an uploaded model, zipped and unpacked (default MAX_MODEL_MB). Streamlit's
-own upload limit (server.maxUploadSize, in MB) must be at least as large for the upload to reach wviz.
+Settings: WVIZ_MAX_MODEL_MB, the cap on an uploaded model, zipped and unpacked, and on any model's weights in
+float32 but the bundled one's (default MAX_MODEL_MB). Streamlit's own upload limit (server.maxUploadSize, in MB)
+must be at least as large for the upload to reach wviz.
 """
 from __future__ import annotations
 
@@ -33,22 +40,56 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from wviz import io
-from wviz.models.families import family_of
+from wviz.models.families import declared, family_of
 
 __all__ = ["MAX_MODEL_MB", "MAX_PICTURE_MB", "ModelFolder", "max_model_bytes", "check_folder", "unpacked",
            "read_picture"]
 
 MAX_MODEL_MB = 600  # every base-size model in float32 fits (BERT-base 440 MB, RoBERTa-base 500, GPT-2 550)
 MAX_PICTURE_MB = 10
-MAX_ZIP_FILES = 1000  # a model folder holds a few dozen files (shards included)
+MAX_ZIP_FILES = 1000  # a model folder holds tens of files (Llama 3.1 405B's 191 shards are the most we know of)
 PICKLES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
 MODEL_FILES = (".json", ".safetensors", ".txt", ".model")  # what is unpacked from a zip; the rest is ignored
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
                    "sentencepiece.bpe.model")
 IMAGE_PROCESSOR = "preprocessor_config.json"
-MAX_HEADER = 100 * 2 ** 20  # a safetensors header larger than this is not a model's
+# a safetensors header takes about 120 bytes a tensor: 8 MB lists some 70,000 tensors (a model has hundreds to a
+# few thousand per file), and parsing it takes about 50 MB (safetensors' own limit, 100 MB, would take 600 MB)
+MAX_HEADER = 8 * 2 ** 20
+# the dtypes wviz loads (transformers converts them to float32): bytes per number
+DTYPES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+# pixels a side of the pictures an image model reads: ViT's and DeiT's largest public checkpoints read 384
+# (google/vit-large-patch16-384, facebook/deit-base-patch16-384) and the largest ViT-style ones 518 (DINOv2), so
+# 518 leaves room for a fine-tuned model while a picture stays a few MB; 6000 cost 1.4 GB (issue 49)
+MAX_SIDE = 518
+# bytes of a JSON file wviz reads: the largest of the supported families' public checkpoints are tokenizer.json
+# files of about 9 MB (Llama 3's, XLM-RoBERTa's); JSON takes several times its size once parsed
+MAX_JSON = 32 * 2 ** 20
+MAX_LABELS = 100_000  # an image classifier's classes: ViT on ImageNet-21k has 21,843
+# config.json's sizes: the names transformers reads (its own first, then GPT-2's and DistilBERT's aliases) and the
+# largest allowed, each generous: the largest public checkpoint of a supported family is named
+SIZES = (
+    (("num_hidden_layers", "n_layer", "n_layers"), 256),        # Llama 3.1 405B: 126 layers
+    (("num_attention_heads", "n_head", "n_heads"), 256),       # Llama 3.1 405B: 128 heads
+    (("num_key_value_heads",), 256),                            # Llama 3.1 405B: 8; Qwen2-72B: 8
+    (("hidden_size", "n_embd", "dim"), 65_536),                 # Llama 3.1 405B: 16,384
+    (("intermediate_size", "n_inner", "hidden_dim"), 262_144),  # Llama 3.1 405B: 53,248
+    (("head_dim",), 1024),                                      # Llama, Qwen3, Mistral: 128
+    (("embedding_size",), 65_536),                              # ELECTRA-large: 1,024
+    (("pooler_output_size",), 65_536),                          # ViT: its hidden size
+    (("vocab_size",), 1_000_000),                               # XLM-RoBERTa: 250,002; Qwen2.5: 152,064
+    (("max_position_embeddings", "n_positions"), 2 ** 21),      # Mistral NeMo: 1,024,000
+    (("type_vocab_size",), 1024),                               # BERT: 2
+    (("num_labels",), MAX_LABELS),
+    (("image_size",), MAX_SIDE),                                # ViT, DeiT: 384
+    (("patch_size",), MAX_SIDE),                                # ViT, DeiT: 14 to 32
+    (("num_channels",), 3),                                     # wviz feeds RGB pictures
+)
+PAIRS = ("image_size", "patch_size")  # a number or [height, width]
+PROCESSORS = ("ViT", "DeiT")  # the image processors wviz reads (ViTImageProcessor, DeiTImageProcessorFast, ...)
 CONVERT = ("convert it on a machine with the model: `model = AutoModel.from_pretrained(folder)` (or the model's "
            "own class), then `model.save_pretrained(out, safe_serialization=True)` and the tokenizer's or image "
            "processor's `.save_pretrained(out)`, and zip the folder out")
@@ -87,26 +128,88 @@ class ModelFolder:
     parameters: int
 
 
-def _tensors(path: Path) -> int:
-    """The number of parameters in a safetensors file: the floating-point numbers its header lists (8 bytes of
-    length, then JSON; integer buffers such as BERT's position_ids are not parameters); ValueError when the header
-    is not one or points past the end of the file."""
+def _header(path: Path) -> tuple[dict, int]:
+    """The tensors a safetensors file lists ({name: entry}, its __metadata__ left out) and the length of its data,
+    read from its header (8 bytes of length, then JSON) without reading a tensor; ValueError when it is not one."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(8)
         n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
-        if not 2 <= n <= min(MAX_HEADER, size - 8):
+        if not 2 <= n <= size - 8:
             raise ValueError(f"{path.name} is not a safetensors file (its header length is {n})")
+        if n > MAX_HEADER:
+            raise ValueError(f"{path.name}'s header claims {n:,} bytes; a model's takes at most {MAX_HEADER:,}")
         try:
             header = json.loads(f.read(n))
-            entries = [v for k, v in header.items() if k != "__metadata__"]
-            count = sum(math.prod(e["shape"]) for e in entries if e["dtype"].startswith(("F", "BF")))
-            end = max((e["data_offsets"][1] for e in entries), default=0)
-        except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError):
-            raise ValueError(f"{path.name} is not a safetensors file (its header is not a table of tensors)") from None
-    if 8 + n + end > size:
-        raise ValueError(f"{path.name} is cut short: its header describes {8 + n + end} bytes, the file has {size}")
-    return count
+        except (ValueError, RecursionError):
+            header = None
+    meta = header.pop("__metadata__", {}) if isinstance(header, dict) else None
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise ValueError(f"{path.name} is not a safetensors file (its header is not a table of tensors)")
+    return header, size - 8 - n
+
+
+def _entry(name: str, entry) -> tuple[int, int, int]:
+    """(begin, end, numbers) of one tensor of a safetensors header; ValueError when its dtype is not one of
+    DTYPES, its shape not whole numbers, or its offsets do not hold exactly its numbers."""
+    if not (isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and entry["dtype"] in DTYPES):
+        dtype = entry.get("dtype") if isinstance(entry, dict) else None
+        raise ValueError(f"tensor {_shown(name)} has the dtype {_shown(dtype)}; wviz reads {', '.join(DTYPES)}")
+    shape, offsets = entry.get("shape"), entry.get("data_offsets")
+    if not (isinstance(shape, list) and len(shape) <= 8 and all(_whole(d, 0, 2 ** 40) for d in shape)):
+        raise ValueError(f"tensor {_shown(name)} has the shape {_shown(shape)}, not a list of up to 8 whole numbers")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(o, 0, 2 ** 62) for o in offsets)
+            and offsets[0] <= offsets[1]):
+        raise ValueError(f"tensor {_shown(name)} has the data_offsets {_shown(offsets)}, not [begin, end] in bytes")
+    numbers = math.prod(shape)
+    if offsets[1] - offsets[0] != numbers * DTYPES[entry["dtype"]]:
+        raise ValueError(f"tensor {_shown(name)} of shape {shape} in {entry['dtype']} takes "
+                         f"{numbers * DTYPES[entry['dtype']]:,} bytes but its offsets hold {offsets[1] - offsets[0]:,}")
+    return offsets[0], offsets[1], numbers
+
+
+def _tensors(path: Path) -> tuple[int, int]:
+    """(parameters, bytes in float32) of a safetensors file, from its header: the floating-point numbers it lists
+    (integer buffers such as BERT's position_ids are not parameters), and what they take once transformers has
+    them in float32. ValueError when the header is not sound, as safetensors itself requires: dtypes of DTYPES,
+    each tensor's offsets holding its shape's numbers, the tensors one after another from 0 to the end of the file,
+    without a gap or an overlap."""
+    header, data = _header(path)
+    spans, parameters, memory = [], 0, 0
+    for name, entry in header.items():
+        try:
+            begin, end, numbers = _entry(name, entry)
+        except ValueError as err:
+            raise ValueError(f"{path.name} is not a sound safetensors file: {err}") from None
+        spans.append((begin, end, name))
+        floating = entry["dtype"].startswith(("F", "BF"))
+        parameters += numbers if floating else 0
+        memory += numbers * (4 if floating else DTYPES[entry["dtype"]])
+    at = 0
+    for begin, end, name in sorted(spans):
+        if begin != at:
+            how = "overlaps the tensor before it" if begin < at else f"starts {begin - at:,} bytes after the one before"
+            raise ValueError(f"{path.name} is not a sound safetensors file: tensor {_shown(name)} {how}")
+        at = end
+    if at > data:
+        raise ValueError(f"{path.name} is cut short: its header describes {at:,} bytes of tensors, the file has {data:,}")
+    if at < data:
+        raise ValueError(f"{path.name} is not a sound safetensors file: {data - at:,} bytes follow its last tensor")
+    return parameters, memory
+
+
+def _whole(value, low: int, high: int) -> bool:
+    """Whether ``value`` is a whole number from ``low`` to ``high`` (JSON's true and 2.0 are not)."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _shown(value) -> str:
+    """A value of a user's JSON, for a message, as JSON writes it (true, null), cut to 60 characters."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _json(path: Path) -> tuple[dict | None, str | None]:
@@ -115,6 +218,173 @@ def _json(path: Path) -> tuple[dict | None, str | None]:
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None, f"{path.name} is not valid JSON"
     return (data, None) if isinstance(data, dict) else (None, f"{path.name} is not a JSON object")
+
+
+def _sizes(config: dict, fields: dict) -> tuple[dict, list[str]]:
+    """The sizes config.json gives (SIZES), by transformers' own name: {name: (value, the name the file uses)};
+    and a problem for each that is not a whole number within its bound (or null where ``fields``, what transformers
+    declares, allows it), or that is given twice, differently."""
+    found: dict[str, tuple[Any, str]] = {}
+    problems: list[str] = []
+    for names, high in SIZES:
+        given = [(k, config[k]) for k in names if k in config]
+        for k, v in given:
+            pair = k in PAIRS and isinstance(v, list) and len(v) == 2
+            nullable = v is None and fields.get(k, (None, False))[1]
+            if not nullable and not all(_whole(x, 1, high) for x in (v if pair else [v])):
+                problems.append(f"config.json's {k} must be a whole number from 1 to {high:,}, not {_shown(v)}")
+        if len({json.dumps(v) for _, v in given}) > 1:
+            problems.append(f"config.json gives {names[0]} twice, differently: "
+                            + " and ".join(f"{k} {_shown(v)}" for k, v in given))
+        if given:
+            found[names[0]] = given[0][1], given[0][0]
+    return found, problems
+
+
+def _sides(value) -> tuple:
+    """(height, width) of a size that config.json gives as one number or as a pair."""
+    return tuple(value) if isinstance(value, list) else (value, value)
+
+
+def _shape_problems(config: dict) -> list[str]:
+    """What config.json's sizes must satisfy before transformers builds a model of them: each a whole number
+    within its bound (SIZES; 0, -1, 1e300, true and "lots" are not), the hidden size split evenly into the
+    attention heads (unless head_dim sets their size), the heads into the key-value heads (grouped-query
+    attention), the picture into whole patches, the padding token one of the vocabulary's. A size config.json
+    leaves out is transformers' default for the model type (wviz.models.families.declared)."""
+    fields = declared(config["model_type"])
+    found, problems = _sizes(config, fields)
+    if problems:
+        return problems
+    value: dict[str, Any] = {n[0]: found[n[0]][0] if n[0] in found else fields.get(n[0], (None,))[0] for n, _ in SIZES}
+
+    def said(n: str) -> str:   # a size as the file names it, or as transformers' default
+        return f"{found[n][1]} ({value[n]})" if n in found else f"the default {n} ({value[n]})"
+
+    heads, hidden, kv = value["num_attention_heads"], value["hidden_size"], value["num_key_value_heads"]
+    if value["head_dim"] is None and hidden % heads:
+        problems.append(f"config.json's {said('hidden_size')} must split evenly into {said('num_attention_heads')} "
+                        "attention heads")
+    if kv and heads % kv:
+        problems.append(f"config.json's {said('num_attention_heads')} must be a multiple of {said('num_key_value_heads')}"
+                        ": in grouped-query attention each key-value head serves as many heads as the others")
+    if value["image_size"] and any(s % p for s, p in zip(_sides(value["image_size"]), _sides(value["patch_size"]))):
+        problems.append(f"config.json's {said('patch_size')} must divide its {said('image_size')}: a picture is cut "
+                        "into whole patches")
+    return problems + _token_problems(config, value["vocab_size"], value["max_position_embeddings"], fields)
+
+
+def _token_problems(config: dict, vocab, positions, fields: dict) -> list[str]:
+    """The padding token one of the vocabulary's (torch refuses any other), and room in RoBERTa's positions for
+    a token after its offset of pad_token_id + 1; an image classifier's classes at most MAX_LABELS."""
+    problems = []
+    labels = config.get("id2label")
+    if labels is not None and not (isinstance(labels, dict) and len(labels) <= MAX_LABELS):
+        problems.append(f"config.json's id2label must name at most {MAX_LABELS:,} classes")
+    pad = config.get("pad_token_id", fields.get("pad_token_id", (None,))[0])
+    roberta = config["model_type"] in ("roberta", "xlm-roberta")
+    if roberta and pad is None:
+        problems.append("config.json's pad_token_id must be a token of its vocabulary: RoBERTa counts positions "
+                        "from it, not null")
+    if vocab is None or pad is None:
+        return problems
+    if not _whole(pad, -vocab, vocab - 1):
+        return problems + [f"config.json's pad_token_id ({_shown(pad)}) must be a token of its vocabulary (0 to "
+                           f"{vocab - 1})"]
+    if roberta and positions - max(pad, 0) - 1 < 1:
+        problems.append(f"config.json's max_position_embeddings ({positions}) leaves no position for a token after "
+                        f"RoBERTa's offset of pad_token_id + 1 ({max(pad, 0) + 1})")
+    return problems
+
+
+def _picture_size(key: str, value) -> list[str]:
+    """A problem when preprocessor_config.json's ``key`` (size or crop_size: a number, {"height", "width"},
+    {"shortest_edge"}, ... or [height, width]) makes pictures of more than MAX_SIDE pixels a side: a 30000 px
+    picture takes gigabytes before the model can refuse it."""
+    if value is None:
+        return []
+    edges = {"height", "width", "shortest_edge", "longest_edge", "max_height", "max_width"}
+    sides = (list(value.values()) if isinstance(value, dict) and value and set(value) <= edges
+             else value if isinstance(value, list) and len(value) == 2 else [value])
+    if all(_whole(side, 1, MAX_SIDE) for side in sides):
+        return []
+    return [f"{IMAGE_PROCESSOR}'s {key} must give picture sides of 1 to {MAX_SIDE} pixels (more than any public "
+            f"ViT or DeiT model reads), not {_shown(value)}"]
+
+
+def _processor_problems(path: Path) -> list[str]:
+    """What is wrong with an image model's preprocessor_config.json: not JSON, an image processor other than
+    ViT's or DeiT's (another reads other settings), a mean, spread or rescale factor that is not a finite number
+    (a spread of 0 would make every pixel infinite), a picture size over MAX_SIDE."""
+    data, bad = _json(path)
+    if data is None:
+        return [str(bad)]
+    problems = []
+    for key in ("image_processor_type", "feature_extractor_type"):
+        kind = data.get(key)
+        if kind is not None and not (isinstance(kind, str) and kind.startswith(PROCESSORS)):
+            problems.append(f"{IMAGE_PROCESSOR} names the image processor {_shown(kind)}; wviz reads ViT's and "
+                            "DeiT's only")
+    problems += [f"{IMAGE_PROCESSOR}'s {key} must be {what}, not {_shown(data[key])}"
+                 for key, what in (("image_mean", "one number or three"), ("image_std", "one number or three, none 0"),
+                                   ("rescale_factor", "a number other than 0"))
+                 if key in data and not _finite(data[key], key != "image_mean")]
+    return problems + _picture_size("size", data.get("size")) + _picture_size("crop_size", data.get("crop_size"))
+
+
+def _finite(value, nonzero: bool) -> bool:
+    """Whether ``value`` is a finite number, or a list of three (the image processor's mean and spread per colour),
+    none of them 0 when ``nonzero``: pixels are divided by them."""
+    numbers = value if isinstance(value, list) and len(value) == 3 else [value]
+    return all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) < 1e30
+               and (x != 0 or not nonzero) for x in numbers)
+
+
+def _tokenizer_problems(path: Path) -> list[str]:
+    """tokenizer_config.json's model_max_length, the longest text the tokenizer takes, must be a positive number
+    (transformers compares every text's length with it; save_pretrained writes 1e30 for 'no limit')."""
+    if not path.is_file():
+        return []
+    data, bad = _json(path)
+    if data is None:
+        return [str(bad)]
+    longest = data.get("model_max_length")
+    if longest is None or isinstance(longest, (int, float)) and not isinstance(longest, bool) and longest > 0:
+        return []
+    return [f"{path.name}'s model_max_length must be a positive number of tokens, not {_shown(longest)}"]
+
+
+def _index_problems(path: Path, names: set[str]) -> list[str]:
+    """A shard index (model.safetensors.index.json) must name only .safetensors files of the folder: transformers
+    opens the files it names, and a path ('../other/model.safetensors') would lead outside the folder."""
+    index = path / "model.safetensors.index.json"
+    if index.name not in names:
+        return []
+    data, bad = _json(index)
+    weights = data.get("weight_map") if data is not None else None
+    if not isinstance(weights, dict):
+        return [bad or f"{index.name} has no weight_map"]
+    strays = [f for f in weights.values() if not (isinstance(f, str) and f in names and f.endswith(".safetensors"))]
+    return [f"{index.name} names {shown}, not a .safetensors file of the folder"
+            for shown in sorted(set(map(_shown, strays)))[:3]]
+
+
+def _weights(files: list[Path], capped: bool) -> tuple[int, list[str]]:
+    """The parameters of a folder's .safetensors files, from their headers, and the problems: a header that is
+    not sound (_tensors), or weights over WVIZ_MAX_MODEL_MB once in float32 (wviz runs every model in float32)."""
+    parameters, memory, problems = 0, 0, []
+    for p in files:
+        try:
+            count, size = _tensors(p)
+        except ValueError as err:
+            problems.append(str(err))
+        else:
+            parameters, memory = parameters + count, memory + size
+    cap = max_model_bytes()
+    if capped and memory > cap:
+        problems.append(f"its weights take {memory / 2 ** 20:,.3g} MB in float32 ({parameters:,} parameters), "
+                        f"over the limit of {cap / 2 ** 20:,.3g} MB (WVIZ_MAX_MODEL_MB sets it)")
+    return parameters, problems
 
 
 def _pickles_and_code(names: list[str]) -> list[str]:
@@ -137,10 +407,13 @@ def _own_code(files: list[Path]) -> list[str]:
     return problems
 
 
-def check_folder(path) -> ModelFolder:
+def check_folder(path, capped: bool = True) -> ModelFolder:
     """The :class:`ModelFolder` at ``path``, or a ValueError listing every problem (module docstring): no
     config.json, an unsupported model_type, no .safetensors weights, an auto_map, no tokenizer (text) or image
-    processor (image) files, a safetensors header that is not sound. A folder's other files are never read: a
+    processor (image) files; and every number the folder brings, checked before anything is allocated: config.json's
+    sizes (_shape_problems), the image processor's picture size (_processor_problems), the safetensors headers
+    (_tensors) and the weights' size in float32, held to WVIZ_MAX_MODEL_MB unless ``capped`` is False (the bundled
+    model), and a shard index's files (_index_problems). A folder's other files are never read: a
     pickle beside the .safetensors weights (a hub download often has pytorch_model.bin too) is left alone, since
     wviz loads with use_safetensors=True; an upload's pickles and code are refused before unpacking (:func:`unpacked`).
 
@@ -160,6 +433,10 @@ def check_folder(path) -> ModelFolder:
     path = Path(path)
     files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else []
     names = {p.name for p in files}
+    big = [p for p in files if p.suffix.lower() == ".json" and p.stat().st_size > MAX_JSON]
+    if big:   # never parsed: the other checks read them
+        io.fail("model folder", [f"{p.name} is {p.stat().st_size / 2 ** 20:.0f} MB; a model's JSON files take at "
+                                 f"most {MAX_JSON // 2 ** 20} MB" for p in big])
     problems = _own_code(files)
     config, bad = _json(path / "config.json") if "config.json" in names else (None, "it has no config.json")
     family = None
@@ -177,14 +454,15 @@ def check_folder(path) -> ModelFolder:
             f"never reads: {CONVERT})" if pickles else ""))
     if family == "image" and IMAGE_PROCESSOR not in names:
         problems.append(f"it has no {IMAGE_PROCESSOR} (the image processor's settings)")
+    elif family == "image":
+        problems += _processor_problems(path / IMAGE_PROCESSOR)
     if family in ("encoder", "decoder") and not names & set(TOKENIZER_FILES):
         problems.append(f"it has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...)")
-    parameters = 0
-    for p in weights:
-        try:
-            parameters += _tensors(p)
-        except ValueError as err:
-            problems.append(str(err))
+    elif family in ("encoder", "decoder"):
+        problems += _tokenizer_problems(path / "tokenizer_config.json")
+    problems += _shape_problems(config) if config is not None and family is not None else []
+    parameters, bad_weights = _weights(weights, capped)
+    problems += bad_weights + _index_problems(path, names)
     if problems or config is None or family is None:   # no problem means both were read
         io.fail("model folder", problems)
     return ModelFolder(path=path, config=config, family=family, parameters=parameters)
@@ -216,6 +494,30 @@ def _stream(z: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path) -> None:
         raise ValueError(f"{info.filename!r} unpacks to fewer bytes than its header declares")
 
 
+_END = struct.Struct("<4s4H2LH")          # a zip's end of central directory record: its last 22 bytes or so
+_END64 = struct.Struct("<4sQ2H2L4Q")      # ZIP64's end record, and the locator between it and the end record
+_LOCATOR = struct.Struct("<4sLQL")
+
+
+def _zip_entries(raw: bytes) -> int:
+    """How many entries a zip's central directory holds, read without parsing it (zipfile.ZipFile builds an object
+    for every entry: 16 s and 700 MB for a million of them): the count its end record states (ZIP64's when
+    there is one, as zipfile reads it) or the entries' signatures in the directory's bytes, the larger of the two
+    (zipfile parses the directory by its size, whatever the count says). 0 when there is no end record: zipfile
+    then says that it is not a zip."""
+    last = len(raw) - _END.size
+    at = last if raw.startswith(b"PK\x05\x06", max(last, 0)) and raw.endswith(b"\0\0") else \
+        raw.rfind(b"PK\x05\x06", max(0, last - 65535))   # zipfile's search: a comment may follow the record
+    if at < 0 or at + _END.size > len(raw):
+        return 0
+    count, size = _END.unpack_from(raw, at)[4:6]
+    where = at - _LOCATOR.size - _END64.size
+    if where >= 0 and raw.startswith(b"PK\x06\x07", at - _LOCATOR.size) and raw.startswith(b"PK\x06\x06", where):
+        count, size = _END64.unpack_from(raw, where)[7:9]
+        at = where
+    return max(count, raw.count(b"PK\x01\x02", max(0, at - size), at))
+
+
 def _unpack(raw: bytes, folder: Path) -> None:
     """Check the zip (module docstring) and stream its model files into ``folder``; ValueError listing every
     problem found before unpacking."""
@@ -223,14 +525,16 @@ def _unpack(raw: bytes, folder: Path) -> None:
     if len(raw) > cap:
         io.fail("model zip", [f"it is {len(raw) / 2 ** 20:.1f} MB, over the limit of {cap / 2 ** 20:.0f} MB "
                               "(WVIZ_MAX_MODEL_MB sets it)"])
+    entries = _zip_entries(raw)
+    if entries > MAX_ZIP_FILES:
+        io.fail("model zip", [f"it holds {entries:,} files; a model folder has tens of them (wviz opens zips of at "
+                              f"most {MAX_ZIP_FILES:,})"])
     try:
         z = zipfile.ZipFile(_bytes.BytesIO(raw))
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
         io.fail("model zip", ["it is not a .zip file"], MODEL_ZIP_LAYOUT + "\n")
     with z:
         infos = z.infolist()
-        if len(infos) > MAX_ZIP_FILES:
-            io.fail("model zip", [f"it holds {len(infos)} files; a model folder has a few dozen at most"])
         problems = io.zip_problems(infos, cap, "WVIZ_MAX_MODEL_MB")
         prefix, files = _layout(infos) if not problems else ("", [])
         problems += _pickles_and_code([i.filename[len(prefix):] for i in files])
@@ -244,7 +548,12 @@ def _unpack(raw: bytes, folder: Path) -> None:
                 _stream(z, info, folder / info.filename[len(prefix):])
             except FileExistsError:
                 io.fail("model zip", [f"{info.filename!r} appears twice"])
-            except (ValueError, zipfile.BadZipFile, NotImplementedError, EOFError, OSError) as err:
+            except (zipfile.BadZipFile, EOFError):   # zipfile's checksum or a member cut short
+                io.fail("model zip", [f"{info.filename!r} is damaged: its bytes are not what the zip's directory "
+                                      "says (their size or checksum)"])
+            except ValueError as err:                # _stream's: more or fewer bytes than declared
+                io.fail("model zip", [str(err)])
+            except (NotImplementedError, OSError) as err:
                 io.fail("model zip", [f"{info.filename}: {err}"])
 
 

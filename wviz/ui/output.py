@@ -177,7 +177,7 @@ def animation(key: str, title: str, frames: Callable[[], Sequence[go.Figure]], f
                 bar.progress(1.0, text=f"Encoding {len(drawn)} frames as {fmt.upper()}...")
                 st.session_state[store] = (settings, fmt, animation_lib.encode(drawn, fmt, fps))
             except (ValueError, export.ExportError) as err:
-                st.error(f"No animation: {err}")
+                st.error(f"No animation: {style.plain(err)}")
             bar.empty()
         made = st.session_state.get(store)
         if made is not None and made[0] == settings and made[1] == fmt:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from wviz.ui import lecture, state
+from wviz.ui.style import plain
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -28,7 +29,7 @@ def guarded(key: str, compute: Callable[[], R]) -> R | None:
     try:
         result = compute()
     except ValueError as err:
-        st.error(f"{err}")
+        st.error(plain(err))   # a message may quote what a file or a link holds: shown as text
         if key in store:
             st.caption("Showing the last valid result while the input above is fixed.")
         return store.get(key)

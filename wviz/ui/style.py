@@ -25,10 +25,17 @@ def plain(text: object) -> str:
     (names, labels, tokens, paths, the messages that quote them) inside a caption, an info box or an error, where
     ``x). **sign in** [here](https://evil.example)`` would otherwise draw bold text and a working link.
 
+    A line that starts with "- " stays an item of a list (a message listing its problems, wviz.io.fail).
+
     >>> print(plain("a_b **c** [d](https://e.f)").replace(_JOIN, "+"))
     a\_b \*\*c\*\* \[d\]\(https\:+\/\/e+\.f\)
+    >>> print(plain("2 problems:\n- x_1\n- y").replace(_JOIN, ""))
+    2 problems\:
+    - x\_1
+    - y
     """
-    return str(text).translate(_MARKDOWN)
+    return "\n".join(("- " + line[2:].translate(_MARKDOWN)) if line.startswith("- ") else line.translate(_MARKDOWN)
+                     for line in str(text).split("\n"))
 
 
 # A metric's value shrinks with its column (container query units) and its label wraps, so "transport cost"
