@@ -27,9 +27,10 @@ def plain(text: object) -> str:
 
     A line that starts with "- " stays an item of a list (a message listing its problems, wviz.io.fail).
 
-    >>> print(plain("a_b **c** [d](https://e.f)").replace(_JOIN, "+"))
+    >>> from wviz.ui.style import plain
+    >>> print(plain("a_b **c** [d](https://e.f)").replace("\u2060", "+"))   # U+2060: the word joiner
     a\_b \*\*c\*\* \[d\]\(https\:+\/\/e+\.f\)
-    >>> print(plain("2 problems:\n- x_1\n- y").replace(_JOIN, ""))
+    >>> print(plain("2 problems:\n- x_1\n- y").replace("\u2060", ""))
     2 problems\:
     - x\_1
     - y
