@@ -7,14 +7,16 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run serve test test-full check bench chromium nginx node clean
 
-# wviz itself, editable: its dependencies are requirements.txt (pyproject.toml reads them from there)
+# wviz itself, editable: its dependencies are requirements.txt (pyproject.toml reads them from there).
+# --no-compile: pip would byte-compile every module of every package (torch, transformers, scipy...), half of the
+# install's time; Python compiles the modules a process imports, once, when it first imports them.
 $(VENV)/.runtime: requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q --no-compile -e .
 	touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
-	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-compile -r requirements-dev.txt
 	touch $@
 
 # Debian's chromium drives the browser tests (Playwright) and figure export (kaleido).

@@ -18,7 +18,7 @@ of BENCHMARKS.md, with a verdict per run on these goals:
 
 Each run starts its own deploy/serve.py on free ports, with `make serve`'s disk cache (WVIZ_CACHE_DIR, by default
 ~/.cache/wviz). Before the runs the bench opens, on one replica, the pages whose results the replicas share there
-(wviz.disk_cache: Figure 4 of the Real transformer page, the uncertainty inspector's dataset panel), which
+(wviz.disk_cache: Figure 4 on the page Heads solve the dual, the uncertainty inspector's dataset panel), which
 computes them only if they are not there yet: as at a lecture after the first, the runs measure the students'
 moves, not those one-off computations.
 
@@ -53,7 +53,7 @@ SAMPLE_S = 2
 READY = re.compile(r"wviz: \d+ replicas? behind nginx at \S+")
 START_S, STOP_S = 300, 60
 # The pages whose results the replicas share through the disk cache (ui.background jobs): opened once before the runs.
-SHARED_ON_DISK = ("real_transformer", "uncertainty_inspector")
+SHARED_ON_DISK = ("heads_dual", "uncertainty_inspector")
 
 
 @contextlib.contextmanager

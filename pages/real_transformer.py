@@ -1,8 +1,6 @@
 """Page "Real transformer": a real transformer (the bundled all-MiniLM-L6-v2, a model folder of WVIZ_MODELS or an
-uploaded .zip) with its attention normaliser swapped, what a user of its family looks at, attention sinks, and
-Figure 4 of 002 on an encoder."""
-import contextlib
-
+uploaded .zip) with its attention normaliser swapped, what a user of its family looks at, and attention sinks
+(Figure 4 of 002, read from the same models: the page "Heads solve the dual")."""
 import streamlit as st
 
 from wviz import ui
@@ -10,6 +8,8 @@ from wviz.figures import real_transformer as figs
 from wviz.figures.common import table_text
 from wviz.views import real_transformer as rv
 
+if (moved := rv.figure4_link(st.query_params.to_dict())) is not None:   # a link from before Figure 4 had its page
+    st.switch_page("pages/heads_dual.py", query_params=moved)
 device = ui.page_setup(
     "Real transformer",
     "A real pretrained transformer: by default the encoder **all-MiniLM-L6-v2** (6 layers of 12 heads, the "
@@ -20,9 +20,8 @@ device = ui.page_setup(
     f"({ui.cite('peters2019')}) or Sinkhorn's doubly-stochastic attention ({ui.cite('sander2022')}), and see "
     "what happens to the attention, to each layer's output and to what the model predicts. Sinkhorn's $\\rho$ "
     f"(semi-relaxed OT, {ui.cite('chizat2018')}) walks from the model's own softmax "
-    "($\\rho \\to 0$ at $\\gamma = 1$) to Sinkformer attention ($\\rho = \\infty$). For an encoder, the "
-    f"view \"{rv.Labels.FIGURE4}\" is the Sec. 8 experiment of the {ui.cite('002')}: is each head's softmax the "
-    "solution of the dual problem (9)?",
+    "($\\rho \\to 0$ at $\\gamma = 1$) to Sinkformer attention ($\\rho = \\infty$). Does each head of an "
+    f"encoder solve the dual problem (9) of the {ui.cite('002')}? The page \"Heads solve the dual\" measures it.",
     try_this=rv.TRY_THIS,
 )
 sb = st.sidebar
@@ -30,69 +29,7 @@ sb = st.sidebar
 
 # ---- the model ------------------------------------------------------------------------------------------------
 
-@st.cache_data(ttl=60, max_entries=4, show_spinner=False)
-def found_models(setting):
-    """The models of WVIZ_MODELS (``setting``), looked for again after a minute: a folder copied in appears."""
-    return rv.hub.find_models(rv.hub.model_dirs(setting))
-
-
-@st.cache_resource(max_entries=3, show_spinner="Loading the model (offline)...")
-def folder_model(key, device_name, _info):
-    return rv.load(device_name, _info)
-
-
-@st.cache_resource(max_entries=2, show_spinner="Checking and loading the uploaded model...")
-def uploaded_model(file_id, device_name, _raw, _name):
-    return rv.load_upload(_raw, device_name, _name)
-
-
-found = found_models(rv.hub.models_setting())
-options = rv.catalogue.options(found)
-url_model, url_note = rv.catalogue.from_url(st.query_params.get(rv.Keys.MODEL), found)
-model_key = sb.selectbox(
-    "Model", list(options), index=list(options).index(url_model), format_func=options.get, key=rv.Keys.MODEL,
-    help="The bundled all-MiniLM-L6-v2, every model folder in the folders that WVIZ_MODELS lists on this server "
-         "(its name, family and size), or a .zip of a model folder you upload. wviz never downloads a model.")
-# The model's key travels in the URL (a folder's or the bundled one's; an upload is not part of a link).
-if model_key in (rv.hub.BUNDLED_KEY, rv.catalogue.UPLOAD):
-    st.query_params.pop(rv.Keys.MODEL, None)
-elif st.query_params.get(rv.Keys.MODEL) != model_key:
-    st.query_params[rv.Keys.MODEL] = model_key
-if url_note:
-    st.warning(ui.plain(url_note))   # it quotes the link: shown as text
-if found.skipped:
-    with sb.expander(f"Folders skipped ({len(found.skipped)})", icon=":material/folder_off:"):
-        for line in found.skipped:
-            st.caption(ui.plain(line))
-if model_key != rv.catalogue.UPLOAD:
-    st.session_state["_real_before_upload"] = model_key
-upload = None
-if model_key == rv.catalogue.UPLOAD:
-    upload = sb.file_uploader(
-        f"Model folder as a .zip (at most {rv.catalogue.upload_cap_mb()} MB)", type=["zip"], key=rv.Keys.MODEL_ZIP,
-        help="What save_pretrained writes (config.json, *.safetensors, the tokenizer's or image processor's files), "
-             "zipped. Checked before use: weights in .safetensors only (a pickle .bin is refused), no model code "
-             "(auto_map), no paths out of the zip, no links, no zip bombs, a supported family.")
-
-
-def by_key(key):
-    info = rv.catalogue.info(found, key)
-    return folder_model(info.key, str(device), info)
-
-
-def choose_model():
-    """The chosen model; an upload once one passes every check (a refused one: its reasons, and the last model)."""
-    if model_key != rv.catalogue.UPLOAD:
-        return by_key(model_key)
-    if upload is None:
-        before = by_key(st.session_state.get("_real_before_upload", rv.hub.BUNDLED_KEY))
-        st.info("Upload a .zip of a model folder in the sidebar; meanwhile the page shows "
-                f"{ui.plain(before.info.name)}.")
-        return before
-    return uploaded_model(upload.file_id, str(device), upload.getvalue(), upload.name)
-
-
-lens = ui.guarded("real/model", choose_model) or by_key(rv.hub.BUNDLED_KEY)
+lens = ui.choose_model(rv.Keys.MODEL, rv.Keys.MODEL_ZIP, device)
 st.caption(f"Model: **{ui.plain(lens.info.label())}**. {ui.plain(rv.catalogue.about(lens))}")
 
 # ---- controls ---------------------------------------------------------------------------------------------
@@ -265,14 +202,12 @@ def draw(c: rv.Comparison):
              rv.Labels.CLICK: linked_view(one, c.tokens), rv.Labels.RHO: rho_view(), rv.Labels.SINKS: sinks_view(c)}
     if lens.head == "causal-lm":
         views[rv.Labels.PERPLEXITY] = perplexity_view()
-    if lens.family == "encoder":
-        views[rv.Labels.FIGURE4] = figure4_view()
     ui.views(views, help="How many weights each head sets to zero under each normaliser; how far the swap moves "
                          "every layer and the embedding; the heatmaps where a click on a row shows that query's "
                          "weights under every normaliser; Sinkhorn's rho from the model's softmax to Sinkformer "
                          "attention; how much of each head goes to the first token; for a decoder, the perplexity "
-                         "of a paragraph along tau; for an encoder, Figure 4 of 002 (does each head solve the dual "
-                         "problem?). The lecture bundle holds the Plotly figures of all.", key=rv.Keys.VIEW)
+                         "of a paragraph along tau. The lecture bundle holds the Plotly figures of all.",
+             key=rv.Keys.VIEW)
 
 
 def predictions(c: rv.Comparison):
@@ -417,81 +352,6 @@ def perplexity_view() -> ui.View:
     return ui.View(draw_view, ("perplexity",), lambda: [figure()])
 
 
-# ---- Figure 4 of 002 ------------------------------------------------------------------------------------------
-
-
-def figure4():
-    """Sec. 8 of 002 on an encoder: the dual (9) solved in the background for every layer, head and token."""
-    st.subheader("Figure 4 of the Fenchel-dual paper: does each head solve the dual problem?")
-    st.markdown(
-        f"The {ui.cite('002')} reads every head as the solver of problem (4): find a distribution $p$ over the "
-        "templates $t_i$, close to a preference $u$, whose mean is close to $\\mu + z$. Its Fenchel dual (9) has a "
-        "maximiser $\\lambda^*$; approximating $\\lambda^* \\approx \\alpha z$ (16) turns the exact answer (12) into "
-        "the attention formula (18). For BERT-type heads, $\\alpha = 1$, $t_i = x_i/\\sqrt{d'}$, $z = K^\\top Q x_k$ "
-        "(with the query's bias, $K^\\top(Qx_k + b_Q)$) and $u$ uniform make (18) **exactly** the head's softmax. How "
-        "far is the attention's $\\alpha z$ from the true "
-        f"$\\lambda^*$? Over every layer, head and token of {rv.CORPUS_SIZE} bundled sentences:"
-    )
-    ui.equation(r"\begin{aligned} \lambda^* = \arg\max_{\lambda}\ &\langle \lambda, \mu + z\rangle "
-                r"- \frac{1}{2\alpha}\lVert\lambda\rVert^2 \\ &- \log \sum_i u_i e^{\langle t_i, \lambda\rangle}"
-                r"\quad (9) \end{aligned}")
-    ui.equation(r"\text{deviation} = \frac{\lVert \lambda^* - \alpha z\rVert}{\lVert \lambda^*\rVert}")
-    ui.equation(r"t_i = \frac{x_i}{\sqrt{d'}},\quad z = K^\top (Q x_k + b_Q),\quad u_i = \frac1n,\quad \alpha = 1")
-    dual_alpha = ui.log_slider("alpha (reliability of z in (4))", 1e-2, 1e1, 1.0, key=rv.Keys.DUAL_ALPHA, where=st,
-                               help="The reliability alpha of the evidence z in problem (4); the paper uses 1. "
-                                    "Theorem 2: the smaller alpha, the better alpha z approximates lambda*.")
-    job = dual_job(dual_alpha)
-    try:
-        dev, _ = ui.background(*job)
-    except ValueError as err:
-        st.error(ui.plain(err))
-        return
-    if dev is None:
-        ui.wait_for(job[0], f"Solving the dual (9) for every layer, head and token of {rv.CORPUS_SIZE} sentences at "
-                         f"alpha = {dual_alpha:g} (once per model and alpha; the controls above answer meanwhile)")
-        return
-    figure4_result(dev)
-
-
-def dual_job(dual_alpha: float):
-    """Figure 4 at ``dual_alpha`` as a ui.background job, its key and its work: thousands of dual problems, seconds
-    to minutes of work, solved in the background once per model and alpha for the whole server (and kept on disk),
-    so that tau and the other controls answer meanwhile."""
-    return (("real/figure4", lens.info.key, dual_alpha, str(device)),
-            lambda progress: rv.deviation(dual_alpha, str(device), progress, lens))
-
-
-FIGURE4_KEYS = ("figure4", "per_head")   # the keys of figure4_figures's two figures, in order
-
-
-def figure4_figures(dev) -> list:
-    name = "MiniLM" if lens.info.key == rv.hub.BUNDLED_KEY else lens.info.name
-    return [figs.deviation_histograms(dev.per_layer, dev.alpha, model=name), figs.deviation_per_head(dev.per_head)]
-
-
-def figure4_view() -> ui.View:
-    """Figure 4 as a view: a first visit draws two figures fewer (each one delays the page's first draw:
-    BENCHMARKS.md, "First load"); the lecture bundle builds it at alpha = 1, from disk once solved."""
-    return ui.View(figure4, FIGURE4_KEYS,
-                   lambda: figure4_figures(rv.deviation(1.0, str(device), lens=lens)), live=False)
-
-
-def figure4_result(dev):
-    s = rv.figure4_summary(dev)
-    L, H, _ = dev.per_head.shape
-    for fig, key in zip(figure4_figures(dev), FIGURE4_KEYS):
-        ui.show_figure(fig, key=key)
-    st.caption(
-        f"{s.n_tokens} query tokens x {L} layers x {H} heads = {s.n_problems} dual problems, each solved by Newton "
-        f"to a gradient norm of at most {s.max_grad_norm:.1e}. Mean deviation {s.mean:.3f} (largest "
-        f"{s.largest:.3f}); the queries of the first token ([CLS] or <s>) average {s.cls_mean:.3f}, the other tokens "
-        f"{s.others_mean:.3f}. "
-        + ("As in the paper's BERT and T5 panels, lambda* nearly coincides with alpha z: each head's softmax is "
-           "close to the exact solution of problem (4)." if s.close else
-           f"At this alpha, alpha z is a rough approximation of lambda*: Theorem 2 of {ui.cite('002')} needs "
-           "alpha small."))
-
-
 # ---- the page ----------------------------------------------------------------------------------------------------
 
 # every last good result is the chosen model's own (ui.guarded keys it): a model switch never draws another's
@@ -499,9 +359,3 @@ fixed = ui.guarded(f"real/fixed/{lens.info.key}", lambda: rv.fixed_comparison(se
 if fixed is not None:
     draw_fixed(fixed)
 ui.live(f"real/forward/{lens.info.key}", tau_slot, tau_slider, compare, draw)
-if lens.family == "encoder":   # Figure 4 solved from a first visit on, so that its view is ready when chosen
-    with contextlib.suppress(ValueError):   # the view shows the error
-        ui.background(*dual_job(st.session_state.get(rv.Keys.DUAL_ALPHA, 1.0)))
-else:
-    st.caption("Figure 4 of the Fenchel-dual paper (does each head solve the dual problem (9)?) reads an encoder's "
-               "attention: choose an encoder to see it.")

@@ -41,6 +41,7 @@ PAGES = (
     Page("particles", "Particles and contraction", "Attention as particles", ":material/bubble_chart:", "tau",
          "animation"),
     Page("real_transformer", "Real transformer", "Real models", ":material/psychology:", "tau", "maps"),
+    Page("heads_dual", "Heads solve the dual", "Real models", ":material/query_stats:", "dual_alpha", "heads"),
 )
 BY_STEM = {page.stem: page for page in PAGES}
 

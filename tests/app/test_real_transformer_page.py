@@ -1,6 +1,5 @@
 """The "Real transformer" page through AppTest: its heatmaps against transformers' own eager attention of an
-independently loaded MiniLM, sparsemax against numpy, Sinkhorn's marginals, the Figure-4 histograms against the
-tokenizer's counts, bad input."""
+independently loaded MiniLM, sparsemax against numpy, Sinkhorn's marginals, bad input, the models on offer."""
 import json
 import math
 
@@ -11,10 +10,9 @@ from scipy.special import softmax
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import (ROOT, bundle_figures, check_views, figure_titled, figures, link_params, no_exception,
-                                settle, shown_table, shown_text)
+                                shown_table, shown_text)
 from wviz.figures.common import number_text
 from wviz.models import minilm
-from wviz.models.corpus import CORPUS
 from wviz.views import real_transformer as rv
 
 PAGE = "real_transformer.py"
@@ -112,34 +110,6 @@ def test_layer_head_and_tau(open_page, reference):
     np.testing.assert_allclose(maps["softmax (tau = 0.464)"], softmax(S0[7] / 0.464, axis=-1), atol=2e-5)
 
 
-def test_figure4_histograms_count_every_token(open_page, reference, tmp_path, monkeypatch):
-    _, tok = reference
-    # a disk cache of this test's own: another worker of the run may have solved alpha = 0.1 already
-    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
-    at = open_page(PAGE, timeout=300, view=rv.Labels.FIGURE4)
-    fig = figure_titled(at, "Figure 4 of 002")
-    n_tokens = sum(len(tok(s)["input_ids"]) for s in CORPUS)
-    bars = [t for t in fig["data"] if t["type"] == "bar"]
-    assert len(bars) == 6
-    for b in bars:
-        assert int(np.asarray(b["y"]).sum()) == n_tokens
-    # red lines at the layer means; the per-head heatmap averages to the same means
-    lines = [s for s in fig["layout"]["shapes"] if s["line"]["color"] == "red"]
-    means = np.array([ln["x0"] for ln in lines])
-    titles = [a["text"] for a in fig["layout"]["annotations"]]
-    np.testing.assert_allclose(means, [float(t.split("mean ")[1]) for t in titles], atol=6e-4)
-    per_head = np.asarray(figure_titled(at, "Mean relative deviation per head")["data"][0]["z"], dtype=float)
-    np.testing.assert_allclose(per_head.mean(axis=1), means, rtol=1e-9)
-    assert 0 < means.max() < 0.2                                       # lambda* close to alpha z at alpha = 1
-    # a smaller alpha of problem (4) brings lambda* closer to alpha z (Theorem 2)
-    at.select_slider(key=rv.Keys.DUAL_ALPHA).set_value(0.1).run()
-    no_exception(at)
-    assert at.get("progress"), "a new alpha is solved in the background"
-    settle(at)
-    small = [ln["x0"] for ln in figure_titled(at, "Figure 4 of 002")["layout"]["shapes"]]
-    assert max(small) < means.min()
-
-
 @pytest.mark.parametrize("text, match", [("", "empty"), ("word " * 600, "at most 512")])
 def test_bad_sentence_keeps_the_last_good_state(open_page, text, match):
     at = open_page(PAGE, timeout=300)
@@ -178,8 +148,7 @@ def test_views_one_at_a_time_from_the_url_and_all_in_the_bundle(open_page):
     check_views(at, rv.Keys.VIEW, {rv.Labels.SPARSITY: [*maps, "sparsity"],
                                    rv.Labels.LAYERS.format("sentence"): [*maps, "distances"],
                                    rv.Labels.CLICK: maps, rv.Labels.RHO: [*maps, "rho_sweep"],
-                                   rv.Labels.SINKS: [*maps, "sinks"],
-                                   rv.Labels.FIGURE4: [*maps, "figure4", "per_head"]})
+                                   rv.Labels.SINKS: [*maps, "sinks"]})
 
 
 def test_the_linked_view_draws_the_altair_chart_of_the_head(open_page, reference):
@@ -216,7 +185,7 @@ def test_try_this_links_open_the_page_in_their_state(item, monkeypatch):
     at = AppTest.from_file(str(ROOT / "pages" / PAGE), default_timeout=300)
     for k, v in link_params(item).items():
         at.query_params[k] = v
-    at.run()   # not settled: Figure 4 at a new alpha goes on in the background; the links set the widgets above it
+    at.run()
     no_exception(at)
     assert not at.error, [shown_text(e) for e in at.error]
     key_of = {label: name for name, label in rv.CHOICES.items()}
@@ -547,8 +516,7 @@ def test_every_view_of_a_family_under_every_normaliser(models_page, tiny_root, k
         np.testing.assert_allclose(A.sum(axis=1), 1, atol=1e-5, err_msg=label)
     if kind in DECODERS:
         assert upper_weight(maps) == 0.0
-    views = dict(VIEWS, **({rv.Labels.PERPLEXITY: ["perplexity"]} if kind in DECODERS else {}),
-                 **({rv.Labels.FIGURE4: ["figure4", "per_head"]} if kind == "roberta" else {}))
+    views = dict(VIEWS, **({rv.Labels.PERPLEXITY: ["perplexity"]} if kind in DECODERS else {}))
     if kind == "vit":                                   # an image model's embedding pools its picture's patches
         views = {k.replace("sentence", "image"): v for k, v in views.items()}
     always = ["maps_fixed", "maps"] + (["patches"] if kind == "vit" else [])

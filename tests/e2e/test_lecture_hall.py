@@ -4,7 +4,7 @@ within the margins it gives them; presentation mode hides the toolbar and draws 
 links, Reset, example files and animations: test_lecture_hall_links.py)."""
 import pytest
 
-from tests.e2e.harness import page_paths
+from tests.e2e.harness import page_paths, wait_until_idle
 from tests.e2e.lecture import no_exception, open_page
 from wviz.export import TEXT_PX
 
@@ -104,15 +104,30 @@ SMALL_INPUTS = """(px) => Array.from(document.querySelectorAll(['input:not([type
   .filter(([, size]) => size < px)"""
 
 
+# Whether every Plotly chart drawn in the main column has been laid out again at its box's width: Streamlit redraws
+# a chart a frame or a few after its column changes width (Plotly does not reflow by itself); the rest (equations,
+# metrics, tables) is laid out by the browser at once.
+REFITTED = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot'))
+  .filter(gd => !gd.closest('details:not([open])') && gd.getBoundingClientRect().width > 0)
+  .every(gd => gd._fullLayout && Math.abs(gd._fullLayout.width - gd.getBoundingClientRect().width) <= 1)"""
+
+
+def refitted(page) -> None:
+    """Wait until every chart is drawn at its new width (REFITTED), and two frames more for Plotly's second draw when
+    its labels push a margin."""
+    page.wait_for_function(REFITTED, timeout=15_000, polling=100)
+    page.wait_for_timeout(250)
+
+
 def cut_at_every_width(page) -> dict:
     """What is cut (CUT) or pushed (PUSHED) at each width, the closed expanders opened."""
     page.evaluate("() => document.querySelectorAll('[data-testid=\"stMain\"] details:not([open]) > summary')"
                   ".forEach(s => s.click())")   # what a closed expander holds is measured open
-    page.wait_for_timeout(500)
+    wait_until_idle(page, quiet_ms=500)   # an expander that reruns the page on opening draws its content then
     cut = {}
     for width, height in VIEWPORTS:
         page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(1500)  # Plotly and the equations refit to the new width
+        refitted(page)
         if found := page.evaluate(CUT) + page.evaluate(PUSHED):
             cut[f"{width}x{height}"] = found
     return cut

@@ -32,3 +32,16 @@ def test_direct_link_on_a_fresh_server_goes_through_the_app_navigation(page):
         assert_rendered(page, url, path)
         nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
         assert "Home" in nav and "Attention as optimisation" in nav
+
+
+def test_a_link_to_the_real_transformers_old_figure4_view_opens_its_own_page(server, page):
+    """Figure 4 of 002 was a view of the Real transformer; a link to it opens the page Heads solve the dual at the
+    link's alpha, the link's other settings of the Real transformer dropped."""
+    from wviz.views import heads_dual as hd, real_transformer as rv
+
+    page.goto(f"{server}/real_transformer?{rv.Keys.VIEW}=Figure+4+of+002&dual_alpha=0.1&{rv.Keys.TAU}=2")
+    page.wait_for_url(f"**/heads_dual?{hd.Keys.ALPHA}=0.1", timeout=60_000)
+    wait_until_idle(page)
+    assert page.locator("h1").first.inner_text() == "Heads solve the dual"
+    slider = page.locator(f".st-key-{hd.Keys.ALPHA} [data-testid='stSliderThumbValue']")
+    assert slider.inner_text() == "0.1"

@@ -1,13 +1,13 @@
 """The "Real transformer" computations against independent references, on MiniLM and a 5-word sentence: the
-sink key and Sinkhorn's column sums by numpy, sparsity counted by numpy, the change table by its formulas, and the
-Figure 4 numbers (the relative deviation ||lambda* - alpha z|| / ||lambda*|| by its formula, its means by numpy)."""
+sink key and Sinkhorn's column sums by numpy, sparsity counted by numpy, the change table by its formulas; a link
+to the old Figure 4 view moved to its own page (tests/views/test_heads_dual.py)."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from wviz.models import figure4, minilm
+from wviz.models import minilm
 from wviz.views import real_transformer as rv
 
 SENTENCE = "Bees make honey in summer."
@@ -146,28 +146,6 @@ def test_change_table_and_layer_distances(comparison):
         assert abs(table["mean sparsity"][i] - (fwd.attention[0].numpy() == 0).mean()) < 1e-12
 
 
-def test_figure4_deviation_by_its_formula_and_summary(monkeypatch):
-    """On a one-sentence corpus at alpha = 0.5: the deviation of every head and token equals
-    ||lambda* - alpha z|| / ||lambda*|| computed by numpy from the dual's solution; the summary's means by numpy."""
-    monkeypatch.setattr("wviz.models.corpus.CORPUS", (SENTENCE,))
-    seen = []
-    dev = rv.deviation(0.5, CPU, progress=lambda done, total: seen.append((done, total)))
-    assert seen == [(1, 1)] and dev.alpha == 0.5
-    fwd = minilm.forward(SENTENCE, device=CPU)
-    for layer in (0, 4):
-        d = figure4.fenchel_duals(fwd, layer, alpha=0.5)
-        lam, z = d.lam[0].numpy(), d.z[0].numpy()                    # (H, T, d)
-        want = np.linalg.norm(lam - 0.5 * z, axis=-1) / np.linalg.norm(lam, axis=-1)
-        np.testing.assert_allclose(dev.per_head[layer].numpy(), want, rtol=1e-9)
-    s = rv.figure4_summary(dev)
-    per_layer = dev.per_head.numpy().mean(axis=1)                    # (L, N): the heads averaged
-    assert s.n_tokens == 8 and s.n_problems == 6 * 12 * 8
-    assert abs(s.mean - per_layer.mean()) < 1e-12 and abs(s.largest - dev.per_head.numpy().max()) < 1e-12
-    assert abs(s.cls_mean - per_layer[:, 0].mean()) < 1e-12
-    assert abs(s.others_mean - per_layer[:, 1:].mean()) < 1e-12
-    assert s.max_grad_norm < 1e-8 and s.close == (s.mean < 0.1)
-
-
 # ---- the figures: every token labelled, colour bars, headroom, the linked Altair view ----------------------------
 
 def heatmap_colour_bars(fig) -> list[str]:
@@ -222,43 +200,6 @@ def test_attention_maps_thin_long_sentences_and_say_so():
     assert len(y.tickvals) * figs.THIN_PX <= 560 < n * figs.THIN_PX
 
 
-def test_figure4_is_computed_once_for_every_server_process(monkeypatch, tmp_path):
-    """The second call (another replica of make serve) loads the first one's result from the disk cache: the
-    same numbers, no progress reported, the computation not run; another alpha or corpus is computed."""
-    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr("wviz.models.corpus.CORPUS", (SENTENCE,))
-    first = rv.deviation(0.5, CPU)
-
-    def not_again(*args, **kwargs):
-        raise AssertionError("Figure 4 computed again")
-
-    monkeypatch.setattr(figure4, "fenchel_deviation", not_again)
-    seen = []
-    second = rv.deviation(0.5, CPU, progress=lambda done, total: seen.append(done))
-    assert type(second) is figure4.FenchelDeviation and second.alpha == first.alpha == 0.5 and seen == []
-    for name in ("per_layer", "per_head", "sentence", "position", "grad_norm"):
-        a, b = getattr(first, name), getattr(second, name)
-        assert a.dtype == b.dtype and torch.equal(a, b), name
-    with pytest.raises(AssertionError, match="computed again"):
-        rv.deviation(0.25, CPU)
-    monkeypatch.setattr("wviz.models.corpus.CORPUS", ("Two words.",))
-    with pytest.raises(AssertionError, match="computed again"):
-        rv.deviation(0.5, CPU)
-
-
-def test_figure4_histograms_leave_headroom():
-    from wviz.figures import real_transformer as figs
-
-    dev = torch.rand(6, 500, generator=torch.Generator().manual_seed(0)) ** 4 * 0.2
-    fig = figs.deviation_histograms(dev, 1.0)
-    bars = [t for t in fig.data if t.type == "bar"]
-    assert len(bars) == 6
-    for b in bars:
-        assert int(np.sum(b.y)) == 500
-        top = fig.layout[b.yaxis.replace("y", "yaxis")].range[1]
-        assert top >= 1.1 * max(b.y)                                    # the tallest bar is not cut
-
-
 def test_linked_altair_view_selects_a_query_and_filters_the_bars(comparison):
     """The Vega-Lite spec: a point selection on the query field, made on the heatmap (clicks) and filtering the
     bars; a drop-down parameter choosing the heatmap's normaliser; every (normaliser, query, key) weight in the
@@ -301,16 +242,15 @@ def test_try_this_items_are_valid_settings():
     for t in rv.TRY_THIS:
         p = t.params
         assert set(p) <= {rv.Keys.LAYER, rv.Keys.HEAD, rv.Keys.NORMALISERS, rv.Keys.TAU, rv.Keys.ALPHA, rv.Keys.GAMMA,
-                          rv.Keys.N_ITER, rv.Keys.DUAL_ALPHA, rv.Keys.RHO, rv.Keys.VIEW}
+                          rv.Keys.N_ITER, rv.Keys.RHO, rv.Keys.VIEW}
         rho = p.get(rv.Keys.RHO, float("inf"))
         assert rho in rv.RHOS and rv.rho_text(p.get(rv.Keys.RHO, 1.0)) == f"{p.get(rv.Keys.RHO, 1.0):g}"
         assert p.get(rv.Keys.VIEW, rv.Labels.SPARSITY) in (rv.Labels.SPARSITY, rv.Labels.LAYERS.format("sentence"),
-                                                           rv.Labels.CLICK, rv.Labels.RHO, rv.Labels.FIGURE4)
+                                                           rv.Labels.CLICK, rv.Labels.RHO)
         assert set(p.get(rv.Keys.NORMALISERS, [])) <= set(rv.CHOICES.values())  # as the multiselect writes the URL
         assert p.get(rv.Keys.TAU, 1.0) in grid
         assert p.get(rv.Keys.LAYER, 1) in range(1, 7) and p.get(rv.Keys.HEAD, 1) in range(1, 13)
         assert 1.0 <= p.get(rv.Keys.ALPHA, 1.5) <= 2.0 and round(p.get(rv.Keys.ALPHA, 1.5) / 0.05, 9) % 1 == 0
-        assert p.get(rv.Keys.DUAL_ALPHA, 1.0) in {float(f"{v:.3g}") for v in np.logspace(-2, 1, 37)}
         assert t.watch.endswith(".") and t.label
 
 
@@ -398,19 +338,10 @@ def watch_entmax_between(params):
     assert round(mean["entmax (alpha = 1.25, tau = 1)"], 2) == 0.36 and round(mean["sparsemax (tau = 1)"], 2) == 0.87
 
 
-def watch_figure4_small_alpha(params):
-    """On the whole bundled corpus, as the page shows it (rv.deviation: on disk once computed, else about 20 s)."""
-    small = rv.deviation(params[rv.Keys.DUAL_ALPHA], CPU).per_layer.mean(dim=1).numpy()
-    paper = rv.deviation(1.0, CPU).per_layer.mean(dim=1).numpy()
-    assert (0.045 < paper).all() and (paper < 0.085).all()                    # 0.05 to 0.08 at alpha = 1
-    assert (small < 0.012).all() and (small < paper / 5).all()                  # about 0.01, every layer
-
-
 WATCH = {"Sparsemax at tau = 0.1": watch_sharp_sparsemax,
          "From the model's softmax to Sinkformer": watch_rho_to_sinkformer,
          "An attention sink: layer 5, head 8, under Sinkhorn": watch_attention_sink,
-         "entmax between softmax and sparsemax": watch_entmax_between,
-         "Figure 4 at alpha = 0.1": watch_figure4_small_alpha}
+         "entmax between softmax and sparsemax": watch_entmax_between}
 
 
 @pytest.mark.parametrize("item", rv.TRY_THIS, ids=lambda t: t.label)
@@ -432,7 +363,7 @@ def tiny_models(tmp_path_factory):
         tiny.save(kind, root / f"tiny-{kind}")
     (root / "not-a-model").mkdir()
     found = rv.hub.find_models([root])
-    lenses = {m.name.removeprefix("tiny-"): rv.load(CPU, m) for m in found.models[1:]}
+    lenses = {m.name.removeprefix("tiny-"): rv.hub.load(m, CPU) for m in found.models[1:]}
     return root, found, lenses
 
 
@@ -485,7 +416,7 @@ def test_the_masked_top_5_is_the_mlm_head_of_a_direct_forward(tiny_models):
     sparse = g.by_normaliser["sparsemax (tau = 0.5)"]
     assert sparse.labels == tuple(bert.tokenizer.convert_ids_to_tokens(want.indices.tolist()))
     assert rv.mask_hint(bert, c) is None and "write [MASK]" in rv.mask_hint(bert, tiny_comparison(bert, "the cat"))
-    assert rv.guesses(rv.load(CPU), rv.comparison(ALL, 1.0, run)) == ()           # MiniLM has no head
+    assert rv.guesses(rv.hub.load(None, CPU), rv.comparison(ALL, 1.0, run)) == ()           # MiniLM has no head
 
 
 def test_a_decoders_maps_give_no_weight_to_a_future_token(tiny_models):
@@ -640,23 +571,9 @@ def test_pictures_bundled_and_uploaded():
         rv.example_picture("cat.jpg")
 
 
-def test_figure4_for_any_encoder_keyed_by_the_model(tiny_models, monkeypatch, tmp_path):
-    """Figure 4 on a tiny BERT is its own result on disk (the model's key in the cache key), not MiniLM's; a decoder
-    is refused in words."""
-    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr("wviz.models.corpus.CORPUS", (SENTENCE,))
-    models = tiny_models[2]
-    tiny = rv.deviation(1.0, CPU, lens=models["bert"])
-    assert tuple(tiny.per_head.shape[:2]) == (2, 4)
-    assert tuple(rv.deviation(1.0, CPU).per_head.shape[:2]) == (6, 12)            # MiniLM's, not the tiny one's
-    assert torch.equal(rv.deviation(1.0, CPU, lens=models["bert"]).per_head, tiny.per_head)
-    with pytest.raises(ValueError, match="reads an encoder's attention; tiny-gpt2 is a decoder"):
-        rv.deviation(1.0, CPU, lens=models["gpt2"])
-
-
 def test_inputs_up_to_the_models_maximum():
     """The 128-token cap is gone: MiniLM reads 512 word pieces ([CLS] and [SEP] included), not 513."""
-    minilm_lens = rv.load(CPU)
+    minilm_lens = rv.hub.load(None, CPU)
     assert rv.catalogue.token_limit(minilm_lens) == 512 and rv.catalogue.shape(minilm_lens) == (6, 12)
     text = " ".join(["word"] * 510)
     assert rv.input_length(minilm_lens, text) == 512 > rv.SHORT
@@ -737,3 +654,16 @@ def test_the_readmes_your_model_snippet_runs_on_tiny_models(tmp_path, monkeypatc
     exec(compile(code, "README.md", "exec"), space)                     # noqa: S102 (the README's own example)
     assert tuple(space["f"].attention.shape) == (1, 2, 4, 17, 17)
     assert space["bert"].family == "encoder" and space["gpt2"].head == "causal-lm"
+
+
+def test_a_link_to_the_old_figure4_view_opens_the_heads_dual_page_in_its_state():
+    """The model, sentence, alpha and presentation mode of an old Figure 4 link travel under the new page's keys;
+    the rest of the old link (tau, the normalisers) belongs to this page and is dropped; any other link stays."""
+    from wviz.views import heads_dual as hd
+
+    old = {rv.Keys.VIEW: rv.FIGURE4_VIEW, rv.Keys.MODEL: "folder:/srv/models/bert", rv.Keys.SENTENCE: "Bees.",
+           "dual_alpha": "0.1", rv.Keys.TAU: "2", "presentation": "true"}
+    assert rv.figure4_link(old) == {hd.Keys.MODEL: "folder:/srv/models/bert", hd.Keys.SENTENCE: "Bees.",
+                                    hd.Keys.ALPHA: "0.1", "presentation": "true"}
+    assert rv.figure4_link({rv.Keys.VIEW: rv.Labels.SINKS, "dual_alpha": "0.1"}) is None
+    assert rv.FIGURE4_VIEW not in vars(rv.Labels).values()

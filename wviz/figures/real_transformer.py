@@ -273,56 +273,6 @@ def rho_sweep(sweep, rho_now: float) -> go.Figure:
     return fig
 
 
-def deviation_histograms(per_layer, alpha: float, bins: int = 30, model: str = "MiniLM") -> go.Figure:
-    """Figure 4 of 002 on ``model``: per layer, the histogram of ||lambda* - alpha z|| / ||lambda*|| (averaged over
-    heads) over all samples, with the mean as a red vertical line. Each panel's y range runs to 15 % above its
-    tallest bar, so no bar is cut at the top."""
-    dev = to_numpy(per_layer)
-    L = dev.shape[0]
-    cols = 3
-    rows = math.ceil(L / cols)
-    means = dev.mean(axis=1)
-    fig = make_subplots(rows=rows, cols=cols,
-                        subplot_titles=[f"layer {l}: mean {m:.3f}" for l, m in enumerate(means, 1)],
-                        vertical_spacing=0.2, horizontal_spacing=0.08)
-    edges = np.linspace(0.0, max(float(dev.max()), 1e-12), bins + 1)
-    centres = (edges[:-1] + edges[1:]) / 2
-    bars, lines, axes = [], [], {}
-    for layer in range(L):  # one layout update for every panel: Plotly validates each per-subplot call anew
-        n = "" if layer == 0 else str(layer + 1)
-        counts, _ = np.histogram(dev[layer], bins=edges)
-        bars.append(go.Bar(x=centres, y=counts, width=edges[1] - edges[0], marker_color=PALETTE[0], xaxis=f"x{n}",
-                           yaxis=f"y{n}", name=f"layer {layer + 1}", showlegend=False,
-                           hovertemplate="deviation %{x:.3f}: %{y} tokens<extra></extra>"))
-        lines.append(dict(type="line", xref=f"x{n}", yref=f"y{n} domain", x0=float(means[layer]),
-                          x1=float(means[layer]), y0=0, y1=1, line=dict(color="red", width=2)))
-        axes[f"xaxis{n}"] = dict(range=[0, edges[-1]], nticks=4)
-        axes[f"yaxis{n}"] = dict(range=[0, 1.15 * max(int(counts.max()), 1)])
-    fig.add_traces(bars)
-    fig.update_layout(shapes=lines, **axes)
-    fig.update_xaxes(title_text="relative deviation", row=rows)
-    fig.update_yaxes(title_text="query tokens", col=1)
-    fig.update_layout(title=dict(text=f"Figure 4 of 002 on {model} (alpha = {alpha:g})",
-                                 subtitle_text="||lambda* - alpha z|| / ||lambda*||, averaged over the heads; red: "
-                                               "the mean"),
-                      height=280 * rows + 170, margin=dict(t=140, b=70, l=75, r=20), bargap=0)
-    return fig
-
-
-def deviation_per_head(per_head) -> go.Figure:
-    """Mean relative deviation of every head (layers 1..L down, heads 1..H across): Appendix C / Figure 5 of 002 in
-    short."""
-    mean = to_numpy(per_head).mean(axis=-1)
-    L, H = mean.shape
-    fig = go.Figure(go.Heatmap(z=mean, x=list(range(1, H + 1)), y=list(range(1, L + 1)), colorscale="Cividis",
-                               colorbar=dict(title="mean<br>deviation"),
-                               hovertemplate="layer %{y}, head %{x}: mean deviation %{z:.3f}<extra></extra>"))
-    fig.update_layout(title="Mean relative deviation per head (Appendix C of 002)", height=360,
-                      xaxis=dict(title="head", dtick=1), yaxis=dict(title="layer", dtick=1, autorange="reversed"),
-                      margin=dict(t=60, b=75, l=70, r=105))
-    return fig
-
-
 def _token_text(label: str) -> str:
     """A predicted token as a cell shows it: spaces as '␣' (GPT-2's ' cat' and 'cat' are two tokens), a line break
     as '↵', a tab as '⇥', any other invisible character by its escape ('\\x12'), which a cell would draw as

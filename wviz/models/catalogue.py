@@ -1,14 +1,34 @@
-"""The models the Real transformer page offers, and what it says of each: the bundled MiniLM, the model folders of
-WVIZ_MODELS (wviz.models.hub finds them), an upload; the selector's options, the model a link names, the model's
-size and limits, one sentence on what the page shows of it.
+"""The models the pages that open a real transformer offer (Real transformer; Heads solve the dual, encoders only),
+and what they say of each: the bundled MiniLM, the model folders of WVIZ_MODELS (wviz.models.hub finds them), an
+upload; the selector's options, the model a link names, the model's size and limits, one sentence on what the Real
+transformer page shows of it.
 """
 from __future__ import annotations
 
 from wviz.models import families, hub, lens as lenses, safety
 
-__all__ = ["UPLOAD", "options", "from_url", "info", "upload_cap_mb", "token_limit", "shape", "patch_grid", "about"]
+__all__ = ["UPLOAD", "of_families", "of_family", "options", "from_url", "info", "upload_cap_mb", "token_limit",
+           "shape", "patch_grid", "about"]
 
 UPLOAD = "upload"   # the selector's choice of an uploaded .zip (never part of a link)
+
+
+def of_families(found: hub.Catalogue, families) -> hub.Catalogue:
+    """The models of ``found`` whose family is one of ``families``, which hold "encoder" (the bundled MiniLM, first).
+
+    >>> from wviz.models import catalogue, hub
+    >>> [m.name for m in catalogue.of_families(hub.find_models([]), ("encoder",)).models]
+    ['all-MiniLM-L6-v2']
+    """
+    return hub.Catalogue(tuple(m for m in found.models if m.family in families), found.skipped)
+
+
+def of_family(lens: hub.Lens, families) -> hub.Lens:
+    """``lens`` if its family is one of ``families``; else ValueError naming the families the page opens."""
+    if lens.family not in families:
+        raise ValueError(f"{lens.info.name} is a model of the {lens.family} family; this page opens "
+                         f"{' and '.join(families)} models only")
+    return lens
 
 
 def options(found: hub.Catalogue) -> dict[str, str]:

@@ -13,10 +13,12 @@
     style       the CSS and script that fit a page to a projector; presentation mode; plain (text shown as text)
     background  background / wait_for: work of many seconds in a worker thread
     process     freeze_imports, torch threads
+    models      choose_model: the sidebar's Model selector of the pages that open a real transformer
 """
 from wviz.ui.background import background, wait_for
 from wviz.ui.drag import LIVE_MAX_ENTRIES, Slider, follow
 from wviz.ui.lecture import built, equation
+from wviz.ui.models import choose_model
 from wviz.ui.output import (View, animation, example_file, figure_view, shared_figure, show_chart, show_figure,
                             side_by_side, views)
 from wviz.ui.page import cite, device_badge, page_setup, where_solved
@@ -26,7 +28,8 @@ from wviz.ui.state import renamed_params, table_editor, table_from_url
 from wviz.ui.style import plain
 from wviz.ui.widgets import log_grid, log_slider
 
-__all__ = ["background", "wait_for", "built", "equation", "View", "animation", "example_file", "figure_view",
-           "shared_figure", "show_chart", "show_figure", "side_by_side", "views", "cite", "device_badge", "page_setup",
-           "where_solved", "freeze_imports", "fragment", "guarded", "live", "renamed_params", "table_editor",
-           "table_from_url", "log_slider", "log_grid", "LIVE_MAX_ENTRIES", "Slider", "follow", "plain"]
+__all__ = ["background", "wait_for", "built", "equation", "choose_model", "View", "animation", "example_file",
+           "figure_view", "shared_figure", "show_chart", "show_figure", "side_by_side", "views", "cite",
+           "device_badge", "page_setup", "where_solved", "freeze_imports", "fragment", "guarded", "live",
+           "renamed_params", "table_editor", "table_from_url", "log_slider", "log_grid", "LIVE_MAX_ENTRIES", "Slider",
+           "follow", "plain"]

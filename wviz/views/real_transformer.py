@@ -2,10 +2,11 @@
 folder of WVIZ_MODELS or an uploaded .zip: :mod:`wviz.models.hub`) with the softmax of every head replaced
 (:mod:`wviz.models.lens`), what a user of its family looks at (:mod:`wviz.models.tasks`: the top 5 for a [MASK], the
 next token and the perplexity of a paragraph, an image's classes, the class token over the patches and rollout),
-attention sinks (:mod:`wviz.models.sinks`) and Figure 4 of 002 on an encoder (:mod:`wviz.models.figure4`).
+and attention sinks (:mod:`wviz.models.sinks`). Figure 4 of 002 has its own page (wviz.views.heads_dual), which a
+link to this page's old Figure 4 view opens (:func:`figure4_link`).
 
-Two alphas meet on this page and keep two names here: ``Settings.alpha`` is the entmax index of the normaliser
-(1 = softmax, 2 = sparsemax); ``dual_alpha`` is the reliability of the evidence z in problem (4) of 002.
+``Settings.alpha`` is the entmax index of the normaliser (1 = softmax, 2 = sparsemax); the reliability alpha of
+002's problem (4) belongs to the page "Heads solve the dual".
 
 Sinkhorn's rho (semi-relaxed OT, Chizat et al. 2018) holds the keys' columns softly: rho -> 0 at gamma = tau = 1 is
 the model's own softmax, rho = infinity Sinkformer's doubly-stochastic attention (Sander et al. 2022); the rho sweep
@@ -27,24 +28,23 @@ from collections.abc import Callable
 import pandas as pd
 import torch
 
-from wviz import disk_cache, grids
+from wviz import grids
 from wviz.device import get_device
 from wviz.guide import Try
-from wviz.models import catalogue, corpus, figure4, hub, lens as lenses, minilm, safety, sinks, tasks
+from wviz.models import catalogue, corpus, hub, lens as lenses, minilm, safety, sinks, tasks
 
-__all__ = ["CHOICES", "DEFAULT_SENTENCE", "DEFAULT_CHOSEN", "CORPUS_SIZE", "BASE", "PICTURES", "LINKED_MAX", "SINKS",
-           "Settings", "params", "catalogue", "hub", "load", "load_upload", "example_picture", "read_picture", "SHORT",
+__all__ = ["CHOICES", "DEFAULT_SENTENCE", "DEFAULT_CHOSEN", "BASE", "PICTURES", "LINKED_MAX", "SINKS",
+           "Settings", "params", "catalogue", "hub", "example_picture", "read_picture", "SHORT",
            "input_length", "forward", "Comparison", "tau_enters", "comparison", "fixed_comparison", "OneHead",
            "ColumnError", "one_head", "at_defaults", "sparsity_maps", "Pruning", "pruning", "layer_distances",
            "change_table", "Guesses", "guesses", "mask_hint", "SinkMaps", "uniform_share", "sink_maps", "PatchMaps",
-           "patch_maps", "PERPLEXITY_TAUS", "Perplexities", "perplexities", "deviation", "Figure4Summary",
-           "figure4_summary", "shown", "TRY_THIS", "RHOS", "rho_text", "RhoSweep", "rho_sweep", "Keys", "Labels"]
+           "patch_maps", "PERPLEXITY_TAUS", "Perplexities", "perplexities", "figure4_link", "shown", "TRY_THIS",
+           "RHOS", "rho_text", "RhoSweep", "rho_sweep", "Keys", "Labels"]
 
 DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
 DEFAULT_CHOSEN = ("sparsemax", "entmax", "sinkhorn")   # the normalisers the page starts with
 CHOICES = {"softmax": "softmax (temperature tau)", "sparsemax": "sparsemax", "entmax": "alpha-entmax",
            "sinkhorn": "Sinkhorn (doubly stochastic)"}
-CORPUS_SIZE = len(corpus.CORPUS)
 BASE = ("softmax", (("tau", 1.0),))  # the model's own attention: softmax at tau = 1
 RHOS = grids.rho_grid()        # Sinkhorn's rho slider: 1e-3 to 1e4, then infinity (doubly stochastic)
 rho_text = grids.rho_text
@@ -77,7 +77,6 @@ class Keys:
     PICTURE = "picture"
     PICTURE_FILE = "picture_file"
     TAU = "tau"
-    DUAL_ALPHA = "dual_alpha"
     VIEW = "view"
 
 
@@ -89,7 +88,6 @@ class Labels:
     RHO = "Sinkhorn's rho: softmax to Sinkformer"
     SINKS = "Attention sinks"
     PERPLEXITY = "Perplexity as tau moves"
-    FIGURE4 = "Figure 4 of 002"
 
 
 @dataclass(frozen=True)
@@ -118,18 +116,6 @@ def params(settings: Settings, name: str, tau: float) -> Params:
 
 
 # ---- the model ----------------------------------------------------------------------------------------------------
-
-def load(device: str, info: hub.ModelInfo | None = None) -> hub.Lens:
-    """The model ``info`` (a ModelInfo of the catalogue; None: the bundled MiniLM) on ``device``, offline, with
-    every head's normaliser swappable; ValueError when it cannot be loaded."""
-    return hub.load(info, device)
-
-
-def load_upload(raw: bytes, device: str, name: str) -> hub.Lens:
-    """An uploaded .zip of a model folder, checked (wviz.models.safety) and loaded; ValueError listing every
-    problem of a refused one. ``name``: the file's name, its '.zip' dropped."""
-    return hub.load_upload(raw, device, name=name.removesuffix(".zip") or "upload")
-
 
 def example_picture(name: str):
     """One of PICTURES as an RGB PIL image: scikit-learn's sample photographs (shipped with it, 640 x 427) or a
@@ -544,55 +530,27 @@ def rho_sweep(sentence, gamma: float, n_iter: int, device: str, rhos=SWEEP_RHOS,
                     ((changes[0].cosine, changes[0].layer_distance), (changes[-1].cosine, changes[-1].layer_distance)))
 
 
-# ---- Figure 4 of 002 ------------------------------------------------------------------------------------------
+# ---- links from before Figure 4 had its own page ------------------------------------------------------------
 
-# Figure 4's version in the shared disk cache: raise it when fenchel_deviation's numbers change.
-FIGURE4_VERSION = 1
-
-
-def deviation(dual_alpha: float, device: str, progress=None, lens: hub.Lens | None = None) -> figure4.FenchelDeviation:
-    """Sec. 8 / Figure 4 of 002 over the bundled corpus at reliability ``dual_alpha`` of z in problem (4), on the
-    encoder ``lens`` (None: the bundled MiniLM): ||lambda* - alpha z|| / ||lambda*|| for every layer, head and
-    token. progress(done, total) after each batch. ValueError for a decoder or an image model.
-
-    Seconds of work: computed once per (model, corpus, alpha, device) for every server process (wviz.disk_cache,
-    keyed by the model's key: 'bundled', 'folder:<path>' or 'upload:<sha256>'); a result loaded from there reports
-    no progress."""
-    lens = lens if lens is not None else hub.load(None, device)
-    if lens.family != "encoder":
-        raise ValueError(f"Figure 4 of 002 reads an encoder's attention; {lens.info.name} is a {lens.family}")
-    params = {"corpus": list(corpus.CORPUS), "alpha": float(dual_alpha), "device": device, "model": lens.info.key}
-    return disk_cache.cached("figure4", params, FIGURE4_VERSION,
-                             lambda: figure4.fenchel_deviation(alpha=dual_alpha, device=device, progress=progress,
-                                                               lens=lens),
-                             types=(figure4.FenchelDeviation,))
+FIGURE4_VIEW = "Figure 4 of 002"   # the view this page had; links to it open the page "Heads solve the dual"
+# this page's URL keys -> that page's, for what a link to the view set (its alpha kept its name)
+FIGURE4_MOVED = {Keys.MODEL: "dual_model", Keys.SENTENCE: "dual_sentence", "dual_alpha": "dual_alpha",
+                 "presentation": "presentation"}
 
 
-@dataclass(frozen=True)
-class Figure4Summary:
-    """The numbers under Figure 4: query tokens, dual problems solved, the largest gradient norm at lambda*, the
-    mean and largest deviation, and the mean over the first token's queries ([CLS]) and over the other tokens."""
+def figure4_link(params: dict) -> dict | None:
+    """The query of the page "Heads solve the dual" for a link (its query parameters) that opens this page's old
+    Figure 4 view: the model, sentence, alpha and presentation mode it set; None for any other link.
 
-    n_tokens: int
-    n_problems: int
-    max_grad_norm: float
-    mean: float
-    largest: float
-    cls_mean: float
-    others_mean: float
-
-    @property
-    def close(self) -> bool:
-        """Whether alpha z is close to lambda* on average (mean deviation below 0.1), as in the paper's panels."""
-        return self.mean < 0.1
-
-
-def figure4_summary(dev: figure4.FenchelDeviation) -> Figure4Summary:
-    """Means over positions of the head-averaged deviation (the histogrammed samples of Figure 4)."""
-    d = dev.per_layer
-    return Figure4Summary(d.shape[1], dev.per_head.numel(), float(dev.grad_norm.max()), float(d.mean()),
-                          float(dev.per_head.max()), float(d[:, dev.position == 0].mean()),
-                          float(d[:, dev.position > 0].mean()))
+    >>> from wviz.views.real_transformer import figure4_link
+    >>> figure4_link({"view": "Figure 4 of 002", "dual_alpha": "0.1", "tau": "2"})
+    {'dual_alpha': '0.1'}
+    >>> figure4_link({"view": "Sparsity per head"}) is None
+    True
+    """
+    if params.get(Keys.VIEW) != FIGURE4_VIEW:
+        return None
+    return {FIGURE4_MOVED[k]: v for k, v in params.items() if k in FIGURE4_MOVED}
 
 
 # ---- guided experiments ----------------------------------------------------------------------------------------
@@ -603,8 +561,8 @@ def shown(*names: str) -> list[str]:
     return [CHOICES[n] for n in names]
 
 
-# Values as the URL holds them: layer and head ints (their selectboxes' options, counted from 1), tau and dual_alpha
-# points of their log grids (0.1, 1 and 10 are), alpha a float on its 0.05 grid, the normalisers by label (shown). On
+# Values as the URL holds them: layer and head ints (their selectboxes' options, counted from 1), tau on
+# its log grid (0.1, 1 and 10 are), alpha a float on its 0.05 grid, the normalisers by label (shown). On
 # the default sentence (13 word pieces) head 8 of layer 5 sends 10.7 of its 13 units of attention to [CLS]. Every
 # link opens the bundled MiniLM (a link names no model).
 TRY_THIS = (
@@ -624,7 +582,4 @@ TRY_THIS = (
                                                Keys.ALPHA: 1.25},
         "alpha = 1.25 keeps more keys than sparsemax yet still sets weights exactly to zero: compare the panels "
         "and the 'Sparsity per head' view (36 % zeros on average, against sparsemax's 87 %)."),
-    Try("Figure 4 at alpha = 0.1", {Keys.DUAL_ALPHA: 0.1, Keys.VIEW: Labels.FIGURE4},
-        "Every layer's histogram moves towards 0 (Theorem 2): its mean deviation falls from 0.05 to 0.08 at alpha "
-        "= 1 to about 0.01; the less reliable the evidence z, the closer alpha z is to the true lambda*."),
 )
