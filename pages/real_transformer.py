@@ -1,6 +1,6 @@
 """Page "Real transformer": a real transformer (the bundled all-MiniLM-L6-v2, a model folder of WVIZ_MODELS or an
-uploaded .zip) with its attention normaliser swapped, what a user of its family looks at, and attention sinks
-(Figure 4 of 002, read from the same models: the page "Heads solve the dual")."""
+uploaded .zip) with its attention normaliser swapped, what a user of its family looks at, and attention sinks.
+Figure 4 of 002 on the same models is the page "Heads solve the dual"."""
 import streamlit as st
 
 from wviz import ui
@@ -180,7 +180,7 @@ def equations(causal: bool):
 def draw_fixed(c: rv.Comparison):
     """Above tau's fragment: the tokens, the equations and the maps that tau does not change (the original head,
     Sinkhorn), which a tau move leaves standing instead of sending again."""
-    st.caption(figs.tokens_text(c.tokens, c.family))
+    st.caption(ui.plain(figs.tokens_text(c.tokens, c.family)))   # the tokenizer's pieces, shown as text
     st.subheader("One head, every normaliser")
     equations(c.family == "decoder")
     ui.show_figure(figs.fixed_maps(rv.one_head(c, layer, head)), key="maps_fixed")

@@ -1,9 +1,19 @@
-"""Untrusted uploads: strict parsing with plain messages; and the sample clouds."""
+"""Untrusted uploads: strict parsing with plain messages, zips refused by the checks every zip upload shares; and the
+sample clouds."""
+import dataclasses
+import re
+import stat
+import struct
+import zipfile
+from io import BytesIO
+
 import pandas as pd
 import pytest
 import torch
+from PIL import Image
 
 from wviz import io, sample_data
+from wviz.models import safety
 
 
 def test_points_csv_round_trip_and_normalised_masses():
@@ -191,3 +201,96 @@ def test_the_example_files_are_read_by_their_own_parsers():
     assert torch.allclose(b, torch.tensor([0.25, 0.75], dtype=torch.float64))
     C = io.read_matrix_csv(io.MATRIX_EXAMPLE.encode(), example=io.MATRIX_EXAMPLE)
     assert torch.equal(C, torch.tensor([[0.0, 1, 4], [1, 0, 1], [4, 1, 0]], dtype=torch.float64))
+
+
+# ---- zip uploads: a test split and a model, through the same checks (wviz.io.open_zip) --------------------------
+
+def zipped(members: dict, links=()) -> bytes:
+    """A zip of {name: bytes} (deflated); the names in ``links`` stored as symbolic links."""
+    buffer = BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, raw in members.items():
+            info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            if name in links:
+                info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            z.writestr(info, raw)
+    return buffer.getvalue()
+
+
+def picture() -> bytes:
+    buffer = BytesIO()
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def refusals(raw: bytes) -> tuple[str, str]:
+    """The refusals of ``raw`` as a test split (read_test_zip) and as a model (safety.unpacked)."""
+    with pytest.raises(ValueError) as as_test:
+        io.read_test_zip(raw, 3, 8, ["a", "b"])
+    with pytest.raises(ValueError) as as_model, safety.unpacked(raw):
+        pass
+    return str(as_test.value), str(as_model.value)
+
+
+def forged_count(raw: bytes, count: int) -> bytes:
+    """``raw`` with the number of entries its end record states set to ``count``."""
+    end = struct.unpack("<4s4H2LH", raw[-22:])
+    return raw[:-22] + struct.pack("<4s4H2LH", *end[:3], count, count, *end[5:])
+
+
+HOSTILE_ZIPS = [
+    ({"../evil.png": None}, (), r"'\.\./evil\.png' leads outside the zip's folder \('\.\.', backslashes\)"),
+    ({"test/a/link.png": b"/etc/passwd"}, ("test/a/link.png",), r"'test/a/link\.png' is a symbolic link"),
+    ({"test/a/big.png": bytes(2 * 2 ** 20)}, (), r"'test/a/big\.png' unpacks to 10\d\d times its packed size: "
+                                                 "refused as a zip bomb"),
+]
+
+
+@pytest.mark.parametrize("members, links, problem", HOSTILE_ZIPS, ids=[p[:20] for *_, p in HOSTILE_ZIPS])
+def test_a_hostile_test_images_zip_is_refused_as_a_model_zip_is(members, links, problem):
+    good = {"test/a/1.png": picture(), "test/b/2.png": picture()}
+    raw = zipped(good | {k: picture() if v is None else v for k, v in members.items()}, links)
+    as_test, as_model = refusals(raw)
+    assert re.match(f"The test-images zip has a problem:\n- {problem}\n\nA valid test-images zip looks like", as_test)
+    assert re.match(f"The model zip has a problem:\n- {problem}\n\nA valid model zip looks like", as_model)
+
+
+def test_a_test_images_zip_of_too_many_entries_is_refused_before_it_is_parsed(monkeypatch):
+    raw = zipped({"test/a/1.png": picture(), "test/b/2.png": picture(), "test/b/3.png": picture()})
+    monkeypatch.setattr(io.zipfile, "ZipFile", lambda *a, **k: pytest.fail("zipfile parsed the directory"))
+    as_test, as_model = refusals(forged_count(raw, 65_535))
+    assert as_test == ("The test-images zip has a problem:\n- it holds 65,535 files; at most 10,000 images are read "
+                       "(wviz opens zips of at most 20,000)")
+    assert as_model.startswith("The model zip has a problem:\n- it holds 65,535 files; a model folder has tens")
+    # an end record that understates them: the entries' own signatures in the directory are counted
+    monkeypatch.setattr(io, "TEST_ZIP", dataclasses.replace(io.TEST_ZIP, most=2))
+    with pytest.raises(ValueError, match=r"- it holds 3 files; at most 10,000 images are read \(wviz opens zips of "
+                                         r"at most 2\)$"):
+        io.read_test_zip(forged_count(raw, 1), 3, 8, ["a", "b"])
+
+
+def test_a_test_image_whose_declared_size_lies_is_refused_as_it_is_read():
+    raw = bytearray(zipped({"test/a/1.png": picture(), "test/b/2.png": picture()}))
+    at = raw.index(b"PK\x01\x02")                         # the directory's entry of test/a/1.png
+    size = struct.unpack_from("<L", raw, at + 24)[0]
+    for change, problem in ((+1000, "test/a/1.png: unpacks to fewer bytes than its header declares"),
+                            (-1, "test/a/1.png: Bad CRC-32 for file 'test/a/1.png'")):   # zipfile stops at the size
+        struct.pack_into("<L", raw, at + 24, size + change)
+        with pytest.raises(ValueError) as err:
+            io.read_test_zip(bytes(raw), 3, 8, ["a", "b"])
+        assert str(err.value) == f"The test-images zip has a problem:\n- {problem}"
+
+
+def test_a_member_is_never_read_past_its_declared_size():
+    """zipfile itself stops at the declared size; io.unzipped does not rely on it."""
+    class Lying:
+        def open(self, info):
+            return BytesIO(bytes(10))
+
+    info = zipfile.ZipInfo("test/a/1.png")
+    info.file_size = 4
+    with pytest.raises(ValueError, match="^unpacks to more bytes than its header declares$"):
+        b"".join(io.unzipped(Lying(), info))        # type: ignore[arg-type]
+    info.file_size = 10
+    assert b"".join(io.unzipped(Lying(), info)) == bytes(10)   # type: ignore[arg-type]

@@ -243,3 +243,18 @@ def test_minilm_reads_512_word_pieces():
         minilm.forward(words + " cat", max_tokens=None, device="cpu")
     with pytest.raises(ValueError, match="at most 128"):
         minilm.forward(words, device="cpu")
+
+
+@pytest.mark.parametrize("kind, added", [("bert", " (with [CLS] and [SEP])"), ("roberta", " (with [CLS] and [SEP])"),
+                                         ("llama", " (with <s>)"), ("gpt2", "")])
+def test_a_text_too_long_names_the_tokens_the_tokenizer_adds_around_it_not_unk(loaded, kind, added):
+    """The unknown token is one of each tokenizer's special tokens, but it stands for a piece of the text (a word
+    of no vocabulary, or the unknown token typed), not for a token added around it: an over-long text full of them
+    is counted with [CLS] and [SEP], or <s>, or nothing, as its tokenizer adds."""
+    tokenizer = loaded[kind].tokenizer
+    text = " ".join([f"zqxv {tokenizer.unk_token} wq"] * 30)   # zqxv: [UNK] in BERT's words; typed: in every one
+    ids = tokenizer(text)["input_ids"]
+    assert tokenizer.unk_token in tokenizer.all_special_tokens and tokenizer.unk_token_id in ids
+    with pytest.raises(ValueError) as refused:
+        lens.forward(loaded[kind], text, max_tokens=8)
+    assert str(refused.value) == f"the sentence is {len(ids)} tokens long{added}; at most 8 are allowed, shorten it"

@@ -15,6 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
+from wviz.io import zip_entries
 from wviz.models import hub, lens, safety, tiny
 
 
@@ -118,7 +119,8 @@ def test_unsupported_models_and_broken_files_get_a_plain_message(bert_folder, sc
                       scratch, "cannot open a model of type 'mpnet'")
     assert "encoders (BERT" in message and "decoders (GPT-2" in message and "image classifiers (ViT, DeiT)" in message
     refused(zipped(files | {"model.safetensors": os.urandom(4096)}), scratch, "not a safetensors file")
-    refused(zipped(files | {"model.safetensors": files["model.safetensors"][:-100]}), scratch, "cut short")
+    refused(zipped(files | {"model.safetensors": files["model.safetensors"][:-100]}), scratch,
+            "model.safetensors: truncated safetensors file")
     refused(zipped(files | {"config.json": b"{not json"}), scratch, "config.json is not valid JSON")
     refused(zipped({k: v for k, v in files.items() if k != "config.json"}), scratch, "no config.json")
     refused(zipped({k: v for k, v in files.items() if not k.startswith("tokenizer")}), scratch, "no tokenizer files")
@@ -371,7 +373,8 @@ def tensor(dtype, shape, begin, end) -> dict:
     ({"w": tensor("F32", [2.5], 0, 10)}, 10, "has the shape \\[2.5\\]"),
     ({"w": tensor("F32", [2], 8, 0)}, 8, r'has the data_offsets \[8, 0\], not \[begin, end\]'),
     ({"w": tensor("F32", [2], 0, 8)}, 12, "4 bytes follow its last tensor"),
-    ({"w": tensor("F32", [4], 0, 16)}, 8, "cut short: its header describes 16 bytes of tensors, the file has 8"),
+    ({"w": tensor("F32", [4], 0, 16)}, 8, "truncated safetensors file: its header describes 16 bytes of tensors, the "
+                                          "file has 8"),
     ({"w": tensor("F32", [2], 0, 8), "__metadata__": {"format": 1}}, 8, "its header is not a table of tensors"),
     ({"w": [1, 2]}, 0, 'tensor "w" has the dtype null'),
 ])
@@ -381,16 +384,48 @@ def test_a_safetensors_header_that_is_not_sound_is_refused_as_safetensors_would(
 
     raw = safetensors_file(header, bytes(data))
     folder = hostile(tiny_folders, tmp_path, "bert", files={"model.safetensors": raw})
-    unloaded(folder, "model.safetensors .*" + match, monkeypatch)
+    unloaded(folder, "model.safetensors: .*" + match, monkeypatch)
     with pytest.raises((SafetensorError, ValueError)):        # safetensors itself refuses each of them
         with safe_open(str(folder / "model.safetensors"), "pt") as f:
             [f.get_tensor(k) for k in f.keys()]
 
 
+ONE_READER = [   # (a safetensors file, what is wrong with it): both callers read it with wviz.safetensors_header
+    (struct.pack("<Q", 10 ** 6) + b"{}", "truncated safetensors file, or not a safetensors file: its header needs "
+                                         "1,000,000 bytes but only 2 follow"),
+    (struct.pack("<Q", 11) + b"{not: json}", "not a safetensors file: its header is not JSON"),
+    (safetensors_file({"w": tensor("Q9", [2], 0, 8)}, bytes(8)),
+     'not a sound safetensors file: tensor "w" has the dtype "Q9"; wviz reads F64, F32, F16, BF16'),
+    (safetensors_file({"w": tensor("F32", [2], 0, 8), "b": tensor("F32", [2], 4, 12)}, bytes(12)),
+     'not a sound safetensors file: tensor "b" overlaps the tensor before it'),
+    (safetensors_file({"w": tensor("F32", [1], 0, 4), "b": tensor("F32", [1], 8, 12)}, bytes(12)),
+     'not a sound safetensors file: tensor "b" starts 4 bytes after the one before'),
+    (safetensors_file({"w": tensor("F32", [3], 0, 8)}, bytes(8)),
+     r'not a sound safetensors file: tensor "w" of shape \[3\] in F32 takes 12 bytes but its offsets hold 8'),
+]
+
+
+@pytest.mark.parametrize("raw, match", ONE_READER, ids=[m[:40] for _, m in ONE_READER])
+def test_one_safetensors_reader_refuses_an_unsound_header_for_model_folders_and_checkpoints(tiny_folders, tmp_path,
+                                                                                           monkeypatch, raw, match):
+    from wviz.safetensors_header import read_header
+    from wviz.vit.checkpoint import CHECKPOINT_HEADER, load_checkpoint
+
+    for limits in (safety.MODEL_HEADER, CHECKPOINT_HEADER):
+        with pytest.raises(ValueError, match="^" + match):
+            read_header(io.BytesIO(raw), len(raw), limits)
+    with pytest.raises(ValueError, match="^" + match):     # the inspector's page names the checkpoint itself
+        load_checkpoint(raw, name="c.safetensors")
+    folder = hostile(tiny_folders, tmp_path, "bert", files={"model.safetensors": raw})
+    message = unloaded(folder, "model.safetensors: " + match, monkeypatch)
+    assert message.startswith("The model folder has a problem:\n- model.safetensors: ")
+
+
 def test_a_header_over_the_limit_and_weights_over_the_cap_in_float32_are_refused(tiny_folders, tmp_path, monkeypatch):
     huge = struct.pack("<Q", safety.MAX_HEADER + 1) + b" " * (safety.MAX_HEADER + 8)
     unloaded(hostile(tiny_folders, tmp_path, "bert", files={"model.safetensors": huge}),
-             "model.safetensors's header claims 8,388,609 bytes; a model's takes at most 8,388,608", monkeypatch)
+             "model.safetensors: not a valid safetensors file: its header claims 8,388,609 bytes; a model's takes at "
+             "most 8,388,608", monkeypatch)
     half = tmp_path / "half.safetensors"                  # F16 and I64: parameters in float32, buffers as they are
     half.write_bytes(safetensors_file({"w": tensor("F16", [4], 0, 8), "ids": tensor("I64", [2], 8, 24)}, bytes(24)))
     assert safety._tensors(half) == (4, 4 * 4 + 2 * 8)
@@ -455,7 +490,7 @@ def test_a_zip_whose_end_record_understates_its_entries_is_counted_by_their_sign
     raw = zipped({f"f{i}.json": b"{}" for i in range(1001)})
     end = struct.unpack("<4s4H2LH", raw[-22:])
     forged = raw[:-22] + struct.pack("<4s4H2LH", *end[:3], 1, 1, *end[5:])
-    assert safety._zip_entries(forged) == 1001 and struct.unpack("<4s4H2LH", forged[-22:])[4] == 1
+    assert zip_entries(forged) == 1001 and struct.unpack("<4s4H2LH", forged[-22:])[4] == 1
     never_parsed(monkeypatch)
     refused(forged, scratch, "it holds 1,001 files")
 
@@ -463,7 +498,7 @@ def test_a_zip_whose_end_record_understates_its_entries_is_counted_by_their_sign
 def test_a_good_upload_in_zip64_form_loads(bert_folder, scratch):
     raw = as_zip64(zipped(folder_files(bert_folder)))
     with zipfile.ZipFile(io.BytesIO(raw)) as z:             # zipfile reads the forged ZIP64 records as its own
-        assert len(z.infolist()) == safety._zip_entries(raw) == len(folder_files(bert_folder))
+        assert len(z.infolist()) == zip_entries(raw) == len(folder_files(bert_folder))
     assert hub.load_upload(raw, "cpu").head == "masked-lm"
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 import csv
 import os
 import stat
+import struct
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import PurePosixPath
@@ -289,12 +291,126 @@ def read_image(raw: bytes, channels: int, size: int, invert: str = "auto", dark_
                          "image under the uploader is one.") from None
 
 
+# ---- zip uploads (a test split, a model) ------------------------------------------------------------------------
+
+MAX_ZIP_RATIO = 100   # PNG and JPEG barely compress (a few per cent); a member that grew 100 times is a zip bomb
+
+
+@dataclass(frozen=True)
+class ZipUpload:
+    """One kind of zip upload: ``what`` names it in a message ('test-images zip'), ``setting`` is the environment
+    variable that sets its cap in MB, ``most`` the most entries that wviz opens, ``holds`` what a valid one holds,
+    said after 'it holds N files; ', and ``layout`` shows a valid one."""
+
+    what: str
+    setting: str
+    most: int
+    holds: str
+    layout: str
+
+
+_END = struct.Struct("<4s4H2LH")          # a zip's end of central directory record: its last 22 bytes or so
+_END64 = struct.Struct("<4sQ2H2L4Q")      # ZIP64's end record, and the locator between it and the end record
+_LOCATOR = struct.Struct("<4sLQL")
+
+
+def zip_entries(raw: bytes) -> int:
+    """How many entries a zip's central directory holds, read without parsing it (zipfile.ZipFile builds an object
+    for every entry: 16 s and 700 MB for a million of them): the count its end record states (ZIP64's when
+    there is one, as zipfile reads it) or the entries' signatures in the directory's bytes, the larger of the two
+    (zipfile parses the directory by its size, whatever the count says). 0 when there is no end record: zipfile
+    then says that it is not a zip."""
+    last = len(raw) - _END.size
+    at = last if raw.startswith(b"PK\x05\x06", max(last, 0)) and raw.endswith(b"\0\0") else \
+        raw.rfind(b"PK\x05\x06", max(0, last - 65535))   # zipfile's search: a comment may follow the record
+    if at < 0 or at + _END.size > len(raw):
+        return 0
+    count, size = _END.unpack_from(raw, at)[4:6]
+    where = at - _LOCATOR.size - _END64.size
+    if where >= 0 and raw.startswith(b"PK\x06\x07", at - _LOCATOR.size) and raw.startswith(b"PK\x06\x06", where):
+        count, size = _END64.unpack_from(raw, where)[7:9]
+        at = where
+    return max(count, raw.count(b"PK\x01\x02", max(0, at - size), at))
+
+
+def _unsafe(info: zipfile.ZipInfo) -> str | None:
+    """Why a member of an uploaded zip is refused before anything is read: a path that leads outside the zip's
+    folder (absolute, a drive, '..', backslashes), a link, an encrypted member."""
+    name = info.filename
+    parts = name.split("/")
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        return f"{name!r} is an absolute path"
+    if "\\" in name or ".." in parts or "\0" in name:
+        return f"{name!r} leads outside the zip's folder ('..', backslashes)"
+    if stat.S_ISLNK(info.external_attr >> 16):
+        return f"{name!r} is a symbolic link"
+    if info.flag_bits & 0x1:
+        return f"{name!r} is encrypted"
+    return None
+
+
+def zip_problems(infos: list[zipfile.ZipInfo], cap: int, setting: str) -> list[str]:
+    """What is wrong with an uploaded zip's members, found before anything is decompressed: a path that leads
+    outside the zip's folder, a link or an encrypted member (:func:`_unsafe`), contents that unpack to more than
+    ``cap`` bytes (``setting`` names the environment variable that sets the cap), a member that unpacks to
+    MAX_ZIP_RATIO times its packed size (a zip bomb)."""
+    problems = [p for p in map(_unsafe, infos) if p]
+    total = sum(i.file_size for i in infos)
+    if total > cap:
+        problems.append(f"its contents unpack to {total / 2 ** 20:.1f} MB, over the limit of {cap / 2 ** 20:.0f} MB "
+                        f"({setting} sets it)")
+    problems += [f"{i.filename!r} unpacks to {i.file_size / max(i.compress_size, 1):.0f} times its packed size: "
+                 "refused as a zip bomb" for i in infos
+                 if i.file_size > 64 * 1024 and i.file_size > MAX_ZIP_RATIO * max(i.compress_size, 1)]
+    return problems
+
+
+def open_zip(raw: bytes, upload: ZipUpload, cap: int) -> zipfile.ZipFile:
+    """An uploaded zip, opened after the checks that decompress nothing, every zip upload's (a test split, a
+    model): the upload over ``cap`` bytes, more than ``upload.most`` entries (:func:`zip_entries`, counted before
+    zipfile parses the directory), not a zip, its members' problems (:func:`zip_problems`: paths out of the zip,
+    links, encrypted members, contents over ``cap``, zip bombs); each refused with a ValueError listing them. Read
+    its members with :func:`unzipped`."""
+    if len(raw) > cap:
+        fail(upload.what, [f"it is {len(raw) / 2 ** 20:.1f} MB, over the limit of {cap / 2 ** 20:.0f} MB "
+                           f"({upload.setting} sets it)"])
+    entries = zip_entries(raw)
+    if entries > upload.most:
+        fail(upload.what, [f"it holds {entries:,} files; {upload.holds} (wviz opens zips of at most "
+                           f"{upload.most:,})"])
+    try:
+        z = zipfile.ZipFile(BytesIO(raw))
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        fail(upload.what, ["it is not a .zip file"], upload.layout + "\n")
+    problems = zip_problems(z.infolist(), cap, upload.setting)
+    if problems:
+        z.close()
+        fail(upload.what, problems, upload.layout + "\n")
+    return z
+
+
+def unzipped(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
+    """A member's bytes, a MB at a time, never more than its header declares: a ValueError (to follow the
+    member's name) when it unpacks to more or fewer, zipfile's errors when it is damaged."""
+    left = info.file_size
+    with z.open(info) as src:
+        while chunk := src.read(min(2 ** 20, left + 1)):   # one byte past the declared size shows a lie
+            left -= len(chunk)
+            if left < 0:
+                raise ValueError("unpacks to more bytes than its header declares")
+            yield chunk
+    if left:
+        raise ValueError("unpacks to fewer bytes than its header declares")
+
+
 # ---- a test split as a .zip -------------------------------------------------------------------------------------
 
 MAX_ZIP_MB = 50       # default of WVIZ_MAX_TEST_ZIP_MB: the upload and its uncompressed contents, each
 MAX_ZIP_IMAGES = 10_000
-MAX_ZIP_RATIO = 100   # PNG and JPEG barely compress (a few per cent); a member that grew 100 times is a zip bomb
 TEST_ZIP_LAYOUT = "test/<class>/<image>.png|jpg|jpeg|bmp, one folder per class (optionally inside one top folder)"
+# the images, their folders and a few extras (macOS's __MACOSX/ doubles every file)
+TEST_ZIP = ZipUpload("test-images zip", "WVIZ_MAX_TEST_ZIP_MB", 2 * MAX_ZIP_IMAGES,
+                     f"at most {MAX_ZIP_IMAGES:,} images are read", TEST_ZIP_LAYOUT)
 
 
 def max_zip_bytes() -> int:
@@ -321,50 +437,6 @@ class TestImages:
     class_names: list[str]
 
 
-def _unsafe(info: zipfile.ZipInfo) -> str | None:
-    """Why a member of an uploaded zip is refused before anything is read: a path that leads outside the zip's
-    folder (absolute, a drive, '..', backslashes), a link, an encrypted member."""
-    name = info.filename
-    parts = name.split("/")
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-        return f"{name!r} is an absolute path"
-    if "\\" in name or ".." in parts or "\0" in name:
-        return f"{name!r} leads outside the zip's folder ('..', backslashes)"
-    if stat.S_ISLNK(info.external_attr >> 16):
-        return f"{name!r} is a symbolic link"
-    if info.flag_bits & 0x1:
-        return f"{name!r} is encrypted"
-    return None
-
-
-def zip_problems(infos: list[zipfile.ZipInfo], cap: int, setting: str) -> list[str]:
-    """What is wrong with an uploaded zip's members, found before anything is decompressed: a path that leads
-    outside the zip's folder, a link or an encrypted member (:func:`_unsafe`), contents that unpack to more than
-    ``cap`` bytes (``setting`` names the environment variable that sets the cap), a member that unpacks to
-    MAX_ZIP_RATIO times its packed size (a zip bomb). Shared by every zip upload (test images, models)."""
-    problems = [p for p in map(_unsafe, infos) if p]
-    total = sum(i.file_size for i in infos)
-    if total > cap:
-        problems.append(f"its contents unpack to {total / 2 ** 20:.1f} MB, over the limit of {cap / 2 ** 20:.0f} MB "
-                        f"({setting} sets it)")
-    problems += [f"{i.filename!r} unpacks to {i.file_size / max(i.compress_size, 1):.0f} times its packed size: "
-                 "refused as a zip bomb" for i in infos
-                 if i.file_size > 64 * 1024 and i.file_size > MAX_ZIP_RATIO * max(i.compress_size, 1)]
-    return problems
-
-
-def _members(z: zipfile.ZipFile, cap: int) -> list[zipfile.ZipInfo]:
-    """The zip's image members under test/<class>/, after the checks that need no decompression
-    (:func:`zip_problems`)."""
-    infos = z.infolist()
-    if len(infos) > 2 * MAX_ZIP_IMAGES:
-        fail("test-images zip", [f"it holds {len(infos)} files; at most {MAX_ZIP_IMAGES} images are read"])
-    problems = zip_problems(infos, cap, "WVIZ_MAX_TEST_ZIP_MB")
-    if problems:
-        fail("test-images zip", problems)
-    return [i for i in infos if not i.is_dir() and _in_test(i.filename) is not None]
-
-
 def _in_test(name: str) -> str | None:
     """The class folder of an image at [top/]test/<class>/<image>, or None for anything else (other folders,
     other files, macOS's __MACOSX/ and hidden files)."""
@@ -374,15 +446,6 @@ def _in_test(name: str) -> str | None:
     if len(parts) == 4 and parts[1] == "test" or len(parts) == 3 and parts[0] == "test":
         return parts[-2]
     return None
-
-
-def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
-    """A member's bytes, never more than its header declares (a header that lies about its size is refused)."""
-    with z.open(info) as f:
-        data = f.read(info.file_size + 1)
-    if len(data) != info.file_size:
-        raise ValueError(f"it unpacks to more or fewer bytes than its header declares ({info.file_size})")
-    return data
 
 
 def _labels(found: list[str], names: list[str] | None, n_classes: int) -> tuple[list[str], list[str]]:
@@ -400,22 +463,15 @@ def _labels(found: list[str], names: list[str] | None, n_classes: int) -> tuple[
 def read_test_zip(raw: bytes, channels: int, size: int, class_names: list[str] | None = None,
                   n_classes: int | None = None) -> TestImages:
     """Labelled test images from an uploaded .zip of test/<class>/ folders (TEST_ZIP_LAYOUT), read in memory:
-    nothing is written to disk. Refused with every problem listed: an upload or contents over
-    :func:`max_zip_bytes`, a member that leads outside the zip or is a link, a zip bomb (contents over the cap, a
-    member that unpacks MAX_ZIP_RATIO times its size or more than its header says), more than MAX_ZIP_IMAGES
-    images, an image that is not a PNG/JPEG/BMP of 8-bit pixels or is too large (PIL's decompression-bomb limit,
-    :func:`wviz.vit.data.image_from_bytes`), a class folder the model does not know. ``class_names``: the model's
-    (the labels index them); without, the zip must hold ``n_classes`` folders, taken in sorted order."""
-    cap = max_zip_bytes()
-    if len(raw) > cap:
-        fail("test-images zip", [f"it is {len(raw) / 2 ** 20:.1f} MB, over the limit of {cap / 2 ** 20:.0f} MB "
-                                 "(WVIZ_MAX_TEST_ZIP_MB sets it)"])
-    try:
-        z = zipfile.ZipFile(BytesIO(raw))
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-        fail("test-images zip", ["it is not a .zip file"], TEST_ZIP_LAYOUT + "\n")
-    with z:
-        members = _members(z, cap)
+    nothing is written to disk. Refused with every problem listed: the checks of every zip upload (:func:`open_zip`:
+    an upload or contents over :func:`max_zip_bytes`, too many entries, a member that leads outside the zip or is a
+    link, a zip bomb), a member that unpacks to more or fewer bytes than its header says (:func:`unzipped`), more
+    than MAX_ZIP_IMAGES images, an image that is not a PNG/JPEG/BMP of 8-bit pixels or is too large (PIL's
+    decompression-bomb limit, :func:`wviz.vit.data.image_from_bytes`), a class folder the model does not know.
+    ``class_names``: the model's (the labels index them); without, the zip must hold ``n_classes`` folders, taken
+    in sorted order."""
+    with open_zip(raw, TEST_ZIP, max_zip_bytes()) as z:
+        members = [i for i in z.infolist() if not i.is_dir() and _in_test(i.filename) is not None]
         folder = {i.filename: cast(str, _in_test(i.filename)) for i in members}   # each member is in test/
         found = sorted(set(folder.values()))
         if len(members) > MAX_ZIP_IMAGES or len(found) < 2:
@@ -426,7 +482,7 @@ def read_test_zip(raw: bytes, channels: int, size: int, class_names: list[str] |
         images, labels = [], []
         for info in members:
             try:
-                images.append(image_from_bytes(_read_member(z, info), channels, size))
+                images.append(image_from_bytes(b"".join(unzipped(z, info)), channels, size))
                 labels.append(names.index(folder[info.filename]) if not problems else 0)
             except (ValueError, zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError, OSError) as err:
                 problems.append(f"{info.filename}: {str(err) or err.__class__.__name__}")

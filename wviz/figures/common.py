@@ -1,6 +1,7 @@
 """Small pieces shared by the figure builders."""
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -13,6 +14,22 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 # the legend (a legend placed at a fraction of the plot's height below it ran into the axis title when the margin,
 # sized for the narrowest width, left a short plot)
 BOTTOM_LEGEND = dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0)
+
+
+def plotly_text(text: object) -> str:
+    """``text`` from outside wviz (a tokenizer's token, a model's, a file's or a class's name, a name typed in a
+    table or read from a CSV header) as a Plotly figure must get it to draw it literally. Plotly reads a subset of
+    HTML in every text it draws (titles, axis and tick labels, legends, hovers, annotations: ``<b>``, ``<br>``,
+    ``<s>`` strikes through, ``<a href>`` draws a link) and decodes entities, so ``<``, ``>`` and ``&`` go in as
+    entities, which it draws as those characters. Escape the outside part before wviz adds its own markup.
+
+    >>> from wviz.figures.common import plotly_text
+    >>> plotly_text("<s>")
+    '&lt;s&gt;'
+    >>> plotly_text('a&b <a href="x">y</a>')
+    'a&amp;b &lt;a href="x"&gt;y&lt;/a&gt;'
+    """
+    return html.escape(str(text), quote=False)
 
 
 def to_numpy(x) -> np.ndarray:

@@ -1,11 +1,14 @@
-"""Figures of the "Attention solves a dual problem" page (source: 002)."""
+"""Figures of the "Attention solves a dual problem" page (source: 002).
+
+The templates' names are typed into the page's tables (or come with its URL): each is drawn as written
+(plotly_text), on an axis, in a label and in a title."""
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, plotly_text, to_numpy
 
 # Figure 3 of 002: orange templates, dark blue evidence, the exact h orange-red (Okabe-Ito's vermilion), (18) pink
 # (reddish purple), (15) green; the Try sentences name them so
@@ -13,10 +16,11 @@ TEMPLATE, EVIDENCE, EXACT, FIRST, SECOND = PALETTE[1], "#1f3b73", PALETTE[5], PA
 
 
 def name_ticks(names: list[str]) -> dict:
-    """A category axis that labels every template (slanted when the names are long or many, none dropped)."""
+    """A category axis that labels every template (slanted when the names are long or many, none dropped), its
+    categories the names as drawn (plotly_text)."""
     slant = len(names) > 8 or max((len(n) for n in names), default=0) > 6
-    return dict(tickmode="array", tickvals=list(names), ticktext=list(names), tickangle=-45 if slant else 0,
-                automargin=True)
+    shown = [plotly_text(n) for n in names]
+    return dict(tickmode="array", tickvals=shown, ticktext=shown, tickangle=-45 if slant else 0, automargin=True)
 
 
 # the names of the traces of h (12), (18) and (15): one point each, moved live by wviz.ui.drag
@@ -28,7 +32,8 @@ def _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2, row=None, col=N
     where = dict(row=row, col=col) if row else {}
     size = 6 + big * np.sqrt(u / max(u.max(), 1e-12))
     # the small panels of the grid name the templates only (their weights are in the large figure)
-    text = [f"{n}: {w:.2f}" for n, w in zip(names, u)] if big > 20 else list(names)
+    shown = [plotly_text(n) for n in names]
+    text = [f"{n}: {w:.2f}" for n, w in zip(shown, u)] if big > 20 else shown
     fig.add_scatter(x=t[:, 0], y=t[:, 1], mode="markers+text", text=text,
                     textposition="top center", marker=dict(color=TEMPLATE, size=size, opacity=0.8),
                     name="templates t_i (size: u_i)", showlegend=legend, legendgroup="t", **where)
@@ -142,10 +147,11 @@ def alpha_sweep(sweep, now: float) -> go.Figure:
 def weight_bars(weights: dict, names: list[str], title: str, ytitle: str = "weight") -> go.Figure:
     """Grouped bars, one group per template, one colour per entry of ``weights``."""
     fig = go.Figure()
+    axis = name_ticks(names)
     for i, (name, w) in enumerate(weights.items()):
-        fig.add_bar(x=names, y=to_numpy(w), name=name, marker_color=PALETTE[i % len(PALETTE)],
+        fig.add_bar(x=axis["tickvals"], y=to_numpy(w), name=name, marker_color=PALETTE[i % len(PALETTE)],
                     hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
-    fig.update_layout(title=title, barmode="group", xaxis=name_ticks(names), xaxis_title="template",
+    fig.update_layout(title=title, barmode="group", xaxis=axis, xaxis_title="template",
                       yaxis_title=ytitle, height=400, margin=dict(t=50, b=40),
                       legend=dict(orientation="h", yanchor="top", y=-0.25))
     return fig
@@ -162,7 +168,7 @@ def t5_weights(w, names: list[str], target: str) -> go.Figure:
     """T5's preference (19) and weights (20) beside (18) and plain softmax (views.fenchel_dual.T5Weights)."""
     return weight_bars({"u of (19)": w.u, "weights of (20), T5's masked biased softmax": w.w20,
                         "(18) with alpha = 1 and u of (19)": w.w18, "plain softmax <t_i, z>": w.dot},
-                       names, f"T5 preference and attention for target {target}")
+                       names, f"T5 preference and attention for target {plotly_text(target)}")
 
 
 def ot_weights(ot) -> go.Figure:
@@ -189,7 +195,7 @@ def universe(templates_all, names: list[str], in_T, weights, z, title: str) -> g
     for mask, label, symbol in ((in_T, "in T (u > 0)", "circle"), (~in_T, "only in A (u = 0)", "circle-open")):
         idx = np.flatnonzero(mask)
         fig.add_scatter(x=A[idx, 0], y=A[idx, 1], mode="markers+text", name=label,
-                        text=[f"{names[i]}: {w[i]:.2f}" for i in idx], textposition="top center",
+                        text=[f"{plotly_text(names[i])}: {w[i]:.2f}" for i in idx], textposition="top center",
                         marker=dict(size=size[idx], color=TEMPLATE, symbol=symbol, line=dict(width=2, color=TEMPLATE)))
     zz = to_numpy(z)
     fig.add_annotation(x=zz[0] / 2, y=zz[1] / 2, ax=0, ay=0, axref="x", ayref="y", xref="x", yref="y", showarrow=True,

@@ -1,5 +1,8 @@
 """Figures of the "Gaussian W2 attention" page: Plotly figures, and one Altair (Vega-Lite) chart whose query
-selection runs in the browser."""
+selection runs in the browser.
+
+The tokens' names are typed into the page's table (or come with its URL): the Plotly figures draw each as written
+(plotly_text), the Altair chart as given (Vega-Lite reads no markup)."""
 from __future__ import annotations
 
 import math
@@ -9,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import BOTTOM_LEGEND, PALETTE, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, plotly_text, to_numpy
 
 MAX_TICKS = 24        # token labels an axis shows in full; beyond, every k-th is labelled and the title says so
 LOG_TICKS = [0.01, 0.1, 1.0, 10.0, 100.0]
@@ -20,13 +23,14 @@ def token_ticks(labels: list[str]) -> tuple[dict, str]:
     rotated when long; beyond, one in k (the returned note says so, for the title)."""
     step = -(-len(labels) // MAX_TICKS)
     shown = list(range(0, len(labels), step))
-    ticks = dict(tickmode="array", tickvals=shown, ticktext=[labels[i] for i in shown],
+    ticks = dict(tickmode="array", tickvals=shown, ticktext=[plotly_text(labels[i]) for i in shown],
                  tickangle=-45 if max(len(s) for s in labels) > 3 else 0)
     return ticks, "" if step == 1 else f"<br>labelled: one token in {step}"
 
 
 def _hover_text(labels: list[str]) -> list[list[str]]:
-    return [[f"query {q}, key {k}" for k in labels] for q in labels]
+    shown = [plotly_text(n) for n in labels]
+    return [[f"query {q}, key {k}" for k in shown] for q in shown]
 
 
 def _heatmap(z, labels: list[str], colorbar: dict) -> go.Heatmap:
@@ -49,7 +53,7 @@ def token_ellipses(means, ellipses: dict, labels: list[str], selected: int) -> g
     n_sigma -> (n, points, 2) for n_sigma 1 and 2."""
     means = to_numpy(means)
     fig = go.Figure()
-    for i, label in enumerate(labels):
+    for i, label in enumerate(plotly_text(n) for n in labels):   # each name as drawn (plotly_text)
         color = PALETTE[i % len(PALETTE)]
         width = 3 if i == selected else 1.5
         for n_sigma, pts in sorted(ellipses.items()):
@@ -102,10 +106,11 @@ def attention_heatmap(z, labels: list[str], title: str) -> go.Figure:
 def query_weights(weights: dict, labels: list[str], query: str) -> go.Figure:
     """The selected query's weights under each attention, as grouped bars."""
     fig = go.Figure()
+    keys = [plotly_text(n) for n in labels]
     for i, (name, w) in enumerate(weights.items()):
-        fig.add_bar(x=labels, y=to_numpy(w), name=name, marker_color=PALETTE[i % len(PALETTE)])
-    fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=labels)
-    fig.update_layout(title=f"Weights of query {query}", barmode="group", yaxis_range=[0, 1.08],
+        fig.add_bar(x=keys, y=to_numpy(w), name=name, marker_color=PALETTE[i % len(PALETTE)])
+    fig.update_xaxes(tickmode="array", tickvals=keys, ticktext=keys)
+    fig.update_layout(title=f"Weights of query {plotly_text(query)}", barmode="group", yaxis_range=[0, 1.08],
                       xaxis_title="key j", yaxis_title="weight", height=360, margin=dict(t=50, b=60, l=60),
                       legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"))
     return fig
@@ -114,10 +119,11 @@ def query_weights(weights: dict, labels: list[str], query: str) -> go.Figure:
 def w2_parts(mean_part, cov_part, labels: list[str], query: str) -> go.Figure:
     """Each key's W2^2 to the query, stacked: ||m_q - m_k||^2 and the covariance (Bures) term."""
     fig = go.Figure()
-    fig.add_bar(x=labels, y=to_numpy(mean_part), name="means ‖m_q − m_k‖²", marker_color=PALETTE[0])
-    fig.add_bar(x=labels, y=to_numpy(cov_part), name="covariances (Bures)", marker_color=PALETTE[1])
-    fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=labels)
-    fig.update_layout(title=f"W2² from query {query} to each key", barmode="stack", xaxis_title="key j",
+    keys = [plotly_text(n) for n in labels]
+    fig.add_bar(x=keys, y=to_numpy(mean_part), name="means ‖m_q − m_k‖²", marker_color=PALETTE[0])
+    fig.add_bar(x=keys, y=to_numpy(cov_part), name="covariances (Bures)", marker_color=PALETTE[1])
+    fig.update_xaxes(tickmode="array", tickvals=keys, ticktext=keys)
+    fig.update_layout(title=f"W2² from query {plotly_text(query)} to each key", barmode="stack", xaxis_title="key j",
                       yaxis_title="W2²", height=360, margin=dict(t=50, b=105, l=55), legend=BOTTOM_LEGEND)
     return fig
 
@@ -127,13 +133,14 @@ def covariance_sweep(scales, weights, labels: list[str], token: str, now: float 
     scales, w = to_numpy(scales), to_numpy(weights)
     fig = go.Figure()
     for j, label in enumerate(labels):
-        fig.add_scatter(x=scales, y=w[:, j], mode="lines", name=label, line=dict(color=PALETTE[j % len(PALETTE)]))
+        fig.add_scatter(x=scales, y=w[:, j], mode="lines", name=plotly_text(label),
+                        line=dict(color=PALETTE[j % len(PALETTE)]))
     fig.add_vline(x=now, line_dash="dash")
     fig.add_annotation(x=math.log10(now), y=1.0, yref="y", text="as drawn", showarrow=False, xanchor="left",
                        xshift=4)    # on a log axis an annotation's x is log10 of the value (plotly's convention)
     fig.update_xaxes(type="log", tickmode="array", tickvals=LOG_TICKS, ticktext=[f"{v:g}" for v in LOG_TICKS],
-                     title_text=f"factor on the covariance of {token}")
-    fig.update_layout(title=f"How the query's weights move as {token} widens", yaxis_title="weight",
+                     title_text=f"factor on the covariance of {plotly_text(token)}")
+    fig.update_layout(title=f"How the query's weights move as {plotly_text(token)} widens", yaxis_title="weight",
                       yaxis_range=[-0.02, 1.05], height=380, margin=dict(t=50, b=40))
     return fig
 

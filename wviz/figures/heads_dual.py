@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, to_numpy
+from wviz.figures.common import PALETTE, plotly_text, to_numpy
 from wviz.figures.real_transformer import label_step, token_labels
 
 PLOT_PX = 400   # the tokens' heatmap's width beside the sidebar at 800 px: room for its labels at presentation size
@@ -61,9 +61,10 @@ def tokens_figure(s) -> go.Figure:
 
 
 def deviation_histograms(per_layer, alpha: float, bins: int = 30, model: str = "MiniLM") -> go.Figure:
-    """Figure 4 of 002 on ``model``: per layer, the histogram of ||lambda* - alpha z|| / ||lambda*|| (averaged over
-    heads) over all samples, with the mean as a red vertical line. Each panel's y range runs to 15 % above its
-    tallest bar, so no bar is cut at the top."""
+    """Figure 4 of 002 on ``model`` (its name, drawn as written: an uploaded folder's name is no markup): per
+    layer, the histogram of ||lambda* - alpha z|| / ||lambda*|| (averaged over heads) over all samples, with the
+    mean as a red vertical line. Each panel's y range runs to 15 % above its tallest bar, so no bar is cut at the
+    top."""
     dev = to_numpy(per_layer)
     L = dev.shape[0]
     cols = 3
@@ -89,7 +90,7 @@ def deviation_histograms(per_layer, alpha: float, bins: int = 30, model: str = "
     fig.update_layout(shapes=lines, **axes)
     fig.update_xaxes(title_text="relative deviation", row=rows)
     fig.update_yaxes(title_text="query tokens", col=1)
-    fig.update_layout(title=dict(text=f"Figure 4 of 002 on {model} (alpha = {alpha:g})",
+    fig.update_layout(title=dict(text=f"Figure 4 of 002 on {plotly_text(model)} (alpha = {alpha:g})",
                                  subtitle_text="||lambda* - alpha z|| / ||lambda*||, averaged over the heads; red: "
                                                "the mean"),
                       height=280 * rows + 170, margin=dict(t=140, b=70, l=75, r=20), bargap=0)

@@ -13,13 +13,19 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, decade_ticks, number_text, stacked_rows, to_numpy
+from wviz.figures.common import PALETTE, decade_ticks, number_text, plotly_text, stacked_rows, to_numpy
+
+
+def numbered_tokens(tokens) -> list[str]:
+    """'1 [CLS]', '2 the', ...: unique labels even when a word piece repeats (positions counted from 1, as layers
+    and heads are), as plain text: for a chart that draws text as given (Altair's linked view)."""
+    return [f"{i} {t}" for i, t in enumerate(tokens, 1)]
 
 
 def token_labels(tokens) -> list[str]:
-    """'1 [CLS]', '2 the', ...: unique axis labels even when a word piece repeats (positions counted from 1, as
-    layers and heads are)."""
-    return [f"{i} {t}" for i, t in enumerate(tokens, 1)]
+    """numbered_tokens as a Plotly figure's axis and hover labels: each token drawn literally (plotly_text), so
+    that RoBERTa's '<s>' is not a strike-through tag nor a vocabulary entry '<a href=...>' a link."""
+    return [plotly_text(t) for t in numbered_tokens(tokens)]
 
 
 def tokens_text(tokens, family: str = "encoder", most: int = 60) -> str:
@@ -221,10 +227,10 @@ def sparsity_per_head(sparsity: dict) -> go.Figure:
 
 def sink_shares(shares: dict, on: str) -> go.Figure:
     """Attention sinks (a wviz.views.real_transformer.SinkMaps's ``first`` or ``special``): each head's mean weight
-    on ``on`` (the first token, or the special tokens), layers down and heads across, one panel per normaliser, on
-    one colour scale from 0 to 1."""
-    return _per_head_panels(shares, f"Attention sinks: each head's mean weight on {on}", "Viridis", "weight",
-                            "%{z:.2f} of a row")
+    on ``on`` (the first token, or the special tokens: plain text, RoBERTa's '<s>' drawn as written), layers down
+    and heads across, one panel per normaliser, on one colour scale from 0 to 1."""
+    return _per_head_panels(shares, f"Attention sinks: each head's mean weight on {plotly_text(on)}", "Viridis",
+                            "weight", "%{z:.2f} of a row")
 
 
 def layer_distances(distances: dict) -> go.Figure:
@@ -361,7 +367,7 @@ def linked_attention(maps: dict, tokens, layer: int, head: int) -> alt.VConcatCh
     field, the row outlined), and the bars below show that query's weights over the key tokens under every
     normaliser side by side. The selection starts on the first query ([CLS]). Narrow enough for a half screen;
     every token labelled while the labels fit (else Vega hides overlapping ones, and the title says so)."""
-    labels = token_labels(tokens)
+    labels = numbered_tokens(tokens)
     names = list(maps)
     n = len(labels)
     table = pd.DataFrame({"normaliser": np.repeat(names, n * n), "query": np.tile(np.repeat(labels, n), len(names)),

@@ -1,11 +1,14 @@
-"""Figures of the "Uncertainty inspector" page (stochastic ViT of 004 and its deterministic twin)."""
+"""Figures of the "Uncertainty inspector" page (stochastic ViT of 004 and its deterministic twin).
+
+Model names (an uploaded checkpoint's file name) and class names (a checkpoint record's, a test zip's folders) come
+from outside wviz: each is drawn as written (plotly_text), and looked up (MODEL_COLORS) as it is."""
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import BOTTOM_LEGEND, PALETTE, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, plotly_text, to_numpy
 
 MODEL_COLORS = {"stochastic": PALETTE[0], "deterministic": PALETTE[1]}
 SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy": "predictive entropy (nats)",
@@ -83,12 +86,14 @@ def class_probabilities(preds: dict, names: list[str], samples: int) -> go.Figur
     """Predictive probability of each class per model (bars) with the 5 %-95 % range of the S Monte-Carlo draws
     (error bars); ``preds`` maps model name -> MCPrediction of one image."""
     fig = go.Figure()
+    classes = [plotly_text(n) for n in names]
     for name, p in preds.items():
         mean, lo, hi = (to_numpy(t[0]) for t in (p.mean, p.low, p.high))
-        fig.add_bar(x=names, y=mean, name=name, marker_color=MODEL_COLORS.get(name, PALETTE[2]),
+        shown = plotly_text(name)
+        fig.add_bar(x=classes, y=mean, name=shown, marker_color=MODEL_COLORS.get(name, PALETTE[2]),
                     error_y=dict(type="data", symmetric=False, array=np.maximum(hi - mean, 0),
                                  arrayminus=np.maximum(mean - lo, 0)),
-                    hovertemplate="class %{x}: %{y:.3f}<extra>" + name + "</extra>")
+                    hovertemplate="class %{x}: %{y:.3f}<extra>" + shown + "</extra>")
     fig.update_layout(title=f"Class probabilities (mean of {samples} draws)", barmode="group", yaxis_range=[0, 1.05],
                       xaxis_title="class", yaxis_title="probability", height=380, margin=dict(t=80, b=60, l=60),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=1, xanchor="right"))
@@ -135,7 +140,7 @@ def _outline(fig, image, g: int, mark: tuple[int, int] | None, box: tuple[int, i
 
 def attention_heads(maps: list, rollout_map, title: str) -> go.Figure:
     """The query's attention over the patches for each head, and the attention rollout, on one colour scale (one
-    shared colour bar)."""
+    shared colour bar); ``title`` is plain text (it may name an uploaded model), drawn as written."""
     n = len(maps) + 1
     names = [f"head {h + 1}" for h in range(len(maps))] + ["rollout<br>(class token)"]
     fig = make_subplots(rows=1, cols=n, subplot_titles=names, horizontal_spacing=0.03)
@@ -144,7 +149,7 @@ def attention_heads(maps: list, rollout_map, title: str) -> go.Figure:
         fig.add_trace(go.Heatmap(z=to_numpy(m), coloraxis="coloraxis",
                                  hovertemplate="patch row %{y}, col %{x}: %{z:.3f}<extra></extra>"), row=1, col=i)
     _square_axes(fig, n)
-    fig.update_layout(title=title, coloraxis=dict(colorscale="Viridis", cmin=0, cmax=zmax,
+    fig.update_layout(title=plotly_text(title), coloraxis=dict(colorscale="Viridis", cmin=0, cmax=zmax,
                                                   colorbar=dict(title="weight")),
                       height=300, margin=dict(t=90, b=10))
     return fig
@@ -171,16 +176,17 @@ def reliability(rels: dict, split: str = "digits test split") -> go.Figure:
         centres = (edges[:-1] + edges[1:]) / 2
         acc, count, conf = to_numpy(r.accuracy), to_numpy(r.count), to_numpy(r.confidence)
         keep = count > 0
-        empty.append(f"{name}, {int((~keep).sum())} of {len(count)}")
+        shown = plotly_text(name)
+        empty.append(f"{shown}, {int((~keep).sum())} of {len(count)}")
         top = max(top, float(count.max()))
         color = MODEL_COLORS.get(name, PALETTE[2])
-        _bin_bars(fig, centres[keep], acc[keep], edges[1] - edges[0], i, len(rels), f"{name} (ECE {r.ece:.3f})",
-                  color, 1, customdata=np.stack([count[keep], conf[keep]], -1), legendgroup=name,
+        _bin_bars(fig, centres[keep], acc[keep], edges[1] - edges[0], i, len(rels), f"{shown} (ECE {r.ece:.3f})",
+                  color, 1, customdata=np.stack([count[keep], conf[keep]], -1), legendgroup=shown,
                   hovertemplate="bin %{x:.2f}: accuracy %{y:.3f}, mean confidence %{customdata[1]:.3f}, "
                                 "%{customdata[0]} images<extra></extra>")
-        _bin_bars(fig, centres[keep], count[keep], edges[1] - edges[0], i, len(rels), f"{name}: images per bin",
+        _bin_bars(fig, centres[keep], count[keep], edges[1] - edges[0], i, len(rels), f"{shown}: images per bin",
                   color, 2, text=[f"{int(c)}" for c in count[keep]], textposition="outside", cliponaxis=False,
-                  legendgroup=name, showlegend=False, hovertemplate="bin %{x:.2f}: %{y} images<extra></extra>")
+                  legendgroup=shown, showlegend=False, hovertemplate="bin %{x:.2f}: %{y} images<extra></extra>")
     n_bins = len(to_numpy(next(iter(rels.values())).count)) if rels else 0
     fig.update_xaxes(range=[0, 1], dtick=0.1, row=1, col=1)
     fig.update_xaxes(range=[0, 1], dtick=0.1, title_text="confidence (max probability)", row=2, col=1)
@@ -203,7 +209,7 @@ def ood_histograms(scores: dict, score: str, ood_name: str, bins: int = 30, noun
     out scores, auroc). Each panel's y range runs 15 % above its tallest bar, so no bar is cut at the top."""
     names = list(scores)
     fig = make_subplots(rows=1, cols=len(names), horizontal_spacing=0.1,
-                        subplot_titles=[f"{n}: AUROC {scores[n][2]:.3f}" for n in names])
+                        subplot_titles=[f"{plotly_text(n)}: AUROC {scores[n][2]:.3f}" for n in names])
     for i, n in enumerate(names, 1):
         a, b = to_numpy(scores[n][0]), to_numpy(scores[n][1])
         both = np.concatenate([a, b])
@@ -230,7 +236,8 @@ def corruption_curves(curves: dict, severities) -> go.Figure:
     dashes = ["solid", "dash", "dot"]
     for name, per in curves.items():
         for j, (kind, err) in enumerate(per.items()):
-            fig.add_scatter(x=list(severities), y=to_numpy(err), mode="lines+markers", name=f"{name}: {kind}",
+            fig.add_scatter(x=list(severities), y=to_numpy(err), mode="lines+markers",
+                            name=f"{plotly_text(name)}: {kind}",
                             line=dict(color=MODEL_COLORS.get(name, PALETTE[2]), dash=dashes[j % 3]))
     fig.update_layout(title="Test error under corruption, by severity", xaxis=dict(title="severity", dtick=1),
                       yaxis_title="error", yaxis_range=[0, 1], height=420, margin=dict(t=50, b=40),
@@ -245,9 +252,10 @@ def corruption_aurocs(curves: dict, severities, score: str, noun: str = "digits"
     dashes = ["solid", "dash", "dot"]
     for name, per in curves.items():
         for j, (kind, auc) in enumerate(per.items()):
-            fig.add_scatter(x=list(severities), y=to_numpy(auc), mode="lines+markers", name=f"{name}: {kind}",
+            shown = f"{plotly_text(name)}: {kind}"
+            fig.add_scatter(x=list(severities), y=to_numpy(auc), mode="lines+markers", name=shown,
                             line=dict(color=MODEL_COLORS.get(name, PALETTE[2]), dash=dashes[j % 3]),
-                            hovertemplate="severity %{x}: AUROC %{y:.3f}<extra>" + f"{name}: {kind}</extra>")
+                            hovertemplate="severity %{x}: AUROC %{y:.3f}<extra>" + shown + "</extra>")
     fig.add_hline(y=0.5, line=dict(color="grey", dash="dot"), annotation_text="chance",
                   annotation_position="bottom right")
     fig.update_layout(title=f"Does '{score}' see the corruption?", xaxis=dict(title="severity", dtick=1),
@@ -260,11 +268,11 @@ def confusion(matrices: dict, names: list[str], split: str = "digits test split"
     """The confusion matrix of each model (``matrices``: model name -> (C, C) counts, rows the true class, columns
     the predicted one) side by side on one colour scale, the counts written in the cells up to 12 classes; the
     right answers lie on the diagonal."""
-    shown = list(matrices)
+    shown = [plotly_text(m) for m in matrices]
     fig = make_subplots(rows=1, cols=len(shown), subplot_titles=shown, horizontal_spacing=0.12)
-    labels = [str(n) for n in names]
-    for i, name in enumerate(shown, 1):
-        fig.add_trace(go.Heatmap(z=to_numpy(matrices[name]), x=labels, y=labels, coloraxis="coloraxis", name=name,
+    labels = [plotly_text(n) for n in names]
+    for i, (matrix, name) in enumerate(zip(matrices.values(), shown), 1):
+        fig.add_trace(go.Heatmap(z=to_numpy(matrix), x=labels, y=labels, coloraxis="coloraxis", name=name,
                                  texttemplate="%{z}" if len(labels) <= 12 else None,
                                  hovertemplate="true %{y}, predicted %{x}: %{z} images<extra>" + name + "</extra>"),
                       row=1, col=i)
@@ -291,7 +299,7 @@ def calibrated_reliability(models: dict, noun: str = "images") -> go.Figure:
     """Reliability before and after temperature scaling, one row per model (``models``: name -> (before, after,
     bands, tau)): accuracy per confidence bin (markers) with its bootstrap 95 % band (shaded), against the
     diagonal; ECE in the titles."""
-    titles = [f"{name}, {part}" for name, (before, after, _, tau) in models.items()   # two lines: narrow columns
+    titles = [f"{plotly_text(name)}, {part}" for name, (before, after, _, tau) in models.items()   # narrow: 2 lines
               for part in (f"before<br>τ = 1: ECE {before.ece:.4f}", f"after<br>τ = {tau:.2f}: ECE {after.ece:.4f}")]
     fig = make_subplots(rows=len(models), cols=2, shared_yaxes=True, horizontal_spacing=0.06, vertical_spacing=0.16,
                         subplot_titles=titles)
@@ -335,10 +343,11 @@ def risk_coverage(curves: dict, noun: str = "images") -> go.Figure:
     fig = go.Figure()
     for m, (model, by_score) in enumerate(curves.items()):
         for i, (score, rc) in enumerate(by_score.items()):
+            shown = f"{plotly_text(model)}: {score}"
             fig.add_scatter(x=to_numpy(rc.coverage), y=to_numpy(rc.risk), mode="lines",
-                            name=f"{model}: {score} (AURC {rc.aurc:.4f})",
+                            name=f"{shown} (AURC {rc.aurc:.4f})",
                             line=dict(color=PALETTE[i % len(PALETTE)], dash=DASHES[m % len(DASHES)]),
-                            hovertemplate="coverage %{x:.2f}: error %{y:.3f}<extra>" + f"{model}: {score}</extra>")
+                            hovertemplate="coverage %{x:.2f}: error %{y:.3f}<extra>" + shown + "</extra>")
     fig.update_layout(title="Risk against coverage: keep the test " + noun + " each score calls most certain",
                       xaxis_title="coverage (share of test " + noun + " kept)", yaxis_title="error among them",
                       height=480, margin=dict(t=60, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
@@ -354,12 +363,13 @@ def conformal_sizes(models: dict, n_classes: int) -> go.Figure:
     for m, (model, sets) in enumerate(models.items()):
         for i, (name, s) in enumerate(sets.sizes.items()):
             counts = np.bincount(to_numpy(s).astype(int), minlength=n_classes + 1)
-            fig.add_bar(x=sizes, y=counts / max(1, counts.sum()), name=f"{model}, {name}: coverage "
+            shown = f"{plotly_text(model)}, {name}"
+            fig.add_bar(x=sizes, y=counts / max(1, counts.sum()), name=f"{shown}: coverage "
                         f"{sets.coverage[name]:.3f}, mean size {float(to_numpy(s).mean()):.2f}",
                         marker=dict(color=PALETTE[i % len(PALETTE)], pattern_shape=PATTERNS[m % len(PATTERNS)]),
-                        hovertemplate="%{x} classes: %{y:.1%}<extra>" + f"{model}, {name}</extra>")
+                        hovertemplate="%{x} classes: %{y:.1%}<extra>" + shown + "</extra>")
     first = next(iter(models.values()))
-    qs = ", ".join(f"{model} {sets.q:.3f}" for model, sets in models.items())
+    qs = ", ".join(f"{plotly_text(model)} {sets.q:.3f}" for model, sets in models.items())
     fig.update_layout(title=f"Split-conformal sets at {1 - first.alpha:.0%} (threshold q: {qs})",
                       barmode="group", xaxis=dict(title="classes in the set", dtick=1),
                       yaxis=dict(title="share of test images", tickformat=".0%"), height=480,

@@ -153,7 +153,10 @@ def _encode_text(lens, inputs, max_tokens: int | None):
     longest = max(range(len(ids)), key=lambda i: len(ids[i]))
     if len(ids[longest]) > limit:
         which = "the sentence" if len(texts) == 1 else f"sentence {longest + 1}"
-        specials = sorted({tok.convert_ids_to_tokens(i) for i in ids[longest] if i in tok.all_special_ids})
+        # the tokens the tokenizer puts around every text ([CLS] [SEP], <s>), the ones it adds to what was typed;
+        # not <unk>, a special token too, which stands for a piece of the text it has no token for
+        added = set(tok("", verbose=False)["input_ids"]) & set(tok.all_special_ids)
+        specials = list(dict.fromkeys(tok.convert_ids_to_tokens(i) for i in ids[longest] if i in added))
         extra = f" (with {' and '.join(specials)})" if specials else ""
         raise ValueError(f"{which} is {len(ids[longest])} tokens long{extra}; at most {limit} are allowed, shorten it")
     T = len(ids[longest])

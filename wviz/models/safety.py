@@ -11,16 +11,16 @@ Uploads are untrusted, like the inspector's checkpoints, so:
   WVIZ_MODELS such files are never read;
 - a model's own code never runs: a config with ``auto_map`` (transformers' pointer to code shipped with the model,
   run only with trust_remote_code) is refused, and wviz loads with trust_remote_code=False;
-- a zip is checked before anything is unpacked: its entries counted from its end record before zipfile parses
-  its directory (at most MAX_ZIP_FILES), then wviz.io.zip_problems (absolute paths, '..', links, encrypted
-  members, contents over the cap, zip bombs); its model files (and nothing else) are streamed into a new
+- a zip is checked before anything is unpacked, as every zip upload is (wviz.io.open_zip): its entries counted
+  from its end record before zipfile parses its directory (at most MAX_ZIP_FILES), then absolute paths, '..',
+  links, encrypted members, contents over the cap, zip bombs; its model files (and nothing else) are streamed into a new
   temporary folder, never more bytes than each header declares, and the folder is removed when the caller is done;
 - the model_type must be one wviz can swap (wviz.models.families), and every number the folder brings is checked
   before anything is allocated, each refusal one sentence: config.json's sizes, within bounds that the largest
   public checkpoints of the supported families meet (SIZES) and agreeing with each other (heads that divide the
   hidden size, key-value heads that divide the heads, patches that divide the picture); the image processor's
   picture size (at most MAX_SIDE pixels a side); the safetensors headers, read without loading a tensor and sound
-  as safetensors requires (dtypes of DTYPES, each tensor's offsets holding its shape, no gap or overlap), which give
+  as safetensors requires (wviz.safetensors_header, within MAX_HEADER bytes and DTYPES), which give
   the model's size; and that size in float32, held to WVIZ_MAX_MODEL_MB.
 
 Settings: WVIZ_MAX_MODEL_MB, the cap on an uploaded model, zipped and unpacked, and on any model's weights in
@@ -35,7 +35,6 @@ import json
 import math
 import os
 import shutil
-import struct
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from typing import Any
 
 from wviz import io
 from wviz.models.families import declared, family_of
+from wviz.safetensors_header import Limits, read_header, shown, whole
 
 __all__ = ["MAX_MODEL_MB", "MAX_PICTURE_MB", "ModelFolder", "max_model_bytes", "check_folder", "unpacked",
            "read_picture"]
@@ -61,6 +61,7 @@ IMAGE_PROCESSOR = "preprocessor_config.json"
 MAX_HEADER = 8 * 2 ** 20
 # the dtypes wviz loads (transformers converts them to float32): bytes per number
 DTYPES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+MODEL_HEADER = Limits(MAX_HEADER, DTYPES, "a model")
 # pixels a side of the pictures an image model reads: ViT's and DeiT's largest public checkpoints read 384
 # (google/vit-large-patch16-384, facebook/deit-base-patch16-384) and the largest ViT-style ones 518 (DINOv2), so
 # 518 leaves room for a fine-tuned model while a picture stays a few MB; 6000 cost 1.4 GB (issue 49)
@@ -98,6 +99,8 @@ MODEL_ZIP_LAYOUT = """my-model/                    (the folder save_pretrained w
   model.safetensors          (or model-00001-of-00002.safetensors, ... and its index)
   tokenizer.json, tokenizer_config.json, vocab.txt, ...      (a text model)
   preprocessor_config.json                                   (an image model)"""
+MODEL_ZIP = io.ZipUpload("model zip", "WVIZ_MAX_MODEL_MB", MAX_ZIP_FILES, "a model folder has tens of them",
+                         MODEL_ZIP_LAYOUT)
 
 
 def max_model_bytes() -> int:
@@ -128,88 +131,22 @@ class ModelFolder:
     parameters: int
 
 
-def _header(path: Path) -> tuple[dict, int]:
-    """The tensors a safetensors file lists ({name: entry}, its __metadata__ left out) and the length of its data,
-    read from its header (8 bytes of length, then JSON) without reading a tensor; ValueError when it is not one."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(8)
-        n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
-        if not 2 <= n <= size - 8:
-            raise ValueError(f"{path.name} is not a safetensors file (its header length is {n})")
-        if n > MAX_HEADER:
-            raise ValueError(f"{path.name}'s header claims {n:,} bytes; a model's takes at most {MAX_HEADER:,}")
-        try:
-            header = json.loads(f.read(n))
-        except (ValueError, RecursionError):
-            header = None
-    meta = header.pop("__metadata__", {}) if isinstance(header, dict) else None
-    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise ValueError(f"{path.name} is not a safetensors file (its header is not a table of tensors)")
-    return header, size - 8 - n
-
-
-def _entry(name: str, entry) -> tuple[int, int, int]:
-    """(begin, end, numbers) of one tensor of a safetensors header; ValueError when its dtype is not one of
-    DTYPES, its shape not whole numbers, or its offsets do not hold exactly its numbers."""
-    if not (isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and entry["dtype"] in DTYPES):
-        dtype = entry.get("dtype") if isinstance(entry, dict) else None
-        raise ValueError(f"tensor {_shown(name)} has the dtype {_shown(dtype)}; wviz reads {', '.join(DTYPES)}")
-    shape, offsets = entry.get("shape"), entry.get("data_offsets")
-    if not (isinstance(shape, list) and len(shape) <= 8 and all(_whole(d, 0, 2 ** 40) for d in shape)):
-        raise ValueError(f"tensor {_shown(name)} has the shape {_shown(shape)}, not a list of up to 8 whole numbers")
-    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(o, 0, 2 ** 62) for o in offsets)
-            and offsets[0] <= offsets[1]):
-        raise ValueError(f"tensor {_shown(name)} has the data_offsets {_shown(offsets)}, not [begin, end] in bytes")
-    numbers = math.prod(shape)
-    if offsets[1] - offsets[0] != numbers * DTYPES[entry["dtype"]]:
-        raise ValueError(f"tensor {_shown(name)} of shape {shape} in {entry['dtype']} takes "
-                         f"{numbers * DTYPES[entry['dtype']]:,} bytes but its offsets hold {offsets[1] - offsets[0]:,}")
-    return offsets[0], offsets[1], numbers
-
-
 def _tensors(path: Path) -> tuple[int, int]:
-    """(parameters, bytes in float32) of a safetensors file, from its header: the floating-point numbers it lists
+    """(parameters, bytes in float32) of a safetensors file, from its header (wviz.safetensors_header: sound as
+    safetensors itself requires, dtypes of DTYPES, at most MAX_HEADER bytes): the floating-point numbers it lists
     (integer buffers such as BERT's position_ids are not parameters), and what they take once transformers has
-    them in float32. ValueError when the header is not sound, as safetensors itself requires: dtypes of DTYPES,
-    each tensor's offsets holding its shape's numbers, the tensors one after another from 0 to the end of the file,
-    without a gap or an overlap."""
-    header, data = _header(path)
-    spans, parameters, memory = [], 0, 0
-    for name, entry in header.items():
-        try:
-            begin, end, numbers = _entry(name, entry)
-        except ValueError as err:
-            raise ValueError(f"{path.name} is not a sound safetensors file: {err}") from None
-        spans.append((begin, end, name))
-        floating = entry["dtype"].startswith(("F", "BF"))
-        parameters += numbers if floating else 0
-        memory += numbers * (4 if floating else DTYPES[entry["dtype"]])
-    at = 0
-    for begin, end, name in sorted(spans):
-        if begin != at:
-            how = "overlaps the tensor before it" if begin < at else f"starts {begin - at:,} bytes after the one before"
-            raise ValueError(f"{path.name} is not a sound safetensors file: tensor {_shown(name)} {how}")
-        at = end
-    if at > data:
-        raise ValueError(f"{path.name} is cut short: its header describes {at:,} bytes of tensors, the file has {data:,}")
-    if at < data:
-        raise ValueError(f"{path.name} is not a sound safetensors file: {data - at:,} bytes follow its last tensor")
-    return parameters, memory
-
-
-def _whole(value, low: int, high: int) -> bool:
-    """Whether ``value`` is a whole number from ``low`` to ``high`` (JSON's true and 2.0 are not)."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
-def _shown(value) -> str:
-    """A value of a user's JSON, for a message, as JSON writes it (true, null), cut to 60 characters."""
+    them in float32."""
     try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+        with open(path, "rb") as f:
+            tensors = read_header(f, path.stat().st_size, MODEL_HEADER).tensors.values()
+    except ValueError as err:
+        raise ValueError(f"{path.name}: {err}") from None
+    parameters, memory = 0, 0
+    for t in tensors:
+        floating = t.dtype.startswith(("F", "BF"))
+        parameters += t.numbers if floating else 0
+        memory += t.numbers * (4 if floating else DTYPES[t.dtype])
+    return parameters, memory
 
 
 def _json(path: Path) -> tuple[dict | None, str | None]:
@@ -231,11 +168,11 @@ def _sizes(config: dict, fields: dict) -> tuple[dict, list[str]]:
         for k, v in given:
             pair = k in PAIRS and isinstance(v, list) and len(v) == 2
             nullable = v is None and fields.get(k, (None, False))[1]
-            if not nullable and not all(_whole(x, 1, high) for x in (v if pair else [v])):
-                problems.append(f"config.json's {k} must be a whole number from 1 to {high:,}, not {_shown(v)}")
+            if not nullable and not all(whole(x, 1, high) for x in (v if pair else [v])):
+                problems.append(f"config.json's {k} must be a whole number from 1 to {high:,}, not {shown(v)}")
         if len({json.dumps(v) for _, v in given}) > 1:
             problems.append(f"config.json gives {names[0]} twice, differently: "
-                            + " and ".join(f"{k} {_shown(v)}" for k, v in given))
+                            + " and ".join(f"{k} {shown(v)}" for k, v in given))
         if given:
             found[names[0]] = given[0][1], given[0][0]
     return found, problems
@@ -288,8 +225,8 @@ def _token_problems(config: dict, vocab, positions, fields: dict) -> list[str]:
                         "from it, not null")
     if vocab is None or pad is None:
         return problems
-    if not _whole(pad, -vocab, vocab - 1):
-        return problems + [f"config.json's pad_token_id ({_shown(pad)}) must be a token of its vocabulary (0 to "
+    if not whole(pad, -vocab, vocab - 1):
+        return problems + [f"config.json's pad_token_id ({shown(pad)}) must be a token of its vocabulary (0 to "
                            f"{vocab - 1})"]
     if roberta and positions - max(pad, 0) - 1 < 1:
         problems.append(f"config.json's max_position_embeddings ({positions}) leaves no position for a token after "
@@ -306,10 +243,10 @@ def _picture_size(key: str, value) -> list[str]:
     edges = {"height", "width", "shortest_edge", "longest_edge", "max_height", "max_width"}
     sides = (list(value.values()) if isinstance(value, dict) and value and set(value) <= edges
              else value if isinstance(value, list) and len(value) == 2 else [value])
-    if all(_whole(side, 1, MAX_SIDE) for side in sides):
+    if all(whole(side, 1, MAX_SIDE) for side in sides):
         return []
     return [f"{IMAGE_PROCESSOR}'s {key} must give picture sides of 1 to {MAX_SIDE} pixels (more than any public "
-            f"ViT or DeiT model reads), not {_shown(value)}"]
+            f"ViT or DeiT model reads), not {shown(value)}"]
 
 
 def _processor_problems(path: Path) -> list[str]:
@@ -323,9 +260,9 @@ def _processor_problems(path: Path) -> list[str]:
     for key in ("image_processor_type", "feature_extractor_type"):
         kind = data.get(key)
         if kind is not None and not (isinstance(kind, str) and kind.startswith(PROCESSORS)):
-            problems.append(f"{IMAGE_PROCESSOR} names the image processor {_shown(kind)}; wviz reads ViT's and "
+            problems.append(f"{IMAGE_PROCESSOR} names the image processor {shown(kind)}; wviz reads ViT's and "
                             "DeiT's only")
-    problems += [f"{IMAGE_PROCESSOR}'s {key} must be {what}, not {_shown(data[key])}"
+    problems += [f"{IMAGE_PROCESSOR}'s {key} must be {what}, not {shown(data[key])}"
                  for key, what in (("image_mean", "one number or three"), ("image_std", "one number or three, none 0"),
                                    ("rescale_factor", "a number other than 0"))
                  if key in data and not _finite(data[key], key != "image_mean")]
@@ -351,7 +288,7 @@ def _tokenizer_problems(path: Path) -> list[str]:
     longest = data.get("model_max_length")
     if longest is None or isinstance(longest, (int, float)) and not isinstance(longest, bool) and longest > 0:
         return []
-    return [f"{path.name}'s model_max_length must be a positive number of tokens, not {_shown(longest)}"]
+    return [f"{path.name}'s model_max_length must be a positive number of tokens, not {shown(longest)}"]
 
 
 def _index_problems(path: Path, names: set[str]) -> list[str]:
@@ -365,8 +302,8 @@ def _index_problems(path: Path, names: set[str]) -> list[str]:
     if not isinstance(weights, dict):
         return [bad or f"{index.name} has no weight_map"]
     strays = [f for f in weights.values() if not (isinstance(f, str) and f in names and f.endswith(".safetensors"))]
-    return [f"{index.name} names {shown}, not a .safetensors file of the folder"
-            for shown in sorted(set(map(_shown, strays)))[:3]]
+    return [f"{index.name} names {name}, not a .safetensors file of the folder"
+            for name in sorted(set(map(shown, strays)))[:3]]
 
 
 def _weights(files: list[Path], capped: bool) -> tuple[int, list[str]]:
@@ -481,80 +418,36 @@ def _layout(infos: list[zipfile.ZipInfo]) -> tuple[str, list[zipfile.ZipInfo]]:
 
 def _stream(z: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path) -> None:
     """Copy one member to ``target`` (a new file: never one that exists, never through a link), never more bytes
-    than its header declares."""
+    than its header declares (wviz.io.unzipped)."""
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    written = 0
-    with os.fdopen(fd, "wb") as out, z.open(info) as src:
-        while chunk := src.read(2 ** 20):
-            written += len(chunk)
-            if written > info.file_size:
-                raise ValueError(f"{info.filename!r} unpacks to more bytes than its header declares")
+    with os.fdopen(fd, "wb") as out:
+        for chunk in io.unzipped(z, info):
             out.write(chunk)
-    if written != info.file_size:
-        raise ValueError(f"{info.filename!r} unpacks to fewer bytes than its header declares")
-
-
-_END = struct.Struct("<4s4H2LH")          # a zip's end of central directory record: its last 22 bytes or so
-_END64 = struct.Struct("<4sQ2H2L4Q")      # ZIP64's end record, and the locator between it and the end record
-_LOCATOR = struct.Struct("<4sLQL")
-
-
-def _zip_entries(raw: bytes) -> int:
-    """How many entries a zip's central directory holds, read without parsing it (zipfile.ZipFile builds an object
-    for every entry: 16 s and 700 MB for a million of them): the count its end record states (ZIP64's when
-    there is one, as zipfile reads it) or the entries' signatures in the directory's bytes, the larger of the two
-    (zipfile parses the directory by its size, whatever the count says). 0 when there is no end record: zipfile
-    then says that it is not a zip."""
-    last = len(raw) - _END.size
-    at = last if raw.startswith(b"PK\x05\x06", max(last, 0)) and raw.endswith(b"\0\0") else \
-        raw.rfind(b"PK\x05\x06", max(0, last - 65535))   # zipfile's search: a comment may follow the record
-    if at < 0 or at + _END.size > len(raw):
-        return 0
-    count, size = _END.unpack_from(raw, at)[4:6]
-    where = at - _LOCATOR.size - _END64.size
-    if where >= 0 and raw.startswith(b"PK\x06\x07", at - _LOCATOR.size) and raw.startswith(b"PK\x06\x06", where):
-        count, size = _END64.unpack_from(raw, where)[7:9]
-        at = where
-    return max(count, raw.count(b"PK\x01\x02", max(0, at - size), at))
 
 
 def _unpack(raw: bytes, folder: Path) -> None:
     """Check the zip (module docstring) and stream its model files into ``folder``; ValueError listing every
     problem found before unpacking."""
-    cap = max_model_bytes()
-    if len(raw) > cap:
-        io.fail("model zip", [f"it is {len(raw) / 2 ** 20:.1f} MB, over the limit of {cap / 2 ** 20:.0f} MB "
-                              "(WVIZ_MAX_MODEL_MB sets it)"])
-    entries = _zip_entries(raw)
-    if entries > MAX_ZIP_FILES:
-        io.fail("model zip", [f"it holds {entries:,} files; a model folder has tens of them (wviz opens zips of at "
-                              f"most {MAX_ZIP_FILES:,})"])
-    try:
-        z = zipfile.ZipFile(_bytes.BytesIO(raw))
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-        io.fail("model zip", ["it is not a .zip file"], MODEL_ZIP_LAYOUT + "\n")
-    with z:
-        infos = z.infolist()
-        problems = io.zip_problems(infos, cap, "WVIZ_MAX_MODEL_MB")
-        prefix, files = _layout(infos) if not problems else ("", [])
-        problems += _pickles_and_code([i.filename[len(prefix):] for i in files])
+    with io.open_zip(raw, MODEL_ZIP, max_model_bytes()) as z:
+        prefix, files = _layout(z.infolist())
+        problems = _pickles_and_code([i.filename[len(prefix):] for i in files])
         top = [i for i in files if "/" not in i.filename[len(prefix):] and i.filename.endswith(MODEL_FILES)]
         if not problems and not any(i.filename == prefix + "config.json" for i in top):
             problems.append("it has no config.json at its top or in its one top folder")
         if problems:
-            io.fail("model zip", problems, MODEL_ZIP_LAYOUT + "\n")
+            io.fail(MODEL_ZIP.what, problems, MODEL_ZIP_LAYOUT + "\n")
         for info in top:
             try:
                 _stream(z, info, folder / info.filename[len(prefix):])
             except FileExistsError:
-                io.fail("model zip", [f"{info.filename!r} appears twice"])
+                io.fail(MODEL_ZIP.what, [f"{info.filename!r} appears twice"])
             except (zipfile.BadZipFile, EOFError):   # zipfile's checksum or a member cut short
-                io.fail("model zip", [f"{info.filename!r} is damaged: its bytes are not what the zip's directory "
-                                      "says (their size or checksum)"])
-            except ValueError as err:                # _stream's: more or fewer bytes than declared
-                io.fail("model zip", [str(err)])
+                io.fail(MODEL_ZIP.what, [f"{info.filename!r} is damaged: its bytes are not what the zip's directory "
+                                         "says (their size or checksum)"])
+            except ValueError as err:                # io.unzipped's: more or fewer bytes than declared
+                io.fail(MODEL_ZIP.what, [f"{info.filename!r} {err}"])
             except (NotImplementedError, OSError) as err:
-                io.fail("model zip", [f"{info.filename}: {err}"])
+                io.fail(MODEL_ZIP.what, [f"{info.filename}: {err}"])
 
 
 @contextlib.contextmanager

@@ -6,8 +6,9 @@ the data's folder, ...).
 
 Formats read, from a path or from uploaded bytes:
 
-* ``.safetensors``: the header is parsed and checked here first (length, JSON, dtypes, every tensor's byte range
-  inside the file and equal to its shape's size), then the tensors are read by the safetensors library;
+* ``.safetensors``: the header is parsed and checked first (wviz.safetensors_header: length, JSON, float dtypes,
+  every tensor's byte range equal to its shape's size, the ranges one after another to the end of the file), then
+  the tensors are read by the safetensors library;
 * ``.pt`` / ``.pth``: a dict {"config": ..., "state_dict": ..., "record": ...} saved by torch.save, read only
   through ``torch.load(weights_only=True)`` (torch's restricted unpickler: tensors and plain containers). A file
   it refuses is refused, with no fallback to a full unpickler.
@@ -27,7 +28,6 @@ import math
 import os
 import pickle
 import re
-import struct
 from pathlib import Path
 
 import torch
@@ -35,14 +35,15 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
+from wviz.safetensors_header import Limits, read_header
 from wviz.vit.data import DATASETS, SEVERITIES
 from wviz.vit.model import BOUNDS, TERMS, ViTConfig, build_model
 
 __all__ = ["MAX_BYTES", "MAX_WEIGHT", "save_checkpoint", "load_checkpoint", "check_record", "max_bytes_default"]
 
 MAX_BYTES = 50 * 2 ** 20
-_MAX_HEADER = 1 << 20  # a header of 1 MiB describes thousands of tensors; ours are a few kB
-_DTYPES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
+# a header of 1 MiB describes thousands of tensors (ours are a few kB); the weights are float tensors
+CHECKPOINT_HEADER = Limits(1 << 20, {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}, "a checkpoint")
 _SUFFIXES = (".safetensors", ".pt", ".pth")
 # The largest weight accepted. Trained weights are small (the bundled models' largest is 4.3); a damaged file can
 # hold finite values up to 3e38 (one flipped exponent bit) that overflow to inf and NaN in the first forward pass.
@@ -135,47 +136,6 @@ def _read(path_or_bytes, name: str | None, max_bytes: int) -> tuple[bytes, str]:
     return data, suffix
 
 
-def _check_header(data: bytes) -> tuple[dict, dict]:
-    """Parse and check a safetensors header; returns (tensor entries, metadata)."""
-    if len(data) < 8:
-        raise ValueError(f"not a safetensors file: {len(data)} bytes is shorter than the 8-byte header length")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > _MAX_HEADER:
-        raise ValueError(f"not a valid safetensors file: its header claims {n} bytes (at most {_MAX_HEADER})")
-    if 8 + n > len(data):
-        raise ValueError(f"truncated safetensors file: the header needs {n} bytes but only {len(data) - 8} follow")
-    try:
-        header = json.loads(data[8:8 + n])
-    except (ValueError, RecursionError):  # undecodable bytes, bad JSON, brackets nested too deep
-        raise ValueError("not a valid safetensors file: its header is not JSON") from None
-    if not isinstance(header, dict):
-        raise ValueError("not a valid safetensors file: its header is not a JSON object")
-    meta = header.pop("__metadata__", None) or {}
-    if not isinstance(meta, dict):
-        raise ValueError("the safetensors metadata is not a JSON object")
-    body = len(data) - 8 - n
-    for key, e in header.items():
-        if not (isinstance(e, dict) and isinstance(e.get("shape"), list) and isinstance(e.get("data_offsets"), list)
-                and len(e["data_offsets"]) == 2):
-            raise ValueError(f"tensor {key!r}: malformed entry in the safetensors header")
-        if e.get("dtype") not in _DTYPES:
-            raise ValueError(f"tensor {key!r} has dtype {e.get('dtype')!r}; only float tensors are allowed")
-        shape, (a, b) = e["shape"], e["data_offsets"]
-        if not all(isinstance(s, int) and 0 <= s < 2 ** 63 for s in shape + [a, b]):
-            raise ValueError(f"tensor {key!r}: shape or offsets are not small non-negative integers")
-        count = 1
-        for s in shape:
-            count *= s
-        need = count * _DTYPES[e["dtype"]]
-        if b - a != need:
-            raise ValueError(f"tensor {key!r} claims shape {shape} ({need} bytes) but its data range holds "
-                             f"{b - a} bytes")
-        if not a <= b <= body:
-            raise ValueError(f"truncated safetensors file: tensor {key!r} needs bytes {a}..{b} but the file holds "
-                             f"only {body} bytes of tensor data")
-    return header, meta
-
-
 def _json_entry(meta: dict, key: str, what: str):
     if key not in meta:
         raise ValueError(f"the checkpoint has no {what} (metadata entry {key!r}); was it saved by wviz?")
@@ -186,7 +146,7 @@ def _json_entry(meta: dict, key: str, what: str):
 
 
 def _from_safetensors(data: bytes):
-    _, meta = _check_header(data)
+    meta = read_header(io.BytesIO(data), len(data), CHECKPOINT_HEADER).metadata
     config = _json_entry(meta, "wviz_config", "model config")
     record = _json_entry(meta, "wviz_record", "training record") if "wviz_record" in meta else {}
     try:
