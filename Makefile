@@ -7,16 +7,17 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run serve test test-full check bench chromium nginx node clean
 
-# wviz itself, editable: its dependencies are requirements.txt (pyproject.toml reads them from there).
-# --no-compile: pip would byte-compile every module of every package (torch, transformers, scipy...), half of the
-# install's time; Python compiles the modules a process imports, once, when it first imports them.
+# wviz itself, editable: its dependencies are requirements.txt (pyproject.toml reads them from there). pip
+# byte-compiles every module it installs (half of the install's time, and worth it: where PYTHONDONTWRITEBYTECODE is
+# set, as on this machine, nothing compiled later is kept, and every process would compile what it imports again:
+# BENCHMARKS.md, "The test command").
 $(VENV)/.runtime: requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --no-compile -e .
+	$(PY) -m pip install -q -e .
 	touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
-	$(PY) -m pip install -q --no-compile -r requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
 # Debian's chromium drives the browser tests (Playwright) and figure export (kaleido).
