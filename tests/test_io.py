@@ -2,7 +2,6 @@
 sample clouds."""
 import dataclasses
 import re
-import stat
 import struct
 import zipfile
 from io import BytesIO
@@ -14,6 +13,7 @@ from PIL import Image
 
 from wviz import io, sample_data
 from wviz.models import safety
+from tests.zips import zipped
 
 
 def test_points_csv_round_trip_and_normalised_masses():
@@ -204,19 +204,6 @@ def test_the_example_files_are_read_by_their_own_parsers():
 
 
 # ---- zip uploads: a test split and a model, through the same checks (wviz.io.open_zip) --------------------------
-
-def zipped(members: dict, links=()) -> bytes:
-    """A zip of {name: bytes} (deflated); the names in ``links`` stored as symbolic links."""
-    buffer = BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, raw in members.items():
-            info = zipfile.ZipInfo(name)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            if name in links:
-                info.external_attr = (stat.S_IFLNK | 0o777) << 16
-            z.writestr(info, raw)
-    return buffer.getvalue()
-
 
 def picture() -> bytes:
     buffer = BytesIO()

@@ -3,7 +3,6 @@ uploaded as a .zip (wviz.io.read_test_zip, hostile zips refused), its OOD sets (
 panel's evaluation on it (wviz.vit.panel), against counts and searches done by hand."""
 import io
 import os
-import stat
 import struct
 import zipfile
 
@@ -15,6 +14,7 @@ from PIL import Image
 from wviz import io as wio
 from wviz.vit import data, demo, panel, shapes
 from wviz.vit.model import ViTConfig, build_model
+from tests.zips import zipped
 
 NAMES = list(shapes.CLASSES)
 
@@ -22,19 +22,6 @@ NAMES = list(shapes.CLASSES)
 def png(array: np.ndarray, **save) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(array).save(buf, "PNG", **save)
-    return buf.getvalue()
-
-
-def zipped(members: dict, symlinks=()) -> bytes:
-    """A zip of name -> bytes (deflated); the names in ``symlinks`` marked as symbolic links."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, raw in members.items():
-            info = zipfile.ZipInfo(name)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            if name in symlinks:
-                info.external_attr = (stat.S_IFLNK | 0o777) << 16
-            z.writestr(info, raw)
     return buf.getvalue()
 
 

@@ -75,6 +75,19 @@ def settle(at: AppTest, timeout: float = 540) -> AppTest:
     return at
 
 
+def open_link(name: str, item, monkeypatch, timeout: float = 300) -> AppTest:
+    """Page ``name`` opened by the guided link ``item`` as the browser would (its query string), run once (not
+    settled: background work a link starts goes on), with no exception and no error message."""
+    monkeypatch.setenv("WVIZ_DEVICE", "cpu")
+    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=timeout)
+    for k, v in link_params(item).items():
+        at.query_params[k] = v
+    at.run()
+    no_exception(at)
+    assert not at.error, [shown_text(e) for e in at.error]
+    return at
+
+
 def link_params(item) -> dict:
     """The query parameters of a guided link (wviz.guide.Try) as the browser sends them: parsed from the link the
     page draws (Try.query), a repeated key as a list."""

@@ -3,9 +3,8 @@ experiment run on the sentence alone, the Figure 4 histograms against the tokeni
 links, an encoder chosen among other families, a decoder's upload refused, bad input."""
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import ROOT, figure_titled, link_params, no_exception, settle, shown_text
+from tests.app.conftest import figure_titled, no_exception, open_link, settle, shown_text
 from wviz.models import figure4, minilm
 from wviz.models.corpus import CORPUS
 from wviz.views import heads_dual as hd
@@ -63,13 +62,7 @@ def test_figure4_histograms_count_every_token_and_follow_alpha(open_page, tmp_pa
 def test_try_this_links_open_the_page_in_their_state(item, monkeypatch):
     """Each guided link, opened as the browser would (its query string), sets its widgets, and the numbers its
     sentence quotes from the captions under the sentence's figures are there."""
-    monkeypatch.setenv("WVIZ_DEVICE", "cpu")
-    at = AppTest.from_file(str(ROOT / "pages" / PAGE), default_timeout=300)
-    for k, v in link_params(item).items():
-        at.query_params[k] = v
-    at.run()
-    no_exception(at)
-    assert not at.error, [shown_text(e) for e in at.error]
+    at = open_link(PAGE, item, monkeypatch)
     for key, value in item.params.items():
         assert at.session_state[key] == value, key
     captions = " ".join(shown_text(c) for c in at.caption)

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import torch
 from scipy.special import softmax
-from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import (ROOT, bundle_figures, check_views, figure_titled, figures, link_params, no_exception,
+from tests.app.conftest import (bundle_figures, check_views, figure_titled, figures, no_exception, open_link,
                                 shown_table, shown_text)
 from wviz.figures.common import number_text
 from wviz.models import minilm
@@ -181,13 +180,7 @@ def test_the_linked_view_draws_the_altair_chart_of_the_head(open_page, reference
 def test_try_this_links_open_the_page_in_their_state(item, monkeypatch):
     """Each guided link, opened as the browser would (its query string), sets its widgets (the normalisers by
     their labels, as the multiselect writes the URL), and what its sentence asks to watch is in the heatmaps."""
-    monkeypatch.setenv("WVIZ_DEVICE", "cpu")
-    at = AppTest.from_file(str(ROOT / "pages" / PAGE), default_timeout=300)
-    for k, v in link_params(item).items():
-        at.query_params[k] = v
-    at.run()
-    no_exception(at)
-    assert not at.error, [shown_text(e) for e in at.error]
+    at = open_link(PAGE, item, monkeypatch)
     key_of = {label: name for name, label in rv.CHOICES.items()}
     for key, value in item.params.items():
         want = [key_of[v] for v in value] if key == rv.Keys.NORMALISERS else value
