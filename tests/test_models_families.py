@@ -258,3 +258,15 @@ def test_a_text_too_long_names_the_tokens_the_tokenizer_adds_around_it_not_unk(l
     with pytest.raises(ValueError) as refused:
         lens.forward(loaded[kind], text, max_tokens=8)
     assert str(refused.value) == f"the sentence is {len(ids)} tokens long{added}; at most 8 are allowed, shorten it"
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+def test_the_unknown_token_is_a_piece_of_the_text_not_a_special_token(loaded, kind):
+    """An unknown word ([UNK], <unk>) is marked as text in the forward's special mask, the tokens the tokenizer adds
+    around it ([CLS] [SEP], <s>) as special: the attention sinks' "special tokens" are those."""
+    tokenizer = loaded[kind].tokenizer
+    fwd = lens.forward(loaded[kind], f"a {tokenizer.unk_token} b")
+    ids = fwd.ids[0].tolist()
+    added = set(tokenizer("", verbose=False)["input_ids"])
+    assert tokenizer.unk_token_id in ids
+    assert fwd.special[0].tolist() == [i in added for i in ids]

@@ -164,7 +164,10 @@ def _encode_text(lens, inputs, max_tokens: int | None):
     padded = torch.tensor([row + [pad] * (T - len(row)) for row in ids])
     mask = torch.tensor([[True] * len(row) + [False] * (T - len(row)) for row in ids])
     tokens = tuple(tuple(tok.convert_ids_to_tokens(row)) for row in ids)
-    return padded, mask, tokens, torch.isin(padded, torch.tensor(tok.all_special_ids, dtype=padded.dtype)) & mask
+    # the special tokens wviz marks (attention sinks' "special tokens"): those the tokenizer adds, [MASK] and the like;
+    # not <unk>, which stands for a piece of the text
+    special = [i for i in tok.all_special_ids if i != tok.unk_token_id]
+    return padded, mask, tokens, torch.isin(padded, torch.tensor(special, dtype=padded.dtype)) & mask
 
 
 def patch_grid(config) -> tuple[int, int]:
