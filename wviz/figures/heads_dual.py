@@ -24,19 +24,25 @@ def _scale(values: np.ndarray) -> dict:
     return dict(zmin=0.0, zmax=max(SCALE_MAX, float(values.max())), colorscale="Cividis")
 
 
-def main_figure(s) -> go.Figure:
-    """The page's main figure, the one its alpha slider redraws: each head's mean deviation over the sentence's
-    query tokens (layers 1..L down, heads 1..H across), from a wviz.views.heads_dual.SentenceDuals."""
-    mean = to_numpy(s.per_head)
+def _per_head(mean: np.ndarray, title: dict) -> go.Figure:
+    """A deviation per head (layers 1..L down, heads 1..H across) on the page's colour scale; ``title`` the
+    layout's (a subtitle gets its room above the plot)."""
     L, H = mean.shape
+    room, height = (100, 380) if "subtitle_text" in title else (60, 360)
     fig = go.Figure(go.Heatmap(z=mean, x=list(range(1, H + 1)), y=list(range(1, L + 1)), **_scale(mean),
                                colorbar=dict(title="mean<br>deviation"),
                                hovertemplate="layer %{y}, head %{x}: mean deviation %{z:.4f}<extra></extra>"))
-    fig.update_layout(title=dict(text=f"This sentence, each head (alpha = {s.alpha:.3g})",
-                                 subtitle_text="||lambda* - alpha z|| / ||lambda*||, mean over the query tokens"),
-                      height=380, xaxis=dict(title="head", dtick=1),
-                      yaxis=dict(title="layer", dtick=1, autorange="reversed"), margin=dict(t=100, b=75, l=70, r=105))
+    fig.update_layout(title=title, height=height, xaxis=dict(title="head", dtick=1),
+                      yaxis=dict(title="layer", dtick=1, autorange="reversed"), margin=dict(t=room, b=75, l=70, r=105))
     return fig
+
+
+def main_figure(s) -> go.Figure:
+    """The page's main figure, the one its alpha slider redraws: each head's mean deviation over the sentence's
+    query tokens, from a wviz.views.heads_dual.SentenceDuals."""
+    return _per_head(to_numpy(s.per_head), dict(text=f"This sentence, each head (alpha = {s.alpha:.3g})",
+                                                subtitle_text="||lambda* - alpha z|| / ||lambda*||, mean over the "
+                                                              "query tokens"))
 
 
 def tokens_figure(s) -> go.Figure:
@@ -98,14 +104,7 @@ def deviation_histograms(per_layer, alpha: float, bins: int = 30, model: str = "
 
 
 def deviation_per_head(per_head) -> go.Figure:
-    """Mean relative deviation of every head (layers 1..L down, heads 1..H across): Appendix C / Figure 5 of 002 in
-    short, on the live heatmaps' colour scale (one colour, one deviation, on the whole page)."""
-    mean = to_numpy(per_head).mean(axis=-1)
-    L, H = mean.shape
-    fig = go.Figure(go.Heatmap(z=mean, x=list(range(1, H + 1)), y=list(range(1, L + 1)), **_scale(mean),
-                               colorbar=dict(title="mean<br>deviation"),
-                               hovertemplate="layer %{y}, head %{x}: mean deviation %{z:.3f}<extra></extra>"))
-    fig.update_layout(title="Mean relative deviation per head (Appendix C of 002)", height=360,
-                      xaxis=dict(title="head", dtick=1), yaxis=dict(title="layer", dtick=1, autorange="reversed"),
-                      margin=dict(t=60, b=75, l=70, r=105))
-    return fig
+    """Mean relative deviation of every head over the corpus: Appendix C / Figure 5 of 002 in short, on the live
+    heatmaps' colour scale (one colour, one deviation, on the whole page)."""
+    return _per_head(to_numpy(per_head).mean(axis=-1), dict(text="Mean relative deviation per head (Appendix C of "
+                                                                  "002)"))

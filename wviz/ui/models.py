@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from wviz.models import catalogue, hub
+from wviz.models import catalogue, families as model_families, hub
 from wviz.ui.runs import guarded
 from wviz.ui.style import plain
 
-FAMILIES = ("encoder", "decoder", "image")
+FAMILIES = tuple(dict.fromkeys(model_families.FAMILIES.values()))   # every family wviz opens
 
 
 @st.cache_data(ttl=60, max_entries=4, show_spinner=False)
@@ -37,7 +37,7 @@ def choose_model(key: str, zip_key: str, device, families: Sequence[str] = FAMIL
     found = catalogue.of_families(_found(hub.models_setting()), families)
     options = catalogue.options(found)
     url_model, url_note = catalogue.from_url(st.query_params.get(key), found)
-    kinds = " or ".join(families) if tuple(families) != FAMILIES else "encoder, decoder or image classifier"
+    kinds = " or ".join(families) if set(families) != set(FAMILIES) else "encoder, decoder or image classifier"
     keys = list(options)
     chosen = st.sidebar.selectbox(
         "Model", keys, index=keys.index(url_model), format_func=lambda k: options[k], key=key,
