@@ -5,6 +5,7 @@ hovers and annotations, so each figure gets that text escaped (wviz.figures.comm
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -17,10 +18,11 @@ from wviz.figures.common import plotly_text
 from wviz.views import fenchel_dual as fv
 from wviz.views import gaussian_w2 as gv
 
-# a vocabulary's or a user's worst: bold, RoBERTa's strike-through <s>, a link, an entity's ampersand, a line break
-HOSTILE = ("<b>x</b>", "<s>", '<a href="http://evil">link</a>', "a&b", "one<br>two")
+# a vocabulary's or a user's worst: bold, RoBERTa's strike-through <s>, a link, an entity's ampersand, a line break,
+# a hover template's placeholder (wviz's own templates never read meta)
+HOSTILE = ("<b>x</b>", "<s>", '<a href="http://evil">link</a>', "a&b", "one<br>two", "%{meta}")
 ESCAPED = ("&lt;b&gt;x&lt;/b&gt;", "&lt;s&gt;", '&lt;a href="http://evil"&gt;link&lt;/a&gt;', "a&amp;b",
-           "one&lt;br&gt;two")
+           "one&lt;br&gt;two", "%\u2060{meta}")
 JOINED = " | ".join(HOSTILE)    # for a figure that takes one outside string: all of them at once
 
 
@@ -147,7 +149,8 @@ def test_class_names_and_models_in_their_fields():
 # ---- names typed into a table ------------------------------------------------------------------------------------
 
 def _gaussian_figures():
-    tokens = gv.tokens_from_table(gv.DEFAULT.assign(token=list(HOSTILE)), False)
+    table = pd.concat([gv.DEFAULT, gv.DEFAULT.iloc[:1].assign(x=-1.5, y=-1.2)], ignore_index=True)  # one per name
+    tokens = gv.tokens_from_table(table.assign(token=list(HOSTILE)), False)
     scene = gv.scene(tokens, 0)
     a = gv.attend(scene, 1.0)
     names = tokens.names
@@ -193,7 +196,7 @@ def test_fenchel_dual_figures_draw_template_names_literally():
     assert list(bars.data[0].x) == list(bars.layout.xaxis.tickvals) == list(bars.layout.xaxis.ticktext)
     assert list(bars.data[0].x) == list(ESCAPED)
     assert figures["t5_weights"].layout.title.text.endswith(" | ".join(ESCAPED))
-    assert list(figures["estimates"].data[0].text) == [f"{e}: 0.20" for e in ESCAPED]
+    assert list(figures["estimates"].data[0].text) == [f"{e}: {1 / len(ESCAPED):.2f}" for e in ESCAPED]
 
 
 # ---- the helper ----------------------------------------------------------------------------------------------------

@@ -94,3 +94,67 @@ def test_a_link_s_model_name_is_shown_as_text(server, page):
     assert injected in warning.inner_text().replace("\u2060", "")   # ui.plain's word joiners break autolinks
     assert warning.locator("strong, a, img, .katex, span[style]").count() == 0
     assert page.locator('a[href*="evil.example"], img[src*="evil.example"]').count() == 0
+
+
+def model_zip(folder, config=None, processor=None) -> bytes:
+    """A .zip of the model ``folder`` (under its own name) with keys of config.json and preprocessor_config.json
+    changed."""
+    import json
+
+    from tests.zips import zipped
+
+    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    for name, change in (("config.json", config), ("preprocessor_config.json", processor)):
+        if change:
+            files[name] = json.dumps(json.loads(files[name]) | change).encode()
+    return zipped({f"{folder.name}/{name}": raw for name, raw in files.items()})
+
+
+def upload(page, name: str, raw: bytes) -> None:
+    box = page.locator('[data-testid="stFileUploader"]').filter(has_text="Model folder as a .zip")
+    box.locator('input[type="file"]').set_input_files(files=[{"name": name, "mimeType": "application/zip",
+                                                               "buffer": raw}])
+    wait_until_idle(page)
+
+
+def kib(pid: int, field: str) -> int:
+    """A field of /proc/<pid>/status in KiB: VmRSS now, VmHWM the peak since the start or since it was reset."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def test_two_hostile_uploads_then_a_good_model_draws_and_the_server_stays_small(models, page):
+    """Issue 49 in a real browser: an image model whose preprocessor_config.json asks for 30000 x 30000 pictures (it
+    once took the server to 22 GB) and a BERT with num_hidden_layers -1 (it once broke every later model of the
+    session) are refused with their sentence, the server's peak memory while it reads them stays within 100 MB of
+    what it held before, and a good model uploaded next draws its maps."""
+    from tests.e2e.harness import serving
+
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    hostile = [("huge-pictures.zip", model_zip(models / "tiny-vit", processor={"size": 30000}),
+                "preprocessor_config.json's size must give picture sides of 1 to 518 pixels"),
+               ("minus-one-layer.zip", model_zip(models / "tiny-bert", config={"num_hidden_layers": -1}),
+                "num_hidden_layers must be a whole number from 1 to 256, not -1")]
+    with serving() as (url, proc):
+        page.goto(f"{url}/real_transformer")
+        wait_until_idle(page)
+        maps(page)                                                        # MiniLM drawn: its memory is held
+        choose_model(page, "Upload a model")
+        before = kib(proc.pid, "VmRSS")
+        with open(f"/proc/{proc.pid}/clear_refs", "w") as f:
+            f.write("5")                                                  # VmHWM from here on (proc(5))
+        for name, raw, sentence in hostile:
+            upload(page, name, raw)
+            alert = page.locator('[data-testid="stAlert"]').filter(has_text="The model folder has a problem")
+            assert sentence in alert.inner_text().replace("\u2060", ""), alert.all_inner_texts()
+            no_exception(page, errors)
+        peak = kib(proc.pid, "VmHWM")
+        assert peak - before < 100 * 1024, f"the server grew from {before // 1024} to {peak // 1024} MB"
+        upload(page, "tiny-gpt2.zip", model_zip(models / "tiny-gpt2"))
+        assert "tiny-gpt2 (" in page.locator('[data-testid="stMain"]').inner_text()
+        names = [t["name"] for t in maps(page)]
+        assert names[0] == NORMALISERS[0] and len(names) == 4
+        no_exception(page, errors)

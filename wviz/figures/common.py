@@ -21,15 +21,19 @@ def plotly_text(text: object) -> str:
     table or read from a CSV header) as a Plotly figure must get it to draw it literally. Plotly reads a subset of
     HTML in every text it draws (titles, axis and tick labels, legends, hovers, annotations: ``<b>``, ``<br>``,
     ``<s>`` strikes through, ``<a href>`` draws a link) and decodes entities, so ``<``, ``>`` and ``&`` go in as
-    entities, which it draws as those characters. Escape the outside part before wviz adds its own markup.
+    entities, which it draws as those characters. In a hover or text template it also reads ``%{...}`` as a
+    placeholder (a class named ``%{y}`` would show a number): a word joiner (U+2060, drawn as nothing) after the
+    ``%`` keeps it text. Escape the outside part before wviz adds its own markup.
 
     >>> from wviz.figures.common import plotly_text
     >>> plotly_text("<s>")
     '&lt;s&gt;'
     >>> plotly_text('a&b <a href="x">y</a>')
     'a&amp;b &lt;a href="x"&gt;y&lt;/a&gt;'
+    >>> plotly_text("%{y}")
+    '%\u2060{y}'
     """
-    return html.escape(str(text), quote=False)
+    return html.escape(str(text), quote=False).replace("%{", "%\u2060{")
 
 
 def to_numpy(x) -> np.ndarray:
