@@ -36,6 +36,7 @@ EXAMPLES = {
     "wviz.vit.occlusion": None,
     "wviz.vit.maps": ("rule_traces", "verdict"),
     "wviz.vit.data": ("carve_validation", "mixed_halves", "letters"),
+    "wviz.vit.mnist": ("load", "letters"),
     "wviz.models.minilm": ("load", "forward", "make_normaliser", "attention_maps", "compare"),
     "wviz.models.figure4": ("fenchel_deviation",),
     "wviz.models.normalisers": None,

@@ -30,7 +30,7 @@ def measured(records) -> dict:
     x, y = data.load_dataset("digits", "test")
     model, record = records["stochastic"]
     out = {"stochastic": evaluate.summary(evaluate.evaluate(model, x, y, samples=record["eval_samples"],
-                                                            corruptions=False, seed=0))}
+                                                            corruptions=(), seed=0))}
     twin, rec = records["deterministic"]
     out["deterministic"] = evaluate.summary(evaluate.evaluate(twin, x, y, samples=rec["eval_samples"]))
     return out

@@ -278,7 +278,7 @@ def _fuzz(st, st_end, pt, pt_end):
     ({"metrics": {"accuracy": float("nan")}}, r"not plain JSON \(it holds NaN"),
     ([1, 2], r"training record is not a JSON object"),
     # what tells the inspector which data the model reads, and where (WVIZ_DATA): no path leads anywhere else
-    ({"data": "mnist"}, r"'data' must be one of digits, cifar10, cifar100, folder, got 'mnist'"),
+    ({"data": "svhn"}, r"'data' must be one of digits, mnist, cifar10, cifar100, folder, got 'svhn'"),
     ({"data_folder": ".."}, r"'data_folder' must be a folder's name \(no path\), got '..'"),
     ({"data_folder": "../../etc"}, r"'data_folder' must be a folder's name"),
     ({"data_folder": "/home/me/shapes"}, r"'data_folder' must be a folder's name"),

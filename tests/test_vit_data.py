@@ -94,8 +94,8 @@ def test_folder_dataset(tmp_path):
 
 
 def test_bad_names():
-    with pytest.raises(ValueError, match="unknown dataset 'mnist'"):
-        data.load_dataset("mnist", "train")
+    with pytest.raises(ValueError, match="unknown dataset 'svhn'"):
+        data.load_dataset("svhn", "train")
     with pytest.raises(ValueError, match="split must be 'train' or 'test'"):
         data.load_dataset("digits", "val")
 

@@ -44,9 +44,9 @@ def test_a_multi_seed_summary_is_the_mean_of_its_seeds_and_keeps_each():
     x, y = data.load_dataset("digits", "test")
     x, y = x[:40], y[:40]
     sets = {"uniform noise": data.ood_set("uniform noise", 40)}
-    reports = evaluate.evaluate_seeds(model, x, y, sets, samples=4, seeds=3, corruptions=False)
+    reports = evaluate.evaluate_seeds(model, x, y, sets, samples=4, seeds=3, corruptions=())
     assert len(reports) == 3
-    one = [evaluate.summary(evaluate.evaluate(model, x, y, sets, 4, False, seed=1000 * k)) for k in range(3)]
+    one = [evaluate.summary(evaluate.evaluate(model, x, y, sets, 4, (), seed=1000 * k)) for k in range(3)]
     out = evaluate.summary_seeds(reports)
     assert out["mc"]["seeds"] == 3 and out["mc"]["accuracy"] == [s["accuracy"] for s in one]
     assert out["ece"] == round(sum(s["ece"] for s in one) / 3, 4)
@@ -54,8 +54,8 @@ def test_a_multi_seed_summary_is_the_mean_of_its_seeds_and_keeps_each():
         s["auroc"]["uniform noise"]["mutual information"] for s in one]
     assert len(set(out["mc"]["ece"])) > 1                                   # the draws differ
     twin = build_model(ViTConfig(kind="deterministic", dim=8, depth=1, heads=2)).eval()
-    assert len(evaluate.evaluate_seeds(twin, x, y, sets, samples=4, seeds=3, corruptions=False)) == 1
-    d = evaluate.twin_intervals(reports, evaluate.evaluate(twin, x, y, sets, 4, False), y)
+    assert len(evaluate.evaluate_seeds(twin, x, y, sets, samples=4, seeds=3, corruptions=())) == 1
+    d = evaluate.twin_intervals(reports, evaluate.evaluate(twin, x, y, sets, 4, ()), y)
     assert d["best_score"]["uniform noise"] in metrics.SCORES and len(d["ece"]) == 3
     low, high = d["best_auroc"]["uniform noise"][1:]
     assert low <= d["best_auroc"]["uniform noise"][0] <= high

@@ -21,7 +21,7 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
     for kind, (model, rec) in models.items():
         samples = min(rec["eval_samples"], views.MAX_PANEL_SAMPLES)
         report = vit_evaluate.evaluate(model, x, y, {crops: data.ood_set(crops, len(x))}, samples=samples,
-                                       corruptions=False)
+                                       corruptions=())
         expected[kind], probs[kind] = vit_evaluate.summary(report), report.probs
         if samples == rec["eval_samples"]:
             assert abs(expected[kind]["ece"] - rec["metrics"]["ece"]) < 1e-3 and \

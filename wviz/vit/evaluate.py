@@ -93,9 +93,11 @@ def layer_traces(model, images: torch.Tensor, rule: str | None = None, batch: in
 
 
 def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor] | None = None,
-             samples: int = 16, corruptions: bool = True, progress=None, seed: int = 0) -> Report:
+             samples: int = 16, corruptions: tuple[str, ...] = data.CORRUPTIONS, progress=None,
+             seed: int = 0) -> Report:
     """The full report. ``ood_sets``: name -> images (default: the OOD sets of :mod:`wviz.vit.data`, 360 each,
-    shaped like ``images``); ``progress(fraction, text)`` is called before each pass over a set of images (the test
+    shaped like ``images``); ``corruptions``: the kinds of :func:`wviz.vit.data.corrupt` measured at every
+    severity (none: ``()``); ``progress(fraction, text)`` is called before each pass over a set of images (the test
     split, each OOD set, each corruption and severity), with the fraction of those passes done, and with 1.0 at
     the end; ``seed`` seeds the Monte-Carlo draws. The digits' default sets are the shipped OOD_SETS and the
     HELD_OUT letters.
@@ -111,7 +113,7 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
     >>> model, _ = load_checkpoint(Path(wviz.__file__).parents[1] / "assets" / "vit_digits_stochastic.safetensors")
     >>> images, labels = load_dataset("digits", "test")
     >>> report = evaluate(model, images[:20], labels[:20], {"noise": ood_set("uniform noise", 20)}, samples=4,
-    ...                   corruptions=False)
+    ...                   corruptions=())
     >>> report.accuracy, report.reliability.ece < 0.05
     (1.0, True)
     >>> {score: round(auroc, 4) for score, (_, _, auroc) in report.ood["noise"].items()}
@@ -123,7 +125,7 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
     if ood_sets is None:
         ood_sets = {name: data.ood_set(name, len(images), size=images.shape[-1])
                     for name in data.OOD_SETS + data.HELD_OUT}
-    passes = 1 + len(ood_sets) + (len(data.CORRUPTIONS) * len(data.SEVERITIES) if corruptions else 0)
+    passes = 1 + len(ood_sets) + len(corruptions) * len(data.SEVERITIES)
     done = 0
 
     def run(x: torch.Tensor, text: str) -> Predictions:
@@ -141,13 +143,12 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
 
     ood = {name: aurocs(run(x, f"OOD: {name}")) for name, x in ood_sets.items()}
     errors, seen = {}, {}
-    if corruptions:
-        for kind in data.CORRUPTIONS:
-            qs = [run(data.corrupt(images, kind, sev, seed=sev), f"corruption: {kind}, severity {sev}")
-                  for sev in data.SEVERITIES]
-            errors[kind] = torch.tensor([1 - metrics.accuracy(q.probs, labels) for q in qs])
-            per_sev = [aurocs(q) for q in qs]
-            seen[kind] = {s: torch.tensor([a[s][2] for a in per_sev]) for s in in_scores}
+    for kind in corruptions:
+        qs = [run(data.corrupt(images, kind, sev, seed=sev), f"corruption: {kind}, severity {sev}")
+              for sev in data.SEVERITIES]
+        errors[kind] = torch.tensor([1 - metrics.accuracy(q.probs, labels) for q in qs])
+        per_sev = [aurocs(q) for q in qs]
+        seen[kind] = {s: torch.tensor([a[s][2] for a in per_sev]) for s in in_scores}
     report(1.0, "done")
     return Report(metrics.accuracy(p.probs, labels), metrics.nll(p.probs, labels), rel, ood, errors, seen,
                   metrics.confusion(p.probs, labels), p.probs.cpu())
@@ -165,7 +166,8 @@ def summary(report: Report) -> dict:
 
 
 def evaluate_seeds(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor] | None = None,
-                   samples: int = 16, seeds: int = 1, corruptions: bool = True) -> list[Report]:
+                   samples: int = 16, seeds: int = 1,
+                   corruptions: tuple[str, ...] = data.CORRUPTIONS) -> list[Report]:
     """:func:`evaluate` at Monte-Carlo seeds 0..seeds-1 (one report for the deterministic model, whose draws do not
     depend on the seed): a number that moves with the draws is reported as its mean over them, never one draw."""
     stochastic = model.config.kind == "stochastic"

@@ -79,7 +79,7 @@ def evaluate_panel(job: PanelJob, progress=None) -> vit_evaluate.Report:
     def compute() -> vit_evaluate.Report:
         ood = None if split.digits else data.ood_sets(split.images, split.labels)
         return vit_evaluate.evaluate(model, split.images, split.labels, ood_sets=ood, samples=job.samples,
-                                     corruptions=not job.from_record, progress=step)
+                                     corruptions=() if job.from_record else data.CORRUPTIONS, progress=step)
 
     return disk_cache.cached("vit_panel", params, PANEL_VERSION, compute,
                              types=(vit_evaluate.Report, metrics.Reliability))

@@ -43,7 +43,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, TensorDataset
 
 from wviz.device import get_device
-from wviz.vit import data as vdata
+from wviz.vit import data as vdata, mnist
 from wviz.vit.checkpoint import load_checkpoint, save_checkpoint
 from wviz.vit.evaluate import evaluate, evaluate_seeds, occlusion_aurocs, summary_seeds, twin_intervals
 from wviz.vit.model import (LAYER0, MAX_PROTOTYPES, RULES, TERMS, ViTConfig, build_model, fit_prototypes, loss_fn,
@@ -148,7 +148,7 @@ def parse_args(argv=None) -> argparse.Namespace:
             flag = "--" + name.replace("_", "-")
             p.error(f"{flag} must be {'positive' if lo == 1e-12 else f'at least {lo}'}"
                     + (f" and at most {hi}" if hi is not None else "") + f", got {value}")
-    if args.data != "digits" and args.data_root is None:
+    if args.data not in vdata.SHIPPED and args.data_root is None:
         p.error(f"--data {args.data} is read from a local folder: give it with --data-root (nothing is downloaded)")
     return args
 
@@ -383,16 +383,23 @@ def _record(args, argv, t: _Training, n_images: int, names: list[str], place: _P
 
 def _evaluate(args, model, test: tuple[torch.Tensor, torch.Tensor], device: torch.device) -> dict:
     """The report's numbers on the test split (004's protocol): the digits' OOD sets (the held-out letters
-    included), or those made for the split's own images (vdata.ood_sets); at --eval-seeds Monte-Carlo seeds, their
-    means and per-seed values (summary_seeds); with --twin the bootstrap intervals of the differences to it; with
-    --occlusion-images the AUROC of the MI-occlusion score per seed."""
+    included), MNIST's near and far sets and its MNIST-C corruptions (wviz.vit.mnist), or those made for the split's
+    own images (vdata.ood_sets); at --eval-seeds Monte-Carlo seeds, their means and per-seed values
+    (summary_seeds); with --twin the bootstrap intervals of the differences to it; with --occlusion-images the
+    AUROC of the MI-occlusion score per seed."""
     xt, yt = test
-    ood = None if args.data == "digits" else vdata.ood_sets(xt, yt)
-    reports = evaluate_seeds(model, xt.to(device), yt, ood, args.eval_samples, args.eval_seeds)
+    kinds = vdata.CORRUPTIONS
+    if args.data == "digits":
+        ood = None
+    elif args.data == "mnist":
+        ood, kinds = mnist.ood_sets(len(xt)), mnist.CORRUPTIONS
+    else:
+        ood = vdata.ood_sets(xt, yt)
+    reports = evaluate_seeds(model, xt.to(device), yt, ood, args.eval_samples, args.eval_seeds, kinds)
     metrics = summary_seeds(reports)
     if args.twin:
         twin, _ = load_checkpoint(args.twin, device=device)
-        metrics["vs_twin"] = twin_intervals(reports, evaluate(twin, xt.to(device), yt, ood, corruptions=False), yt)
+        metrics["vs_twin"] = twin_intervals(reports, evaluate(twin, xt.to(device), yt, ood, corruptions=()), yt)
     if args.occlusion_images and model.config.kind == "stochastic":
         sets = ood or {name: vdata.ood_set(name, len(xt), size=xt.shape[-1]) for name in vdata.OOD_SETS
                        + vdata.HELD_OUT}
