@@ -90,6 +90,8 @@ def test_mnist_trains_on_the_shipped_digits_and_is_measured_on_its_benchmark(tmp
     m = record["metrics"]
     assert set(m["auroc"]) == set(mnist.NEAR + mnist.FAR) and list(m["corruption_error"]) == list(mnist.CORRUPTIONS)
     assert all(len(e) == 5 and all(0 <= v <= 1 for v in e) for e in m["corruption_error"].values())
+    shift = m["covariate_shift"]   # scikit-learn's digits, apart from the OOD sets
+    assert 0 <= shift["accuracy"] <= 1 and set(shift["auroc"]) == set(m["auroc"]["textures"])
 
 
 @pytest.mark.slow   # two training processes under torchrun

@@ -504,7 +504,7 @@ def corrupt(images: torch.Tensor, kind: str, severity: int, seed: int = 0) -> to
     c = _LEVELS[kind][severity - 1]
     if kind in MNIST_C:
         g = torch.Generator().manual_seed(seed)
-        out = _zigzag(images, c, g) if kind == "zigzag" else _moved(images, kind, c, g)
+        out = _zigzag(images, int(c), g) if kind == "zigzag" else _moved(images, kind, c, g)
     elif kind == "gaussian noise":
         g = torch.Generator(device=images.device).manual_seed(seed)
         noise = torch.randn(images.shape, generator=g, device=images.device, dtype=images.dtype)

@@ -154,6 +154,18 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
                   metrics.confusion(p.probs, labels), p.probs.cpu())
 
 
+def covariate_shift(model, images: torch.Tensor, shifted: torch.Tensor, shifted_labels: torch.Tensor,
+                    samples: int = 16, seed: int = 0) -> dict:
+    """How a model meets pictures of its classes drawn by other writers (``shifted``, not OOD): its accuracy on
+    them, and for each score the AUROC of telling them from the test split's ``images`` (above 0.5: its uncertainty
+    rises on them), as plain JSON."""
+    device = next(model.parameters()).device
+    p, q = predict(model, images, samples, seed=seed), predict(model, shifted.to(device), samples, seed=seed)
+    ours = p.scores()
+    return {"accuracy": round(metrics.accuracy(q.probs, shifted_labels.to(device)), 4),
+            "auroc": {s: round(metrics.auroc(ours[s], v), 4) for s, v in q.scores().items()}}
+
+
 def summary(report: Report) -> dict:
     """The report's numbers as plain JSON (what a checkpoint's record keeps)."""
     return {

@@ -45,7 +45,8 @@ from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Tens
 from wviz.device import get_device
 from wviz.vit import data as vdata, mnist
 from wviz.vit.checkpoint import load_checkpoint, save_checkpoint
-from wviz.vit.evaluate import evaluate, evaluate_seeds, occlusion_aurocs, summary_seeds, twin_intervals
+from wviz.vit.evaluate import (covariate_shift, evaluate, evaluate_seeds, occlusion_aurocs, summary_seeds,
+                               twin_intervals)
 from wviz.vit.model import (LAYER0, MAX_PROTOTYPES, RULES, TERMS, ViTConfig, build_model, fit_prototypes, loss_fn,
                             pretrain_loss)
 
@@ -388,7 +389,7 @@ def _evaluate(args, model, test: tuple[torch.Tensor, torch.Tensor], device: torc
     (summary_seeds); with --twin the bootstrap intervals of the differences to it; with --occlusion-images the
     AUROC of the MI-occlusion score per seed."""
     xt, yt = test
-    kinds = vdata.CORRUPTIONS
+    kinds: tuple[str, ...] = vdata.CORRUPTIONS
     if args.data == "digits":
         ood = None
     elif args.data == "mnist":
@@ -397,6 +398,8 @@ def _evaluate(args, model, test: tuple[torch.Tensor, torch.Tensor], device: torc
         ood = vdata.ood_sets(xt, yt)
     reports = evaluate_seeds(model, xt.to(device), yt, ood, args.eval_samples, args.eval_seeds, kinds)
     metrics = summary_seeds(reports)
+    if args.data == "mnist":   # other writers: reported apart from the OOD sets, the model should still name them
+        metrics["covariate_shift"] = covariate_shift(model, xt.to(device), *mnist.shifted_digits(), args.eval_samples)
     if args.twin:
         twin, _ = load_checkpoint(args.twin, device=device)
         metrics["vs_twin"] = twin_intervals(reports, evaluate(twin, xt.to(device), yt, ood, corruptions=()), yt)
