@@ -214,6 +214,31 @@ def test_ablation_tables_are_the_mean_and_spread_of_the_seeds(tmp_path):
     _held_out_and_occlusion(ablation, argv, tmp_path, recipes, x)
 
 
+def test_the_ablation_on_mnist_chooses_on_its_shipped_sets(tmp_path):
+    """--data mnist goes to the training runs; the checkpoints are measured on MNIST's validation split and its
+    near and far sets, whose names head the tables; each cell recomputed here; the digits' held-out letters are not
+    MNIST's."""
+    from wviz.vit import ablation
+    from wviz.vit.evaluate import predict
+    from wviz.vit.metrics import auroc
+
+    argv = ["--seeds", "0", "--jobs", "1", "--out-dir", str(tmp_path), "--recipes", "deterministic twin",
+            "--samples", "1", "--mc-seeds", "1", "--data", "mnist", "--limit", "64", "--batch", "32", "--epochs",
+            "1", "--dim", "8", "--depth", "1", "--heads", "2", "--val-fraction", "0.1"]
+    text = ablation.main(argv)
+    head = next(line for line in text.splitlines() if line.startswith("| recipe | accuracy (validation)"))
+    assert [c.strip() for c in head.split("|")[-6:-1]] == [f"best AUROC: {o}" for o in mnist.NEAR + mnist.FAR]
+    model = load_checkpoint(tmp_path / "deterministic_twin_seed0.safetensors")[0]
+    x, _ = mnist.load("test")
+    textures = mnist.ood_set("textures", len(x))
+    a = {s: auroc(predict(model, x, 1).scores()[s], predict(model, textures, 1).scores()[s])
+         for s in ("max-softmax", "predictive entropy")}
+    row = next(line for line in text.splitlines() if line.startswith("| deterministic twin | textures |"))
+    assert [float(c.split(" +- ")[0]) for c in row.split(" | ")[2:4]] == [round(a[s], 3) for s in a]
+    with pytest.raises(ValueError, match="the held-out letters are the digits'"):
+        ablation.main([*argv, "--held-out"])
+
+
 def _held_out_and_occlusion(ablation, argv, tmp_path, recipes, x):
     """After the choice: the letters' table holds each score's AUROC of the letters against the test split,
     recomputed here; the occlusion table the AUROC of the MI-occlusion score on the first N images of each set."""

@@ -9,7 +9,8 @@ included), ``--jobs`` at a time (one torch thread each), then measures each chec
 temperature fitted on the validation split, and tr(Sigma) per layer under both covariance rules), skips whatever
 already exists, and prints the tables from those measurements:
 
-* choosing: on the validation split (carved from the training images) against the shipped OOD sets;
+* choosing: on the validation split (carved from the training images) against the shipped OOD sets (the digits'
+  three, or MNIST's near and far ones with ``--data mnist``, which goes to every training run);
 * reporting: on the test split, with the bootstrap 95 % interval of each recipe's difference to the twin;
 * per layer: the AUROC of the tokens' mean tr(Sigma) at every layer, under the recipe's rule and the other one.
 
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from wviz.vit import data
+from wviz.vit import data, mnist
 from wviz.vit.calibration import fit_temperature, tempered
 from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.evaluate import layer_traces, predict
@@ -101,14 +102,25 @@ def run_all(recipes: dict, seeds: list[int], out_dir: Path, jobs: int, extra: li
             for r in recipes}
 
 
+def ood_sets(dataset: str, n: int) -> dict[str, torch.Tensor]:
+    """The shipped OOD sets of ``dataset`` ('digits' or 'mnist'), n images each: what recipes are chosen on."""
+    if dataset == "mnist":
+        return mnist.ood_sets(n)
+    return {o: data.ood_set(o, n) for o in data.OOD_SETS}
+
+
+def _dataset(record: dict) -> str:
+    return record.get("data", "digits")
+
+
 def _sets(record: dict) -> dict:
     """The images a checkpoint is measured on: its validation split (the record's fraction of the training
-    split), the test split and the shipped OOD sets (360 each)."""
-    x, y = data.load_dataset("digits", "train")
+    split), the test split and the shipped OOD sets of its data (as many images as the test split)."""
+    x, y = data.load_dataset(_dataset(record), "train")
     _, _, xv, yv = data.carve_validation(x, y, record.get("val_fraction", 0.0))
-    xt, yt = data.load_dataset("digits", "test")
+    xt, yt = data.load_dataset(_dataset(record), "test")
     return {"labels": {"validation": yv, "test": yt},
-            "images": {"validation": xv, "test": xt, **{o: data.ood_set(o, len(xt)) for o in data.OOD_SETS}}}
+            "images": {"validation": xv, "test": xt, **ood_sets(_dataset(record), len(xt))}}
 
 
 @torch.no_grad()
@@ -129,7 +141,8 @@ def measure(path: Path, samples: int = 128, mc_seeds: int = 4) -> dict:
                      "tempered": {"test": tempered(preds["test"].logits, tau).float()}})
     layers = {rule: {n: layer_traces(model, x, rule) for n, x in d["images"].items()} for rule in ("004", "mixture")}
     result = {"runs": runs, "layers": layers if stochastic else None, "labels": d["labels"],
-              "config": model.config.to_dict(), "train_seconds": record.get("train_seconds")}
+              "config": model.config.to_dict(), "train_seconds": record.get("train_seconds"),
+              "ood": [o for o in d["images"] if o not in ("validation", "test")]}
     torch.save(result, path.with_suffix(".eval.pt"))
     return result
 
@@ -159,18 +172,24 @@ def _best(evals: list[dict], split: str, ood: str) -> str:
     return max(have, key=lambda s: sum(sum(v) for v in _metric(evals, _auroc(split, ood, s))))
 
 
+def _oods(records: dict) -> list[str]:
+    """The OOD sets the measurements hold (the digits' before they named them)."""
+    return next(iter(records.values()))[0].get("ood", list(data.OOD_SETS))
+
+
 def _choose_table(records: dict) -> list[str]:
+    oods = _oods(records)
     lines = ["| recipe | accuracy (validation) | ECE (validation) | " + " | ".join(
-        f"tr Sigma AUROC: {o}" for o in data.OOD_SETS) + " | " + " | ".join(
-        f"best AUROC: {o}" for o in data.OOD_SETS) + " |", "|---|" + "---|" * (2 + 2 * len(data.OOD_SETS))]
+        f"tr Sigma AUROC: {o}" for o in oods) + " | " + " | ".join(
+        f"best AUROC: {o}" for o in oods) + " |", "|---|" + "---|" * (2 + 2 * len(oods))]
     for r, evals in records.items():
         y = evals[0]["labels"]["validation"]
         cells = [_cell(_metric(evals, lambda run: accuracy(run["probs"]["validation"], y)), 4),
                  _cell(_metric(evals, lambda run: ece(run["probs"]["validation"], y)), 4)]
-        for o in data.OOD_SETS:
+        for o in oods:
             stochastic = "covariance trace" in evals[0]["runs"][0]["scores"][o]
             cells.append(_cell(_metric(evals, _auroc("validation", o, "covariance trace")), 3) if stochastic else "-")
-        for o in data.OOD_SETS:
+        for o in oods:
             best = _best(evals, "validation", o)
             cells.append(_cell(_metric(evals, _auroc("validation", o, best)), 3) + f" ({best})")
         lines.append(f"| {r} | " + " | ".join(cells) + " |")
@@ -182,9 +201,9 @@ def _pairs(evals: list[dict], ood: str, score: str) -> list[tuple]:
 
 
 def _report_table(records: dict) -> list[str]:
-    twin = records.get(TWIN)
+    twin, oods = records.get(TWIN), _oods(records)
     lines = ["| recipe | accuracy | NLL | ECE | ECE after temperature | ECE - twin's [95 % interval] | " + " | ".join(
-        f"best AUROC - twin's: {o}" for o in data.OOD_SETS) + " |", "|---|" + "---|" * (5 + len(data.OOD_SETS))]
+        f"best AUROC - twin's: {o}" for o in oods) + " |", "|---|" + "---|" * (5 + len(oods))]
     for r, evals in records.items():
         y = evals[0]["labels"]["test"]
         cells = [_cell(_metric(evals, lambda run: accuracy(run["probs"]["test"], y)), 4),
@@ -192,12 +211,12 @@ def _report_table(records: dict) -> list[str]:
                  _cell(_metric(evals, lambda run: ece(run["probs"]["test"], y)), 4),
                  _cell(_metric(evals, lambda run: ece(run["tempered"]["test"], y)), 4)]
         if twin is None or r == TWIN:
-            cells += ["-"] * (1 + len(data.OOD_SETS))
+            cells += ["-"] * (1 + len(oods))
         else:
             probs = [run["probs"]["test"] for e in evals for run in e["runs"]]
             d = ece_difference(probs, [run["probs"]["test"] for e in twin for run in e["runs"]], y)
             cells.append(f"{d.estimate:+.4f} [{d.low:+.4f}, {d.high:+.4f}]")
-            for o in data.OOD_SETS:
+            for o in oods:
                 mine, theirs = _best(evals, "test", o), _best(twin, "test", o)
                 d = auroc_difference(_pairs(evals, o, mine), _pairs(twin, o, theirs))
                 cells.append(f"{d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] ({mine})")
@@ -208,7 +227,7 @@ def _report_table(records: dict) -> list[str]:
 def _auroc_table(records: dict) -> list[str]:
     lines = ["| recipe | OOD set | " + " | ".join(SCORES) + " |", "|---|---|" + "---|" * len(SCORES)]
     for r, evals in records.items():
-        for o in data.OOD_SETS:
+        for o in _oods(records):
             have = evals[0]["runs"][0]["scores"][o]
             lines.append(f"| {r} | {o} | " + " | ".join(
                 _cell(_metric(evals, _auroc("test", o, s)), 3) if s in have else "-" for s in SCORES) + " |")
@@ -224,7 +243,7 @@ def _layer_table(records: dict) -> list[str]:
             continue
         own = evals[0]["config"]["rule"]
         for rule in (own, "mixture" if own == "004" else "004"):
-            for o in data.OOD_SETS:
+            for o in _oods(records):
                 n = len(evals[0]["layers"][rule]["test"])
                 cells = [_cell([[auroc(e["layers"][rule]["test"][k], e["layers"][rule][o][k])] for e in evals], 3)
                          for k in range(n)]
@@ -251,7 +270,9 @@ def measure_held_out(path: Path, samples: int = 128, mc_seeds: int = 4) -> dict:
     out = path.with_suffix(".heldout.pt")
     if out.exists():
         return torch.load(out, weights_only=True)
-    model, _ = load_checkpoint(path)
+    model, record = load_checkpoint(path)
+    if _dataset(record) != "digits":
+        raise ValueError(f"{path}: the held-out letters are the digits' (MNIST's sets are all shipped)")
     x = data.ood_set(data.HELD_OUT[0], 360)
     runs = [{"scores": predict(model, x, samples, batch=16, seed=1000 * k).scores()}
             for k in range(mc_seeds if model.config.kind == "stochastic" else 1)]
@@ -285,13 +306,14 @@ def held_out_table(records: dict, held: dict) -> list[str]:
 @torch.no_grad()
 def measure_occlusion(path: Path, n: int, samples: int, mc_seeds: int) -> dict:
     """The MI-occlusion score (wviz.vit.occlusion) of the first ``n`` images of the test split and of each OOD set
-    (the held-out letters included) at each Monte-Carlo seed, saved beside the checkpoint as .occlusion.pt."""
+    (the digits' held-out letters included) at each Monte-Carlo seed, saved beside the checkpoint as .occlusion.pt."""
     out = path.with_suffix(f".occlusion{n}s{samples}.pt")
     if out.exists():
         return torch.load(out, weights_only=True)
-    model, _ = load_checkpoint(path)
-    xt, _ = data.load_dataset("digits", "test")
-    sets = {"test": xt[:n], **{o: data.ood_set(o, 360)[:n] for o in data.OOD_SETS + data.HELD_OUT}}
+    model, record = load_checkpoint(path)
+    xt, _ = data.load_dataset(_dataset(record), "test")
+    held = {o: data.ood_set(o, 360)[:n] for o in data.HELD_OUT} if _dataset(record) == "digits" else {}
+    sets = {"test": xt[:n], **{o: x[:n] for o, x in ood_sets(_dataset(record), len(xt)).items()}, **held}
     runs = [{k: occlusion_score(occlusion_mi(model, x, samples, seed=1000 * m)) for k, x in sets.items()}
             for m in range(mc_seeds)]
     torch.save({"runs": runs}, out)
@@ -301,7 +323,7 @@ def measure_occlusion(path: Path, n: int, samples: int, mc_seeds: int) -> dict:
 def occlusion_table(occ: dict) -> list[str]:
     """Per stochastic recipe: the MI-occlusion score's AUROC per OOD set (mean +- sd over training seeds (+- MC
     sd))."""
-    sets = data.OOD_SETS + data.HELD_OUT
+    sets = [o for o in next(iter(occ.values()))[0]["runs"][0] if o != "test"]
     lines = ["| recipe | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets)]
     for r, evals in occ.items():
         lines.append(f"| {r} | " + " | ".join(_cell([[auroc(run["test"], run[o]) for run in e["runs"]]
