@@ -31,7 +31,7 @@ device = ui.page_setup(
     f"({ui.cite('chizat2018')}) is the road from softmax to Sinkhorn's doubly-stochastic attention "
     f"({ui.cite('sander2022')}): several queries share the keys, each query still spreads exactly its mass, and "
     "$\\rho$ sets how firmly every key is held to receive its share $b_j$ from all of them together.",
-    try_this=av.TRY_THIS,
+    try_this=av.TRY_THIS, keys=av.Keys,
 )
 ui.equation(r"\begin{aligned} p^\star &= \arg\min_{p \in \Delta^{m-1}} \; -\langle s, p \rangle + \tau\, \Omega(p)"
             r" \\ s_j &= \langle q, k_j \rangle \end{aligned}")
@@ -228,7 +228,7 @@ def sweep_view(w: av.Weights) -> ui.View:
             ui.show_figure(fig, key="sweep")
             st.caption("Small tau: all mass on the largest score (argmax, the unregularised transport plan). "
                        "Large tau: the regulariser wins and the weights go to uniform (or to the prior).")
-        ui.animation("sweep_animation", "The weights as tau grows from 0.001 to 100", lambda: sweep_frames(w),
+        ui.animation("sweep_animation", "The weights as tau grows from 0.001 to 1000", lambda: sweep_frames(w),
                      fps=4)
 
     return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(w, one_query(w)[0])])

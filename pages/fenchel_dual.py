@@ -13,7 +13,7 @@ ui.page_setup(
     "$\\mu = \\sum_i u_i t_i$, and $\\alpha$ says how much to trust $z$. The best $p$ solves problem (4); its "
     "Fenchel dual (9) has a maximiser $\\lambda^*$, and replacing $\\lambda^*$ by $\\alpha z$ gives exactly "
     "attention (18). Move $\\alpha$ and $z$ and watch the exact answer and attention part ways as $\\alpha$ grows.",
-    try_this=fv.TRY_THIS,
+    try_this=fv.TRY_THIS, keys=fv.Keys,
 )
 # (4) and (9) one per line, each short enough for a 800 px wide screen
 ui.equation(r"\min_p \; \frac{\alpha}{2}\Big\lVert (\mu + z) - \sum_i p_i t_i \Big\rVert^2 + \mathrm{KL}(p \,\|\, u)"

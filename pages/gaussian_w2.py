@@ -11,7 +11,7 @@ ui.page_setup(
     "a point, and scores a query against a key by minus their squared 2-Wasserstein distance. Two tokens attend to "
     "each other when their means are close **and** their shapes agree; a token that is very uncertain (a wide "
     "covariance) is far from every sharp token.",
-    try_this=gv.TRY_THIS,
+    try_this=gv.TRY_THIS, keys=gv.Keys,
 )
 ui.equation(r"\begin{aligned} W_2^2(q_i, k_j) &= \lVert m_i - m_j\rVert^2 \\"
             r" &\quad + \operatorname{tr}\big(S_i + S_j - 2\,(S_j^{1/2} S_i S_j^{1/2})^{1/2}\big) \\"

@@ -13,11 +13,11 @@ device = ui.page_setup(
     "the templates $t_i$, close to a preference $u$, whose mean is close to $\\mu + z$, where $\\alpha$ is the "
     "reliability of the evidence $z$. Its Fenchel dual (9) has a maximiser $\\lambda^*$; approximating "
     "$\\lambda^* \\approx \\alpha z$ (16) turns the exact answer (12) into the attention formula (18). For BERT-type "
-    "heads, $\\alpha = 1$, $t_i = x_i/\\sqrt{d'}$, $z = K^\\top (Q x_k + b_Q)$ and $u$ uniform make (18) "
-    "**exactly** the head's softmax. How far is the attention's $\\alpha z$ from the true $\\lambda^*$? Sec. 8 "
-    "measures it over every layer, head and token (Figure 4); here on your sentence while you move $\\alpha$, and "
-    f"over {hv.CORPUS_SIZE} bundled sentences below.",
-    try_this=hv.TRY_THIS,
+    "heads, $t_i = x_i/\\sqrt{d'}$, $z = K^\\top (Q x_k + b_Q)$ and $u$ uniform make (18) at the paper's "
+    "$\\alpha = 1$ (the slider's default) **exactly** the head's softmax. How far is the attention's $\\alpha z$ "
+    "from the true $\\lambda^*$? Sec. 8 measures it over every layer, head and token (Figure 4); here on your "
+    f"sentence while you move $\\alpha$, and over {hv.CORPUS_SIZE} bundled sentences below.",
+    try_this=hv.TRY_THIS, keys=hv.Keys,
 )
 ui.equation(r"\begin{aligned} \lambda^* = \arg\max_{\lambda}\ &\langle \lambda, \mu + z\rangle "
             r"- \frac{1}{2\alpha}\lVert\lambda\rVert^2 - \log \sum_i u_i e^{\langle t_i, \lambda\rangle}"

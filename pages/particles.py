@@ -13,7 +13,7 @@ device = ui.page_setup(
     "$\\mu \\mapsto \\mu\\mathbf A_\\mu$: every token is a particle that moves to the average of the values, "
     "weighted by a Boltzmann-Gibbs measure. Stack layers and the particles interact; measure how far two inputs end "
     "up with the 1-Wasserstein distance $W_1$, and ask whether attention contracts it.",
-    try_this=pv.TRY_THIS,
+    try_this=pv.TRY_THIS, keys=pv.Keys,
 )
 ui.equation(r"\begin{aligned}\Psi_g(\nu)(dx) &= \frac{g(x)\,\nu(dx)}{\nu(g)} &&\text{(Def. 3)}\\ "
             r"\mathbf A_\mu(x, dz) &= \Pi\big[\Psi_{G(x,\cdot)}(\mu)\,L\big](dz) &&\text{(Def. 8)}\\ "

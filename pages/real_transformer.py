@@ -22,7 +22,7 @@ device = ui.page_setup(
     f"(semi-relaxed OT, {ui.cite('chizat2018')}) walks from the model's own softmax "
     "($\\rho \\to 0$ at $\\gamma = 1$) to Sinkformer attention ($\\rho = \\infty$). Does each head of an "
     f"encoder solve the dual problem (9) of the {ui.cite('002')}? The page \"Heads solve the dual\" measures it.",
-    try_this=rv.TRY_THIS,
+    try_this=rv.TRY_THIS, keys=rv.Keys,
 )
 sb = st.sidebar
 

@@ -16,7 +16,7 @@ device = ui.page_setup(
     "*and* sparse. With $\\rho < \\infty$ Sinkhorn solves the **semi-relaxed** problem "
     f"({ui.cite('chizat2018')}; its solver translates the dual potentials, {ui.cite('sejourne2022')}): every source "
     "still sends exactly its mass $a_i$, and $\\rho$ says how firmly the targets' masses $b$ are held.",
-    try_this=tv.TRY_THIS,
+    try_this=tv.TRY_THIS, keys=tv.Keys,
 )
 ui.renamed_params(tv.RENAMED)   # before the widgets read the URL
 
@@ -319,8 +319,9 @@ def side_view(t: tv.Transport) -> ui.View:
         help="The regularisation of the {side} plan.",
         caption=f"The {tv.side_solver(t.solver)} plans of the same problem at two regularisations"
                 + (" (the exact solver has no gamma)" if t.solver == "exact" else "")
-                + ": a small gamma keeps the plan close to the sparse exact one, a large gamma blurs it towards the "
-                  "independent coupling $a b^\\top$.")
+                + ": a small gamma keeps the plan close to an optimal one (the sparse exact plan where only one "
+                  "plan is optimal; where several are, the most spread of them, which can be dense), a large gamma "
+                  "blurs it towards the independent coupling $a b^\\top$.")
 
 
 ui.live("transport/solve", gamma_slot, gamma_slider, solve, draw)

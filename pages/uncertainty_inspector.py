@@ -17,7 +17,7 @@ device = ui.page_setup(
     "measures it: every map below names what it shows and sits beside its AUROC on the OOD sets. Here a small demo "
     "model trained on scikit-learn's digits (bundled, nothing is downloaded) sits beside a deterministic ViT of the "
     "same size, or you upload your own checkpoint.",
-    try_this=uv.TRY_THIS,
+    try_this=uv.TRY_THIS, keys=uv.Keys,
 )
 ui.equation(r"\begin{aligned} \mu &= W_\mu x + p_\mu,\quad \Sigma = \mathrm{ELU}(W_\Sigma x + p_\Sigma) + 1 "
             r"\quad (5) \\ A &= \operatorname{softmax}\!\Big(-\tfrac{W_2^2(q, k)}{\sqrt{d_h}}\Big) \\ "

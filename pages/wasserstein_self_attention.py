@@ -3,6 +3,7 @@ import streamlit as st
 
 from wviz import ui
 from wviz.figures import wasserstein_self_attention as figs
+from wviz.figures.common import number_text
 from wviz.views import wasserstein_self_attention as wv
 
 device = ui.page_setup(
@@ -11,7 +12,7 @@ device = ui.page_setup(
     "coordinates, or a small cloud of points) and let the attention weight fall with the Wasserstein distance "
     f"between them, instead of growing with a dot product ({ui.cite('000')}). Small distance, large weight; the "
     "output is still $Y = AV$.",
-    try_this=wv.TRY_THIS,
+    try_this=wv.TRY_THIS, keys=wv.Keys,
 )
 ui.equation(r"\begin{aligned} Q &= XW_Q,\quad K = XW_K,\quad V = XW_V \\"
             r" W_{ij} &= \mathcal{W}(q_i, k_j),\quad A_{ij} = f(W_{ij}),\quad Y = AV \\"
@@ -78,8 +79,7 @@ def tau_slider(where):
 
 def draw(a: wv.Attention):
     ui.show_figure(figs.main_figure(a), key="matrices")
-    st.caption("With identity projections every token is compared with itself at distance 0, so the diagonal of A is "
-               "its largest entry in each row; the dot product instead favours the keys with the largest norm.")
+    st.caption(matrices_caption(a))
     i = a.inputs
     # The pipeline first: tau does not change it, so a tau move does not send it again (ui.View.live)
     ui.views({wv.Labels.PIPELINE: ui.figure_view("flow", lambda: figs.flow_diagram(i.representation, i.weight_map),
@@ -88,6 +88,23 @@ def draw(a: wv.Attention):
                   i.X, {"Y (Wasserstein)": a.ours.Y, "Y (dot product)": a.dot.Y}))},
              help="Pipeline: the note's diagram from X to Y. Outputs: the first channels of X and of Y = AV for both "
                   "attentions. The lecture bundle holds both.", key=wv.Keys.VIEW)
+
+
+def matrices_caption(a: wv.Attention) -> str:
+    """What the matrices show, in the numbers of this state (wv.summary)."""
+    sm = wv.summary(a)
+    if a.inputs.seed is None:
+        projections = ("With identity projections every token is compared with itself at distance 0, so the "
+                       f"diagonal of A is the largest entry of its row ({sm.on_self} of the {sm.n} rows); the dot "
+                       "product instead favours the keys with the largest norm.")
+    else:
+        projections = ("With random projections a token's query and key are different vectors, so the diagonal of W "
+                       f"is not zero: {sm.on_self} of the {sm.n} rows put their largest weight on the token itself.")
+    lo, hi = sm.row_sums
+    sums = ("every row of A sums to 1" if sm.stochastic else
+            f"the rows of A sum to {number_text(lo, 2)} to {number_text(hi, 2)}")
+    return (f"{projections} W ranges from {number_text(sm.w_range[0], 2)} to {number_text(sm.w_range[1], 2)}, A's "
+            f"entries from {number_text(sm.a_range[0], 2)} to {number_text(sm.a_range[1], 2)}; {sums}.")
 
 
 ui.live("wsa/run", tau_slot, tau_slider, lambda tau: None if inputs is None else wv.attend(inputs, tau), draw)

@@ -184,7 +184,11 @@ def test_lecture_bundle_contents():
     assert names == {"README.md", "params.json", "plan.svg", "plan.png", "plan.csv", "A.svg", "A.png", "A.csv"}
     readme = zf.read("README.md").decode()
     assert "# Gaussian W2 attention" in readme and r"\operatorname{softmax}_j(-W_2^2/\tau)" in readme
-    assert "`tau` = 0.5" in readme and "`A`: weights" in readme
+    assert "`tau` = 0.5" in readme and "`A`: weights" in readme and "`plan`: A test figure" in readme
+    untitled = figure().update_layout(title=None, xaxis_title="key j", yaxis_title="weight p_j")
+    readme = zipfile.ZipFile(io.BytesIO(export.lecture_bundle(export.Lecture("T", "", {"bars": untitled})))).read(
+        "README.md").decode()
+    assert "- `bars`: weight p_j over key j: curve, bars" in readme   # an untitled figure said in its own words
     assert json.loads(zf.read("params.json")) == {"tau": 0.5, "cov_kind": "full"}
     assert Image.open(io.BytesIO(zf.read("A.png"))).format == "PNG"
     ET.fromstring(zf.read("plan.svg"))

@@ -133,6 +133,27 @@ def test_pages_name_widget_keys_by_the_constants_of_their_views(stem):
         assert not unused, f"pages/{stem}.py does not use {cls} {unused}"
 
 
+@pytest.mark.parametrize("stem", PAGES)
+def test_a_pages_settings_are_its_own(stem):
+    """Pages share key names (view, tau, samples: the names of the URL, which shared links keep) and Streamlit keeps
+    one session_state for all: each page hands its views' Keys to ui.page_setup, whose state.own_page drops the
+    last page's settings on a switch and keeps the URL parameters the Keys name, every guided link's among them.
+    No key is a session-wide setting (presentation mode), which travels from page to page."""
+    from wviz.ui.state import SESSION_WIDE, own_params
+
+    views = importlib.import_module(f"wviz.views.{stem}")
+    tree = ast.parse((ROOT / "pages" / f"{stem}.py").read_text())
+    alias = next(a.asname or a.name for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and n.module == "wviz.views" for a in n.names if a.name == stem)
+    handed = [ast.unparse(k.value) for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and ast.unparse(n.func) == "ui.page_setup" for k in n.keywords if k.arg == "keys"]
+    assert handed == [f"{alias}.Keys"], f"pages/{stem}.py does not call ui.page_setup(..., keys={alias}.Keys)"
+    assert not {v for n, v in vars(views.Keys).items() if not n.startswith("_")} & set(SESSION_WIDE)
+    own = own_params(views.Keys)
+    linked = {k for item in views.TRY_THIS for k in item.params}
+    assert all(own.fullmatch(k) for k in linked), sorted(k for k in linked if not own.fullmatch(k))
+
+
 @pytest.mark.parametrize("page", REGISTRY, ids=PAGES)
 def test_the_registry_names_a_main_slider_of_the_page(page):
     keys = {v: n for n, v in vars(importlib.import_module(f"wviz.views.{page.stem}").Keys).items()

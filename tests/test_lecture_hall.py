@@ -172,3 +172,41 @@ def test_stacked_rows_keep_their_panels_and_gaps_in_pixels(rows):
         domains = sorted(f.layout[f"yaxis{'' if r == 1 else r}"].domain for r in range(1, rows + 1))
         assert [round((hi - lo) * plot) for lo, hi in domains] == [225] * rows
         assert [round((up[0] - low[1]) * plot) for low, up in zip(domains, domains[1:])] == [120] * (rows - 1)
+
+
+# ---- presentation mode ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query, kept", [
+    ("?representation=empirical&p=1", "?representation=empirical&p=1&presentation=true"),  # not 'presentation='
+    ("?", "?presentation=true"), ("?tau=2&presentation=true", "?tau=2&presentation=true")])
+def test_a_link_keeps_presentation_mode_while_it_is_on(monkeypatch, query, kept):
+    """A guided link loads its page in a new session, which reads presentation mode from the link's URL."""
+    from wviz.ui import style
+
+    monkeypatch.setattr(style, "presenting", lambda: True)
+    assert style.keep_presenting(query) == kept
+    monkeypatch.setattr(style, "presenting", lambda: False)
+    assert style.keep_presenting(query) == query
+
+
+def test_presentation_style_draws_every_heatmap_in_cividis_but_a_picture_in_its_grey():
+    """The heatmaps on shared colour axes (the Real transformer's maps, the inspector's) in Cividis too, as those
+    with their own scale; the inspector's grey input picture stays grey."""
+    import numpy as np
+    import torch
+
+    from wviz.export import presentation_style
+    from wviz.figures import real_transformer as rt, uncertainty_inspector as ui
+    from wviz.figures.common import PICTURE_SCALE
+
+    cividis, grey = (go.layout.Coloraxis(colorscale=s).colorscale for s in ("Cividis", PICTURE_SCALE))
+    maps = rt.attention_maps({"softmax": torch.full((3, 3), 1 / 3)}, ["a", "b", "c"], 1, 1)
+    image = ui.map_over_image(np.zeros((1, 8, 8)), np.ones((2, 2)), "tr Σ", "tr Σ per patch")
+    own = go.Figure(go.Heatmap(z=[[0, 1]], colorscale="Viridis"))
+    assert maps.layout.coloraxis.colorscale != cividis   # the page's own scale, outside presentation mode
+    assert presentation_style(maps).layout.coloraxis.colorscale == cividis
+    styled = presentation_style(image).layout
+    assert (styled.coloraxis.colorscale, styled.coloraxis2.colorscale) == (grey, cividis)
+    assert presentation_style(own).data[0].colorscale == go.Heatmap(colorscale="Cividis").colorscale
+    signed = ui.occlusion_map(np.zeros((1, 8, 8)), torch.tensor([[0.1, -0.2], [0.0, 0.3]]), 0.5)
+    assert presentation_style(signed).layout.coloraxis2.colorscale == signed.layout.coloraxis2.colorscale  # ΔMI

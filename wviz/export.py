@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from wviz.figures.common import PALETTE
+from wviz.figures.common import DIVERGING_SCALE, PALETTE, PICTURE_SCALE
 from wviz.references import REFERENCES
 
 IMAGE_FORMATS = ("png", "svg", "pdf")
@@ -244,7 +244,8 @@ TEXT_PX, TITLE_PX, LINE_PX = 18, 22, 4
 def presentation_style(fig: go.Figure) -> go.Figure:
     """Lecture-hall version of a figure: every text (titles, ticks, axis titles, legend, annotations, colour bars,
     labels on the marks) at least TEXT_PX, lines LINE_PX wide, the Okabe-Ito colour cycle and Cividis for
-    continuous scales (both safe for the common colour-vision deficiencies). Returns a styled copy."""
+    heatmaps' scales (all safe for the common colour-vision deficiencies), a grey picture's (PICTURE_SCALE) and a
+    signed map's (DIVERGING_SCALE) excepted. Returns a styled copy."""
     fig = go.Figure(fig)
     text, title = dict(size=TEXT_PX), dict(size=TITLE_PX)
     fig.update_layout(font_size=TEXT_PX, title_font_size=TITLE_PX + 2, title_subtitle_font=text, colorway=PALETTE,
@@ -273,6 +274,10 @@ def presentation_style(fig: go.Figure) -> go.Figure:
     fig.update_traces(line_width=LINE_PX, selector=lambda t: t.type in ("scatter", "scatterternary") and t.mode
                       and "lines" in t.mode and t.line.width != 0)   # width 0: an outline meant to be invisible
     fig.update_traces(colorscale="Cividis", selector=lambda t: t.type in ("heatmap", "contour"))
+    # and the colour axes that heatmaps share (the Real transformer's, the inspector's); a grey picture keeps its grey
+    # and a signed map its diverging scale
+    kept = [go.layout.Coloraxis(colorscale=s).colorscale for s in (PICTURE_SCALE, DIVERGING_SCALE)]
+    fig.update_coloraxes(colorscale="Cividis", selector=lambda axis: axis.colorscale not in kept)
     return fig
 
 
@@ -322,6 +327,17 @@ def _offline(text: str) -> tuple[str, list[str]]:
     return _CITE.sub(r"\1", text), keys
 
 
+def _described(fig: go.Figure) -> str:
+    """A figure in a few words: its title, or (a page's main figure goes untitled, its page says what it is) what
+    its axes and traces show: 'weight p_j over key j: softmax, sparsemax'."""
+    if fig.layout.title.text:
+        return fig.layout.title.text
+    y, x = fig.layout.yaxis.title.text, fig.layout.xaxis.title.text
+    names = ", ".join(dict.fromkeys(t.name for t in fig.data if t.name))
+    what = f"{y} over {x}" if x and y else (y or x or "a figure")
+    return f"{what}: {names}" if names else what
+
+
 def _readme(lecture: Lecture, not_drawn: dict[str, str]) -> str:
     intro, cited = _offline(lecture.intro)
     lines = [f"# {lecture.title}", "", intro, "", "## Equations", ""]
@@ -329,7 +345,7 @@ def _readme(lecture: Lecture, not_drawn: dict[str, str]) -> str:
     lines += ["## Parameters", ""] + [f"- `{k}` = {v!r}" for k, v in sorted(lecture.params.items())]
     lines += ["", "## Figures", "", "Each figure as `<name>.svg` (vector, for slides), `<name>.png` (2x pixels) "
               "and `<name>.csv` (the plotted values).", ""]
-    lines += [f"- `{key}`: {fig.layout.title.text or ''}" for key, fig in lecture.figures.items()]
+    lines += [f"- `{key}`: {_described(fig)}" for key, fig in lecture.figures.items()]
     if not_drawn:
         lines += ["", "Not drawn as images (their CSV is here):", ""]
         lines += [f"- `{key}`: {why}" for key, why in not_drawn.items()]

@@ -1,6 +1,7 @@
 """The "Attention as transport" page, driven through AppTest; its numbers checked against numpy and the entmax
 package."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -215,6 +216,24 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
         columns = {t["name"]: np.asarray(t["y"], dtype=float) for t in figure_titled(at, "Semi-relaxed OT")["data"]}
         np.testing.assert_allclose(columns["column sums P<sup>T</sup>1 (all queries)"], 1 / 3, atol=1e-3)
         assert w[av.SEMI][2] > 1.5 * w["softmax"][2]
+    for shown in SHOWN[item.label](shown_table(at).set_index("mechanism"), at):
+        assert shown in item.watch, (shown, item.watch)   # the sentence quotes the page's own numbers
+
+
+# What each link's sentence quotes off the page: the summary table's cells as shown (by mechanism) and captions
+SHOWN = {
+    "Send tau to 0.001": lambda cells, at: [f"{cells['p(k2)']['softmax']} for k2",
+                                            *[f"support size {cells['support size'][m]}" for m in cells.index]],
+    "Send tau to 100": lambda cells, at: [
+        "run from {} to {}".format(*sorted(cells[[f"p(k{j})" for j in (1, 2, 3)]].values.ravel(), key=float)[::8])],
+    "entmax with alpha = 1": lambda cells, at: [] if (cells.loc["entmax"] == cells.loc["softmax"]).all() else
+                                               ["(the table's entmax row differs from softmax's)"],
+    "Semi-relaxed OT: from softmax to Sinkhorn": lambda cells, at: [
+        f"k3 {cells['p(k3)']['softmax']}", f"to {cells['p(k3)'][av.SEMI]}.",
+        re.search(r"KL\(P\^T 1 \| b\) = \S+(?= at rho)", " ".join(shown_text(c) for c in at.caption))[0]],
+    "prior-softmax with the prior (0.6, 0.3, 0.1) at tau = 100": lambda cells, at: [
+        "reads {}, {} and {}".format(*cells.loc["prior-softmax", ["p(k1)", "p(k2)", "p(k3)"]])],
+}
 
 
 def test_the_summary_table_reads_in_significant_digits(open_page):

@@ -202,6 +202,11 @@ def metric_values(at) -> dict:
     return {m.label: m.value for m in at.metric}
 
 
+# The metrics whose values a link's sentence quotes, as the page shows them
+QUOTED = {"Shrink alpha to 0.01": ("error of (18)", "error of (15)"),
+          "Grow alpha to 10 with z = (0.5, 0.25)": ("error of (18)",)}
+
+
 @pytest.mark.parametrize("item", fv.TRY_THIS, ids=lambda t: t.label)
 def test_try_this_links_open_the_page_in_their_state(open_page, item):
     """Each guided link, opened as the browser would (its query string), sets its widgets, and what its sentence
@@ -210,6 +215,9 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
     assert not at.error
     for key, value in item.params.items():
         assert at.session_state[key] == value, key
+    shown = metric_values(at)
+    for metric in QUOTED.get(item.label, ()):
+        assert f"{metric}" in item.watch and shown[metric] in item.watch, (metric, shown[metric], item.watch)
     alpha = item.params.get(fv.Keys.ALPHA, 1.0)
     z = np.array([item.params.get(fv.Keys.Z1, 1.5), item.params.get(fv.Keys.Z2, -1.0)])
     fig = figure_titled(at, f"Exact and approximate h at alpha = {alpha:g}")

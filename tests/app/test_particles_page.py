@@ -1,12 +1,13 @@
 """The "Particles and contraction" page through AppTest; its particles, W1 and bounds checked against numpy,
 scipy's assignment solver and finite differences."""
 import math
+import re
 
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception
+from tests.app.conftest import check_views, figure_titled, figures, link_params, no_exception, shown_text
 from wviz.views import particles as pv
 
 PAGE = "particles.py"
@@ -207,6 +208,14 @@ def test_try_this_links_set_their_widgets(open_page, item):
     assert not at.error
     for key, value in item.params.items():
         assert at.session_state[key] == value, key
+    metrics = {m.label: m.value for m in at.metric}
+    captions = " ".join(shown_text(c) for c in at.caption)
+    quoted = {"Measure the contraction": lambda: [f"largest ratio metric reads {metrics['largest ratio']}",
+                                                  f"bound is {metrics['Thm. 23 bound']} (its metric",
+                                                  f"(its metric: {metrics['Cor. 30 bound']})"],
+              "Make the fixed point provable": lambda: [re.search(r"kappa\(T\) <= [\d.]+", captions)[0]]}
+    for shown in quoted.get(item.label, list)():
+        assert shown in item.watch, (shown, item.watch)   # the sentence quotes the page's own numbers
 
 
 @pytest.mark.parametrize("presentation", [False, True])

@@ -2,6 +2,7 @@
 independently loaded MiniLM, sparsemax against numpy, Sinkhorn's marginals, bad input, the models on offer."""
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -203,6 +204,20 @@ def test_try_this_links_open_the_page_in_their_state(item, monkeypatch):
     if rv.Keys.ALPHA in item.params:               # entmax 1.25: fewer zeros than sparsemax, but some
         zeros = {name: (m == 0).sum() for name, m in maps.items()}
         assert 0 < zeros["entmax (alpha = 1.25, tau = 1)"] < zeros["sparsemax (tau = 1)"]
+    captions = " ".join(shown_text(c) for c in at.caption)
+    for pattern, quote in QUOTED.get(item.label, ()):
+        found = re.search(pattern, captions)
+        assert found and quote.format(*found.groups()) in item.watch, (pattern, found, item.watch)
+
+
+# The numbers a link's sentence quotes from the captions: (a pattern in the captions, how the sentence quotes it)
+QUOTED = {"Sparsemax at tau = 0.1": [(r"sparsemax \(tau = 0.1\): (\d+)% zeros on average", "reads {}% zeros")],
+          "An attention sink: layer 5, head 8, under Sinkhorn": [
+              (r"receives ([\d.]+) of the (\d+) units", "gives {} of its {} units"),
+              (r"every column to 1 within (\S+) after", "every column sums to 1 within {} (the caption)")],
+          "entmax between softmax and sparsemax": [
+              (r"entmax \(alpha = 1.25, tau = 1\): (\d+)% zeros on average", "({}% zeros on average"),
+              (r"sparsemax \(tau = 1\): (\d+)% zeros", "sparsemax's {}%)")]}
 
 
 def test_the_linked_chart_follows_presentation_mode(open_page):

@@ -1,6 +1,7 @@
 """The "Transport plans" page, driven through AppTest; its plans checked against POT on the same data."""
 
 import json
+import re
 
 import numpy as np
 import ot as pot
@@ -256,6 +257,47 @@ def test_try_this_links_set_their_widgets(open_page, item):
     assert not at.error
     for key, value in item.params.items():
         assert at.session_state[key] == value, key
+    for shown in SHOWN[item.label](at):
+        assert shown in item.watch, (shown, item.watch)   # the sentence quotes the page's own numbers
+
+
+def metric(at, start: str) -> str:
+    (value,) = [m.value for m in at.metric if m.label.startswith(start)]
+    return value
+
+
+def shown_uneven(at):
+    """The exact plan's brightest cell and cost; the side-by-side plans at small gamma stay dense here (the exact
+    plan is not unique), and the caption says that they can."""
+    P, _, _ = plan_and_marginals(at)
+    i, j = np.unravel_index(P.argmax(), P.shape)
+    side = np.asarray(next(t for t in figure_titled(at, "gamma = 0.001 max C")["data"] if t["type"] == "heatmap")["z"],
+                      dtype=float)
+    assert (side > 1e-8 * side.max()).sum() > sum(P.shape) - 1          # more than a basic plan's entries
+    assert any("which can be dense" in shown_text(c) for c in at.caption)
+    return [f"row {i + 1}, column {j + 1}", f"cost metric reads {metric(at, 'cost')}"]
+
+
+def shown_converge(at):
+    caption = next(shown_text(c) for c in at.caption if "reached the tolerance in" in c.value)
+    solver = re.search(r"reached the tolerance in (\d+) iterations", caption)[1]
+    last = at.select_slider(key=tv.Keys.SCRUB).options[-1]
+    return [f"iteration {last} (the Iteration slider's last step)", f"needs {solver} (the caption)"]
+
+
+# What each link's sentence quotes off the page: metrics, the sweep's dashed line, the plan, the scrubber
+SHOWN = {
+    "Send gamma to 0.001": lambda at: [
+        f"metric reads {metric(at, 'cost')}",
+        next(a["text"] for a in figure_titled(at, "Entropic cost")["layout"]["annotations"]
+             if a["text"].startswith("exact OT = "))],
+    "Hold the targets loosely": lambda at: [f"metric, {metric(at, 'cost')})"],
+    "Solve exactly": lambda at: [f"metric reads {metric(at, 'P_ij')}",
+                                 f"{len(plan_and_marginals(at)[1]) + len(plan_and_marginals(at)[2]) - 1} of its "
+                                 f"{plan_and_marginals(at)[0].size} entries"],
+    "Uneven masses": shown_uneven,
+    "Watch Sinkhorn converge": shown_converge,
+}
 
 
 def test_rho_holds_the_targets_and_the_plan_matches_pot_unbalanced(open_page):

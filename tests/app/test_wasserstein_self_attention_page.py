@@ -151,3 +151,17 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
     for k, v in item.params.items():
         assert at.session_state[k] == v, (k, at.session_state[k], v)
     assert any(default.session_state[k] != v for k, v in item.params.items() if k in default.session_state)
+    caption = next(shown_text(c) for c in at.caption if "W ranges from" in c.value)
+    for pattern in SHOWN[item.label]:
+        shown = re.search(pattern, caption)
+        assert shown, (pattern, caption)
+        assert shown[1] in item.watch, (shown[1], item.watch)   # the sentence quotes the page's own numbers
+
+
+# What each link's sentence reads off the caption under the matrices (its numbers computed by the page): each
+# pattern's group, found in the caption, is quoted by the sentence.
+SHOWN = {"Send tau to 0.01": [r"A's entries from (0 to 1);"],
+         "Send tau to 100": [r"A's entries from ([\d.]+ to [\d.]+);"],
+         "Use random projections": [r"(\d+ of the 24 rows) put their largest weight on the token itself"],
+         "Use the note's sigmoid, rows not normalised": [r"the rows of A sum to ([\d.]+ to [\d.]+)\."],
+         "Read vectors as empirical distributions": [r"W ranges from 0 to ([\d.]+),"]}

@@ -114,20 +114,20 @@ def test_a_uniform_prior_table_gives_softmax_and_many_queries_rows_sum_to_one():
     assert 1 <= res.mean_support <= 1024
 
 
-def test_the_tau_sweep_animation_has_24_distinct_frames_titled_with_their_tau():
+def test_the_tau_sweep_animation_has_25_distinct_frames_titled_with_their_tau():
     s = torch.tensor([1.06, 0.5, -0.92], dtype=torch.float64)
     inputs = av.Inputs(s, None, ("softmax", "sparsemax"), 1.5)
     frames = av.sweep_frames(inputs)
     taus = [w.tau for w in frames]
-    assert len(frames) == 24 and taus[0] == pytest.approx(1e-3) and taus[-1] == pytest.approx(1e2)
-    np.testing.assert_allclose(np.diff(np.log10(taus)), 5 / 23, atol=1e-12)       # a log grid
+    assert len(frames) == 25 and taus[0] == pytest.approx(1e-3) and taus[-1] == pytest.approx(1e3)   # the sweep's
+    np.testing.assert_allclose(np.diff(np.log10(taus)), 0.25, atol=1e-12)          # a log grid
     for w in frames:                                                                # each frame: its own tau
         e = np.exp((s.numpy() - s.numpy().max()) / w.tau)
         np.testing.assert_allclose(w.p["softmax"].numpy(), e / e.sum(), atol=1e-12)
         np.testing.assert_allclose(w.p["sparsemax"].numpy(), numpy_sparsemax(s.numpy() / w.tau), atol=1e-12)
     figures = figs.weights_frames(frames, inputs.labels)
-    assert [f.layout.title.text for f in figures][:2] == ["Weights at tau = 0.001", "Weights at tau = 0.00165"]
-    assert figures[-1].layout.title.text == "Weights at tau = 100"
+    assert [f.layout.title.text for f in figures][:2] == ["Weights at tau = 0.001", "Weights at tau = 0.001778"]
+    assert figures[-1].layout.title.text == "Weights at tau = 1000"
     ys = [np.concatenate([np.asarray(tr.y) for tr in f.data]) for f in figures]
     assert all(not np.array_equal(a, b) for a, b in itertools.pairwise(ys))       # consecutive frames differ
     assert all(tuple(f.layout.yaxis.range) == (0, 1.05) for f in figures)           # fixed axes: no jumping
@@ -388,3 +388,33 @@ def test_live_inputs_carry_what_the_browser_kernels_need():
     P = ((semi["f"][:, None] + semi["g"][None, :] - semi["C"]) / 0.5).exp()
     torch.testing.assert_close(P, av.semi_relaxed(inputs, 0.5, inputs.rho).plan, atol=1e-15, rtol=0)
     assert semi["tol"] == av.SEMI_TOL
+
+
+def test_a_mechanism_keeps_its_colour_and_keys_are_greys_not_mechanism_colours():
+    """Issue 48: the second mechanism was orange whichever it was; in the sweeps blue, orange and green meant keys."""
+    s = torch.tensor([1.06, 0.5, -0.92], dtype=torch.float64)
+    colour = {}
+    for chosen in (("softmax", "sparsemax"), ("softmax", "entmax"), ("entmax", "prior-softmax", av.SEMI)):
+        prior = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64) if "prior-softmax" in chosen else None
+        w = av.weights(av.Inputs(s, prior, chosen, 1.5), 1.0)
+        for bar in figs.main_figure(w).data:
+            assert colour.setdefault(bar.name, bar.marker.color) == bar.marker.color, bar.name
+    assert len(set(colour.values())) == len(colour) == 5
+    inputs = av.Inputs(s, None, ("softmax",), 1.5)
+    lines = figs.tau_sweep_lines(av.TAUS, torch.rand(len(av.TAUS), 3), inputs.labels, 1.0, "t")
+    greys = [t.line.color for t in lines.data]
+    assert greys == figs.key_greys(3) and not set(greys) & set(colour.values())
+    assert all(len(set(g[4:-1].split(","))) == 1 for g in greys)   # r = g = b
+
+
+def test_the_summary_lists_each_keys_weight_for_a_few_keys():
+    """Up to MAX_WEIGHT_COLUMNS keys the table holds p*(k_j) per mechanism (what the Try sentences quote); more
+    keys, no such columns (the bars show them)."""
+    s = torch.tensor([1.06, 0.5, -0.92], dtype=torch.float64)
+    w = av.weights(av.Inputs(s, None, ("softmax", "sparsemax"), 1.5), 0.5)
+    table = av.summary(w)
+    for row, p in enumerate(w.p.values()):
+        assert [table[f"p(k{j + 1})"][row] for j in range(3)] == p.tolist()
+    many = av.weights(av.Inputs(torch.linspace(0, 1, av.MAX_WEIGHT_COLUMNS + 1, dtype=torch.float64), None,
+                                ("softmax",), 1.5), 0.5)
+    assert not [c for c in av.summary(many).columns if c.startswith("p(")]

@@ -494,7 +494,7 @@ def watch_small_gamma(params):
     s = tv.sweep(problem)
     at = int(np.argmin(np.abs(s.gammas_rel.numpy() - gamma_rel)))
     assert s.gammas_rel[at] == pytest.approx(gamma_rel)
-    assert 0 < s.costs[at] - s.exact < 0.003 * s.exact                   # within 0.3 % of the dashed line
+    assert 0 < s.costs[at] - s.exact < 0.003 * s.exact                   # down to the dashed line
     assert (np.diff(s.costs.numpy()) > 0).all()                          # coming down as gamma shrinks
 
 
@@ -504,7 +504,7 @@ def watch_loose_targets(params):
     balanced = tv.transport(problem, solver, gamma_rel)
     nearest = np.argsort(problem.C, axis=1)[:, :3]
     share = [np.take_along_axis(t.plan.numpy(), nearest, 1).sum(1).mean() / problem.a.mean() for t in (loose, balanced)]
-    assert share[0] > 0.5 and share[1] < 1 / 5                          # over half, against about a sixth
+    assert share[0] > 0.5 and share[1] < 1 / 5                          # to their nearest targets
     np.testing.assert_allclose(loose.columns.numpy(), loose.plan.numpy().sum(0))   # the black marks
     assert np.abs(loose.columns.numpy() - problem.b).sum() > 0.3         # the columns leave b
     sweep = tv.rho_sweep(problem, gamma_rel)
@@ -545,7 +545,7 @@ def watch_sinkhorn_converge(params):
         for step in run.iterations[1:]:
             assert np.abs(run.frame(step).columns.numpy() - problem.b).sum() < 1e-12   # the columns match b
         iterations.append(run.n_iter)
-    assert 1300 < iterations[0] < 1700 and 100 < iterations[1] < 140      # about 1500 against about 120
+    assert iterations[0] > 5 * iterations[1]                             # more slowly the smaller gamma
 
 
 WATCH = {"Send gamma to 0.001": watch_small_gamma, "Hold the targets loosely": watch_loose_targets,

@@ -237,3 +237,17 @@ def test_each_guided_experiment_shows_what_its_sentence_says(item):
     """Every Try link's sentence, checked on the numbers of the state the link opens; a new link needs its check."""
     assert item.label in WATCH, f"Try {item.label!r} has no check of what its sentence says"
     WATCH[item.label](item.params)
+
+
+@pytest.mark.parametrize("params", [{}, {wv.Keys.IDENTITY: False},
+                                    {wv.Keys.WEIGHT_MAP: "sigmoid", wv.Keys.NORMALIZE: False}])
+def test_the_caption_numbers_are_read_off_w_and_a(params):
+    """summary: the ranges of W and A, A's row sums and the rows whose largest weight is on the token itself."""
+    a = link_attention(params)
+    W, A = a.ours.W.numpy(), a.ours.A.numpy()
+    s = wv.summary(a)
+    assert s.w_range == (W.min(), W.max()) and s.a_range == (A.min(), A.max()) and s.n == len(A)
+    assert s.row_sums == pytest.approx((A.sum(1).min(), A.sum(1).max()), rel=1e-12)
+    assert s.on_self == (A.argmax(1) == np.arange(len(A))).sum()
+    assert s.stochastic == params.get(wv.Keys.NORMALIZE, True)
+    assert (s.on_self == s.n) == (params.get(wv.Keys.IDENTITY, True))   # identities: each token nearest itself

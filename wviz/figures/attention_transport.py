@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, number_text, to_numpy
 
 
 MAX_KEY_LABELS = 24   # more labels than this do not fit a 800 px wide screen even upright
@@ -25,13 +25,24 @@ def _ordinal(k: int) -> str:
     return f"{k}{'nd' if k == 2 else 'rd' if k == 3 else 'th'}"
 
 
+# One colour per mechanism on the page, whichever others are chosen and in every view; the keys, where lines show
+# them (the tau and rho sweeps), in greys from black (the first key) to light grey (key_greys), another encoding
+MECHANISM_COLOURS = {"softmax": PALETTE[0], "sparsemax": PALETTE[1], "entmax": PALETTE[2],
+                     "prior-softmax": PALETTE[5], "semi-relaxed OT": PALETTE[3]}
+
+
+def key_greys(n: int) -> list[str]:
+    """n greys from black to light grey (75 % white), one per key."""
+    return [f"rgb({v},{v},{v})" for v in np.linspace(0, 191, n).round().astype(int)]
+
+
 def weights_bars(weights: dict, key_labels: list[str], title: str | None = None) -> go.Figure:
     """Grouped bars: the weight each mechanism puts on each key (every key labelled on the axis, or every k-th
     one with a note in the title when there are too many to read). The legend sits under the figure, so that the
     bars keep the full width on a narrow screen."""
     fig = go.Figure()
-    for i, (name, p) in enumerate(weights.items()):
-        fig.add_bar(x=key_labels, y=to_numpy(p), name=name, marker_color=PALETTE[i % len(PALETTE)],
+    for name, p in weights.items():
+        fig.add_bar(x=key_labels, y=to_numpy(p), name=name, marker_color=MECHANISM_COLOURS[name],
                     hovertemplate="%{x}: %{y:.4g}<extra>" + name + "</extra>")
     axis, note = key_ticks(key_labels)
     fig.update_layout(barmode="group", xaxis_title="key j", yaxis_title="weight p_j", yaxis_range=[0, 1.05],
@@ -50,7 +61,7 @@ def main_figure(w) -> go.Figure:
 def weights_frames(frames, key_labels: list[str]) -> list[go.Figure]:
     """The weights bars at each temperature of a tau sweep (views.attention_transport.Weights, one per frame),
     each titled with its tau; the same axes in every frame so that an animation of them does not jump."""
-    return [weights_bars(w.p, key_labels, f"Weights at tau = {w.tau:.3g}") for w in frames]
+    return [weights_bars(w.p, key_labels, f"Weights at tau = {number_text(w.tau, 4)}") for w in frames]
 
 
 def side_by_side(w, key_labels: list[str], side: str) -> go.Figure:
@@ -101,8 +112,8 @@ def tau_sweep_lines(taus, weights, key_labels: list[str], tau_now: float, title:
     """Weight of each key against tau (log axis labelled per decade), with the current tau marked."""
     taus, w = to_numpy(taus), to_numpy(weights)
     fig = go.Figure()
-    for j, label in enumerate(key_labels):
-        fig.add_scatter(x=taus, y=w[:, j], mode="lines", name=label, line=dict(color=PALETTE[j % len(PALETTE)]))
+    for j, (label, grey) in enumerate(zip(key_labels, key_greys(len(key_labels)))):
+        fig.add_scatter(x=taus, y=w[:, j], mode="lines", name=label, line=dict(color=grey))
     # on a log axis an annotation's position is log10 of the value (Plotly): placed by hand, it sits on its line
     fig.add_vline(x=tau_now, line_dash="dash", annotation_text=f"tau = {tau_now:.3g}", annotation_x=np.log10(tau_now))
     fig.update_layout(title=title, xaxis=decade_ticks(taus.min(), taus.max()), xaxis_title="tau",
@@ -135,7 +146,8 @@ def column_sums(semi, key_labels: list[str], title: str | None = None, ymax: flo
     every key receives from all queries (P^T 1) and the keys' target b (hollow) as bars side by side; three
     distributions over the keys, on one axis. ymax: the same axis in every frame of an animation."""
     fig = go.Figure()
-    fig.add_bar(x=key_labels, y=to_numpy(semi.weights), name="the query's weights", marker_color=PALETTE[3],
+    fig.add_bar(x=key_labels, y=to_numpy(semi.weights), name="the query's weights",
+                marker_color=MECHANISM_COLOURS["semi-relaxed OT"],
                 hovertemplate="%{x}: %{y:.4g}<extra>the query's weights</extra>")
     fig.add_bar(x=key_labels, y=to_numpy(semi.columns), name="column sums P<sup>T</sup>1 (all queries)",
                 marker_color=PALETTE[4], hovertemplate="%{x}: %{y:.4g}<extra>column sum</extra>")
@@ -167,8 +179,7 @@ def rho_sweep_lines(sweep, key_labels: list[str], rho_now: float) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("the query's weights p_j", "column sums (P<sup>T</sup>1)_j; dotted: b_j"))
     zero, inf = sweep.ends
-    for j, label in enumerate(key_labels):
-        color = PALETTE[j % len(PALETTE)]
+    for j, (label, color) in enumerate(zip(key_labels, key_greys(len(key_labels)))):
         for row, series, ends in ((1, sweep.weights, (zero.weights, inf.weights)),
                                   (2, sweep.columns, (zero.columns, inf.columns))):
             y = [float(ends[0][j]), *to_numpy(series[:, j]), float(ends[1][j])]

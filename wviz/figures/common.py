@@ -10,6 +10,12 @@ import torch
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+# A grey picture's scale (0 black, 1 white): its pixels, which presentation mode keeps grey where it draws every
+# other heatmap in Cividis (export.presentation_style)
+PICTURE_SCALE = "gray"
+# A signed quantity's scale centred at 0 (the inspector's ΔMI), which presentation mode keeps too: Cividis has no
+# middle, and ColorBrewer's red-blue is safe for the common colour-vision deficiencies
+DIVERGING_SCALE = "RdBu_r"
 # A legend under the chart, at the bottom of the figure: its bottom margin holds the x axis's labels and title and
 # the legend (a legend placed at a fraction of the plot's height below it ran into the axis title when the margin,
 # sized for the narrowest width, left a short plot)

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import BOTTOM_LEGEND, PALETTE, plotly_text, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, DIVERGING_SCALE, PALETTE, PICTURE_SCALE, plotly_text, to_numpy
 
 MODEL_COLORS = {"stochastic": PALETTE[0], "deterministic": PALETTE[1]}
 SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy": "predictive entropy (nats)",
@@ -17,7 +17,8 @@ SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy"
               "covariance trace": "mean tr(Sigma) of the last layer's tokens"}
 
 
-PIXELS: dict = dict(colorscale="gray", cmin=0, cmax=1, colorbar=dict(title="pixel"))  # images: 0 black to 1 white
+# images: 0 black to 1 white (kept grey in presentation mode)
+PIXELS: dict = dict(colorscale=PICTURE_SCALE, cmin=0, cmax=1, colorbar=dict(title="pixel"))
 # short lines: three panels share the width of a narrow page
 RULE_TITLES = {"004": "004's rule<br>(A∘A)Σ_v", "mixture": "mixture rule<br>AΣ_v + spread"}
 
@@ -291,7 +292,7 @@ def occlusion_map(image, change, score: float, mark=None) -> go.Figure:
     fig = map_over_image(image, change, f"Occlusion of the mutual information (image score {score:.3f} nats)",
                          "ΔMI per patch (nats)", mark)
     top = max(float(np.abs(to_numpy(change)).max()), 1e-9)
-    fig.update_layout(coloraxis2=dict(colorscale="RdBu_r", cmin=-top, cmax=top, colorbar=dict(title="ΔMI")))
+    fig.update_layout(coloraxis2=dict(colorscale=DIVERGING_SCALE, cmin=-top, cmax=top, colorbar=dict(title="ΔMI")))
     return fig
 
 

@@ -3,7 +3,8 @@
     page        page_setup: title, intro, guided experiments (Try this), device badge, Reset to defaults, lecture
                 panel; cite (a link to the References page)
     lecture     the lecture being recorded (figures, equations, settings) and its bundle; equation
-    state       the URL: share link, table_editor (and table_from_url while it is not drawn), renamed_params
+    state       the URL: share link, table_editor (and table_from_url while it is not drawn), renamed_params;
+                own_page (page_setup: each page's settings its own across a page switch)
     widgets     log_slider (log_grid: its options), view_selector
     drag        follow: a figure recomputed in the browser while its sliders move (wviz/ui/js)
     runs        live (the main slider and what it drives, in a fragment), fragment, guarded

@@ -28,7 +28,10 @@ def start(title: str, intro: str) -> None:
     """A new lecture for this run, and the sidebar panel that offers it."""
     lecture = st.session_state[_KEY] = export.Lecture(title, intro)
     with st.sidebar.expander("Present, share, export", icon=":material/co_present:"):
-        st.toggle("Presentation mode", key=style.PRESENTATION_PARAM, bind="query-params",
+        # The toggle shows the session's mode, which it changes (style.toggled): on a page reached by the navigation
+        # it is a new widget, which would start off (style.presenting)
+        st.session_state[style.PRESENTATION_PARAM] = style.presenting()
+        st.toggle("Presentation mode", key=style.PRESENTATION_PARAM, bind="query-params", on_change=style.toggled,
                   help="For a projector: sidebar collapsed, toolbar hidden, all text at least 18 px, thicker lines, "
                        "colour-blind-safe colours (Okabe-Ito, Cividis). It travels in the share link.")
         # In a popover: its content is drawn when opened, so a first visit does not load and run the code block's

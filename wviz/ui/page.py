@@ -11,7 +11,7 @@ import torch
 from wviz import ot, references
 from wviz.device import describe, get_device
 from wviz.guide import Try
-from wviz.ui import lecture, style
+from wviz.ui import lecture, state, style
 from wviz.ui.process import limit_threads
 
 
@@ -92,10 +92,12 @@ def guided(items: Sequence[Try]) -> None:
         st.caption("Each link opens this page with those settings and every other one at its default.")
 
 
-def page_setup(title: str, intro: str, try_this: Sequence[Try] = ()) -> torch.device:
+def page_setup(title: str, intro: str, try_this: Sequence[Try] = (), keys: type | None = None) -> torch.device:
     """Title, one-paragraph intro, the guided experiments, the device badge, Reset to defaults and the lecture
-    panel (presentation mode, share link, lecture bundle); returns the device the page computes on."""
+    panel (presentation mode, share link, lecture bundle); returns the device the page computes on. ``keys``, the
+    page's views' Keys, are its own settings: no other page's setting reaches it (state.own_page)."""
     _leave_legacy_pages_mode()
+    state.own_page(keys)
     limit_threads()
     style.apply(title)
     device = device_badge()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from contextvars import ContextVar
 from urllib.parse import urlencode
 
@@ -10,7 +11,11 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
+from wviz.ui.style import PRESENTATION_PARAM
+
 _LINK = "_wviz_link"  # session key: (placeholder of the share link, the link it shows)
+_PAGE = "_wviz_page"  # session key: (the page of the session's last full run, the URL parameters it owns)
+SESSION_WIDE = (PRESENTATION_PARAM,)  # the settings that stay on across pages, in the session and in the URL
 _AT_END: ContextVar[bool] = ContextVar("wviz_link_at_end", default=False)  # inside link_at_end()
 
 
@@ -56,6 +61,45 @@ def settings() -> dict:
             if isinstance(k, str) and not k.startswith("_") and isinstance(v, (bool, int, float, str, list, tuple))}
 
 
+def own_page(keys: type | None) -> None:
+    """A page's settings are its own. On the first run after the session switched pages (the sidebar's navigation,
+    Home's list, st.switch_page), every setting the last page left in the session goes, and so does every URL
+    parameter that is not this page's (one of its ``keys``, its views' Keys: :func:`own_params`) or that the last
+    page named too; presentation mode stays (SESSION_WIDE). Call it before the page's first widget.
+
+    Streamlit keeps one session_state for every page and names a bound widget's URL parameter by its key, so a key
+    that two pages use ('view', 'tau', 'samples') would hand one page's value to the other; the URL names of a
+    shared link cannot change. The browser's navigation brings no query; a switch that does (st.switch_page's
+    query_params; AppTest's, after which Streamlit 1.67 reads back what it had filtered) keeps this page's own
+    parameters only. A session's first run keeps its URL as it is (a link opens in the state it states), and the
+    browser's Back or Forward every parameter of this page's, its URL being the page's own as it was."""
+    ctx = get_script_run_ctx()
+    page, own = (ctx.page_script_hash if ctx is not None else ""), own_params(keys)
+    last, last_own = st.session_state.get(_PAGE, (None, None))
+    st.session_state[_PAGE] = page, own
+    if last is None or last == page:
+        return
+    left = [k for k in st.session_state if isinstance(k, str) and k not in SESSION_WIDE
+            and (not k.startswith("_") or k.startswith(_START))]   # widget values, and tables' starting tables
+    for key in left:
+        del st.session_state[key]
+    back = ctx is not None and ctx.is_history_navigation
+    dropped = [k for k in st.query_params if k not in SESSION_WIDE
+               and (not own.fullmatch(k) or last_own.fullmatch(k) and not back)]
+    for key in dropped:
+        del st.query_params[key]
+    if dropped:
+        _seed_from_url()
+
+
+def own_params(keys: type | None) -> re.Pattern:
+    """The URL parameters a page's Keys name: each constant; a template's ``{}`` any text (``prior_table_{}``); a
+    Side by side key (``SIDE_*``) its two sliders, ``<key>_left`` and ``<key>_right``. None names none."""
+    names = [(n, re.escape(v).replace(r"\{\}", ".+")) for n, v in vars(keys or object).items()
+             if not n.startswith("_") and isinstance(v, str)]
+    return re.compile("|".join(f"{v}_(?:left|right)" if n.startswith("SIDE_") else v for n, v in names) or "(?!)")
+
+
 def table_editor(default: pd.DataFrame, key: str, where=None, **kwargs) -> pd.DataFrame:
     """st.data_editor whose table is mirrored in the URL (query parameter ``key``, JSON rows), so a shared link
     reproduces edits. The editor's starting table is fixed per session: changing it would reset the edits."""
@@ -80,9 +124,12 @@ def table_from_url(default: pd.DataFrame, key: str) -> pd.DataFrame:
     return table
 
 
+_START = "_start_"
+
+
 def _start_key(key: str) -> str:
     """Where the session keeps the table that the editor ``key`` starts from (table_editor, table_from_url)."""
-    return f"_start_{key}"
+    return f"{_START}{key}"
 
 
 def _table_from_url(default: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -110,10 +157,16 @@ def renamed_params(renamed: dict[str, str]) -> None:
             if new not in st.query_params:
                 st.query_params[new] = values
                 moved = True
+    if moved:
+        _seed_from_url()
+
+
+def _seed_from_url() -> None:
+    """The URL parameters as st.query_params holds them now are those the page's widgets start from: a bound widget
+    takes its first value from the URL as the page was opened (Streamlit keeps a copy of those parameters for
+    seeding), not from st.query_params, so that copy is rewritten after a change."""
     ctx = get_script_run_ctx()
-    if moved and ctx is not None:
-        # a bound widget takes its first value from the URL as the page was opened (Streamlit keeps a copy of those
-        # parameters for seeding), not from st.query_params: that copy is rewritten too
+    if ctx is not None:
         query = urlencode([(k, v) for k in st.query_params for v in st.query_params.get_all(k)])
         with ctx.session_state.query_params() as qp:
             qp.set_initial_query_params(query)

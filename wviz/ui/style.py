@@ -5,10 +5,12 @@ that a URL, a file or a model brings, shown as text (:func:`plain`)."""
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qs
 
 import streamlit as st
 
-PRESENTATION_PARAM = "presentation"
+PRESENTATION_PARAM = "presentation"   # the URL's parameter and the lecture panel's toggle
+_SESSION_KEY = "_wviz_presenting"     # the session's mode (presenting)
 
 # Every ASCII punctuation mark, which CommonMark lets a backslash make literal: links, images, emphasis, code, HTML,
 # headings and lists, $LaTeX$, Streamlit's :emoji: / :material/icon: / :color[text] directives. Web addresses and
@@ -162,10 +164,22 @@ _COLLAPSE_ON_A_NEW_PAGE = """
 
 
 def presenting() -> bool:
-    """Presentation mode is on: the toggle's value, or before the toggle is drawn (a link's first run), the URL's."""
-    if PRESENTATION_PARAM in st.session_state:
-        return bool(st.session_state[PRESENTATION_PARAM])
-    return st.query_params.get(PRESENTATION_PARAM, "").lower() == "true"
+    """Presentation mode is on for this session: asked for by the URL of the session's first run
+    (``?presentation=true``), or by the lecture panel's toggle since (:func:`toggled`).
+
+    One answer for the whole run, kept in the session rather than read off the toggle or the URL: on a page reached
+    by the sidebar's navigation or Home's page list, the URL has lost the parameter before the page runs (Streamlit
+    drops a parameter bound to the last page's widget, and its links carry no query) and the page's toggle is a new
+    widget (Streamlit's widget ids include the page), which starts off after the page's CSS was decided from the
+    last page's toggle: large body text, small figures."""
+    if _SESSION_KEY not in st.session_state:
+        st.session_state[_SESSION_KEY] = st.query_params.get(PRESENTATION_PARAM, "").lower() == "true"
+    return st.session_state[_SESSION_KEY]
+
+
+def toggled() -> None:
+    """The lecture panel's toggle (its on_change): the lecturer turned presentation mode on or off."""
+    st.session_state[_SESSION_KEY] = bool(st.session_state[PRESENTATION_PARAM])
 
 
 def sidebar_state() -> str:
@@ -174,8 +188,10 @@ def sidebar_state() -> str:
 
 
 def keep_presenting(query: str) -> str:
-    """A link's query (``?key=value&...``) with presentation mode kept on while it is on."""
-    if not presenting() or f"{PRESENTATION_PARAM}=" in query:
+    """A link's query (``?key=value&...``) with presentation mode kept on while it is on: the link loads the page
+    in a new session, which takes the mode from its URL. A parameter that merely ends in the name
+    (``representation=``) is not it."""
+    if not presenting() or PRESENTATION_PARAM in parse_qs(query.lstrip("?"), keep_blank_values=True):
         return query
     return query + ("&" if len(query) > 1 else "") + f"{PRESENTATION_PARAM}=true"
 

@@ -27,7 +27,7 @@ from wviz.guide import Try
 
 MECHANISMS = attention.MECHANISMS
 TAUS = torch.logspace(-3, 3, 121, dtype=torch.float64)   # the tau sweep's grid
-ANIMATION_TAUS = torch.logspace(-3, 2, 24, dtype=torch.float64)  # the frames of the tau sweep's animation
+ANIMATION_TAUS = torch.logspace(-3, 3, 25, dtype=torch.float64)  # the tau sweep's animation: the sweep's range
 SIDE_TAUS = (0.1, 10.0)                                   # the side-by-side view's default temperatures
 F64 = torch.float64
 
@@ -290,17 +290,24 @@ def at_defaults():
     return lambda tau: weights(inputs, tau)
 
 
+MAX_WEIGHT_COLUMNS = 6   # the summary table lists each key's weight p*(k_j) up to this many keys (the bars show all)
+
+
 def summary(w: Weights) -> pd.DataFrame:
-    """Per mechanism: support size, entropy H(p*) and the objective -<s, p*> + tau Omega(p*) (eq. (13), 001)."""
+    """Per mechanism: support size, entropy H(p*) and the objective -<s, p*> + tau Omega(p*) (eq. (13), 001); with
+    at most MAX_WEIGHT_COLUMNS keys, each key's weight p*(k_j) too (the numbers the bars only hint at: 6e-244, 0)."""
     i = w.inputs
-    return pd.DataFrame({
+    table = {
         "mechanism": list(w.p),
         "support size": [int(attention.support_size(p)) for p in w.p.values()],
         "entropy (nats)": [float(attention.entropy(p)) for p in w.p.values()],
         # semi-relaxed OT's objective belongs to all queries together, not to one query's p: none here
         "objective": [math.nan if n == SEMI else float(objective(n, p, i.scores, w.tau, i.alpha, i.prior))
                       for n, p in w.p.items()],
-    })
+    }
+    if len(i.labels) <= MAX_WEIGHT_COLUMNS:
+        table |= {f"p({label})": [float(p[j]) for p in w.p.values()] for j, label in enumerate(i.labels)}
+    return pd.DataFrame(table)
 
 
 def sweep_frames(inputs: Inputs, taus=ANIMATION_TAUS) -> list[Weights]:
@@ -433,24 +440,25 @@ PRIOR_EXAMPLE = '[["k1",0.6],["k2",0.3],["k3",0.1]]'
 TRY_THIS = (
     Try("Send tau to 0.001", {Keys.TAU: 0.001, Keys.MECHANISMS: ["softmax", "sparsemax", "entmax"]},
         "Sparsemax and entmax put all the mass on k1 (support size 1 in the table). Softmax is one-hot to the eye "
-        "too: its other weights are exp(-(s_1 - s_j) / tau), about 6e-244 for k2 and, for k3, smaller than the "
-        "smallest double, so it shows as 0 (support size 2), although in exact arithmetic softmax keeps every "
-        "weight above zero."),
+        "too: its other weights are exp(-(s_1 - s_j) / tau), 6.239e-244 for k2 (the table's p(k2)) and, for k3, "
+        "smaller than the smallest double, so it shows as 0 (support size 2), although in exact arithmetic softmax "
+        "keeps every weight above zero."),
     Try("Send tau to 100", {Keys.TAU: 100, Keys.MECHANISMS: ["softmax", "sparsemax", "entmax"]},
-        "Every mechanism flattens to about 1/3 per key (every weight between 0.32 and 0.35): the regulariser "
-        "outweighs the scores, and even sparsemax keeps all three keys (support size 3)."),
+        "Every mechanism flattens to about 1/3 per key (the table's weights run from 0.322 to 0.3418): the "
+        "regulariser outweighs the scores, and even sparsemax keeps all three keys (support size 3)."),
     Try("entmax with alpha = 1", {Keys.MECHANISMS: ["softmax", "entmax"], Keys.ALPHA: 1.0},
-        "The entmax bars equal the softmax bars: the Tsallis entropy with alpha = 1 is Shannon's."),
+        "The entmax bars equal the softmax bars (and so do their rows of the table): the Tsallis entropy with "
+        "alpha = 1 is Shannon's."),
     Try("Semi-relaxed OT: from softmax to Sinkhorn", {Keys.MECHANISMS: ["softmax", SEMI], Keys.RHO: 1000.0,
                                                        Keys.VIEW: Labels.RHO_SWEEP},
-        "The four tokens (the query and the three keys) attend to the three keys. Softmax gives k3 0.08; "
-        "semi-relaxed OT at rho = 1000 holds every key's column sum within 0.001 of b = 1/3, so the query's weight "
-        "on k3 nearly doubles, to 0.15. The sweep walks rho from 0 (softmax) to infinity (Sinkhorn's balanced "
-        "plan)."),
+        "The four tokens (the query and the three keys) attend to the three keys. Softmax gives k3 0.08078 (the "
+        "table's p(k3)); semi-relaxed OT at rho = 1000 holds every key's column sum at b = 1/3 (the caption reads "
+        "KL(P^T 1 | b) = 5.5e-08), so the query's weight on k3 nearly doubles, to 0.1512. The sweep walks rho from "
+        "0 (softmax) to infinity (Sinkhorn's balanced plan)."),
     Try("prior-softmax with the prior (0.6, 0.3, 0.1) at tau = 100",
         {Keys.MECHANISMS: ["softmax", "prior-softmax"], Keys.TAU: 100, Keys.PRIOR_TABLE.format(3): PRIOR_EXAMPLE},
-        "Softmax goes to uniform but prior-softmax goes to the prior (0.6, 0.3, 0.1), each within 0.01: "
-        "KL(p || pi) pulls the weights towards pi, not towards uniform."),
+        "Softmax goes to uniform but prior-softmax goes to the prior (0.6, 0.3, 0.1): the table reads 0.6022, "
+        "0.2994 and 0.0984. KL(p || pi) pulls the weights towards pi, not towards uniform."),
 )
 
 

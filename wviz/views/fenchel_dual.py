@@ -73,22 +73,23 @@ EXTRAS = pd.DataFrame({"template": ["t2'", "t3'", "far"], "x": [2.25, 0.8, 3.0],
 # alpha is written as its slider writes it to the URL ("10", not "10.0"): 10, not 10.0.
 TRY_THIS = (
     Try("Shrink alpha to 0.01", {Keys.ALPHA: 0.01},
-        "All three estimates sit within 0.03 of mu and on top of each other: z barely counts, attention (18) is "
-        "the exact (12) to within about 3e-4 and the second order (15) to within 1e-6."),
+        "All three estimates sit next to mu, on top of each other: z barely counts. The metrics read how close: "
+        "the error of (18), attention against the exact (12), is 0.000338, and the error of (15), the second "
+        "order, 9.19e-7."),
     Try("Grow alpha to 10 with z = (0.5, 0.25)", {Keys.ALPHA: 10, Keys.Z1: 0.5, Keys.Z2: 0.25},
-        "The exact h (the filled orange-red square) follows mu + z, which lies inside the templates' hull (0.12 "
-        "away from it), while attention (18) (the open pink square) leaves it for t2, the template most aligned "
-        "with z (0.32 from t2, 0.76 from mu + z)."),
+        "The exact h (the filled orange-red square) follows mu + z, which lies inside the templates' hull, while "
+        "attention (18) (the open pink square) leaves it for t2, the template most aligned with z: the error of "
+        "(18) metric reads 0.745."),
     Try("Uniform u: dot-product attention",
         {Keys.PRESET: "Uniform u (dot-product attention)", Keys.VIEW: Labels.WEIGHTS},
         "With u_i = 1/4 and alpha = 1, attention (18) is softmax_i <t_i, z>, the dot-product attention of a "
         "transformer."),
     Try("Errors against alpha", {Keys.VIEW: Labels.DUAL},
-        "On the log-log plot, as alpha shrinks below about 0.8 the error of (18) falls, with slope 2 at the small "
-        "end (like alpha squared), and the second-order (15) with slope 3, faster still."),
+        "On the log-log plot, as alpha shrinks the error of (18) falls like alpha squared at the small end (two "
+        "decades per decade of alpha), and the second-order (15) faster still (three decades per decade)."),
     Try("OT attention at gamma = 0.01", {Keys.VIEW: Labels.OT, Keys.GAMMA: 0.01},
-        "The true preference (40) is back to u (within 1e-4, Prop. 1), while (25) and the exact (38) part ways "
-        "(0.6 apart, in L1): alpha / gamma = 100 is far from small."),
+        "The bars of the true preference (40) are back on u (Prop. 1), while those of (25) and of the exact (38) "
+        "part ways: alpha / gamma = 100 is far from small."),
 )
 
 

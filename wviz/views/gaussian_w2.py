@@ -73,11 +73,13 @@ TRY_THIS = (
         "the larger ⟨m_i, m_j⟩, and leaves t1 (at the origin) uniform."),
     Try("Compare tau = 0.1 and tau = 1", {Keys.VIEW: Labels.SIDE_BY_SIDE, Keys.SIDE_TAU + "_left": 0.1,
                                           Keys.SIDE_TAU + "_right": 1},
-        "At tau = 0.1 every row is one-hot on the token itself; at tau = 1 its neighbours share the weight (t1 keeps "
-        "0.55 and gives 0.12 to 0.17 to each of t2, t3, t4, 0.01 to the far t5)."),
+        "At tau = 0.1 every row is one-hot on the token itself (one bright cell on the diagonal); at tau = 1 its "
+        "neighbours share the weight: t1's row stays brightest on t1, shades t2, t3 and t4 alike and leaves the "
+        "far t5 dark."),
     Try("Click a query row", {Keys.VIEW: Labels.CLICK},
         "Click t1's row: its dot-product weights are uniform (its mean is the origin, so every ⟨m_1, m_j⟩ = 0), "
-        "while W2 attention ranks the keys by their W2² to it (t2 0.17, t4 0.16, t3 0.12, the far t5 0.01)."),
+        "while W2 attention's bars rank the keys by their W2² to it: t2 and t4 highest, nearly level, then t3, and "
+        "the far t5 near zero."),
 )
 
 

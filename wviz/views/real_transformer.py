@@ -567,19 +567,21 @@ def shown(*names: str) -> list[str]:
 # link opens the bundled MiniLM (a link names no model).
 TRY_THIS = (
     Try("Sparsemax at tau = 0.1", {Keys.NORMALISERS: shown("sparsemax"), Keys.TAU: 0.1},
-        "Sparsemax of S / tau keeps one key per query, two for a few (in the panel of layer 1, head 1: one key for "
-        "11 of the 13 queries, two for the other 2): as tau -> 0 it becomes the argmax."),
+        "Sparsemax of S / tau keeps one key per query, two for a few (count the lit cells of each row in the panel "
+        "of layer 1, head 1), and the caption under the sparsity chart reads 92% zeros on average: as tau -> 0 it "
+        "becomes the argmax."),
     Try("From the model's softmax to Sinkformer", {Keys.NORMALISERS: shown("sinkhorn"), Keys.RHO: 0.001,
                                                     Keys.VIEW: Labels.RHO},
         "At rho = 0.001 Sinkhorn's panel is the original head (rho -> 0 at gamma = 1 is the model's softmax) and the "
-        "embedding's cosine is 1; along the sweep it turns away as rho holds every key to one unit, down to 0.42 "
-        "for Sinkformer attention at rho = ∞."),
+        "embedding's cosine is 1 at the dashed line; along the sweep it turns away as rho holds every key to one "
+        "unit, to well under 1 for Sinkformer attention at rho = ∞."),
     Try("An attention sink: layer 5, head 8, under Sinkhorn",
         {Keys.LAYER: 5, Keys.HEAD: 8, Keys.NORMALISERS: shown("sinkhorn")},
-        "The original head gives 10.7 of its 13 units of attention to [CLS] (the column that lights up); Sinkhorn's "
-        "columns each receive one unit to within 0.02, so the sink is gone."),
+        "The original head gives 10.7 of its 13 units of attention to [CLS] (the column that lights up); under "
+        "Sinkhorn every column sums to 1 within 1.5e-02 (the caption): each key receives about one unit, so the "
+        "sink is gone."),
     Try("entmax between softmax and sparsemax", {Keys.NORMALISERS: shown("softmax", "entmax", "sparsemax"),
                                                Keys.ALPHA: 1.25},
         "alpha = 1.25 keeps more keys than sparsemax yet still sets weights exactly to zero: compare the panels "
-        "and the 'Sparsity per head' view (36 % zeros on average, against sparsemax's 87 %)."),
+        "and the caption under the 'Sparsity per head' chart (36% zeros on average, against sparsemax's 87%)."),
 )

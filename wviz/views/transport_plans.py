@@ -556,23 +556,23 @@ def side_solver(solver: str) -> str:
 
 TRY_THIS = (
     Try("Send gamma to 0.001", {Keys.GAMMA_REL: 0.001, Keys.VIEW: Labels.COST_AGAINST_GAMMA},
-        r"The band of the plan narrows towards the monotone map (each source spreads over about one target either "
-        r"side, against three at $\gamma = 0.01 \max C$), and the entropic cost $\langle C, P\rangle$ comes down "
-        r"to within 0.3 % of the exact OT cost (the dashed line)."),
+        r"The band of the plan narrows towards the monotone map, and the entropic cost $\langle C, P\rangle$ comes "
+        r"down to the exact OT cost: the metric reads 0.409 against the dashed line's exact OT = 0.4079."),
     Try("Hold the targets loosely", {Keys.RHO_REL: 0.01, Keys.VIEW: Labels.COST_AGAINST_RHO},
-        r"At $\rho = 0.01 \max C$ the targets' masses are barely held: the sources send more of their mass to "
-        r"their nearest targets (over half to their three nearest, against a sixth in the balanced plan), the "
-        r"column sums (black marks over $b$) leave $b$, and the cost $\langle C, P\rangle$ falls below the "
-        r"balanced plan's ($\rho = \infty$, dashed)."),
+        r"At $\rho = 0.01 \max C$ the targets' masses are barely held: the sources send their mass to their nearest "
+        r"targets, the column sums (black marks over $b$) leave $b$, and the cost $\langle C, P\rangle$ (the "
+        r"metric, 0.2737) falls below the balanced plan's (the dashed line, $\rho = \infty$)."),
     Try("Solve exactly", {Keys.SOLVER: "exact", Keys.PRESET: "two clusters"},
-        "The exact plan is sparse (at most $n + m - 1$ nonzero entries) and stays within the two blocks: each "
-        "cluster is sent to the nearer one."),
+        "The exact plan is sparse: at most $n + m - 1$, here 69 of its 1200 entries, are nonzero (the metric reads "
+        "94.8 % below 1e-8 max P), and it stays within the two blocks: each cluster is sent to the nearer one."),
     Try("Uneven masses", {Keys.PROBLEM: "cost matrix", Keys.SOLVER: "exact", Keys.MARGINALS: "edited",
                           Keys.A.format(4): "3, 1, 1, 1", Keys.B.format(3): "1, 1, 4"},
         "Source 1 holds half of the mass and target 3 two thirds: the other sources cannot fill target 3, so "
-        "source 1 must send part of its mass the longest way, at cost 4."),
+        "source 1 must send part of its mass the longest way, at cost 4 (the plan's brightest cell, row 1, "
+        "column 3; the cost metric reads 11)."),
     Try("Watch Sinkhorn converge", {Keys.GAMMA_REL: 0.001, Keys.VIEW: Labels.CONVERGE},
         r"Each iteration rescales rows then columns: after it the columns match $b$ exactly, and the rows' error "
-        r"shrinks at every step, by a steady factor at the end, more slowly the smaller $\gamma$: about 1500 "
-        r"iterations to the tolerance here, against about 120 at $\gamma = 0.01 \max C$."),
+        r"shrinks at every step, by a steady factor at the end: plain Sinkhorn runs to iteration 1490 (the "
+        r"Iteration slider's last step) where the solver above, with epsilon scaling and over-relaxation, needs "
+        r"208 (the caption)."),
 )

@@ -339,24 +339,27 @@ def example_image(side: int = 64) -> bytes:
 # sentences are those of the bundled models.
 TRY_THIS = (
     Try("A digit the deterministic twin gets wrong", {Keys.INDEX: 113},
-        "The twin calls this 5 a 0 (53 %); the stochastic model says 5 at 85 %."),
+        "The line above the bars reads it: the twin calls this 5 a 0 (52.6%); the stochastic model says 5 at "
+        "85.2%."),
     Try("Noise on the middle of the digit", {Keys.REGION: "noise", Keys.REGION_ROW: 2, Keys.REGION_COL: 2,
                                              Keys.REGION_SIZE: 2, Keys.LAYER: 0},
-        "The four noisy patches are far from every patch the prototypes learned: their tr(Sigma) jumps from 0.9-4.6 "
-        "to 10-23, above every clean patch; the 6 stays a 6, but at 54 % instead of 98 %, and its whisker (5-95 % "
-        "of the draws) widens from 0.96-0.99 to 0.07-0.96."),
+        "The four noisy patches (the dashed box) are far from every patch the prototypes learned: on the tr(Sigma) "
+        "map they are the brightest, above every clean patch; the 6 stays a 6, but at 54.0% (the line above the "
+        "bars), and its whisker (5-95 % of the draws) spans most of the axis."),
     Try("Blank the middle of the digit", {Keys.REGION: "occlude", Keys.REGION_ROW: 2, Keys.REGION_COL: 2,
                                           Keys.REGION_SIZE: 2, Keys.LAYER: 0},
-        "Blanked, the four patches look like background, which the prototypes know: their tr(Sigma) falls to the "
-        "background's (about 0.8), so the map does not flag them. The draws do: the 6 keeps 55 % against 38 % for "
-        "a 2, its whisker 0.07-0.94."),
+        "Blanked, the four patches look like background, which the prototypes know: on the tr(Sigma) map the "
+        "dashed box is as dark as the background, so the map does not flag them. The draws do: the 6 keeps only "
+        "55.3% beside a tall bar for a 2, its whisker spanning most of the axis, while the twin calls it a 2 at "
+        "94.8%."),
     Try("Noise images, scored by the covariance trace",
         {Keys.SCORE: "covariance trace", Keys.OOD: "uniform noise", Keys.PANEL: Labels.OOD_SCORES},
-        "AUROC 1.00: virtually every noise image gets larger covariances than the digits, since each of its "
-        "patches is far from the prototypes of layer 0 and 004's rule carries that to the last layer."),
+        "AUROC 1.000 in the panel's title: virtually every noise image gets larger covariances than the digits, "
+        "since each of its patches is far from the prototypes of layer 0 and 004's rule carries that to the last "
+        "layer."),
     Try("Mixed digits, scored by the covariance trace",
         {Keys.SCORE: "covariance trace", Keys.OOD: "mixed digits", Keys.PANEL: Labels.OOD_SCORES},
-        "AUROC 0.52, chance: halves of two digits are made of digit patches, each close to a prototype; "
-        "only how they fit together is new, and the trace does not see it. The mutual information does (AUROC "
-        "about 0.89, above the twin's best, about 0.85)."),
+        "AUROC 0.519 in the panel's title, chance: halves of two digits are made of digit patches, each close to a "
+        "prototype; only how they fit together is new, and the trace does not see it. The MI-occlusion score does "
+        "(its caption under the panel: mixed digits 0.87)."),
 )

@@ -51,20 +51,22 @@ class Labels:
 # Guided experiments: query parameters of the page's widgets (bound to the URL) and what to watch.
 TRY_THIS = (
     Try("Send tau to 0.01", {Keys.TAU: 0.01, Keys.VIEW: Labels.OUTPUTS},
-        "A becomes the identity (each token is at distance 0 from itself and farther from every other), so "
-        "Y (Wasserstein) copies the input X."),
+        "A becomes the identity (each token is at distance 0 from itself and farther from every other; the caption "
+        "under the matrices reads A's entries from 0 to 1), so Y (Wasserstein) copies the input X."),
     Try("Send tau to 100", {Keys.TAU: 100, Keys.VIEW: Labels.OUTPUTS},
-        "Every row of A is nearly uniform (each weight between 0.035 and 0.05, about 1/24), so Y (Wasserstein) is "
-        "almost a flat line: the average of the values (within 0.03 of it, where X swings by more than 1)."),
+        "Every row of A is nearly uniform (the caption reads A's entries from about 0.038 to 0.045, near 1/24), so "
+        "Y (Wasserstein) is almost a flat line at the average of the values, where X swings by more than 1."),
     Try("Use random projections", {Keys.IDENTITY: False},
-        "The diagonal of W is no longer zero: a token's query and key are different vectors, so most rows (22 of "
-        "the 24) put their largest weight on another token."),
+        "The diagonal of W is no longer zero: a token's query and key are different vectors, so most rows put "
+        "their largest weight on another token (the caption under the matrices: only 2 of the 24 rows on the "
+        "token itself)."),
     Try("Use the note's sigmoid, rows not normalised", {Keys.WEIGHT_MAP: "sigmoid", Keys.NORMALIZE: False},
-        "The rows of A no longer sum to 1 (here 1.4 to 3.3: every key closer than b = 1 gets a weight above 1/2, "
-        "every farther one less), so an output is no longer an average of the values."),
+        "The rows of A no longer sum to 1 (the caption under the matrices reads sums from about 1.4 to 3.3: every "
+        "key closer than b = 1 gets a weight above 1/2, every farther one less), so an output is no longer an "
+        "average of the values."),
     Try("Read vectors as empirical distributions", {Keys.REPRESENTATION: "empirical", Keys.P: 1},
-        "W_1 compares the sorted coordinates and ignores which channel holds which value: the distances shrink "
-        "from up to 16 (Gaussian reading) to under 1."),
+        "W_1 compares the sorted coordinates and ignores which channel holds which value: the distances are all "
+        "under 1 (the caption under the matrices reads W from 0 to about 0.92)."),
 )
 
 
@@ -157,3 +159,29 @@ def at_defaults():
     inputs = Inputs(sequence(PRESETS[0], 24, 8, 0, None), None, REPRESENTATIONS[0], WEIGHT_MAPS[0], 1.0, 0.5, True,
                     2, 1)
     return lambda tau: attend(inputs, tau)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the caption under the matrices reads of an Attention: the range of W and of A's entries, the range of
+    A's row sums, and how many of the n rows put their largest weight on the token itself (A_ii)."""
+
+    w_range: tuple[float, float]
+    a_range: tuple[float, float]
+    row_sums: tuple[float, float]
+    on_self: int
+    n: int
+
+    @property
+    def stochastic(self) -> bool:
+        """Whether every row of A sums to 1 (to rounding): each output an average of the values."""
+        return max(abs(self.row_sums[0] - 1), abs(self.row_sums[1] - 1)) < 1e-9
+
+
+def summary(a: Attention) -> Summary:
+    """The numbers of the caption under the page's matrices (the note's W and A, not the dot product's)."""
+    A, W = a.ours.A, a.ours.W
+    sums = A.sum(dim=-1)
+    on_self = int((A.argmax(dim=-1) == torch.arange(A.shape[0], device=A.device)).sum())
+    return Summary((float(W.min()), float(W.max())), (float(A.min()), float(A.max())),
+                   (float(sums.min()), float(sums.max())), on_self, int(A.shape[0]))
