@@ -157,7 +157,10 @@ def draw(w: av.Weights):
                   "(rho = 0) to Sinkhorn (rho = ∞), or many random queries at once. The lecture bundle holds them "
                   "all.", key=av.Keys.VIEW)
     with numbers:
-        st.dataframe(table_text(av.summary(w)), hide_index=True)
+        # short headers: with each key's weight the table fits a column at 800 px with the sidebar open
+        st.dataframe(table_text(av.summary(w)), hide_index=True, column_config={
+            "support size": st.column_config.Column("support", help="The support size: the keys with p_j > 0."),
+            "entropy (nats)": st.column_config.Column("H (nats)", help="The entropy H(p*) = -sum_j p_j log p_j.")})
         # two equations, not one per mechanism: every display equation is one more element to redraw per move
         ui.equation(aligned([line for name in w.p for line in
                              (SEMI_TEX if name == av.SEMI else

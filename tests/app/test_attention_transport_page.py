@@ -223,7 +223,7 @@ def test_try_this_links_open_the_page_in_their_state(open_page, item):
 # What each link's sentence quotes off the page: the summary table's cells as shown (by mechanism) and captions
 SHOWN = {
     "Send tau to 0.001": lambda cells, at: [f"{cells['p(k2)']['softmax']} for k2",
-                                            *[f"support size {cells['support size'][m]}" for m in cells.index]],
+                                            *[f"support {cells['support size'][m]}" for m in cells.index]],
     "Send tau to 100": lambda cells, at: [
         "run from {} to {}".format(*sorted(cells[[f"p(k{j})" for j in (1, 2, 3)]].values.ravel(), key=float)[::8])],
     "entmax with alpha = 1": lambda cells, at: [] if (cells.loc["entmax"] == cells.loc["softmax"]).all() else

@@ -439,13 +439,13 @@ def rho_frames(inputs: Inputs, tau: float, rhos=ANIMATION_RHOS) -> list[SemiRela
 PRIOR_EXAMPLE = '[["k1",0.6],["k2",0.3],["k3",0.1]]'
 TRY_THIS = (
     Try("Send tau to 0.001", {Keys.TAU: 0.001, Keys.MECHANISMS: ["softmax", "sparsemax", "entmax"]},
-        "Sparsemax and entmax put all the mass on k1 (support size 1 in the table). Softmax is one-hot to the eye "
+        "Sparsemax and entmax put all the mass on k1 (support 1 in the table). Softmax is one-hot to the eye "
         "too: its other weights are exp(-(s_1 - s_j) / tau), 6.239e-244 for k2 (the table's p(k2)) and, for k3, "
-        "smaller than the smallest double, so it shows as 0 (support size 2), although in exact arithmetic softmax "
+        "smaller than the smallest double, so it shows as 0 (support 2), although in exact arithmetic softmax "
         "keeps every weight above zero."),
     Try("Send tau to 100", {Keys.TAU: 100, Keys.MECHANISMS: ["softmax", "sparsemax", "entmax"]},
         "Every mechanism flattens to about 1/3 per key (the table's weights run from 0.322 to 0.3418): the "
-        "regulariser outweighs the scores, and even sparsemax keeps all three keys (support size 3)."),
+        "regulariser outweighs the scores, and even sparsemax keeps all three keys (support 3)."),
     Try("entmax with alpha = 1", {Keys.MECHANISMS: ["softmax", "entmax"], Keys.ALPHA: 1.0},
         "The entmax bars equal the softmax bars (and so do their rows of the table): the Tsallis entropy with "
         "alpha = 1 is Shannon's."),
