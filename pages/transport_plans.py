@@ -222,12 +222,16 @@ def lines_figure(t: tv.Transport):
     return figs.plan_lines(p.x, p.y, t.plan, p.a, p.b, "Mass moved from x_i to y_j")
 
 
+def every(n: int) -> str:
+    return "every iteration" if n == 1 else f"every {n} iterations"
+
+
 def scrub_figures(s: tv.Scrub, step=None):
     """Plain Sinkhorn's plan after iteration ``step`` (default: the last recorded) and its marginal error curve."""
     f = s.frame(step)
     return (figs.plan_with_marginals(f.plan, f.rows, f.columns, f"plan after iteration {f.step} (bars: its marginals)"),
             figs.marginal_error_curve(s.checked, s.errors, s.tol,
-                                      f"Plain Sinkhorn: marginal error every {s.every} iterations", current=f.step))
+                                      f"Plain Sinkhorn: marginal error {every(s.every)}", current=f.step))
 
 
 def scrubber(t: tv.Transport):
@@ -244,17 +248,15 @@ def scrubber(t: tv.Transport):
                "the error shown")
     st.caption(f"Both panels show **plain Sinkhorn** (no epsilon scaling, no over-relaxation) at this gamma from "
                f"the uniform start, not the solver above: each iteration rescales the rows to match a and "
-               f"{columns}. The marginal error is read every {s.every} iterations, the plans every "
-               f"{s.plan_every}. The solver above, with epsilon scaling and over-relaxation, {solver_says}.{truncated}")
+               f"{columns}. The marginal error is read {every(s.every)}, the plans {every(s.plan_every)}. "
+               f"The solver above, with epsilon scaling and over-relaxation, {solver_says}.{truncated}")
     step = st.select_slider("Iteration", s.iterations, value=s.iterations[-1], key=tv.Keys.SCRUB, bind="query-params",
                             help="Scrub through plain Sinkhorn's iterations: the plan after each row/column "
                                  "scaling.")
     plan_fig, errors_fig = scrub_figures(s, step)
-    c1, c2 = st.columns(2)
-    with c1:
-        ui.show_figure(plan_fig, key="scrub_plan")
-    with c2:
-        ui.show_figure(errors_fig, key="errors")
+    # one above the other: side by side, at 800 px with the sidebar open, the plan was 110 px wide and both titles cut
+    ui.show_figure(plan_fig, key="scrub_plan")
+    ui.show_figure(errors_fig, key="errors")
     ui.animation("sinkhorn", "Plain Sinkhorn's iterations", lambda: animation_figures(t, s))
 
 
