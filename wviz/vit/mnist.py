@@ -25,7 +25,7 @@ import torch
 
 from wviz.vit import data
 
-__all__ = ["SIZE", "NEAR", "FAR", "SHIFT", "CORRUPTIONS", "FONTS", "load", "letters", "textures", "photo_crops",
+__all__ = ["SIZE", "NEAR", "FAR", "CORRUPTIONS", "FONTS", "load", "letters", "textures", "photo_crops",
            "shifted_digits", "ood_set", "ood_sets"]
 
 SIZE = 28
@@ -33,7 +33,6 @@ _TEST_PER_CLASS = 100
 _SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
 NEAR = ("letters A-J", "mixed digits")
 FAR = ("textures", "photo crops", "uniform noise")
-SHIFT = ("scikit-learn digits",)
 CORRUPTIONS = data.CORRUPTIONS + data.MNIST_C
 # matplotlib's faces that draw A-J as letters (not its symbol, display or fallback faces): sans, mono, serif,
 # STIX, the Computer Modern roman, bold, sans, typewriter, italic, math italic and calligraphic (cmsy10)
