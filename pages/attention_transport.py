@@ -231,7 +231,7 @@ def sweep_view(w: av.Weights) -> ui.View:
             ui.show_figure(fig, key="sweep")
             st.caption("Small tau: all mass on the largest score (argmax, the unregularised transport plan). "
                        "Large tau: the regulariser wins and the weights go to uniform (or to the prior).")
-        ui.animation("sweep_animation", "The weights as tau grows from 0.001 to 1000", lambda: sweep_frames(w),
+        ui.animation("sweep_animation", av.ANIMATION_TITLE, lambda: sweep_frames(w),
                      fps=4)
 
     return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(w, one_query(w)[0])])

@@ -28,6 +28,7 @@ from wviz.guide import Try
 MECHANISMS = attention.MECHANISMS
 TAUS = torch.logspace(-3, 3, 121, dtype=torch.float64)   # the tau sweep's grid
 ANIMATION_TAUS = torch.logspace(-3, 3, 25, dtype=torch.float64)  # the tau sweep's animation: the sweep's range
+ANIMATION_TITLE = f"The weights as tau grows from {float(ANIMATION_TAUS[0]):g} to {float(ANIMATION_TAUS[-1]):g}"
 SIDE_TAUS = (0.1, 10.0)                                   # the side-by-side view's default temperatures
 F64 = torch.float64
 
