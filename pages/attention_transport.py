@@ -42,7 +42,7 @@ source = sb.radio("Query and keys", ["2-D points", "random", "typed scores"], ke
                   bind="query-params",
                   help="2-D points: edit a query and keys in tables. Random: Gaussian q and k_j in R^d. "
                        "Typed scores: enter s_j directly.")
-tau_slot = sb.container()  # tau is drawn here by ui.live below
+tau_slot = sb.container()  # tau is drawn here by ui.live below (above its figure in presentation mode)
 mechanisms = sb.multiselect("Mechanisms", list(av.CHOICES), default=list(av.DEFAULT_MECHANISMS),
                             key=av.Keys.MECHANISMS, bind="query-params",
                             help="Each is the argmin of the same objective with a different regulariser Omega; "
@@ -340,5 +340,5 @@ def rho_view(w: av.Weights) -> ui.View:
     return ui.View(draw_view, ("columns", "rho_sweep"), lambda: list(rho_figures(w)[1:]))
 
 
-ui.live("attention/weights", tau_slot, tau_slider, lambda tau: None if inputs is None else av.weights(inputs, tau),
-        draw)
+ui.live("attention/weights", ui.style.beside_figure(tau_slot), tau_slider,
+        lambda tau: None if inputs is None else av.weights(inputs, tau), draw)

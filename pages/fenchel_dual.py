@@ -248,5 +248,5 @@ ui.equation(r"\begin{aligned} \tilde p_i &= \frac{u_i e^{\langle t_i, \lambda^*\
 ui.equation(r"\lambda^* \approx \alpha (I + \alpha\Sigma)^{-1} z\;\;(15)\;\approx\; \alpha z\;\;(16)")
 ui.equation(r"\hat h \approx \sum_i t_i\,\frac{u_i e^{\alpha\langle t_i, z\rangle}}"
             r"{\sum_j u_j e^{\alpha\langle t_j, z\rangle}}\qquad (18)")
-ui.live("fenchel/main", alpha_slot, alpha_slider,
+ui.live("fenchel/main", ui.style.beside_figure(alpha_slot), alpha_slider,
         lambda alpha: None if templates is None else fv.solve(templates, z, alpha), draw)

@@ -148,6 +148,8 @@ def sweep_view(a: gv.Attention) -> ui.View:
         fig = ui.guarded("gaussian/sweep", lambda: sweep_figure(a, token))
         if fig is not None:
             ui.show_figure(fig, key="sweep")
+            st.caption("Each key has its own colour and dash: where two keys get nearly the same weight (t2 and t4 "
+                       "from about 0.3 to 2 at the defaults), the line on top shows the other's colour in its gaps.")
 
     return ui.View(draw_view, ("sweep",), lambda: [sweep_figure(a, default_token)])
 
@@ -174,5 +176,6 @@ def linked_view(a: gv.Attention) -> ui.View:
     return ui.View(draw_view, (), list)
 
 
-ui.live("gaussian/attention", tau_slot, tau_slider, lambda tau: None if scene is None else gv.attend(scene, tau),
+ui.live("gaussian/attention", ui.style.beside_figure(tau_slot), tau_slider,
+        lambda tau: None if scene is None else gv.attend(scene, tau),
         draw)

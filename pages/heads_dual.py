@@ -34,6 +34,7 @@ sentence = st.sidebar.text_input("Sentence", hv.DEFAULT_SENTENCE, max_chars=6000
                                  help=f"Any text up to {limit} tokens: the dual (9) is solved for each of its "
                                       "tokens as the query, in every layer and head.")
 alpha_slot = st.sidebar.container()   # alpha is drawn here by ui.live below, which an alpha move reruns alone
+#                                       (in presentation mode above its figure instead: ui.style.beside_figure)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -111,4 +112,4 @@ def corpus_section(alpha: float):
 
 # ---- the page ----------------------------------------------------------------------------------------------------
 
-ui.live(f"dual/sentence/{lens.info.key}", alpha_slot, alpha_slider, solve, draw)
+ui.live(f"dual/sentence/{lens.info.key}", ui.style.beside_figure(alpha_slot), alpha_slider, solve, draw)

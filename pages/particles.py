@@ -246,11 +246,15 @@ def max_entropy_view(f: pv.Flow) -> ui.View:
         chk = ui.guarded("particles/maxent", lambda: pv.max_entropy(f, query))
         if chk is not None:
             ui.show_figure(max_entropy_figure(chk), key="maxent")
+            # what is drawn, and why only the tokens that carry weight (pv.max_entropy): the peak is seen
             st.caption("Each curve moves away from the Boltzmann-Gibbs measure (the star) along a random direction "
                        r"that keeps the total mass and the encoded moment $k = y W_K$ (and $\lVert y W_K\rVert^2$ "
-                       "for the Gaussian potential), as far as the weights stay non-negative. Every curve peaks at "
-                       "$t = 0$: among all measures on the tokens that encode the same moment, the attention weights "
-                       "have the largest relative entropy.")
+                       "for the Gaussian potential), as far as the weights stay non-negative, moving mass only "
+                       f"between the {pv.carriers(chk)} heaviest tokens (those with at least {pv.CARRIES:g} of the "
+                       "largest weight, or the fewest a direction needs): through a token of weight $10^{-18}$ no "
+                       "step could be longer than that. By the "
+                       r"proof of Thm. 14 each curve falls by $\mathrm{KL}(\mu\,\Vert\,\Psi_{G(x,\cdot)}(\nu))$: "
+                       "it peaks at $t = 0$, at the attention weights.")
 
     return ui.View(draw_view, ("maxent",), lambda: [max_entropy_figure(pv.max_entropy(f, 1))])
 
@@ -269,7 +273,8 @@ def side_view(f: pv.Flow) -> ui.View:
                 "cluster).")
 
 
-ui.live("particles/flow", tau_slot, tau_slider, lambda tau: None if inputs is None else pv.flow(inputs, tau), draw)
+ui.live("particles/flow", ui.style.beside_figure(tau_slot), tau_slider,
+        lambda tau: None if inputs is None else pv.flow(inputs, tau), draw)
 
 with st.expander("Where Cor. 30 fails (N up to 10^12, d = 1)"):
     failure = cor30_failure()

@@ -358,4 +358,4 @@ def perplexity_view() -> ui.View:
 fixed = ui.guarded(f"real/fixed/{lens.info.key}", lambda: rv.fixed_comparison(settings, run_one, lens))
 if fixed is not None:
     draw_fixed(fixed)
-ui.live(f"real/forward/{lens.info.key}", tau_slot, tau_slider, compare, draw)
+ui.live(f"real/forward/{lens.info.key}", ui.style.beside_figure(tau_slot), tau_slider, compare, draw)

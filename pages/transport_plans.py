@@ -326,4 +326,4 @@ def side_view(t: tv.Transport) -> ui.View:
                   "blurs it towards the independent coupling $a b^\\top$.")
 
 
-ui.live("transport/solve", gamma_slot, gamma_slider, solve, draw)
+ui.live("transport/solve", ui.style.beside_figure(gamma_slot), gamma_slider, solve, draw)

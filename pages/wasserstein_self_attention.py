@@ -107,4 +107,5 @@ def matrices_caption(a: wv.Attention) -> str:
             f"entries from {number_text(sm.a_range[0], 2)} to {number_text(sm.a_range[1], 2)}; {sums}.")
 
 
-ui.live("wsa/run", tau_slot, tau_slider, lambda tau: None if inputs is None else wv.attend(inputs, tau), draw)
+ui.live("wsa/run", ui.style.beside_figure(tau_slot), tau_slider,
+        lambda tau: None if inputs is None else wv.attend(inputs, tau), draw)

@@ -74,7 +74,7 @@ def test_attention_maps_label_the_tokens_literally():
 def test_sink_shares_title_names_the_token_literally():
     fig = rt.sink_shares({"original": np.full((2, 3), 0.5)}, f"the first token ({JOINED})")
     assert_literal(fig)
-    assert fig.layout.title.text == f"Attention sinks: each head's mean weight on the first token " \
+    assert fig.layout.title.text == f"Attention sinks:<br>each head's mean weight on the first token " \
                                     f"({' | '.join(ESCAPED)})"
 
 

@@ -1,6 +1,7 @@
-"""Each page's settings are its own (wviz.ui.state.own_page): one session walks every page, and each page opens at
-its defaults, with a URL of its own parameters only, although the page before it was moved off its defaults.
-Streamlit keeps one session_state for every page, and view, tau, samples, seed... are keys of several pages."""
+"""Each page's settings are its own (wviz.ui.state.own_page): one session walks from every page to every other, and
+each page opens at its defaults, with a URL of its own parameters only, although the page before it was moved off its
+defaults. Streamlit keeps one session_state for every page, and view, tau, samples, seed... are keys of several
+pages."""
 import json
 
 import pytest
@@ -11,9 +12,24 @@ from wviz import ui
 from wviz.registry import BY_STEM
 from wviz.views import gaussian_w2 as gv, heads_dual as hv
 
-# Every page once; the path where the leak was seen (Uncertainty inspector -> Real transformer -> Particles) last.
-WALK = ("attention_transport", "transport_plans", "fenchel_dual", "gaussian_w2", "wasserstein_self_attention",
-        "heads_dual", "uncertainty_inspector", "real_transformer", "particles")
+PAGES = tuple(BY_STEM)
+
+
+def every_pair(stems: tuple[str, ...]) -> list[str]:
+    """The pages in an order in which every page follows every other exactly once: an Eulerian circuit of the
+    complete directed graph on them (Hierholzer's algorithm), 1 + n (n - 1) visits. A leak was once seen only after
+    a given pair (Uncertainty inspector -> Real transformer, then Particles)."""
+    to = {a: [b for b in stems if b != a] for a in stems}
+    stack, circuit = [stems[0]], []
+    while stack:
+        if to[stack[-1]]:
+            stack.append(to[stack[-1]].pop())
+        else:
+            circuit.append(stack.pop())
+    return circuit[::-1]
+
+
+WALK = every_pair(PAGES)
 
 
 @pytest.fixture
@@ -55,9 +71,14 @@ def move_off_defaults(at: AppTest, stem: str) -> dict:
     return url
 
 
-def test_every_page_opens_at_its_defaults_after_another_page_was_moved(app):
+def test_the_walk_passes_every_ordered_pair_of_pages_once():
+    pairs = list(zip(WALK, WALK[1:]))
+    assert sorted(pairs) == sorted((a, b) for a in PAGES for b in PAGES if a != b)
+
+
+def test_every_page_opens_at_its_defaults_after_any_other_page_was_moved(app):
     fresh = {}
-    for stem in WALK:   # each page as a new session opens it: what the walk must find
+    for stem in PAGES:   # each page as a new session opens it: what the walk must find
         at = AppTest.from_file(str(ROOT / "pages" / f"{stem}.py"), default_timeout=120).run()
         no_exception(at)
         fresh[stem] = settings(at), at.query_params

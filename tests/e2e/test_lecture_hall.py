@@ -1,142 +1,79 @@
 """The lecture hall, in a real browser: every page at a desktop, a projector (1024x768) and half a laptop screen
 (800x1000) shows its metrics and display equations whole, every heatmap with a colour scale, every figure's labels
-within the margins it gives them; presentation mode hides the toolbar and draws no figure text under 18 px (guided
-links, Reset, example files and animations: test_lecture_hall_links.py), and stays on for the session however a
-page is reached."""
+within the margins it gives them; presentation mode hides the toolbar, draws no figure text and no sidebar control
+under 18 px (guided links, Reset, example files and animations: test_lecture_hall_links.py), shows the page's main
+slider with its figure at 1024x768 with the sidebar open, and stays on for the session however a page is reached."""
 from urllib.parse import parse_qs, urlsplit
 
 import plotly.graph_objects as go
 import pytest
 
-from tests.e2e.harness import page_paths, wait_until_idle
-from tests.e2e.lecture import PRESENTATION_LOST, navigate, no_exception, open_page
+from tests.e2e.harness import page_paths
+from tests.e2e.lecture import (NO_SCALE, PRESENTATION_LOST, SMALL_INPUTS, SMALL_TEXT, VIEWPORTS, cut_at, navigate,
+                               no_exception, open_expanders, open_page, refitted)
 from wviz.export import TEXT_PX
 from wviz.figures.common import DIVERGING_SCALE, PICTURE_SCALE
-from wviz.registry import PAGES
+from wviz.registry import BY_STEM, PAGES
 
 
-VIEWPORTS = ((1400, 1000), (1024, 768), (800, 1000))
-
-
-# Every metric (label and value) and display equation whose content is wider than its box (cut, scrolled or
-# ellipsised), every metric, equation, table and chart that runs past the right edge of the main column, every
-# chart title or other chart text past its chart's right edge, every two text boxes of a chart that overlap, and
-# every two titles of a chart (its own, its axes', its panels') that overlap.
-CUT = """() => {
-  const column = document.querySelector('[data-testid="stMain"] .stMainBlockContainer').getBoundingClientRect();
-  const cut = [];
-  // A closed expander's content is not drawn (and keeps the width it had when last laid out): not measured.
-  const past = (el, what) => !el.closest('details:not([open])') && el.getBoundingClientRect().right > column.right + 1
-    && cut.push(`${what} past the column: ${el.innerText.slice(0, 80) || el.getAttribute('data-testid')}`);
-  document.querySelectorAll('[data-testid="stMetric"]').forEach(m => {
-    const inner = [m, ...m.querySelectorAll('*')].find(e => e.scrollWidth > e.clientWidth + 1);
-    if (inner) cut.push(`metric cut: ${m.innerText.slice(0, 80)}`);
-    past(m, 'metric');
-  });
-  // An equation's box shrinks to its content (KaTeX's italic overhang adds a pixel or two); its element has the
-  // width the column gives it.
-  // Tables and charts stay within the column (a table's grid scrolls inside its box; its box must not).
-  document.querySelectorAll('[data-testid="stMain"] :is([data-testid="stDataFrame"], [data-testid="stTable"], '
-                            + '.js-plotly-plot, .vega-embed)').forEach(t => past(t, 'table or chart'));
-  document.querySelectorAll('[data-testid="stMain"] .katex-display').forEach(d => {
-    const room = d.closest('[data-testid="stMarkdown"]') || d;
-    if (d.scrollWidth > room.clientWidth + 3) cut.push(`equation cut: ${d.innerText.slice(0, 80)}`);
-    past(room, 'equation');
-  });
-  // A chart's title, subtitle, legend and colour bar texts stay inside the chart (Plotly wraps none of them).
-  document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot').forEach(gd => {
-    const right = gd.getBoundingClientRect().right;
-    gd.querySelectorAll('.infolayer text').forEach(t => {
-      if (t.textContent.trim() && t.getBoundingClientRect().right > right + 1)
-        cut.push(`chart text past its chart: ${t.textContent.trim().slice(0, 60)}`);
-    });
-  });
-  // The bordered text boxes of a chart (a diagram's boxes) must not overlap one another.
-  document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot').forEach(gd => {
-    const boxes = Array.from(gd.querySelectorAll('g.annotation'))
-      .filter(a => a.textContent.trim() && parseFloat(getComputedStyle(a.querySelector('rect.bg')).strokeWidth) > 0)
-      .map(a => [a.textContent.trim(), a.querySelector('rect.bg').getBoundingClientRect()]);
-    boxes.forEach(([t1, r1], i) => boxes.slice(i + 1).forEach(([t2, r2]) => {
-      if (r1.left < r2.right && r2.left < r1.right && r1.top < r2.bottom && r2.top < r1.bottom)
-        cut.push(`boxes overlap: ${t1.slice(0, 30)} / ${t2.slice(0, 30)}`);
-    }));
-  });
-  // Nor its titles: at 18 px an axis title runs into the next row's panel title when the rows' gap is too small.
-  document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot').forEach(gd => {
-    const groups = ['g[class^="g-x"][class$="title"]', 'g[class^="g-y"][class$="title"]', 'g.g-gtitle', 'g.annotation'];
-    const titles = Array.from(gd.querySelectorAll(groups.map(g => `.infolayer ${g} text`).join(', ')))
-      .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
-      .map(t => [t.textContent.trim(), t.getBoundingClientRect()]);
-    titles.forEach(([t1, r1], i) => titles.slice(i + 1).forEach(([t2, r2]) => {
-      if (r1.left < r2.right - 1 && r2.left < r1.right - 1 && r1.top < r2.bottom - 1 && r2.top < r1.bottom - 1)
-        cut.push(`chart titles overlap: ${t1.slice(0, 30)} / ${t2.slice(0, 30)}`);
-    }));
-  });
-  return cut;
+# The sidebar's visible texts (labels, options, slider values and ends, captions, links) and fields drawn under the
+# given size (px): the controls of the open sidebar, the navigation above them left out. Equations (whose indices are
+# smaller by design), icons and the tables' cells (a canvas, zoomed with the main column's) are not counted.
+SIDEBAR_SMALL = """(px) => {
+  const side = document.querySelector('[data-testid="stSidebarUserContent"]');
+  const shown = e => e.getBoundingClientRect().width > 1
+    && !e.closest('.katex, details:not([open]), [data-testid="stIconMaterial"], [data-testid="stDataFrame"]');
+  const texts = [];
+  const walker = document.createTreeWalker(side, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode())
+    if (n.textContent.trim() && shown(n.parentElement)) texts.push(n.parentElement);
+  const fields = Array.from(side.querySelectorAll('input:not([type=hidden]):not([type=range]), textarea'))
+    .filter(shown);
+  return [...new Set([...texts, ...fields])]
+    .map(e => [e.value || e.textContent.trim().slice(0, 30), parseFloat(getComputedStyle(e).fontSize)])
+    .filter(([, size]) => size < px);
 }"""
 
 
-# Every chart whose labels, legend or colour bar need more room than its margins give: Plotly pushes its margins
-# and draws the whole figure again, one draw more on every first visit (BENCHMARKS.md, "First load").
-PUSHED = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')).flatMap(gd => {
-  const given = gd._fullLayout.margin, drawn = gd._fullLayout._size;
-  return ['l', 'r', 't', 'b'].filter(side => drawn[side] > given[side] + 1).map(side =>
-    `margin ${side} pushed from ${given[side]} to ${Math.round(drawn[side])} px: ${(gd.layout.title || {}).text}`);
-})"""
+# Every text of the open sidebar that is clipped or ellipsised in its box (a label, an option, a multiselect's chosen
+# tag), or that runs past the sidebar's right edge. A field's typed text scrolls inside it, and is not counted.
+SIDEBAR_CUT = """() => {
+  const side = document.querySelector('[data-testid="stSidebarUserContent"]');
+  const edge = side.getBoundingClientRect().right;
+  const texts = new Set();
+  const walker = document.createTreeWalker(side, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const e = n.parentElement;
+    if (n.textContent.trim() && e.getBoundingClientRect().width > 1 && !e.closest('.katex, details:not([open])'))
+      texts.add(e);
+  }
+  return [...texts].filter(e => (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
+                                || e.getBoundingClientRect().right > edge + 1)
+    .map(e => e.textContent.trim().slice(0, 40));
+}"""
 
 
-# The heatmap traces of each chart that show no colour scale (their own colour bar or their colour axis's).
-NO_SCALE = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd =>
-  (gd._fullData || []).filter(t => ['heatmap', 'contour'].includes(t.type) && t.visible === true)
-    .filter(t => !(t.coloraxis ? gd._fullLayout[t.coloraxis].showscale : t.showscale)
-                 || gd.querySelectorAll('g.colorbar').length === 0)
-    .map(t => `${gd.layout.title && gd.layout.title.text}: ${t.name || t.type}`))"""
-
-
-# Every non-empty text of every chart drawn under the given size (px).
-SMALL_TEXT = """(px) => Array.from(document.querySelectorAll('.js-plotly-plot .main-svg text'))
-  .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
-  .map(t => [t.textContent.trim().slice(0, 30), parseFloat(getComputedStyle(t).fontSize)])
-  .filter(([, size]) => size < px)"""
-
-
-# Every visible value a control of the main column shows (typed text, a chosen option, a slider's value and ends)
-# under the given size (px).
-SMALL_INPUTS = """(px) => Array.from(document.querySelectorAll(['input:not([type=hidden])', 'textarea',
-    '[data-baseweb="select"] > div', '[data-testid="stSliderThumbValue"]', '[data-testid^="stSliderTickBar"]']
-    .map(s => `[data-testid="stMain"] ${s}`).join(', ')))
-  .filter(e => e.getBoundingClientRect().width > 0)
-  .map(e => [e.value || e.textContent.trim().slice(0, 30), parseFloat(getComputedStyle(e).fontSize)])
-  .filter(([, size]) => size < px)"""
-
-
-# Whether every Plotly chart drawn in the main column has been laid out again at its box's width: Streamlit redraws
-# a chart a frame or a few after its column changes width (Plotly does not reflow by itself); the rest (equations,
-# metrics, tables) is laid out by the browser at once.
-REFITTED = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot'))
-  .filter(gd => !gd.closest('details:not([open])') && gd.getBoundingClientRect().width > 0)
-  .every(gd => gd._fullLayout && Math.abs(gd._fullLayout.width - gd.getBoundingClientRect().width) <= 1)"""
-
-
-def refitted(page) -> None:
-    """Wait until every chart is drawn at its new width (REFITTED), and two frames more for Plotly's second draw when
-    its labels push a margin."""
-    page.wait_for_function(REFITTED, timeout=15_000, polling=100)
-    page.wait_for_timeout(250)
+# The page's main slider (its key) scrolled to the top of the window (under Streamlit's header), as a lecturer who
+# moves it sees it: what of its main figure (its key) is out of view then. Seen: the slider whole, and the figure's
+# top half (its first 300 px when taller than 600).
+BESIDE_ITS_FIGURE = """([key, figure]) => {
+  const slider = document.querySelector(`.st-key-${key}`);
+  const chart = document.querySelector(`.st-key-${figure} .js-plotly-plot`);
+  const header = document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().bottom;
+  slider.style.scrollMarginTop = `${header}px`;   // just under Streamlit's header, which covers the main column's top
+  slider.scrollIntoView({block: 'start'});
+  const s = slider.getBoundingClientRect(), c = chart.getBoundingClientRect();
+  const seen = Math.min(c.height / 2, 300);
+  return s.top > header - 1 && s.bottom <= innerHeight && c.top > -1 && c.top + seen <= innerHeight ? [] :
+    [`slider at ${Math.round(s.top)}-${Math.round(s.bottom)} px, figure from ${Math.round(c.top)} px `
+     + `(its first ${Math.round(seen)} px needed) in a window ${innerHeight} px high`];
+}"""
 
 
 def cut_at_every_width(page) -> dict:
     """What is cut (CUT) or pushed (PUSHED) at each width, the closed expanders opened."""
-    page.evaluate("() => document.querySelectorAll('[data-testid=\"stMain\"] details:not([open]) > summary')"
-                  ".forEach(s => s.click())")   # what a closed expander holds is measured open
-    wait_until_idle(page, quiet_ms=500)   # an expander that reruns the page on opening draws its content then
-    cut = {}
-    for width, height in VIEWPORTS:
-        page.set_viewport_size({"width": width, "height": height})
-        refitted(page)
-        if found := page.evaluate(CUT) + page.evaluate(PUSHED):
-            cut[f"{width}x{height}"] = found
-    return cut
+    open_expanders(page, always_wait=True)
+    return {f"{w}x{h}": found for w, h in VIEWPORTS if (found := cut_at(page, (w, h)))}
 
 
 @pytest.mark.parametrize("path", page_paths()[1:])
@@ -161,7 +98,26 @@ def test_presentation_mode_is_readable_from_the_back_of_the_hall(server, page, p
     assert not page.locator('[data-testid="stMainMenu"]').is_visible()
     assert page.evaluate(SMALL_TEXT, TEXT_PX) == []
     assert page.evaluate(SMALL_INPUTS, TEXT_PX) == []
+    assert the_open_sidebar_at_a_projector(page, path) == {}
     assert cut_at_every_width(page) == {}
+
+
+def the_open_sidebar_at_a_projector(page, path) -> dict:
+    """At 1024x768 with the sidebar opened, as the lecturer does to move a control: the sidebar's text under TEXT_PX
+    (SIDEBAR_SMALL), what of it is cut (SIDEBAR_CUT), and whether the page's main slider and the top of the figure it
+    drives are in view together (BESIDE_ITS_FIGURE). The sidebar is closed again after. Its labels and values were
+    14 px, and the slider sat among them below the navigation, its figure below the main column's fold."""
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.locator('[data-testid="stExpandSidebarButton"]').click()
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stSidebar\"]').offsetWidth >= 250")
+    page.wait_for_timeout(400)   # the sidebar's slide
+    refitted(page)
+    p = BY_STEM[path]
+    found = {"small": page.evaluate(SIDEBAR_SMALL, TEXT_PX), "cut": page.evaluate(SIDEBAR_CUT),
+             "apart": page.evaluate(BESIDE_ITS_FIGURE, [p.slider, p.figure])}
+    page.evaluate("() => document.querySelector('[data-testid=\"stSidebarCollapseButton\"] button').click()")
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stSidebar\"]').offsetWidth === 0")
+    return {k: v for k, v in found.items() if v}
 
 
 # A heatmap's colours in presentation mode: Cividis, or a grey picture's or a signed map's own (as the browser holds

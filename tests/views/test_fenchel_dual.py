@@ -374,3 +374,52 @@ def test_the_sentences_name_the_estimates_colours_as_drawn():
     assert 0 <= hue(drawn[figs.ESTIMATES[0]]) <= 30 and 300 <= hue(drawn[figs.ESTIMATES[1]]) <= 350
     watch = next(t.watch for t in fv.TRY_THIS if t.label.startswith("Grow alpha to 10"))
     assert "orange-red square" in watch and "pink square" in watch and "purple" not in watch
+
+
+# ---- labels clear of one another and of the markers (issue 48: as a lecturer sees them) ---------------------------
+
+def side(textposition: str) -> np.ndarray:
+    """The direction in which Plotly draws a point's text from it: 'top right' -> (1, 1)."""
+    rows, cols = textposition.split()
+    return np.array([{"left": -1, "center": 0, "right": 1}[cols], {"bottom": -1, "middle": 0, "top": 1}[rows]])
+
+
+def test_the_universe_labels_close_templates_on_opposite_sides_and_keeps_every_label_inside(templates):
+    """t3 and its synonym t3' (0.32 apart) had their labels one over the other, and 'far: 0.00' was clipped at the
+    top: of two close points the lower is labelled below, and the axes leave room beyond the outermost point."""
+    s = fv.solve(templates, Z, 1.0)
+    world = fv.universe(templates, fv.EXTRAS)
+    fig = figs.ot_map(fv.ot_attention(s, world, 1.0, fv.cost(world, "squared Euclidean")), s.z)
+    labelled = [t for t in fig.data if t.mode == "markers+text"]
+    points = np.concatenate([np.c_[t.x, t.y] for t in labelled])
+    sides = [p for t in labelled for p in t.textposition]
+    names = [text.split(":")[0] for t in labelled for text in t.text]
+    gaps = np.linalg.norm(points[:, None] - points[None], axis=-1) + np.diag(np.full(len(points), np.inf))
+    for k, j in enumerate(gaps.argmin(1)):
+        if gaps[k, j] < 1 and gaps[j].argmin() == k:             # two close points: their labels on either side
+            assert side(sides[k])[1] == -side(sides[j])[1] == np.sign(points[k, 1] - points[j, 1]), names[k]
+    assert [sides[names.index(n)] for n in ("t3", "t3'", "t2", "t2'", "t1", "t4", "far")] == \
+        ["bottom center", "top center", "bottom center", "top center", "top center", "top center", "top center"]
+    (x0, x1), (y0, y1) = fig.layout.xaxis.range, fig.layout.yaxis.range
+    assert points[:, 0].min() - x0 >= 0.5 and x1 - points[:, 0].max() >= 0.5      # 'far' at (3, 3) not cut
+    assert points[:, 1].min() - y0 >= 0.5 and y1 - points[:, 1].max() >= 0.5
+    # z / 2 named in the legend, not by a label at an end of its arrow (the tail's lay on t1, at the origin)
+    (arrow,) = [t for t in fig.data if t.name == "z / 2, from the origin"]
+    assert arrow.text is None and not fig.layout.annotations
+    np.testing.assert_allclose([arrow.x[1], arrow.y[1]], s.z.numpy() / 2)
+    assert max(len(line) for line in fig.layout.title.text.split("<br>")) <= 30    # fits beside the controls at 800
+
+
+@pytest.mark.parametrize("alpha", [0.01, 1.0, 10.0])
+@pytest.mark.parametrize("z", [fv.DEFAULT_Z, (0.5, 0.25)])
+def test_mu_and_mu_plus_z_are_labelled_away_from_the_estimates(templates, alpha, z):
+    """At alpha = 10 and z = (0.5, 0.25) (a Try link) the exact h comes within 0.13 of mu + z, whose label was
+    drawn below it, under the marker: each end's label points away from every estimate near it."""
+    s = fv.solve(templates, z, alpha)
+    fig = figs.main_figure(s)
+    (arrow,) = [t for t in fig.data if t.text is not None and list(t.text) == ["mu", "mu + z"]]
+    estimates = [np.array([t.x[0], t.y[0]]) for t in fig.data if t.name in figs.ESTIMATES]
+    for x, y, where in zip(arrow.x, arrow.y, arrow.textposition):
+        for h in estimates:
+            if np.linalg.norm(h - (x, y)) < 0.3:
+                assert side(where) @ (h - (x, y)) <= 0, (where, h)

@@ -244,6 +244,22 @@ def test_log_axis_of_the_sweep_is_readable(tokens):
     assert fig.layout.yaxis.range[1] > 1.0
 
 
+def test_keys_whose_weights_run_together_in_the_sweep_are_both_seen(tokens):
+    """At the defaults t2's weight stays within 0.01 of t4's for factors from about 0.3 to 2, and its line was
+    hidden under t4's: every line has its own dash (the one on top shows the other's colour in its gaps), and the
+    values drawn are the weights themselves."""
+    from wviz.figures import gaussian_w2 as figs
+
+    a = gv.attend(gv.scene(tokens, 0), 1.0)
+    w = gv.sweep(a, 1).numpy()
+    assert (np.abs(w[:, 1] - w[:, 3]) < 0.01).sum() >= 10                 # t2 and t4 together over a stretch
+    fig = figs.covariance_sweep(gv.SCALES, gv.sweep(a, 1), tokens.names, "t2")
+    lines = [t for t in fig.data if t.mode == "lines"]
+    assert len({t.line.dash for t in lines}) == len(lines) == 5
+    for j, t in enumerate(lines):
+        np.testing.assert_array_equal(t.y, w[:, j])
+
+
 # ---- what each guided experiment says to watch, on the numbers of the state its link opens ------------------------
 
 def link_scene(params: dict) -> gv.Scene:

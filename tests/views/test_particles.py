@@ -221,6 +221,41 @@ def test_max_entropy_star_is_the_softmax_row_of_the_query(potential):
     np.testing.assert_allclose(last.gibbs.numpy(), np.exp(a - a.max()) / np.exp(a - a.max()).sum(), atol=1e-13)
 
 
+def test_max_entropy_at_the_defaults_shows_a_visible_peak():
+    """At the page's defaults (tau = 0.3) the far cluster's tokens have Gibbs weights near 1e-18, and directions
+    through them allowed steps of femto size only ('5f' on the t axis): the directions move mass between the
+    tokens that carry weight, so the steps span more than 1e-6 and the curves fall visibly, and each is still a
+    measure that keeps the mass and the moment, whose entropy is at most the Gibbs measure's (Thm. 14), below it
+    by exactly KL(mu || Gibbs) (the theorem's proof)."""
+    chk = pv.max_entropy(pv.at_defaults()(0.3), 1)
+    g, v = chk.gibbs, chk.directions
+    carry = g >= pv.CARRIES * g.max()
+    assert 0 < int(carry.sum()) < len(g) and pv.carriers(chk) == int(carry.sum())   # the far cluster left out
+    assert float(v[:, ~carry].abs().max()) == 0
+    np.testing.assert_allclose(v.sum(-1).numpy(), 0, atol=1e-12)                 # the total mass kept
+    np.testing.assert_allclose((v @ chk.features).numpy(), 0, atol=1e-12)        # and the moment
+    t = chk.t.numpy()
+    assert (t.max(1) - t.min(1)).min() > 1e-3 and (t.min(1) <= 0).all() and (t.max(1) >= 0).all()
+    mu = (g[None, None] + chk.t[..., None] * v[:, None]).clamp_min(0)
+    assert float(mu.min()) >= 0
+    kl = (mu * torch.where(mu > 0, mu / g, torch.ones_like(mu)).log()).sum(-1)
+    np.testing.assert_allclose(chk.entropies.numpy(), (chk.entropy - kl).numpy(), atol=1e-12)
+    assert float(chk.entropy - chk.entropies.min()) > 1e-3                       # a peak the eye sees
+    fig = figures.max_entropy(chk.t, chk.entropies, chk.entropy)
+    # one legend entry for the eight directions, at the figure's bottom: eight took four rows, into the x title
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["8 random directions",
+                                                                       "Boltzmann-Gibbs Psi_G(nu) (t = 0)"]
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0
+
+
+def test_max_entropy_keeps_a_direction_when_few_tokens_carry_weight():
+    """At tau = 0.01 one token carries nearly all the weight: the directions use the fewest heaviest tokens that
+    leave one (the moment's coordinates plus 2), and the curves still peak at the star."""
+    chk = pv.max_entropy(pv.flow(make("gaussian", n=12), 0.01), 1)
+    assert pv.carriers(chk) == chk.features.shape[1] + 2
+    assert (chk.entropies <= chk.entropy + 1e-12).all()
+
+
 def test_cor30_failure_for_n_up_to_10_to_the_12():
     res = pv.cor30_failure()
     n = res.n.numpy()

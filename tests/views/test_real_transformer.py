@@ -114,6 +114,20 @@ def test_a_lone_map_keeps_a_paired_panels_size():
     assert three.layout.xaxis4.visible is False and three.layout.xaxis3.visible is not False
 
 
+def test_a_lone_maps_colour_bar_stands_beside_it():
+    """With one normaliser chosen the colour bar stood at the figure's right edge, past the empty place (~400 px
+    from its heatmap): it now starts just right of the panel; with two panels a row it keeps the right edge."""
+    from wviz.figures import real_transformer as figs
+
+    A = torch.softmax(torch.randn(5, 5, generator=torch.Generator().manual_seed(1)), -1)
+    tokens = [f"w{i}" for i in range(5)]
+    one, two = figs.attention_maps({"a": A}, tokens, 1, 1), figs.attention_maps({"a": A, "b": A}, tokens, 1, 1)
+    bar = one.layout.coloraxis.colorbar
+    assert bar.xanchor == "left" and 0 < bar.x - one.layout.xaxis.domain[1] <= 0.05
+    assert bar.x < one.layout.xaxis2.domain[0]                   # before the empty place, not past it
+    assert two.layout.coloraxis.colorbar.x is None               # Plotly's place: right of the second panel
+
+
 def test_sparsity_counted_by_numpy(comparison):
     maps = rv.sparsity_maps(comparison)
     assert list(maps) == ["original", *comparison.swapped]

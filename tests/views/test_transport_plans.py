@@ -413,6 +413,21 @@ def test_cost_against_gamma_is_drawn_in_the_sliders_unit_with_its_labels_on_thei
     assert 10 ** tol.y == pytest.approx(1e-6) and errors.layout.shapes[0].y0 == 1e-6
 
 
+@pytest.mark.parametrize("current", [1, 3, 12, 20])
+def test_the_tolerances_label_stays_off_the_current_iterations_line(current):
+    """'tol = 1e-6' stood at the right end, under the current iteration's line (the last, by default): it sits on
+    its line at the left end, where the error is far above it, and just right of the current line when that line is
+    near the left end; either way it starts left of the line only when the line is further right than it reaches."""
+    errors = tplot.marginal_error_curve(list(range(1, 21)), np.logspace(0, -7, 20), 1e-6, "errors", current=current)
+    (tol,) = errors.layout.annotations
+    (line,) = [sh for sh in errors.layout.shapes if sh.x0 == sh.x1]
+    assert 10 ** tol.y == pytest.approx(1e-6) and tol.yanchor == "bottom" and tol.xanchor == "left"
+    if line.x0 > 1 + tplot.TOL_LABEL_ROOM * 19:
+        assert tol.x == 1 and not tol.xshift                       # at the left end, the line far to its right
+    else:
+        assert tol.x == line.x0 and tol.xshift > 0                 # starts just right of the line
+
+
 def test_sources_and_targets_are_counted_from_1_in_the_axes_hover_and_csv():
     from wviz import export
 

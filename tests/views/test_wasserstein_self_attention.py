@@ -169,6 +169,10 @@ def test_channels_and_positions_count_from_1_as_the_csv_columns_do():
     fig = figs.sequences(X, {"Y": X}, channels=3)
     assert [a.text for a in fig.layout.annotations] == ["channel 1", "channel 2", "channel 3"]
     assert list(fig.data[0].x) == [1, 2, 3, 4, 5]
+    # the legend at the figure's bottom, under "position i" (at a fraction of the plot below it, it lay on the
+    # title at 1024 px in presentation mode), with a bottom margin that holds ticks, title and legend
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.legend.yanchor == "bottom"
+    assert fig.layout.margin.b >= 100
     assert wv.example_sequence().decode().splitlines()[0] == "c1,c2,c3,c4"
 
 

@@ -8,6 +8,10 @@ from plotly.subplots import make_subplots
 from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, number_text, to_numpy
 
 
+# Margins: the figures of the page's other views (the landscape, the tau and rho sweeps, many queries) give their
+# margins the room their labels, legend and colour bar take at the defaults, at 800 to 1400 px and in presentation
+# mode (which scales l, r, b by 1.3): Streamlit's theme sets l = r = 0 and Plotly's automargin would push them after
+# a first draw and draw the figure again each time the view is chosen (ARCHITECTURE.md; test_lecture_hall_views.py).
 MAX_KEY_LABELS = 24   # more labels than this do not fit a 800 px wide screen even upright
 
 
@@ -101,7 +105,8 @@ def simplex_landscape(land, key_labels: list[str], title: str) -> go.Figure:
         fig.add_annotation(x=x, y=y, text=f"p({label}) = 1", showarrow=False, yanchor=side,
                            yshift=14 if side == "bottom" else -14)   # clear of a marker on the corner
     hidden = dict(visible=False, showgrid=False, zeroline=False)
-    fig.update_layout(title=title, height=500, margin=dict(t=60, b=30), plot_bgcolor="white",
+    # r: the colour bar, b: the legend (margins: top of the file)
+    fig.update_layout(title=title, height=500, margin=dict(t=60, b=50, r=95), plot_bgcolor="white",
                       xaxis=dict(hidden, range=[-0.12, 1.12]),
                       yaxis=dict(hidden, range=[-0.1, top + 0.12], scaleanchor="x"),
                       legend=dict(orientation="h", y=-0.05))
@@ -118,7 +123,7 @@ def tau_sweep_lines(taus, weights, key_labels: list[str], tau_now: float, title:
     fig.add_vline(x=tau_now, line_dash="dash", annotation_text=f"tau = {tau_now:.3g}", annotation_x=np.log10(tau_now))
     fig.update_layout(title=title, xaxis=decade_ticks(taus.min(), taus.max()), xaxis_title="tau",
                       yaxis_title="weight p_j", yaxis_range=[-0.02, 1.05], legend_title="key", height=380,
-                      margin=dict(t=50, b=40))
+                      margin=dict(t=50, b=72, l=74, r=88))   # r: the legend (margins: top of the file)
     return fig
 
 
@@ -131,7 +136,7 @@ def attention_heatmap(matrix, title: str, block: tuple[int, int] = (1, 1)) -> go
     fig = go.Figure(go.Heatmap(z=z, x=x, y=y, colorscale="Viridis", showscale=True, colorbar=dict(title="weight"),
                                hovertemplate="query i = %{y}, key j = %{x}: %{z:.3g}<extra></extra>"))
     fig.update_layout(title=title + note, xaxis_title="key j", yaxis_title="query i", yaxis_autorange="reversed",
-                      height=520, margin=dict(t=50, b=40))
+                      height=520, margin=dict(t=50, b=78, l=84, r=96))   # r: the colour bar (margins: top of the file)
     return fig
 
 
@@ -158,7 +163,7 @@ def column_sums(semi, key_labels: list[str], title: str | None = None, ymax: flo
     top = ymax or 1.1 * max(float(to_numpy(x).max()) for x in (semi.weights, semi.columns, semi.b))
     fig.update_layout(barmode="group", xaxis=axis, xaxis_title="key j", yaxis_title="mass", yaxis_range=[0, top],
                       title=(title or f"Semi-relaxed OT at rho = {_rho_label(semi.rho)}: columns against b") + note,
-                      height=380, margin=dict(t=50, b=40, r=20),
+                      height=380, margin=dict(t=50, b=140, l=74, r=20),   # b: the legend in two lines at 800 px
                       legend=BOTTOM_LEGEND)
     return fig
 
@@ -197,5 +202,5 @@ def rho_sweep_lines(sweep, key_labels: list[str], rho_now: float) -> go.Figure:
     fig.update_xaxes(title_text="rho (how firmly the keys' masses b are held)", row=2, col=1)
     fig.update_layout(title=f"From softmax (rho = 0) to Sinkhorn (rho = ∞), tau = {sweep.tau:.3g}", height=600,
                       legend=dict(BOTTOM_LEGEND, title="key"),
-                      margin=dict(t=80, b=70))
+                      margin=dict(t=80, b=102, l=32))   # margins: top of the file
     return fig

@@ -4,6 +4,8 @@ The templates' names are typed into the page's tables (or come with its URL): ea
 (plotly_text), on an axis, in a label and in a title."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -23,6 +25,38 @@ def name_ticks(names: list[str]) -> dict:
     return dict(tickmode="array", tickvals=shown, ticktext=shown, tickangle=-45 if slant else 0, automargin=True)
 
 
+def text_side(dx: float, dy: float) -> str:
+    """The textposition that puts a point's label on the side (dx, dy) of it ('top right', 'middle left', ...):
+    the side away from what would cover it."""
+    n = math.hypot(dx, dy) or 1.0
+    rows = "top" if dy / n > 0.38 else "bottom" if dy / n < -0.38 else "middle"   # 0.38: sin 22.5 degrees
+    cols = "right" if dx / n > 0.38 else "left" if dx / n < -0.38 else "center"
+    return f"{rows} {cols}" if (rows, cols) != ("middle", "center") else "top center"
+
+
+def apart_from_neighbours(points, near: float = 1.0) -> list[str]:
+    """Each point's label above it ('top center'), but below it when its nearest other point lies closer than
+    ``near`` and higher (or as high and to the right): of two close points (t3 and its synonym t3', 0.32 apart)
+    the lower is labelled below and the upper above, where the two labels ran into one another."""
+    p = to_numpy(points)
+    sides = []
+    for k, (x, y) in enumerate(p):
+        gaps = np.hypot(*(p - (x, y)).T)
+        gaps[k] = np.inf
+        j = int(gaps.argmin()) if len(p) > 1 else k
+        higher = gaps[j] < near and (p[j, 1], p[j, 0]) > (y, x)
+        sides.append("bottom center" if higher else "top center")
+    return sides
+
+
+def padded_range(values, pad: float = 0.25) -> list[float]:
+    """An axis range around ``values`` with ``pad`` of their span (at least 0.5) on each side: room for a label
+    beside the outermost point, which Plotly's autorange leaves out (it clipped 'far: 0.00' at the top)."""
+    v = to_numpy(values)
+    room = max(pad * (v.max() - v.min()), 0.5)
+    return [float(v.min() - room), float(v.max() + room)]
+
+
 # the names of the traces of h (12), (18) and (15): one point each, moved live by wviz.ui.drag
 ESTIMATES = ("h exact (12)", "h of (18), lambda = alpha z", "h at (15), second order")
 
@@ -38,9 +72,11 @@ def _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2, row=None, col=N
                     textposition="top center", marker=dict(color=TEMPLATE, size=size, opacity=0.8),
                     name="templates t_i (size: u_i)", showlegend=legend, legendgroup="t", **where)
     b = mu + z
+    # mu's label behind the arrow's tail, mu + z's beyond its head: the estimates lie between (on the way from mu
+    # to mu + z), so they never cover the labels (below the head, the exact h covered "mu + z" at alpha = 10)
     fig.add_scatter(x=[mu[0], b[0]], y=[mu[1], b[1]], mode="lines+markers+text", line=dict(color=EVIDENCE, width=3),
                     text=["mu", "mu + z"] if big > 20 else None,  # the small panels of the grid stay unlabelled
-                    textposition="bottom center", textfont=dict(color=EVIDENCE),
+                    textposition=[text_side(*-z), text_side(*z)], textfont=dict(color=EVIDENCE),
                     marker=dict(symbol=["circle", "arrow"], angleref="previous", size=[9, 14], color=EVIDENCE),
                     name="z: from mu to mu + z", showlegend=legend, legendgroup="z", **where)
     for point, name, color, symbol in zip((h, h1, h2), ESTIMATES, (EXACT, FIRST, SECOND),
@@ -182,26 +218,34 @@ def ot_weights(ot) -> go.Figure:
 
 def ot_map(ot, z) -> go.Figure:
     """The universe A in the plane sized by the OT attention (25), with z / 2."""
+    # two lines: beside the controls at 800 px the chart is some 300 px wide, and one line was cut after "gamm"
     return universe(ot.world.A, ot.world.names, to_numpy(ot.world.in_T), ot.panel.approx, z,
-                    f"OT attention (25) over A at alpha = {ot.alpha:.3g}, gamma = {ot.gamma:.3g}")
+                    f"OT attention (25) over A<br>at alpha = {ot.alpha:.3g}, gamma = {ot.gamma:.3g}")
 
 
 def universe(templates_all, names: list[str], in_T, weights, z, title: str) -> go.Figure:
-    """The universe A in the plane: the templates of T (filled) and the others (open), sized by a weight vector."""
+    """The universe A in the plane: the templates of T (filled) and the others (open), sized by a weight vector,
+    each labelled above it, or below when a close neighbour is above (a synonym sits close to its template)."""
     A, w = to_numpy(templates_all), to_numpy(weights)
     in_T = np.asarray(in_T, dtype=bool)
     size = 8 + 45 * np.sqrt(w / max(w.max(), 1e-12))
+    sides = np.array(apart_from_neighbours(A))
     fig = go.Figure()
     for mask, label, symbol in ((in_T, "in T (u > 0)", "circle"), (~in_T, "only in A (u = 0)", "circle-open")):
         idx = np.flatnonzero(mask)
         fig.add_scatter(x=A[idx, 0], y=A[idx, 1], mode="markers+text", name=label,
-                        text=[f"{plotly_text(names[i])}: {w[i]:.2f}" for i in idx], textposition="top center",
+                        text=[f"{plotly_text(names[i])}: {w[i]:.2f}" for i in idx], textposition=sides[idx].tolist(),
                         marker=dict(size=size[idx], color=TEMPLATE, symbol=symbol, line=dict(width=2, color=TEMPLATE)))
-    zz = to_numpy(z)
-    fig.add_annotation(x=zz[0] / 2, y=zz[1] / 2, ax=0, ay=0, axref="x", ayref="y", xref="x", yref="y", showarrow=True,
-                       arrowhead=3, arrowwidth=2, arrowcolor=EVIDENCE, text="z / 2")
-    fig.update_layout(title=title, height=460, yaxis_scaleanchor="x", xaxis_title="x", yaxis_title="y",
-                      margin=dict(t=50, b=40), legend=dict(orientation="h", yanchor="top", y=-0.25))
+    # z / 2 as the main figure draws z: a line from the origin with an arrow head, named in the legend (a label at
+    # either end lay on a template's: t1 sits at the origin, and a short z puts the head next to t1's label)
+    zz = to_numpy(z) / 2
+    fig.add_scatter(x=[0.0, zz[0]], y=[0.0, zz[1]], mode="lines+markers", line=dict(color=EVIDENCE, width=2),
+                    marker=dict(symbol=["circle", "arrow"], angleref="previous", size=[0, 12], color=EVIDENCE),
+                    name="z / 2, from the origin", hoverinfo="skip")
+    fig.update_layout(title=title, height=540, yaxis_scaleanchor="x", xaxis_title="x", yaxis_title="y",
+                      xaxis_range=padded_range(np.append(A[:, 0], zz[0])),
+                      yaxis_range=padded_range(np.append(A[:, 1], zz[1])),
+                      margin=dict(t=80, b=130, l=60), legend=BOTTOM_LEGEND)
     return fig
 
 

@@ -16,6 +16,7 @@ from wviz.figures.common import BOTTOM_LEGEND, PALETTE, plotly_text, to_numpy
 
 MAX_TICKS = 24        # token labels an axis shows in full; beyond, every k-th is labelled and the title says so
 LOG_TICKS = [0.01, 0.1, 1.0, 10.0, 100.0]
+SWEEP_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")   # the covariance sweep's lines
 
 
 def token_ticks(labels: list[str]) -> tuple[dict, str]:
@@ -132,16 +133,18 @@ def covariance_sweep(scales, weights, labels: list[str], token: str, now: float 
     """Weights of the query against a scale factor on one token's covariance (log axis, ticks 0.01 ... 100)."""
     scales, w = to_numpy(scales), to_numpy(weights)
     fig = go.Figure()
+    # Two keys' weights can be nearly equal over a stretch (t2 and t4 at the defaults, from 0.3 to 2): each line has
+    # its own dash, so the one drawn on top shows the other's colour in its gaps
     for j, label in enumerate(labels):
         fig.add_scatter(x=scales, y=w[:, j], mode="lines", name=plotly_text(label),
-                        line=dict(color=PALETTE[j % len(PALETTE)]))
+                        line=dict(color=PALETTE[j % len(PALETTE)], dash=SWEEP_DASHES[j % len(SWEEP_DASHES)]))
     fig.add_vline(x=now, line_dash="dash")
     fig.add_annotation(x=math.log10(now), y=1.0, yref="y", text="as drawn", showarrow=False, xanchor="left",
                        xshift=4)    # on a log axis an annotation's x is log10 of the value (plotly's convention)
     fig.update_xaxes(type="log", tickmode="array", tickvals=LOG_TICKS, ticktext=[f"{v:g}" for v in LOG_TICKS],
                      title_text=f"factor on the covariance of {plotly_text(token)}")
     fig.update_layout(title=f"How the query's weights move as {plotly_text(token)} widens", yaxis_title="weight",
-                      yaxis_range=[-0.02, 1.05], height=380, margin=dict(t=50, b=40))
+                      yaxis_range=[-0.02, 1.05], height=380, margin=dict(t=50, b=80, l=80, r=90))
     return fig
 
 

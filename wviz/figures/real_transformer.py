@@ -179,8 +179,10 @@ def attention_maps(maps: dict, tokens, layer: int, head: int, what: str = "atten
     if lines:
         title["subtitle_text"] = "<br>".join(lines)
     top = 100 + (10 + 22 * len(lines) if lines else 0)
+    # a lone map's colour bar beside it, not at the figure's right edge past the empty place (some 400 px away)
+    beside = dict(x=fig.layout.xaxis.domain[1] + 0.02, xanchor="left") if len(names) < cols else {}
     fig.update_layout(title=title, coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1,
-                                                    colorbar=dict(title="weight", xpad=4)),
+                                                    colorbar=dict(title="weight", xpad=4, **beside)),
                       height=round(area + top + bottom), margin=dict(t=top, b=round(bottom), l=round(left), r=80))
     return fig
 
@@ -201,7 +203,7 @@ def _per_head_panels(values: dict, title: str, colorscale: str, bar: str, hover:
     rows = math.ceil(len(names) / cols)
     panel, gap = 240, 150        # px; between rows: tick labels, the axis title, two-line panel titles (at 20 px)
     spacing, area = stacked_rows(rows, panel, gap)
-    margin = dict(t=120, b=80, l=70, r=115)
+    margin = dict(t=120 + 30 * title.count("<br>"), b=80, l=70, r=115)   # a title's second line above the panels'
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=_panel_titles(names), horizontal_spacing=0.08,
                         vertical_spacing=spacing)
     for i, name in enumerate(names):
@@ -229,7 +231,8 @@ def sink_shares(shares: dict, on: str) -> go.Figure:
     """Attention sinks (a wviz.views.real_transformer.SinkMaps's ``first`` or ``special``): each head's mean weight
     on ``on`` (the first token, or the special tokens: plain text, RoBERTa's '<s>' drawn as written), layers down
     and heads across, one panel per normaliser, on one colour scale from 0 to 1."""
-    return _per_head_panels(shares, f"Attention sinks: each head's mean weight on {plotly_text(on)}", "Viridis",
+    # two lines: at 800 px one line ran past the chart
+    return _per_head_panels(shares, f"Attention sinks:<br>each head's mean weight on {plotly_text(on)}", "Viridis",
                             "weight", "%{z:.2f} of a row")
 
 

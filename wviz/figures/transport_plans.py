@@ -102,18 +102,26 @@ def plan_lines(x, y, plan, a, b, title: str, max_lines: int = 1500) -> go.Figure
     return fig
 
 
+TOL_LABEL_ROOM = 0.3   # the part of the iterations' range the tolerance's label may take, from its left end
+
+
 def marginal_error_curve(iterations, errors, tol: float, title: str, current: int | None = None) -> go.Figure:
     """Marginal L1 error against iteration (log scale), with the tolerance as a line."""
     it, err = to_numpy(iterations), to_numpy(errors)
     fig = go.Figure(go.Scatter(x=it, y=np.maximum(err, 1e-300), mode="lines+markers", name="marginal error"))
-    # on a log axis an annotation's position is log10 of the value (Plotly): placed by hand, it sits on its line
-    fig.add_hline(y=tol, line_dash="dash", annotation_text=f"tol = {number_text(tol)}", annotation_y=np.log10(tol))
+    fig.add_hline(y=tol, line_dash="dash")
+    # The tolerance's label on its line at the left end, where the error is still far above it (at the right end
+    # the curve comes down to it and the current iteration's line stands there); when that line is near the left
+    # end, just right of it. On a log axis an annotation's y is log10 of the value (Plotly).
+    near = current is not None and current < it.min() + TOL_LABEL_ROOM * (it.max() - it.min())
+    fig.add_annotation(x=current if near else it.min(), xshift=6 if near else 0, xanchor="left",
+                       y=np.log10(tol), yanchor="bottom", text=f"tol = {number_text(tol)}", showarrow=False)
     if current is not None:
         fig.add_vline(x=current, line_color=PALETTE[5])
     shown = np.maximum(err, 1e-300)
     fig.update_layout(title=title, xaxis_title="iteration", yaxis_title="L1 marginal error",
                       yaxis=decade_ticks(min(shown.min(), tol), max(shown.max(), tol)), height=360,
-                      margin=dict(t=50, b=40))
+                      margin=dict(t=50, b=60, l=75))
     return fig
 
 

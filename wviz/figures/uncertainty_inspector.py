@@ -18,6 +18,10 @@ SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy"
 
 
 # images: 0 black to 1 white (kept grey in presentation mode)
+# OTHER_VIEWS: the figures of the page's other views (the attention maps, the dataset panel's views) give their
+# margins the room their labels, legend and colour bar take at the defaults, at 800 to 1400 px and in presentation
+# mode (which scales l, r, b by 1.3): Streamlit's theme sets l = r = 0 and Plotly's automargin would push them after
+# a first draw and draw the figure again each time the view is chosen (ARCHITECTURE.md; test_lecture_hall_views.py).
 PIXELS: dict = dict(colorscale=PICTURE_SCALE, cmin=0, cmax=1, colorbar=dict(title="pixel"))
 # short lines: three panels share the width of a narrow page
 RULE_TITLES = {"004": "004's rule<br>(A∘A)Σ_v", "mixture": "mixture rule<br>AΣ_v + spread"}
@@ -152,7 +156,8 @@ def attention_heads(maps: list, rollout_map, title: str) -> go.Figure:
     _square_axes(fig, n)
     fig.update_layout(title=plotly_text(title), coloraxis=dict(colorscale="Viridis", cmin=0, cmax=zmax,
                                                   colorbar=dict(title="weight")),
-                      height=300, margin=dict(t=90, b=10))
+                      # t: the rollout's two-line name clear of the title at 800 px; l, r: OTHER_VIEWS
+                      height=315, margin=dict(t=105, b=16, l=16, r=118))
     return fig
 
 
@@ -199,7 +204,7 @@ def reliability(rels: dict, split: str = "digits test split") -> go.Figure:
     fig.add_annotation(text="empty bins left out:<br>" + "<br>".join(empty), x=0.01, y=0.99, xref="x domain",
                        yref="y domain", xanchor="left", yanchor="top", showarrow=False, align="left")
     fig.update_layout(title=f"Reliability diagram on the {split} ({n_bins} bins)", barmode="overlay",
-                      height=560, margin=dict(t=110, b=40),
+                      height=560, margin=dict(t=110, b=56, l=68),   # OTHER_VIEWS
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
     return fig
 
@@ -231,18 +236,30 @@ def ood_histograms(scores: dict, score: str, ood_name: str, bins: int = 30, noun
     return fig
 
 
+# A corruption's line and marker, the same for every model (its colour): MNIST's seven corruptions each their own
+CORRUPTION_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+CORRUPTION_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star")
+
+
+def _corruption_style(model: str, j: int) -> dict:
+    """The line of corruption j for a model: the model's colour, the corruption's dash and marker."""
+    colour, dash = MODEL_COLORS.get(model, PALETTE[2]), CORRUPTION_DASHES[j % len(CORRUPTION_DASHES)]
+    return dict(marker_symbol=CORRUPTION_SYMBOLS[j % len(CORRUPTION_SYMBOLS)], line=dict(color=colour, dash=dash))
+
+
 def corruption_curves(curves: dict, severities) -> go.Figure:
     """Test error against corruption severity: ``curves`` maps model name -> {corruption: (5,) errors}."""
     fig = go.Figure()
-    dashes = ["solid", "dash", "dot"]
     for name, per in curves.items():
         for j, (kind, err) in enumerate(per.items()):
             fig.add_scatter(x=list(severities), y=to_numpy(err), mode="lines+markers",
-                            name=f"{plotly_text(name)}: {kind}",
-                            line=dict(color=MODEL_COLORS.get(name, PALETTE[2]), dash=dashes[j % 3]))
+                            name=f"{plotly_text(name)}: {kind}", **_corruption_style(name, j))
     fig.update_layout(title="Test error under corruption, by severity", xaxis=dict(title="severity", dtick=1),
-                      yaxis_title="error", yaxis_range=[0, 1], height=420, margin=dict(t=50, b=40),
-                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+                      yaxis_title="error", yaxis_range=[0, 1], height=510,
+                      # b: the axis and the legend in three lines at 800 px, two in presentation (OTHER_VIEWS); the
+                      # plot 330 px high, the AUROC's axis title along it at presentation size
+                      margin=dict(t=50, b=130, l=60),
+                      legend=BOTTOM_LEGEND)
     return fig
 
 
@@ -250,18 +267,17 @@ def corruption_aurocs(curves: dict, severities, score: str, noun: str = "digits"
     """AUROC of one score for corrupted against clean test images (``noun``), by severity: ``curves`` maps model
     name -> {corruption: (5,) AUROC}; 0.5 (dotted) is chance, below it the score falls as the image degrades."""
     fig = go.Figure()
-    dashes = ["solid", "dash", "dot"]
     for name, per in curves.items():
         for j, (kind, auc) in enumerate(per.items()):
             shown = f"{plotly_text(name)}: {kind}"
             fig.add_scatter(x=list(severities), y=to_numpy(auc), mode="lines+markers", name=shown,
-                            line=dict(color=MODEL_COLORS.get(name, PALETTE[2]), dash=dashes[j % 3]),
+                            **_corruption_style(name, j),
                             hovertemplate="severity %{x}: AUROC %{y:.3f}<extra>" + shown + "</extra>")
     fig.add_hline(y=0.5, line=dict(color="grey", dash="dot"), annotation_text="chance",
                   annotation_position="bottom right")
     fig.update_layout(title=f"Does '{score}' see the corruption?", xaxis=dict(title="severity", dtick=1),
-                      yaxis_title=f"AUROC, corrupted vs clean {noun}", yaxis_range=[0, 1.02], height=420,
-                      margin=dict(t=50, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+                      yaxis_title=f"AUROC, corrupted vs clean {noun}", yaxis_range=[0, 1.02], height=510,
+                      margin=dict(t=50, b=130, l=60), legend=BOTTOM_LEGEND)
     return fig
 
 
@@ -281,7 +297,8 @@ def confusion(matrices: dict, names: list[str], split: str = "digits test split"
         fig.update_xaxes(title_text="predicted class", type="category", row=1, col=i, **every)
         fig.update_yaxes(title_text="true class" if i == 1 else None, type="category", autorange="reversed",
                          row=1, col=i, **every)
-    fig.update_layout(title=f"Confusion matrix on the {split}", height=460, margin=dict(t=90, b=40),
+    fig.update_layout(title=f"Confusion matrix on the {split}", height=460,
+                      margin=dict(t=90, b=76, l=70, r=120),   # r: the colour bar (OTHER_VIEWS)
                       coloraxis=dict(colorscale="Blues", cmin=0, colorbar=dict(title="images")))
     return fig
 
@@ -349,9 +366,12 @@ def risk_coverage(curves: dict, noun: str = "images") -> go.Figure:
                             name=f"{shown} (AURC {rc.aurc:.4f})",
                             line=dict(color=PALETTE[i % len(PALETTE)], dash=DASHES[m % len(DASHES)]),
                             hovertemplate="coverage %{x:.2f}: error %{y:.3f}<extra>" + shown + "</extra>")
-    fig.update_layout(title="Risk against coverage: keep the test " + noun + " each score calls most certain",
+    # the title in two lines: in one it ran past the chart at 800 px; b: the axis and the legend in seven lines there
+    # (OTHER_VIEWS), the plot kept 280 px high
+    fig.update_layout(title="Risk against coverage:<br>keep the test " + noun + " each score calls most certain",
                       xaxis_title="coverage (share of test " + noun + " kept)", yaxis_title="error among them",
-                      height=480, margin=dict(t=60, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+                      height=560, margin=dict(t=80, b=200, l=70),
+                      legend=BOTTOM_LEGEND)
     return fig
 
 
@@ -371,8 +391,10 @@ def conformal_sizes(models: dict, n_classes: int) -> go.Figure:
                         hovertemplate="%{x} classes: %{y:.1%}<extra>" + shown + "</extra>")
     first = next(iter(models.values()))
     qs = ", ".join(f"{plotly_text(model)} {sets.q:.3f}" for model, sets in models.items())
-    fig.update_layout(title=f"Split-conformal sets at {1 - first.alpha:.0%} (threshold q: {qs})",
+    # the title in two lines: in one it ran past the chart at 800 px; b: the axis and the legend in eight lines
+    # there (OTHER_VIEWS), the plot kept 255 px high
+    fig.update_layout(title=f"Split-conformal sets at {1 - first.alpha:.0%}<br>threshold q: {qs}",
                       barmode="group", xaxis=dict(title="classes in the set", dtick=1),
-                      yaxis=dict(title="share of test images", tickformat=".0%"), height=480,
-                      margin=dict(t=60, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+                      yaxis=dict(title="share of test images", tickformat=".0%"), height=560,
+                      margin=dict(t=80, b=225, l=72), legend=BOTTOM_LEGEND)
     return fig

@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, stacked_rows, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, stacked_rows, to_numpy
 
 # Position labels an axis shows in full, readable at 800 px in presentation mode (18 px text); beyond, one in k, and
 # the title says so.
@@ -77,8 +77,10 @@ def sequences(X, outputs: dict, channels: int = 3) -> go.Figure:
                                           dash="dot" if i == 0 else "solid"), row=c + 1, col=1)
     fig.update_xaxes(title_text="position i", row=channels, col=1)
     fig.update_yaxes(title_text="value")
-    fig.update_layout(title="Input and outputs along the sequence", height=170 * channels + 140,
-                      margin=dict(t=60, b=40), legend=dict(orientation="h", y=-0.1, yanchor="top"))
+    # the legend at the figure's bottom, under the x title: placed at a fraction of the plot's height below it, it
+    # ran into "position i" at 1024 px in presentation mode
+    fig.update_layout(title="Input and outputs along the sequence", height=170 * channels + 200,
+                      margin=dict(t=60, b=110, l=70), legend=BOTTOM_LEGEND)
     return fig
 
 

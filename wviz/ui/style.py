@@ -1,7 +1,8 @@
 """How a page reads on a projector: CSS for every page (metrics that shrink instead of being cut, display equations
-scaled down to the column's width) and, in presentation mode, larger text, tables and metrics with the toolbar
-hidden. The sidebar is collapsed by app.py (set_page_config), which must run before anything is drawn. And text
-that a URL, a file or a model brings, shown as text (:func:`plain`)."""
+scaled down to the column's width) and, in presentation mode, larger text, tables, metrics and sidebar controls with
+the toolbar hidden, and the page's main slider above its figure (:func:`beside_figure`). The sidebar is collapsed by
+app.py (set_page_config), which must run before anything is drawn. And text that a URL, a file or a model brings,
+shown as text (:func:`plain`)."""
 from __future__ import annotations
 
 import json
@@ -121,6 +122,10 @@ _FIT_EQUATIONS = """
 # dataframe grid draws on a canvas, so it is zoomed rather than given a font size: its element's box, narrowed by
 # the zoom, so that Streamlit lays the grid out to a width that the zoom brings back to the column's (zooming the
 # grid itself drew it 1.35 times the column's width, past the page's edge).
+# The sidebar's controls (labels, options, slider values and ends, fields, captions, a multiselect's chosen tags,
+# which wrap instead of being ellipsised) are as large as the main column's, at least wviz.export.TEXT_PX (they were
+# Streamlit's 14 px), in a sidebar of 22rem (352 px; the figures keep 640 px beside it at 1024x768). Its navigation
+# keeps its size: larger, it would push the controls further down.
 _PRESENTING = """
 <style>
 [data-testid="stToolbarActions"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"] {
@@ -138,6 +143,15 @@ _PRESENTING = """
 .stMainBlockContainer input, .stMainBlockContainer textarea, .stMainBlockContainer [data-baseweb="select"] > div,
 .stMainBlockContainer [data-testid="stSliderThumbValue"], .stMainBlockContainer [data-testid^="stSliderTickBar"] {
   font-size: 1.2rem; }
+[data-testid="stSidebar"][data-collapsed="false"] { min-width: 22rem !important; }
+[data-testid="stSidebarUserContent"] :is(p, li, a, summary, input, textarea, [data-testid="stHtml"],
+  [data-baseweb="select"] > div, [data-tag], [data-testid="stSliderThumbValue"], [data-testid^="stSliderTickBar"],
+  [data-testid="stFileUploaderDropzoneInstructions"] span) { font-size: 1.2rem; }
+[data-testid="stSidebarUserContent"] [data-testid="stCaptionContainer"] p { font-size: 1.15rem; }
+[data-testid="stSidebarUserContent"] [data-tag] { max-width: none; height: auto; }
+[data-testid="stSidebarUserContent"] [data-tag] > span { white-space: normal; overflow: visible; text-overflow: clip; }
+[data-testid="stSidebarUserContent"] [data-testid="stIconMaterial"] { font-size: 1.5rem; }
+[data-testid="stSidebarUserContent"] [data-testid="stTooltipHoverTarget"] svg { width: 1.2rem; height: 1.2rem; }
 </style>
 """
 
@@ -175,6 +189,14 @@ def presenting() -> bool:
     if _SESSION_KEY not in st.session_state:
         st.session_state[_SESSION_KEY] = st.query_params.get(PRESENTATION_PARAM, "").lower() == "true"
     return st.session_state[_SESSION_KEY]
+
+
+def beside_figure(sidebar_slot):
+    """Where ui.live draws a page's main slider: ``sidebar_slot``, its place among the sidebar's controls; in
+    presentation mode a container made here, in the main column just above what the slider drives (ui.live draws it
+    next), so that the lecturer who moves it, and the hall, see the figure move. In the sidebar, at 1024x768, the
+    slider sat below the navigation and the figure below the main column's fold."""
+    return st.container() if presenting() else sidebar_slot
 
 
 def toggled() -> None:

@@ -316,13 +316,26 @@ def fixed_point(f: Flow, max_iter: int = 60) -> FixedPointCheck:
 
 # ---- maximum entropy (Thm. 14) and the counterexample to Cor. 30 ----------------------------------------------
 
+# A token carries weight in the maximum-entropy view from this fraction of the largest Gibbs weight on
+CARRIES = 1e-3
+
+
 def max_entropy(f: Flow, query: int) -> measure.MaxEntropyCheck:
     """Thm. 14 at the query x = x_i^0 against nu = m(X^0), with the first layer's W_Q, W_K; the query token i counted
-    from 1 as the page numbers the particles (past the last: the last)."""
+    from 1 as the page numbers the particles (past the last: the last).
+
+    The competitors gibbs + t v move mass only between the tokens that carry weight (:func:`carriers`): at the
+    defaults the far cluster's Gibbs weights are about 1e-18, and directions through them drew a real peak a
+    femto-step wide (measure.max_entropy_check's ``carries``)."""
     i, W = f.inputs, f.inputs.first
     W_Q, W_K = (None, None) if W is None else W[:2]
-    return measure.max_entropy_check(measure.empirical(i.x), i.x[min(max(int(query), 1), len(i.x)) - 1], i.potential,
-                                     f.tau, W_Q, W_K, seed=i.seed)
+    return measure.max_entropy_check(measure.empirical(i.x), i.x[min(max(int(query), 1), len(i.x)) - 1],
+                                     i.potential, f.tau, W_Q, W_K, seed=i.seed, carries=CARRIES)
+
+
+def carriers(chk: measure.MaxEntropyCheck) -> int:
+    """How many tokens the maximum-entropy view's directions move mass between (:func:`max_entropy`)."""
+    return int((chk.directions != 0).any(0).sum())
 
 
 def cor30_failure() -> measure.Cor30Failure:
