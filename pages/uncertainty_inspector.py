@@ -99,8 +99,8 @@ def zipped(raw: bytes, name: str, weights_id: str, _main):
 
 
 def read_split(models: uv.Models):
-    """Where the main model's test split is, and the split (the digits, its data found through WVIZ_DATA, or an
-    uploaded .zip), or None."""
+    """Where the main model's test split is, and the split (a shipped dataset's, its data found through WVIZ_DATA,
+    or an uploaded .zip), or None."""
     place = uv.data_place(models.main)
     upload = None
     if place.missing:
@@ -448,11 +448,7 @@ def dataset_panel(models: uv.Models, split):
                               "- covariance trace: the mean tr(Sigma) of the last layer's tokens.  \n"
                               "The last three only for the stochastic model.")
     ood_name = d2.selectbox("OOD set", list(split.ood_names), key=K.OOD, bind="query-params",
-                            help="Far from the test images: crops of scikit-learn's two sample photographs, or "
-                                 "uniform noise. Near: the left half of a test image beside the right half of one of "
-                                 "another class (mixed digits for the digits); for the digits also letters drawn at "
-                                 "the digits' size and stroke, a set built to report on and never used to choose a "
-                                 "recipe (docs/TRAINING.md). All shaped like the test images.")
+                            help=uv.OOD_HELP[split.dataset])
     jobs = uv.panel_jobs(models, split)
     for j in jobs:
         if j.capped:
@@ -501,7 +497,7 @@ def calibrations(jobs) -> dict | None:
 def panel_of(jobs, split) -> tuple:
     """What the dataset panel's and the calibration's figures are drawn from (shared_figure): each model's
     evaluation (weights, S, corruptions, the split's images) and the split's class names and kind."""
-    return tuple(j.cache_key for j in jobs), tuple(split.class_names), split.digits
+    return tuple(j.cache_key for j in jobs), tuple(split.class_names), split.dataset
 
 
 def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:

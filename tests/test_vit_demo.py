@@ -2,23 +2,24 @@
 and the digest that keys an evaluation on the weights themselves. (The fallback from a refused upload to the demo
 is driven through the inspector's view: tests/views/test_uncertainty_inspector.py.)"""
 
+import pytest
 import torch
 
-from wviz.vit.demo import Loaded, load_bundled, model_set, weights_digest
+from wviz.vit.demo import Loaded, data_place, load_bundled, model_set, shipped_data, shipped_split, weights_digest
 from wviz.vit.model import ViTConfig, build_model
 
 
 def test_the_bundled_pair_reads_the_digits():
     pair = model_set(load_bundled("stochastic", "cpu"), load_bundled("deterministic", "cpu"))
     assert list(pair.by_name) == ["stochastic", "deterministic"] and pair.main.weights_id == "bundled:stochastic"
-    assert pair.stochastic and pair.reads_digits and pair.config.grid == 4
+    assert pair.stochastic and pair.dataset == "digits" and pair.config.grid == 4
 
 
 def test_the_twin_is_left_out_for_other_images():
     twin = load_bundled("deterministic", "cpu")
     rgb = build_model(ViTConfig(kind="stochastic", image_size=32, patch_size=8, channels=3, dim=8, depth=1, heads=2))
     alone = model_set(Loaded("uploaded (stochastic)", rgb, {}, "upload:x"), twin)
-    assert list(alone.by_name) == ["uploaded (stochastic)"] and alone.twin is twin and not alone.reads_digits
+    assert list(alone.by_name) == ["uploaded (stochastic)"] and alone.twin is twin and alone.dataset is None
 
 
 def test_the_weights_digest_follows_the_weights_not_the_file():
@@ -28,3 +29,40 @@ def test_the_weights_digest_follows_the_weights_not_the_file():
         next(b.parameters()).view(-1)[0] += 1e-6
     assert weights_digest(a) != weights_digest(b)
     assert weights_digest(a) != weights_digest(load_bundled("deterministic", "cpu").model)
+
+
+def _mnist_model(data_name: str) -> Loaded:
+    model = build_model(ViTConfig(kind="stochastic", image_size=28, patch_size=4, channels=1, dim=8, depth=1, heads=2))
+    return Loaded("uploaded (stochastic)", model, {"data": data_name}, "upload:x")
+
+
+def test_an_mnist_model_gets_the_shipped_mnist_split_its_ood_sets_and_corruptions(monkeypatch):
+    """A checkpoint trained with --data mnist is shown on MNIST's 1,000 test digits with MNIST's near and far sets and
+    its seven corruptions (nothing to find on disk), without the digits' twin; the dataset panel evaluates exactly
+    those sets and corruptions. A 28 x 28 model whose record says digits reads neither shipped set."""
+    from wviz.vit import mnist, panel
+
+    main = _mnist_model("mnist")
+    place = data_place(main)
+    assert (place.kind, place.missing) == ("mnist", False)
+    split = shipped_split("mnist")
+    x, y = mnist.load("test")
+    assert torch.equal(split.images, x) and torch.equal(split.labels, y) and split.title == "MNIST test split"
+    assert split.ood_names == mnist.NEAR + mnist.FAR and split.corruptions == mnist.CORRUPTIONS
+    assert all(torch.equal(split.ood_images[k], v) for k, v in mnist.ood_sets(len(y)).items())
+    models = model_set(main, load_bundled("deterministic", "cpu"))
+    assert list(models.by_name) == ["uploaded (stochastic)"] and models.dataset == "mnist"
+    assert shipped_data(_mnist_model("digits")) is None and data_place(_mnist_model("digits")).kind == "unknown"
+
+    asked = {}
+
+    def spy(model, images, labels, ood_sets, samples, corruptions, progress):
+        asked.update(images=images, ood=ood_sets, corruptions=corruptions)
+        raise RuntimeError("asked")
+
+    monkeypatch.setattr(panel.vit_evaluate, "evaluate", spy)
+    (job,) = panel.panel_jobs(models, split)
+    with pytest.raises(RuntimeError, match="asked"):
+        panel.evaluate_panel(job)
+    assert asked["images"] is split.images and asked["ood"] is split.ood_images
+    assert asked["corruptions"] == mnist.CORRUPTIONS

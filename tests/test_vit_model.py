@@ -331,3 +331,11 @@ def test_every_model_sees_the_augmented_views():
     both = F.cross_entropy(twin(torch.cat([x, views])).logits, y.repeat(2))
     torch.testing.assert_close(loss, both)
     assert set(parts) == {"ce"}
+
+
+def test_patches_are_unfolds_layout():
+    """The patches (B, P, C p p), row-major over the grid, each channel-major then row-major inside: F.unfold's."""
+    cfg = ViTConfig(image_size=32, patch_size=8, channels=3, dim=8, depth=1, heads=2)
+    x = torch.rand(5, 3, 32, 32)
+    torch.testing.assert_close(StochasticViT(cfg).patches(x), F.unfold(x, 8, stride=8).transpose(1, 2),
+                               rtol=0, atol=0)

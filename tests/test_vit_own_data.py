@@ -249,7 +249,7 @@ def test_wviz_data_finds_a_folder_by_its_name_and_cifar_by_its_official_folder(f
     assert (place.kind, place.root, place.missing) == ("folder", folder, False)
     assert place.note == f"Test split: 'shapes' found through WVIZ_DATA at {folder}."
     split = demo.disk_split(loaded(SHAPES_RECORD), place)
-    assert len(split) == 9 and split.class_names == NAMES and not split.digits and split.noun == "test images"
+    assert len(split) == 9 and split.class_names == NAMES and not split.dataset and split.noun == "test images"
     monkeypatch.setattr(demo, "MAX_SPLIT", 4)
     smaller = demo.disk_split(loaded(SHAPES_RECORD), place)
     assert len(smaller) == 4 and all(any(torch.equal(a, b) for b in split.images) for a in smaller.images)

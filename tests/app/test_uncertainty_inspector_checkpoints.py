@@ -9,6 +9,7 @@ from PIL import Image
 from tests.app.conftest import figure_titled, figures, no_exception, settle, shown_text
 from tests.app.inspector import PAGE
 from wviz.views import uncertainty_inspector as views
+from wviz.vit import mnist
 
 
 def _cifar_folder(root) -> list[str]:
@@ -30,7 +31,7 @@ def _cifar_folder(root) -> list[str]:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """Tiny checkpoints trained for one epoch of a few images by `python -m wviz.vit.train` itself: on the digits,
-    on a folder of shapes (stochastic and deterministic), on a CIFAR-10 folder; and where their data lies."""
+    on MNIST, on a folder of shapes (stochastic and deterministic), on a CIFAR-10 folder; and where their data lies."""
     from wviz.vit import shapes, train
 
     tmp = tmp_path_factory.mktemp("own")
@@ -39,6 +40,7 @@ def trained(tmp_path_factory):
     tiny = ["--epochs", "1", "--dim", "8", "--depth", "1", "--heads", "2", "--no-eval", "--no-progress", "--threads",
             "1", "--batch", "8"]
     runs = {"digits": ["--data", "digits", "--limit", "16"],
+            "mnist": ["--data", "mnist", "--limit", "16", "--eval-samples", "2"],   # S = 2: 41 passes of 1,000
             "folder": ["--data", "folder", "--data-root", str(shapes_root), "--patch", "8"],
             "deterministic": ["--data", "folder", "--data-root", str(shapes_root), "--patch", "8", "--kind",
                               "deterministic"],
@@ -73,7 +75,7 @@ def _open_with(open_page, raw: bytes | None, source: str):
     return settle(at)
 
 
-COMBINATIONS = [(ckpt, source) for ckpt in ("bundled", "digits", "folder", "cifar", "deterministic")
+COMBINATIONS = [(ckpt, source) for ckpt in ("bundled", "digits", "mnist", "folder", "cifar", "deterministic")
                 for source in ("test set", "upload")]
 
 
@@ -82,13 +84,15 @@ def test_every_checkpoint_with_every_image_source_works_or_says_what_to_change(o
                                                                               ckpt, source):
     """WVIZ_DATA names the folder that holds the shapes, not CIFAR's: the folder checkpoints show their own test
     split (its class names, the dataset panel), the CIFAR one says in one sentence how to give its data and still
-    reads an uploaded picture; no traceback, no error, anywhere."""
+    reads an uploaded picture; an MNIST checkpoint shows MNIST's test split with its own OOD sets and corruptions
+    (shipped: WVIZ_DATA plays no part), without the digits' twin; no traceback, no error, anywhere."""
     monkeypatch.setenv("WVIZ_DATA", str(trained["data"]))
     at = _open_with(open_page, None if ckpt == "bundled" else trained["files"][ckpt], source)
     assert not at.error, [shown_text(e) for e in at.error]
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
-    names = {"bundled": [str(i) for i in range(10)], "digits": [str(i) for i in range(10)],
-             "cifar": trained["cifar_names"]}.get(ckpt, trained["shapes"])
+    digits = ("bundled", "digits", "mnist")   # the shipped datasets of handwritten digits
+    names = [str(i) for i in range(10)] if ckpt in digits else trained["cifar_names"] if ckpt == "cifar" else \
+        trained["shapes"]
     if ckpt == "cifar" and source == "test set":                     # nothing to inspect: one sentence says why
         assert titles == [] and [shown_text(i) for i in at.info] == [
             "This checkpoint was trained on CIFAR-10: start the app with WVIZ_DATA naming a folder that holds "
@@ -100,10 +104,11 @@ def test_every_checkpoint_with_every_image_source_works_or_says_what_to_change(o
     assert len(probs["data"]) == (2 if ckpt in ("bundled", "digits") else 1)  # the twin beside a digits model only
     if source == "test set":
         truth = next(shown_text(m) for m in at.markdown if shown_text(m).startswith("True class"))
-        assert truth.split("**")[1] == ("6" if ckpt in ("bundled", "digits") else names[0])  # the split's image 0
+        first = {"mnist": str(int(mnist.load("test")[1][0]))}.get(ckpt, "6" if ckpt in digits else names[0])
+        assert truth.split("**")[1] == first   # the split's image 0
     else:
         steps = [a["text"] for a in figure_titled(at, "Preprocessing of the uploaded image")["layout"]["annotations"]]
-        colour = "grey" if ckpt in ("bundled", "digits") else "RGB"
+        colour = "grey" if ckpt in digits else "RGB"
         assert steps[0] == f"upload, {colour}, square"
         assert any(("stays in colour" in shown_text(c)) == (colour == "RGB") for c in at.caption if "What the model" in
                    c.value)
@@ -111,8 +116,15 @@ def test_every_checkpoint_with_every_image_source_works_or_says_what_to_change(o
         assert "Reliability diagram" not in " ".join(titles)
         assert any(shown_text(i).startswith("This checkpoint was trained on CIFAR-10") for i in at.info)
         return
-    split = "digits test split" if ckpt in ("bundled", "digits") else "test split"
+    split = {"mnist": "MNIST test split"}.get(ckpt, "digits test split" if ckpt in digits else "test split")
     figure_titled(at, "OOD score 'max-softmax'")                     # the panel's default view
+    if ckpt == "mnist":
+        assert at.selectbox(key="ood").options == list(mnist.NEAR + mnist.FAR)
+        if source == "test set":
+            assert at.sidebar.number_input(key="index").max == 1000   # the 1,000 test digits
+        at.segmented_control(key="panel").set_value("Corruptions").run()
+        curves = figure_titled(at, "Test error under corruption")
+        assert [t["name"].split(": ")[-1] for t in curves["data"]] == list(mnist.CORRUPTIONS)
     at.segmented_control(key="panel").set_value("Confusion").run()
     conf = figure_titled(at, f"Confusion matrix on the {split}")
     assert [list(t["y"]) for t in conf["data"]][0] == names

