@@ -210,9 +210,9 @@ def test_try_this_links_set_their_widgets(open_page, item):
         assert at.session_state[key] == value, key
     metrics = {m.label: m.value for m in at.metric}
     captions = " ".join(shown_text(c) for c in at.caption)
-    quoted = {"Measure the contraction": lambda: [f"largest ratio metric reads {metrics['largest ratio']}",
-                                                  f"bound is {metrics['Thm. 23 bound']} (its metric",
-                                                  f"(its metric: {metrics['Cor. 30 bound']})"],
+    quoted = {"Measure the contraction on 32 sampled pairs": lambda: [
+                  f"largest ratio metric reads {metrics['largest ratio']}",
+                  f"bound is {metrics['Thm. 23 bound']} (its metric", f"(its metric: {metrics['Cor. 30 bound']})"],
               "Make the fixed point provable": lambda: [re.search(r"kappa\(T\) <= [\d.]+", captions)[0]]}
     for shown in quoted.get(item.label, list)():
         assert shown in item.watch, (shown, item.watch)   # the sentence quotes the page's own numbers

@@ -439,12 +439,12 @@ def rho_frames(inputs: Inputs, tau: float, rhos=ANIMATION_RHOS) -> list[SemiRela
 # The temperatures are written as the tau slider writes them to the URL ("100", not "100.0"): 100, not 100.0.
 PRIOR_EXAMPLE = '[["k1",0.6],["k2",0.3],["k3",0.1]]'
 TRY_THIS = (
-    Try("Send tau to 0.001", {Keys.TAU: 0.001, Keys.MECHANISMS: ["softmax", "sparsemax", "entmax"]},
+    Try("Send tau to 0.001", {Keys.TAU: 0.001},
         "Sparsemax and entmax put all the mass on k1 (support 1 in the table). Softmax is one-hot to the eye "
         "too: its other weights are exp(-(s_1 - s_j) / tau), 6.239e-244 for k2 (the table's p(k2)) and, for k3, "
         "smaller than the smallest double, so it shows as 0 (support 2), although in exact arithmetic softmax "
         "keeps every weight above zero."),
-    Try("Send tau to 100", {Keys.TAU: 100, Keys.MECHANISMS: ["softmax", "sparsemax", "entmax"]},
+    Try("Send tau to 100", {Keys.TAU: 100},
         "Every mechanism flattens to about 1/3 per key (the table's weights run from 0.322 to 0.3418): the "
         "regulariser outweighs the scores, and even sparsemax keeps all three keys (support 3)."),
     Try("entmax with alpha = 1", {Keys.MECHANISMS: ["softmax", "entmax"], Keys.ALPHA: 1.0},

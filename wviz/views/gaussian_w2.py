@@ -62,7 +62,7 @@ class Labels:
 
 # Guided experiments: query parameters of the page's widgets (bound to the URL) and what to watch.
 TRY_THIS = (
-    Try("Give every token the query's covariance", {Keys.EQUAL_COVARIANCES: True, Keys.VIEW: Labels.WEIGHTS},
+    Try("Give every token the query's covariance", {Keys.EQUAL_COVARIANCES: True},
         "The covariance part of W2² is zero for every key: W2 attention becomes softmax(−‖m_i − m_j‖²/τ), a "
         "function of the means alone."),
     Try("Make one key very uncertain", {Keys.VIEW: Labels.SWEEP, Keys.SWEEP_TOKEN: "t3"},

@@ -64,7 +64,7 @@ TRY_THIS = (
         "The rows of A no longer sum to 1 (the caption under the matrices reads sums from about 1.4 to 3.3: every "
         "key closer than b = 1 gets a weight above 1/2, every farther one less), so an output is no longer an "
         "average of the values."),
-    Try("Read vectors as empirical distributions", {Keys.REPRESENTATION: "empirical", Keys.P: 1},
+    Try("Read vectors as empirical distributions", {Keys.REPRESENTATION: "empirical"},
         "W_1 compares the sorted coordinates and ignores which channel holds which value: the distances are all "
         "under 1 (the caption under the matrices reads W from 0 to about 0.92)."),
 )
