@@ -36,7 +36,9 @@ SIDEBAR_SMALL = """(px) => {
 
 
 # Every text of the open sidebar that is clipped or ellipsised in its box (a label, an option, a multiselect's chosen
-# tag), or that runs past the sidebar's right edge. A field's typed text scrolls inside it, and is not counted.
+# tag, a selectbox's chosen value), or that runs past the sidebar's right edge. A field's typed text scrolls inside
+# it, and is not counted; a selectbox's value is a field too (Streamlit's combobox, an <input>), but the hall reads
+# it: drawn, it counts when wider than its field ("all-MiniLM-L6-v2 (encoder, 22.7..." at 1024x768).
 SIDEBAR_CUT = """() => {
   const side = document.querySelector('[data-testid="stSidebarUserContent"]');
   const edge = side.getBoundingClientRect().right;
@@ -47,9 +49,12 @@ SIDEBAR_CUT = """() => {
     if (n.textContent.trim() && e.getBoundingClientRect().width > 1 && !e.closest('.katex, details:not([open])'))
       texts.add(e);
   }
+  const chosen = Array.from(side.querySelectorAll('input[role="combobox"]'))
+    .filter(e => e.getBoundingClientRect().width > 1 && getComputedStyle(e).opacity !== '0'
+                 && e.scrollWidth > e.clientWidth + 1);
   return [...texts].filter(e => (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
                                 || e.getBoundingClientRect().right > edge + 1)
-    .map(e => e.textContent.trim().slice(0, 40));
+    .map(e => e.textContent.trim().slice(0, 40)).concat(chosen.map(e => `chosen: ${e.value.slice(0, 40)}`));
 }"""
 
 

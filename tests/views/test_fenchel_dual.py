@@ -358,6 +358,19 @@ def test_the_value_as_set_is_labelled_on_its_line(templates):
     assert line.x0 == 0.316 and 10 ** label.x == pytest.approx(0.316)
 
 
+def test_the_value_as_set_is_labelled_above_the_curves(templates):
+    """The 'as set' labels of both sweeps stood inside the plot's top, on the curves near 1 (1024 px, presentation
+    mode): each stands on top of its line, its bottom at the top of the plot (y domain 1), above every curve, with
+    room for it in the top margin."""
+    s = fv.solve(templates, Z, 1.0)
+    world = fv.universe(templates, fv.EXTRAS)
+    ot = fv.ot_attention(s, world, 1.0, fv.cost(world, "squared Euclidean"))
+    for fig, param in ((figs.alpha_sweep(fv.sweep(s), s.alpha), "alpha"), (figs.gamma_sweep(ot.sweep, 1.0), "gamma")):
+        (label,) = [a for a in fig.layout.annotations if a.text == f"{param} as set"]
+        assert (label.yref, label.y, label.yanchor, label.xanchor) == ("y domain", 1, "bottom", "center"), param
+        assert fig.layout.margin.t >= 70, param
+
+
 def hue(colour: str) -> float:
     """The hue in degrees of a '#rrggbb' colour."""
     import colorsys
@@ -423,3 +436,20 @@ def test_mu_and_mu_plus_z_are_labelled_away_from_the_estimates(templates, alpha,
         for h in estimates:
             if np.linalg.norm(h - (x, y)) < 0.3:
                 assert side(where) @ (h - (x, y)) <= 0, (where, h)
+
+
+@pytest.mark.parametrize("alpha", [0.01, 1.0, 5.0, 10.0])
+@pytest.mark.parametrize("z", [fv.DEFAULT_Z, (0.5, 0.25)])
+def test_the_templates_are_labelled_away_from_the_estimates(templates, alpha, z):
+    """At alpha = 10 and z = (0.5, 0.25) (a Try link) the pink (18) marker sat just above t2 and covered its label
+    "t2: 0.40": a template's label points away from every estimate within 0.75 of it (below one that is higher), in
+    the main figure and in Figure 3's grid."""
+    s = fv.solve(templates, z, alpha)
+    data = figs.main_figure(s).data + figs.estimates_grid(s, fv.figure3(s)).data
+    for k in [k for k, t in enumerate(data) if t.name == "templates t_i (size: u_i)"]:   # one panel's, in turn
+        labelled, estimates = data[k], [np.array([t.x[0], t.y[0]]) for t in data[k + 2:k + 5]]  # then z, h, h1, h2
+        assert [t.name for t in data[k + 2:k + 5]] == list(figs.ESTIMATES)
+        for x, y, where, name in zip(labelled.x, labelled.y, labelled.textposition, labelled.text):
+            for h in estimates:
+                if 0 < np.linalg.norm(h - (x, y)) < 0.75:
+                    assert side(where) @ (h - (x, y)) <= 0, (name, where, h)

@@ -68,8 +68,12 @@ def _estimate_traces(fig, templates, u, names, mu, z, h, h1, h2, row=None, col=N
     # the small panels of the grid name the templates only (their weights are in the large figure)
     shown = [plotly_text(n) for n in names]
     text = [f"{n}: {w:.2f}" for n, w in zip(shown, u)] if big > 20 else shown
+    # each template's label above it, or below when an estimate (or another template) within 0.75 is higher: at
+    # alpha = 10 and z = (0.5, 0.25) the pink (18) marker, just above t2, covered "t2: 0.40"
+    near = np.concatenate([t, np.stack([to_numpy(p) for p in (h, h1, h2)])])
+    sides = apart_from_neighbours(near, near=0.75)[:len(t)]
     fig.add_scatter(x=t[:, 0], y=t[:, 1], mode="markers+text", text=text,
-                    textposition="top center", marker=dict(color=TEMPLATE, size=size, opacity=0.8),
+                    textposition=sides, marker=dict(color=TEMPLATE, size=size, opacity=0.8),
                     name="templates t_i (size: u_i)", showlegend=legend, legendgroup="t", **where)
     b = mu + z
     # mu's label behind the arrow's tail, mu + z's beyond its head: the estimates lie between (on the way from mu
@@ -161,12 +165,15 @@ def _sweep_lines(x, lines, now: float, param: str, title: str, ytitle: str, heig
         y = to_numpy(y)
         fig.add_scatter(x=to_numpy(x), y=np.where(y > 0, y, np.nan), mode="lines", name=name,
                         line=dict(color=color, width=2.5))
-    # on a log axis an annotation's position is log10 of the value (Plotly): placed by hand, it sits on its line
-    fig.add_vline(x=now, line_dash="dash", annotation_text=f"{param} as set", annotation_x=np.log10(now))
+    # on a log axis an annotation's position is log10 of the value (Plotly): placed by hand, it sits on its line.
+    # Its label stands on top of the line, above the plot, where no curve runs (inside the plot's top right corner
+    # it lay on the curves near 1, at 1024 px in presentation mode); the top margin keeps it clear of the title
+    fig.add_vline(x=now, line_dash="dash", annotation_text=f"{param} as set", annotation_x=np.log10(now),
+                  annotation_position="top")
     xs = to_numpy(x)
     fig.update_layout(title=title, xaxis=decade_ticks(xs.min(), xs.max()), xaxis_title=param, yaxis_title=ytitle,
                       yaxis=dict(type="log", dtick=1, exponentformat="power"), height=height,
-                      margin=dict(t=50, b=40), legend=dict(orientation="h", yanchor="top", y=-0.3))
+                      margin=dict(t=75, b=40), legend=dict(orientation="h", yanchor="top", y=-0.3))
     return fig
 
 
@@ -177,7 +184,7 @@ def alpha_sweep(sweep, now: float) -> go.Figure:
                                         EVIDENCE),
                                        (sweep.err1, "||h(12) - h(18)||", FIRST),
                                        (sweep.err2, "||h(12) - h at (15)||", SECOND)],
-                        now, "alpha", "How good the approximations are", "error", 400)
+                        now, "alpha", "How good the approximations are", "error", 425)
 
 
 def weight_bars(weights: dict, names: list[str], title: str, ytitle: str = "weight") -> go.Figure:
@@ -254,4 +261,4 @@ def gamma_sweep(sweep, now: float) -> go.Figure:
     (views.fenchel_dual.GammaSweep)."""
     return _sweep_lines(sweep.gammas, [(sweep.gap_u, "||u~ (40) - u||_1", TEMPLATE),
                                        (sweep.gap_p, "||p* (38) - p* (25)||_1", FIRST)],
-                        now, "gamma", "True preference and OT attention against gamma", "L1 distance", 380)
+                        now, "gamma", "True preference and OT attention against gamma", "L1 distance", 405)

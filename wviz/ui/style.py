@@ -122,10 +122,10 @@ _FIT_EQUATIONS = """
 # dataframe grid draws on a canvas, so it is zoomed rather than given a font size: its element's box, narrowed by
 # the zoom, so that Streamlit lays the grid out to a width that the zoom brings back to the column's (zooming the
 # grid itself drew it 1.35 times the column's width, past the page's edge).
-# The sidebar's controls (labels, options, slider values and ends, fields, captions, a multiselect's chosen tags,
-# which wrap instead of being ellipsised) are as large as the main column's, at least wviz.export.TEXT_PX (they were
-# Streamlit's 14 px), in a sidebar of 22rem (352 px; the figures keep 640 px beside it at 1024x768). Its navigation
-# keeps its size: larger, it would push the controls further down.
+# The sidebar's controls (labels, options, slider values and ends, fields, captions, a multiselect's chosen tags
+# and a selectbox's chosen value, which wrap instead of being cut: _CHOSEN_WRAPS) are as large as the main column's,
+# at least wviz.export.TEXT_PX (they were Streamlit's 14 px), in a sidebar of 22rem (352 px; the figures keep 640 px
+# beside it at 1024x768). Its navigation keeps its size: larger, it would push the controls further down.
 _PRESENTING = """
 <style>
 [data-testid="stToolbarActions"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"] {
@@ -150,9 +150,46 @@ _PRESENTING = """
 [data-testid="stSidebarUserContent"] [data-testid="stCaptionContainer"] p { font-size: 1.15rem; }
 [data-testid="stSidebarUserContent"] [data-tag] { max-width: none; height: auto; }
 [data-testid="stSidebarUserContent"] [data-tag] > span { white-space: normal; overflow: visible; text-overflow: clip; }
+[data-testid="stSidebarUserContent"] [role="group"][data-wviz-chosen]:not(:has(input[aria-expanded="true"])) {
+  position: relative; height: auto; min-height: 2.5rem; }
+[data-testid="stSidebarUserContent"] [role="group"][data-wviz-chosen]:not(:has(input[aria-expanded="true"]))::before {
+  content: attr(data-wviz-chosen); flex: 1; align-self: center; padding: 0.25rem 0 0.25rem 0.5rem;
+  font-size: 1.2rem; line-height: 1.3; white-space: normal; overflow-wrap: anywhere; pointer-events: none; }
+[data-testid="stSidebarUserContent"] [role="group"][data-wviz-chosen]:not(:has(input[aria-expanded="true"])) input {
+  position: absolute; inset: 0; width: 100%; opacity: 0; }
+[data-testid="stSidebarUserContent"] [role="group"][data-wviz-chosen] button { position: relative; z-index: 1; }
 [data-testid="stSidebarUserContent"] [data-testid="stIconMaterial"] { font-size: 1.5rem; }
 [data-testid="stSidebarUserContent"] [data-testid="stTooltipHoverTarget"] svg { width: 1.2rem; height: 1.2rem; }
 </style>
+"""
+
+
+# Presentation mode: a sidebar selectbox's chosen value on as many lines as it needs. Streamlit draws it in an <input>
+# (a combobox), whose text cannot wrap: at 1.2rem in the 352 px sidebar "all-MiniLM-L6-v2 (encoder, 22.7M
+# parameters)" was cut. The value is copied onto the input's box (data-wviz-chosen), where _PRESENTING's CSS draws it
+# wrapped, over the input made transparent: the input still takes the clicks, and while its list is open it is drawn
+# as it is (what is typed shows). Only selectboxes: a multiselect's box holds its tags.
+_CHOSEN_WRAPS = """
+<script>
+(() => {
+  if (window.__wvizChosen) return;
+  window.__wvizChosen = true;
+  let queued = false;
+  const copy = () => {
+    queued = false;
+    document.querySelectorAll('[data-testid="stSidebarUserContent"] [data-testid="stSelectbox"] input[role="combobox"]')
+      .forEach(input => {
+        const box = input.parentElement;
+        if (input.value && box.dataset.wvizChosen !== input.value) box.dataset.wvizChosen = input.value;
+        if (!input.value) delete box.dataset.wvizChosen;   // the placeholder shows, in the input
+      });
+  };
+  // a choice changes the input's value attribute (React keeps it in step); a rerun brings new selectboxes
+  new MutationObserver(() => { if (!queued) { queued = true; requestAnimationFrame(copy); } })
+    .observe(document.body, { childList: true, subtree: true, attributes: true, attributeFilter: ['value'] });
+  copy();
+})();
+</script>
 """
 
 
@@ -227,4 +264,4 @@ def apply(title: str) -> None:
     if presenting():
         if st.query_params.get(PRESENTATION_PARAM) != "true":
             st.query_params[PRESENTATION_PARAM] = "true"
-        st.html(_COLLAPSE_ON_A_NEW_PAGE % json.dumps(title), unsafe_allow_javascript=True)
+        st.html(_COLLAPSE_ON_A_NEW_PAGE % json.dumps(title) + _CHOSEN_WRAPS, unsafe_allow_javascript=True)
