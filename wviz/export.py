@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from wviz.figures.common import DIVERGING_SCALE, PALETTE, PICTURE_SCALE
+from wviz.figures.common import DIVERGING_SCALE, PALETTE, PICTURE_SCALE, SCALE_ZERO
 from wviz.references import REFERENCES
 
 IMAGE_FORMATS = ("png", "svg", "pdf")
@@ -278,6 +278,8 @@ def presentation_style(fig: go.Figure) -> go.Figure:
     # and a signed map its diverging scale
     kept = [go.layout.Coloraxis(colorscale=s).colorscale for s in (PICTURE_SCALE, DIVERGING_SCALE)]
     fig.update_coloraxes(colorscale="Cividis", selector=lambda axis: axis.colorscale not in kept)
+    cividis_zero = go.layout.Coloraxis(colorscale="Cividis").colorscale[0][1]
+    fig.update_shapes(fillcolor=cividis_zero, selector=dict(name=SCALE_ZERO))   # a sparse map's 0 under its points
     return fig
 
 

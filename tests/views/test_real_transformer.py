@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from wviz import export
 from wviz.models import minilm
 from wviz.views import real_transformer as rv
 
@@ -625,6 +626,13 @@ def test_a_long_sparse_map_is_drawn_by_its_nonzero_links():
     assert list(x.range) == [-0.5, n - 0.5] and list(fig.layout.yaxis2.range) == [n - 0.5, -0.5]
     assert "sparsemax: each nonzero weight a square" in fig.layout.title.subtitle.text.replace("<br>", " ")
     assert figs.drawn_as_links(sparse) and not figs.drawn_as_links(dense) and not figs.drawn_as_links(torch.eye(60))
+    # the points lie on the scale's 0, in presentation mode Cividis's as their colour axis (it was Viridis's purple)
+    (ground,) = fig.layout.shapes
+    scale = fig.layout.coloraxis.colorscale
+    assert ground.fillcolor == scale[0][1] and ground.xref == "x2 domain"
+    shown = export.presentation_style(fig)
+    assert shown.layout.coloraxis.colorscale != scale and shown.layout.shapes[0].fillcolor == \
+        shown.layout.coloraxis.colorscale[0][1]
 
 
 def test_the_predictions_table_reads_token_and_probability():

@@ -16,6 +16,9 @@ PICTURE_SCALE = "gray"
 # A signed quantity's scale centred at 0 (the inspector's ΔMI), which presentation mode keeps too: Cividis has no
 # middle, and ColorBrewer's red-blue is safe for the common colour-vision deficiencies
 DIVERGING_SCALE = "RdBu_r"
+# The name of a shape filled with a colour scale's 0 (a sparse map drawn as points on it): presentation mode fills it
+# with Cividis's 0 as it recolours the scale
+SCALE_ZERO = "the colour scale's 0"
 # A legend under the chart, at the bottom of the figure: its bottom margin holds the x axis's labels and title and
 # the legend (a legend placed at a fraction of the plot's height below it ran into the axis title when the margin,
 # sized for the narrowest width, left a short plot)

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, decade_ticks, number_text, plotly_text, stacked_rows, to_numpy
+from wviz.figures.common import SCALE_ZERO, PALETTE, decade_ticks, number_text, plotly_text, stacked_rows, to_numpy
 
 
 def numbered_tokens(tokens) -> list[str]:
@@ -159,7 +159,7 @@ def attention_maps(maps: dict, tokens, layer: int, head: int, what: str = "atten
             links.append(name)
             y_axis, x_axis = _links_axis(labels, step_y, False), _links_axis(labels, step_x, True)
             fig.add_shape(type="rect", xref="x domain", yref="y domain", x0=0, x1=1, y0=0, y1=1, layer="below",
-                          fillcolor=VIRIDIS_ZERO, line_width=0, row=r, col=col)
+                          fillcolor=VIRIDIS_ZERO, line_width=0, name=SCALE_ZERO, row=r, col=col)
         else:
             y_axis["autorange"] = "reversed"
         fig.update_yaxes(**y_axis, showticklabels=col == 1, title_text="query token" if col == 1 else None,
