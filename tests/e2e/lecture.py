@@ -165,7 +165,7 @@ SMALL_TEXT = """(px) => Array.from(document.querySelectorAll('.js-plotly-plot .m
 # Every visible value a control of the main column shows (typed text, a chosen option, a slider's value and ends)
 # under the given size (px).
 SMALL_INPUTS = """(px) => Array.from(document.querySelectorAll(['input:not([type=hidden])', 'textarea',
-    '[data-baseweb="select"] > div', '[data-testid="stSliderThumbValue"]', '[data-testid^="stSliderTickBar"]']
+    '[data-testid="stSliderThumbValue"]', '[data-testid^="stSliderTickBar"]']
     .map(s => `[data-testid="stMain"] ${s}`).join(', ')))
   .filter(e => e.getBoundingClientRect().width > 0)
   .map(e => [e.value || e.textContent.trim().slice(0, 30), parseFloat(getComputedStyle(e).fontSize)])

@@ -140,12 +140,12 @@ _PRESENTING = """
 [data-testid="stElementContainer"]:has([data-testid="stDataFrame"], [data-testid="stTable"]) {
   zoom: 1.35; width: calc(100% / 1.35) !important; max-width: calc(100% / 1.35) !important; }
 .stMainBlockContainer label p { font-size: 1.2rem; }
-.stMainBlockContainer input, .stMainBlockContainer textarea, .stMainBlockContainer [data-baseweb="select"] > div,
+.stMainBlockContainer input, .stMainBlockContainer textarea,
 .stMainBlockContainer [data-testid="stSliderThumbValue"], .stMainBlockContainer [data-testid^="stSliderTickBar"] {
   font-size: 1.2rem; }
 [data-testid="stSidebar"][data-collapsed="false"] { min-width: 22rem !important; }
 [data-testid="stSidebarUserContent"] :is(p, li, a, summary, input, textarea, [data-testid="stHtml"],
-  [data-baseweb="select"] > div, [data-tag], [data-testid="stSliderThumbValue"], [data-testid^="stSliderTickBar"],
+  [data-tag], [data-testid="stSliderThumbValue"], [data-testid^="stSliderTickBar"],
   [data-testid="stFileUploaderDropzoneInstructions"] span) { font-size: 1.2rem; }
 [data-testid="stSidebarUserContent"] [data-testid="stCaptionContainer"] p { font-size: 1.15rem; }
 [data-testid="stSidebarUserContent"] [data-tag] { max-width: none; height: auto; }
