@@ -184,9 +184,11 @@ _CHOSEN_WRAPS = """
         if (!input.value) delete box.dataset.wvizChosen;   // the placeholder shows, in the input
       });
   };
-  // a choice changes the input's value attribute (React keeps it in step); a rerun brings new selectboxes
+  // a choice changes the input's value attribute (React keeps it in step); a rerun brings new selectboxes. Only the
+  // sidebar is watched: the main column changes on every frame of a slider's drag
+  const sidebar = document.querySelector('[data-testid="stSidebar"]') || document.body;
   new MutationObserver(() => { if (!queued) { queued = true; requestAnimationFrame(copy); } })
-    .observe(document.body, { childList: true, subtree: true, attributes: true, attributeFilter: ['value'] });
+    .observe(sidebar, { childList: true, subtree: true, attributes: true, attributeFilter: ['value'] });
   copy();
 })();
 </script>
