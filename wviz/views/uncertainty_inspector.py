@@ -23,7 +23,7 @@ from wviz.guide import Try
 from wviz.vit import data, shapes
 from wviz.vit import evaluate as vit_evaluate  # noqa: F401 -- tests spy on vit_evaluate.evaluate through here
 from wviz.vit.demo import (BUNDLED, VALID_CHECKPOINT, Loaded, ModelChoice, Models, TestSplit,  # noqa: F401
-                           SHIPPED_SHAPES, choose_models, data_place, digits_split, disk_split, load_bundled,
+                           SHIPPED, choose_models, data_place, digits_split, disk_split, load_bundled,
                            load_upload, model_set, shipped_split, weights_digest,
                            zip_split)  # VALID_CHECKPOINT: for the tests
 from wviz.vit.inspection import HeadMaps, Inspection, block_of, head_maps, inspect_image, patch_map, query_attention
@@ -108,7 +108,7 @@ def test_split_of(models: Models, place, upload: Callable[[], TestSplit] | None 
     """The main model's test split: its shipped dataset's, its own data found on disk (``place``,
     :func:`data_place`), or ``upload()`` (the page's cached :func:`zip_split` of an uploaded .zip); None while
     none is given."""
-    if place.kind in SHIPPED_SHAPES:
+    if place.kind in SHIPPED:
         return shipped_split(place.kind)
     if place.root is not None:
         return disk_split(models.main, place)

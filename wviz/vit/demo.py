@@ -31,7 +31,7 @@ from wviz.vit import data, mnist
 from wviz.vit.checkpoint import load_checkpoint
 
 __all__ = ["ASSETS", "BUNDLED", "Loaded", "load_bundled", "load_upload", "Models", "model_set", "VALID_CHECKPOINT",
-           "ModelChoice", "choose_models", "weights_digest", "SHIPPED_SHAPES", "shipped_data", "TestSplit",
+           "ModelChoice", "choose_models", "weights_digest", "Shipped", "SHIPPED", "shipped_data", "TestSplit",
            "shipped_split", "digits_split", "DataPlace", "data_paths", "find_root", "data_place", "disk_split",
            "zip_split", "MAX_SPLIT"]
 
@@ -119,8 +119,20 @@ class Models:
         return shipped_data(self.main)
 
 
-# A shipped dataset's images: (channels, side), 10 classes of handwritten digits, light strokes on black
-SHIPPED_SHAPES = {"digits": (1, data.DIGIT_SIZE), "mnist": (1, mnist.SIZE)}
+@dataclass(frozen=True)
+class Shipped:
+    """A dataset shipped inside installed packages: 10 classes of handwritten digits, light strokes on black, in
+    images of ``shape`` (channels, side); its test split's name, and the OOD sets and corruptions measured on it."""
+
+    shape: tuple[int, int]
+    title: str
+    ood_names: tuple[str, ...]
+    corruptions: tuple[str, ...]
+
+
+SHIPPED = {"digits": Shipped((1, data.DIGIT_SIZE), "digits test split", data.OOD_SETS + data.HELD_OUT,
+                             data.CORRUPTIONS),
+           "mnist": Shipped((1, mnist.SIZE), "MNIST test split", mnist.NEAR + mnist.FAR, mnist.CORRUPTIONS)}
 
 
 def shipped_data(loaded: Loaded) -> str | None:
@@ -129,7 +141,7 @@ def shipped_data(loaded: Loaded) -> str | None:
     name = loaded.record.get("data", "digits")
     cfg = loaded.model.config
     shape = (cfg.channels, cfg.image_size, cfg.n_classes)
-    return name if name in SHIPPED_SHAPES and shape == (*SHIPPED_SHAPES[name], 10) else None
+    return name if name in SHIPPED and shape == (*SHIPPED[name].shape, 10) else None
 
 
 def model_set(main: Loaded, twin: Loaded) -> Models:
@@ -234,17 +246,16 @@ class TestSplit:
 
     @property
     def title(self) -> str:
-        return {"digits": "digits test split", "mnist": "MNIST test split"}.get(self.dataset, "test split")
+        return SHIPPED[self.dataset].title if self.dataset else "test split"
 
     @property
     def ood_names(self) -> tuple[str, ...]:
-        return {"digits": data.OOD_SETS + data.HELD_OUT, "mnist": mnist.NEAR + mnist.FAR}.get(self.dataset,
-                                                                                            data.OWN_OOD_SETS)
+        return SHIPPED[self.dataset].ood_names if self.dataset else data.OWN_OOD_SETS
 
     @property
     def corruptions(self) -> tuple[str, ...]:
         """The corruptions measured on it: MNIST's MNIST-C-like ones, else noise, blur and contrast."""
-        return mnist.CORRUPTIONS if self.dataset == "mnist" else data.CORRUPTIONS
+        return SHIPPED[self.dataset].corruptions if self.dataset else data.CORRUPTIONS
 
     @functools.cached_property
     def ood_images(self) -> dict[str, torch.Tensor]:
@@ -267,14 +278,11 @@ class TestSplit:
         return h.hexdigest()
 
 
-_SOURCES = {"digits": "the digits test split", "mnist": "the MNIST test split"}
-
-
 @functools.lru_cache(maxsize=2)
 def shipped_split(dataset: str) -> TestSplit:
     """The test split of a shipped dataset (never seen in training): the digits' 360, MNIST's 1,000."""
     x, y = data.load_dataset(dataset, "test")
-    return TestSplit(x, y, [str(i) for i in range(10)], _SOURCES[dataset], dataset=dataset)
+    return TestSplit(x, y, [str(i) for i in range(10)], f"the {SHIPPED[dataset].title}", dataset=dataset)
 
 
 def digits_split() -> TestSplit:
@@ -302,7 +310,7 @@ class DataPlace:
 
     @property
     def missing(self) -> bool:
-        return self.kind not in SHIPPED_SHAPES and self.root is None
+        return self.kind not in SHIPPED and self.root is None
 
 
 def data_paths(value: str | None = None) -> list[Path]:
