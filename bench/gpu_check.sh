@@ -33,6 +33,8 @@
 #     tokenizers==0.23.2 safetensors==0.8.0 scipy pandas scikit-learn pytest pytest-timeout hypothesis imageio \
 #     pillow requests pyarrow protobuf click jinja2 narwhals anyio attrs h11 simplejson tqdm threadpoolctl
 #   WVIZ_GPU_CHECK_DRY=1 WVIZ_PYTHON=/tmp/dry/bin/python OUT=/tmp/dry_out bash bench/gpu_check.sh
+# Run it from a copy of what travels (git ls-files, plus .whl), not from this checkout: the checkout's wviz.egg-info
+# (left by pip install -e, ignored, so not carried) is itself a record of wviz and hid a missing one from a dry run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +50,12 @@ if [ "${1:-}" = setup ]; then   # step b, run by the check itself under its time
   rm -rf "$SITE"
   compgen -G '.whl/*.whl' >/dev/null || { echo "no wheels in .whl/: run bash bench/gpu_wheels.sh, carry .whl"; exit 1; }
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
+  # wviz's own record, as `pip install -e .` leaves one: Streamlit finds the drag component (pyproject.toml's
+  # [[tool.streamlit.component.components]]) through an installed distribution named wviz that requires streamlit,
+  # and without one every page that mounts it stops ("must be declared in pyproject.toml")
+  mkdir -p "$SITE/wviz-0.0.0.dist-info"
+  printf 'Metadata-Version: 2.1\nName: wviz\nVersion: 0.0.0\nRequires-Dist: streamlit\n' \
+    >"$SITE/wviz-0.0.0.dist-info/METADATA"
   "$PY" - <<'EOF'
 import importlib.metadata as md, platform, re, sys, zipfile
 from pathlib import Path
