@@ -1,6 +1,6 @@
 """What the lecture hall's tests share: a page opened and drawn, no exception on it, a page reached by the app's own
 navigation, what of presentation mode a page has lost, and what is cut, pushed, unscaled or too small on a page
-drawn (test_lecture_hall.py: each page's opening view; test_lecture_hall_views.py: its other views)."""
+drawn (test_lecture_hall.py: each page's opening view; views.py: its other views)."""
 from urllib.parse import urlsplit
 
 from tests.e2e.harness import wait_until_idle
@@ -207,3 +207,9 @@ def cut_at(page, size: tuple[int, int], pushed: bool = True) -> list[str]:
     page.set_viewport_size({"width": width, "height": height})
     refitted(page)
     return page.evaluate(CUT) + (page.evaluate(PUSHED) if pushed else [])
+
+
+def cut_at_every_width(page) -> dict:
+    """What is cut (CUT) or pushed (PUSHED) at each width, the closed expanders opened."""
+    open_expanders(page, always_wait=True)
+    return {f"{w}x{h}": found for w, h in VIEWPORTS if (found := cut_at(page, (w, h)))}
