@@ -122,6 +122,17 @@ def test_ood_sets_and_corruptions():
         data.corrupt(x, "fog", 1)
 
 
+def test_a_shipped_datasets_ood_sets_hold_out_the_letters_only_when_asked():
+    """What the ablation chooses on (held_out=False) and what the reports and the inspector show: the digits' shipped
+    sets and the held-out letters, MNIST's near and far sets (none held out), each the set ood_set makes."""
+    chosen, shown = data.shipped_ood_sets("digits", 8, held_out=False), data.shipped_ood_sets("digits", 8)
+    assert tuple(chosen) == data.OOD_SETS and tuple(shown) == data.OOD_SETS + data.HELD_OUT
+    assert all(torch.equal(x, data.ood_set(kind, 8)) for kind, x in shown.items())
+    assert tuple(data.shipped_ood_sets("mnist", 3, held_out=False)) == tuple(data.shipped_ood_sets("mnist", 3))
+    with pytest.raises(ValueError, match="no shipped OOD sets for dataset 'cifar10'"):
+        data.shipped_ood_sets("cifar10", 3)
+
+
 def test_mixed_digits_join_halves_of_two_test_digits_of_different_classes():
     """The near-OOD set: every image's left half is the left half of a test digit and its right half the right half
     of a test digit of another class (found by exact search over the test split)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from wviz.vit import data, mnist
+from wviz.vit import data
 from wviz.vit.calibration import fit_temperature, tempered
 from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.evaluate import layer_traces, predict
@@ -102,13 +102,6 @@ def run_all(recipes: dict, seeds: list[int], out_dir: Path, jobs: int, extra: li
             for r in recipes}
 
 
-def ood_sets(dataset: str, n: int) -> dict[str, torch.Tensor]:
-    """The shipped OOD sets of ``dataset`` ('digits' or 'mnist'), n images each: what recipes are chosen on."""
-    if dataset == "mnist":
-        return mnist.ood_sets(n)
-    return {o: data.ood_set(o, n) for o in data.OOD_SETS}
-
-
 def _dataset(record: dict) -> str:
     return record.get("data", "digits")
 
@@ -120,7 +113,8 @@ def _sets(record: dict) -> dict:
     _, _, xv, yv = data.carve_validation(x, y, record.get("val_fraction", 0.0))
     xt, yt = data.load_dataset(_dataset(record), "test")
     return {"labels": {"validation": yv, "test": yt},
-            "images": {"validation": xv, "test": xt, **ood_sets(_dataset(record), len(xt))}}
+            "images": {"validation": xv, "test": xt,
+                       **data.shipped_ood_sets(_dataset(record), len(xt), held_out=False)}}
 
 
 @torch.no_grad()
@@ -312,8 +306,7 @@ def measure_occlusion(path: Path, n: int, samples: int, mc_seeds: int) -> dict:
         return torch.load(out, weights_only=True)
     model, record = load_checkpoint(path)
     xt, _ = data.load_dataset(_dataset(record), "test")
-    held = {o: data.ood_set(o, 360)[:n] for o in data.HELD_OUT} if _dataset(record) == "digits" else {}
-    sets = {"test": xt[:n], **{o: x[:n] for o, x in ood_sets(_dataset(record), len(xt)).items()}, **held}
+    sets = {"test": xt[:n], **{o: x[:n] for o, x in data.shipped_ood_sets(_dataset(record), len(xt)).items()}}
     runs = [{k: occlusion_score(occlusion_mi(model, x, samples, seed=1000 * m)) for k, x in sets.items()}
             for m in range(mc_seeds)]
     torch.save({"runs": runs}, out)

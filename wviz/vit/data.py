@@ -26,8 +26,8 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["DATASETS", "DIGIT_SIZE", "load_dataset", "load_folder", "class_names", "ood_set", "ood_sets",
-           "mixed_halves", "OOD_SETS", "OWN_OOD_SETS", "corrupt", "CORRUPTIONS", "SEVERITIES", "augment",
-           "image_from_bytes", "IMAGE_SUFFIXES", "IMAGE_FORMATS", "carve_validation", "letters", "HELD_OUT",
+           "shipped_ood_sets", "mixed_halves", "OOD_SETS", "OWN_OOD_SETS", "corrupt", "CORRUPTIONS", "SEVERITIES",
+           "augment", "image_from_bytes", "IMAGE_SUFFIXES", "IMAGE_FORMATS", "carve_validation", "letters", "HELD_OUT",
            "sample_photographs", "MNIST_C", "digits_8x8", "package_file", "check_split"]
 
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "folder")
@@ -401,6 +401,19 @@ def letters(n: int, size: int = DIGIT_SIZE, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     x = torch.from_numpy(np.stack([_glyph(GLYPHS[i % len(GLYPHS)], g) for i in range(n)]))[:, None]
     return resize(x, size)
+
+
+def shipped_ood_sets(name: str, n: int, held_out: bool = True) -> dict[str, torch.Tensor]:
+    """The OOD sets of shipped dataset ``name``, n images each: the digits' OOD_SETS and, with ``held_out``, the
+    HELD_OUT letters (which recipes are never chosen on, docs/TRAINING.md); or MNIST's near and far sets
+    (wviz.vit.mnist.ood_sets: no set of theirs is held out)."""
+    if name == "digits":
+        return {kind: ood_set(kind, n) for kind in OOD_SETS + (HELD_OUT if held_out else ())}
+    if name == "mnist":
+        from wviz.vit import mnist   # it builds on this module
+
+        return mnist.ood_sets(n)
+    raise ValueError(f"no shipped OOD sets for dataset {name!r}: choose one of {', '.join(SHIPPED)}")
 
 
 def ood_set(kind: str, n: int, size: int = DIGIT_SIZE, seed: int = 0, channels: int = 1) -> torch.Tensor:

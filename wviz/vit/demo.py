@@ -261,11 +261,8 @@ class TestSplit:
     def ood_images(self) -> dict[str, torch.Tensor]:
         """Its OOD sets (:attr:`ood_names`), as many images as the split: the digits' shipped sets, MNIST's near and
         far ones, or those made for a model's own pictures (wviz.vit.data.ood_sets)."""
-        n = len(self.labels)
-        if self.dataset == "digits":
-            return {name: data.ood_set(name, n) for name in self.ood_names}
-        if self.dataset == "mnist":
-            return mnist.ood_sets(n)
+        if self.dataset:
+            return data.shipped_ood_sets(self.dataset, len(self.labels))
         return data.ood_sets(self.images, self.labels)
 
     @functools.cached_property

@@ -92,15 +92,14 @@ def layer_traces(model, images: torch.Tensor, rule: str | None = None, batch: in
     return torch.cat(parts, 1)
 
 
-def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor] | None = None,
+def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor],
              samples: int = 16, corruptions: tuple[str, ...] = data.CORRUPTIONS, progress=None,
              seed: int = 0) -> Report:
-    """The full report. ``ood_sets``: name -> images (default: the OOD sets of :mod:`wviz.vit.data`, 360 each,
-    shaped like ``images``); ``corruptions``: the kinds of :func:`wviz.vit.data.corrupt` measured at every
-    severity (none: ``()``); ``progress(fraction, text)`` is called before each pass over a set of images (the test
-    split, each OOD set, each corruption and severity), with the fraction of those passes done, and with 1.0 at
-    the end; ``seed`` seeds the Monte-Carlo draws. The digits' default sets are the shipped OOD_SETS and the
-    HELD_OUT letters.
+    """The full report. ``ood_sets``: name -> images (a shipped dataset's: wviz.vit.data.shipped_ood_sets);
+    ``corruptions``: the kinds of :func:`wviz.vit.data.corrupt` measured at every severity (none: ``()``);
+    ``progress(fraction, text)`` is called before each pass over a set of images (the test split, each OOD set,
+    each corruption and severity), with the fraction of those passes done, and with 1.0 at the end; ``seed`` seeds
+    the Monte-Carlo draws.
 
     Example: the bundled stochastic ViT on 20 test digits, with uniform noise as the OOD set (no corruptions, to be
     quick): it reads the digits, is well calibrated, and scores noise as out of distribution.
@@ -122,9 +121,6 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
     """
     report = progress or (lambda f, t: None)
     labels = labels.to(next(model.parameters()).device)
-    if ood_sets is None:
-        ood_sets = {name: data.ood_set(name, len(images), size=images.shape[-1])
-                    for name in data.OOD_SETS + data.HELD_OUT}
     passes = 1 + len(ood_sets) + len(corruptions) * len(data.SEVERITIES)
     done = 0
 
@@ -177,7 +173,7 @@ def summary(report: Report) -> dict:
     }
 
 
-def evaluate_seeds(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor] | None = None,
+def evaluate_seeds(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor],
                    samples: int = 16, seeds: int = 1,
                    corruptions: tuple[str, ...] = data.CORRUPTIONS) -> list[Report]:
     """:func:`evaluate` at Monte-Carlo seeds 0..seeds-1 (one report for the deterministic model, whose draws do not

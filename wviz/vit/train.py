@@ -389,13 +389,9 @@ def _evaluate(args, model, test: tuple[torch.Tensor, torch.Tensor], device: torc
     (summary_seeds); with --twin the bootstrap intervals of the differences to it; with --occlusion-images the
     AUROC of the MI-occlusion score per seed."""
     xt, yt = test
-    kinds: tuple[str, ...] = vdata.CORRUPTIONS
-    if args.data == "digits":
-        ood = None
-    elif args.data == "mnist":
-        ood, kinds = mnist.ood_sets(len(xt)), mnist.CORRUPTIONS
-    else:
-        ood = vdata.ood_sets(xt, yt)
+    shipped = args.data in vdata.SHIPPED
+    ood = vdata.shipped_ood_sets(args.data, len(xt)) if shipped else vdata.ood_sets(xt, yt)
+    kinds = mnist.CORRUPTIONS if args.data == "mnist" else vdata.CORRUPTIONS
     reports = evaluate_seeds(model, xt.to(device), yt, ood, args.eval_samples, args.eval_seeds, kinds)
     metrics = summary_seeds(reports)
     if args.data == "mnist":   # other writers: reported apart from the OOD sets, the model should still name them
@@ -404,9 +400,7 @@ def _evaluate(args, model, test: tuple[torch.Tensor, torch.Tensor], device: torc
         twin, _ = load_checkpoint(args.twin, device=device)
         metrics["vs_twin"] = twin_intervals(reports, evaluate(twin, xt.to(device), yt, ood, corruptions=()), yt)
     if args.occlusion_images and model.config.kind == "stochastic":
-        sets = ood or {name: vdata.ood_set(name, len(xt), size=xt.shape[-1]) for name in vdata.OOD_SETS
-                       + vdata.HELD_OUT}
-        metrics["occlusion_auroc"] = occlusion_aurocs(model, xt, sets, args.occlusion_images, args.eval_samples,
+        metrics["occlusion_auroc"] = occlusion_aurocs(model, xt, ood, args.occlusion_images, args.eval_samples,
                                                       args.eval_seeds)
     return metrics
 
