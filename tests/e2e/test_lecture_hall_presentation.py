@@ -52,6 +52,17 @@ SIDEBAR_CUT = """() => {
 }"""
 
 
+# The options of an open selectbox or multiselect (drawn in a list of their own, outside the sidebar) under the given
+# size (px), cut in their row or past the window's right edge. They were Streamlit's 14 px in presentation mode.
+OPTIONS_WRONG = """(px) => Array.from(document.querySelectorAll('[role="option"]')).flatMap(o => {
+  const texts = [o, ...o.querySelectorAll('*')].filter(e => e.textContent.trim());
+  const small = texts.some(e => parseFloat(getComputedStyle(e).fontSize) < px);
+  const cut = texts.some(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
+    || o.getBoundingClientRect().right > innerWidth + 1;
+  return small || cut ? [`${o.textContent.trim().slice(0, 40)}${small ? ' small' : ''}${cut ? ' cut' : ''}`] : [];
+})"""
+
+
 # The page's main slider (its key) scrolled to the top of the window (under Streamlit's header), as a lecturer who
 # moves it sees it: what of its main figure (its key) is out of view then. Seen: the slider whole, and the figure's
 # top half (its first 300 px when taller than 600).
@@ -86,7 +97,8 @@ def test_presentation_mode_is_readable_from_the_back_of_the_hall(server, page, p
 def the_open_sidebar_at_a_projector(page, path) -> dict:
     """At 1024x768 with the sidebar opened, as the lecturer does to move a control: the sidebar's text under TEXT_PX
     (SIDEBAR_SMALL), what of it is cut (SIDEBAR_CUT), and whether the page's main slider and the top of the figure it
-    drives are in view together (BESIDE_ITS_FIGURE). The sidebar is closed again after. Its labels and values were
+    drives are in view together (BESIDE_ITS_FIGURE), and what of the first selectbox's options, opened, is small or
+    cut (OPTIONS_WRONG). The sidebar is closed again after. Its labels and values were
     14 px, and the slider sat among them below the navigation, its figure below the main column's fold."""
     page.set_viewport_size({"width": 1024, "height": 768})
     page.locator('[data-testid="stExpandSidebarButton"]').click()
@@ -95,7 +107,22 @@ def the_open_sidebar_at_a_projector(page, path) -> dict:
     refitted(page)
     p = BY_STEM[path]
     found = {"small": page.evaluate(SIDEBAR_SMALL, TEXT_PX), "cut": page.evaluate(SIDEBAR_CUT),
-             "apart": page.evaluate(BESIDE_ITS_FIGURE, [p.slider, p.figure])}
+             "apart": page.evaluate(BESIDE_ITS_FIGURE, [p.slider, p.figure]), "options": open_options(page)}
     page.evaluate("() => document.querySelector('[data-testid=\"stSidebarCollapseButton\"] button').click()")
     page.wait_for_function("() => document.querySelector('[data-testid=\"stSidebar\"]').offsetWidth === 0")
     return {k: v for k, v in found.items() if v}
+
+
+def open_options(page) -> list[str]:
+    """OPTIONS_WRONG of the sidebar's first selectbox or multiselect (none: []), its list opened from the keyboard as
+    a click on the field does, then closed without a choice."""
+    fields = page.locator('[data-testid="stSidebarUserContent"] :is([data-testid="stSelectbox"], '
+                          '[data-testid="stMultiSelect"]) input')
+    if not fields.count():
+        return []
+    fields.first.click()
+    page.keyboard.press("ArrowDown")
+    page.wait_for_selector('[role="option"]', timeout=10_000)
+    wrong = page.evaluate(OPTIONS_WRONG, TEXT_PX)
+    page.keyboard.press("Escape")
+    return wrong

@@ -125,7 +125,10 @@ _FIT_EQUATIONS = """
 # The sidebar's controls (labels, options, slider values and ends, fields, captions, a multiselect's chosen tags
 # and a selectbox's chosen value, which wrap instead of being cut: _CHOSEN_WRAPS) are as large as the main column's,
 # at least wviz.export.TEXT_PX (they were Streamlit's 14 px), in a sidebar of 22rem (352 px; the figures keep 640 px
-# beside it at 1024x768). Its navigation keeps its size: larger, it would push the controls further down.
+# beside it at 1024x768). Its navigation keeps its size: larger, it would push the controls further down. A
+# selectbox's or multiselect's open list (drawn apart from its field, anywhere on the page) has options of the same
+# size, on one line each, the list as wide as its longest (its rows have a fixed height: a wrapped option overlapped
+# the next).
 _PRESENTING = """
 <style>
 [data-testid="stToolbarActions"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"] {
@@ -159,6 +162,10 @@ _PRESENTING = """
   position: absolute; inset: 0; width: 100%; opacity: 0; }
 [data-testid="stSidebarUserContent"] [role="group"][data-wviz-chosen] button { position: relative; z-index: 1; }
 [data-testid="stSidebarUserContent"] [data-testid="stIconMaterial"] { font-size: 1.5rem; }
+:is([data-testid="stSelectboxVirtualDropdown"], [data-testid="stMultiSelectDropdown"]) {
+  min-width: max-content !important; }
+:is([data-testid="stSelectboxVirtualDropdown"], [data-testid="stMultiSelectDropdown"]) [role="option"] {
+  font-size: 1.2rem; }
 [data-testid="stSidebarUserContent"] [data-testid="stTooltipHoverTarget"] svg { width: 1.2rem; height: 1.2rem; }
 </style>
 """
