@@ -62,17 +62,20 @@ def test_a_multi_seed_summary_is_the_mean_of_its_seeds_and_keeps_each():
 
 
 def test_covariate_shift_against_sklearn_and_its_null_case():
-    """Its accuracy is the share named right, its AUROC scikit-learn's on the same draws; the test split against
-    itself is no shift at all (every AUROC 0.5, the test accuracy)."""
+    """Its accuracy is the share named right, its AUROC scikit-learn's on the same draws (the test split's scores
+    as a report holds them); the test split against itself is no shift at all (every AUROC 0.5, the test
+    accuracy)."""
     torch.manual_seed(0)
     model = StochasticViT(ViTConfig(dim=8, depth=1, heads=2)).eval()
     x, y = data.load_dataset("digits", "test")
     x, y, other = x[:50], y[:50], torch.flip(x[50:100], dims=[-1])   # mirrored digits: another hand
-    same = evaluate.covariate_shift(model, x, x, y, samples=4, seed=3)
     p = evaluate.predict(model, x, 4, seed=3)
+    report = evaluate.evaluate(model, x, y, {"mirrored": other}, samples=4, corruptions=(), seed=3)
+    assert all(torch.equal(report.test_scores()[s], v) for s, v in p.scores().items())   # what training passes
+    same = evaluate.covariate_shift(model, p.scores(), x, y, samples=4, seed=3)
     assert same["accuracy"] == round(metrics.accuracy(p.probs, y), 4)
     assert all(a == 0.5 for a in same["auroc"].values()), same
-    shifted = evaluate.covariate_shift(model, x, other, y, samples=4, seed=3)
+    shifted = evaluate.covariate_shift(model, p.scores(), other, y, samples=4, seed=3)
     q = evaluate.predict(model, other, 4, seed=3)
     for score, auc in shifted["auroc"].items():
         reference = roc_auc_score(np.r_[np.zeros(50), np.ones(50)], np.r_[p.scores()[score], q.scores()[score]])

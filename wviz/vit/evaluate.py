@@ -53,6 +53,11 @@ class Report:
     confusion: torch.Tensor | None = None
     probs: torch.Tensor | None = None
 
+    def test_scores(self) -> dict[str, torch.Tensor]:
+        """Each score of the test split's images, what every OOD AUROC compares with (the report of at least one
+        OOD set)."""
+        return {score: v[0] for score, v in next(iter(self.ood.values())).items()}
+
 
 @torch.no_grad()
 def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, seed: int = 0) -> Predictions:
@@ -150,16 +155,15 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
                   metrics.confusion(p.probs, labels), p.probs.cpu())
 
 
-def covariate_shift(model, images: torch.Tensor, shifted: torch.Tensor, shifted_labels: torch.Tensor,
-                    samples: int = 16, seed: int = 0) -> dict:
+def covariate_shift(model, test_scores: dict[str, torch.Tensor], shifted: torch.Tensor,
+                    shifted_labels: torch.Tensor, samples: int = 16, seed: int = 0) -> dict:
     """How a model meets pictures of its classes drawn by other writers (``shifted``, not OOD): its accuracy on
-    them, and for each score the AUROC of telling them from the test split's ``images`` (above 0.5: its uncertainty
-    rises on them), as plain JSON."""
+    them, and for each score the AUROC of telling them from the test split (its ``test_scores``, Report.test_scores:
+    above 0.5, its uncertainty rises on them), as plain JSON."""
     device = next(model.parameters()).device
-    p, q = predict(model, images, samples, seed=seed), predict(model, shifted.to(device), samples, seed=seed)
-    ours = p.scores()
+    q = predict(model, shifted.to(device), samples, seed=seed)
     return {"accuracy": round(metrics.accuracy(q.probs, shifted_labels.to(device)), 4),
-            "auroc": {s: round(metrics.auroc(ours[s], v), 4) for s, v in q.scores().items()}}
+            "auroc": {s: round(metrics.auroc(test_scores[s], v), 4) for s, v in q.scores().items()}}
 
 
 def summary(report: Report) -> dict:

@@ -395,7 +395,8 @@ def _evaluate(args, model, test: tuple[torch.Tensor, torch.Tensor], device: torc
     reports = evaluate_seeds(model, xt.to(device), yt, ood, args.eval_samples, args.eval_seeds, kinds)
     metrics = summary_seeds(reports)
     if args.data == "mnist":   # other writers: reported apart from the OOD sets, the model should still name them
-        metrics["covariate_shift"] = covariate_shift(model, xt.to(device), *mnist.shifted_digits(), args.eval_samples)
+        metrics["covariate_shift"] = covariate_shift(model, reports[0].test_scores(), *mnist.shifted_digits(),
+                                                     args.eval_samples)
     if args.twin:
         twin, _ = load_checkpoint(args.twin, device=device)
         metrics["vs_twin"] = twin_intervals(reports, evaluate(twin, xt.to(device), yt, ood, corruptions=()), yt)
