@@ -1,6 +1,7 @@
 """Every view a page offers besides its opening one, at half a laptop screen (800x1000, the narrowest column) in the
 plain style: each option of each view selector, chosen by a click, draws no exception, every heatmap with a colour
-scale and nothing cut (CUT). The same views at a projector in presentation mode: test_lecture_hall_views.py."""
+scale and nothing cut (CUT) or pushed (PUSHED). The same views at a projector in presentation mode:
+test_lecture_hall_views.py."""
 import pytest
 
 from tests.e2e.views import HALF_LAPTOP, WITH_VIEWS, every_view_found_wrong

@@ -1,10 +1,8 @@
 """What the lecture hall's tests of every view share (test_lecture_hall_views.py at a projector in presentation mode,
 test_lecture_hall_views_narrow.py at half a laptop screen in the plain style): the view selectors read off a page,
-each other option chosen by a click as a user does, and what is drawn wrong, cut or too small in each view.
-
-Not checked here: margins that Plotly pushes (PUSHED), a redraw more on a view's first draw that nobody sees cut;
-the opening views are held to it (BENCHMARKS.md, "First load"), the others not yet (docs/ARCHITECTURE.md).
-The views are read off the page (its selectors' options), so a new view is checked without a change here."""
+each other option chosen by a click as a user does, and what is drawn wrong, cut, pushed (a margin that Plotly grew
+after a first draw, which draws the figure again: PUSHED) or too small in each view. The views are read off the page
+(its selectors' options), so a new view is checked without a change here."""
 from tests.e2e.harness import ROOT, page_paths, wait_until_idle
 from tests.e2e.lecture import NO_SCALE, SMALL_INPUTS, SMALL_TEXT, cut_at, open_expanders, open_page
 from wviz.export import TEXT_PX
@@ -82,15 +80,15 @@ WITH_VIEWS = [path for path in page_paths()[1:] if "ui.views(" in (ROOT / "pages
 
 def every_view_found_wrong(page, url: str, size: tuple[int, int], readable: bool) -> dict[str, list[str]]:
     """Open ``url`` at ``size`` and choose each of its other views in turn: per view, the exceptions, the heatmaps
-    without a colour scale, what is cut and, if ``readable``, the chart texts and control values under TEXT_PX.
-    Every finding is collected, so that a test fails once, with all of them."""
+    without a colour scale, what is cut or pushed and, if ``readable``, the chart texts and control values under
+    TEXT_PX. Every finding is collected, so that a test fails once, with all of them."""
     errors: list[str] = []
     found: dict[str, list[str]] = {}
     page.on("pageerror", lambda e: errors.append(str(e)))
     views = opened(page, url, size)
     assert any(len(labels) > 1 for _, labels, _ in views), f"{url} draws no view selector"
     for label in every_other_view(page, views):
-        found[label] = drawn_wrong(page, errors) + cut_at(page, size, pushed=False)
+        found[label] = drawn_wrong(page, errors) + cut_at(page, size)
         if readable:
             found[label] += [f"{text} ({px:g} px)" for text, px in
                              page.evaluate(SMALL_TEXT, TEXT_PX) + page.evaluate(SMALL_INPUTS, TEXT_PX)]

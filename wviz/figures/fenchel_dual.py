@@ -16,6 +16,11 @@ from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, plotly_tex
 # (reddish purple), (15) green; the Try sentences name them so
 TEMPLATE, EVIDENCE, EXACT, FIRST, SECOND = PALETTE[1], "#1f3b73", PALETTE[5], PALETTE[3], PALETTE[2]
 
+# Margins: the figures of the page's other views give their margins the room their tick labels, legends (under the
+# plot, in up to four lines at 800 px) and colour bar take, at 800 px and at 1024 px in presentation mode (which
+# scales l, r, b by 1.3): Streamlit's theme sets l = r = 0, and Plotly's automargin would push them after a first
+# draw and draw the figure again (ARCHITECTURE.md; tests/e2e/views.py).
+
 
 def name_ticks(names: list[str]) -> dict:
     """A category axis that labels every template (slanted when the names are long or many, none dropped), its
@@ -152,7 +157,7 @@ def dual_contour(dual, s) -> go.Figure:
         fig.add_scatter(x=[p[0]], y=[p[1]], mode="markers", name=name,
                         marker=dict(color=color, symbol=symbol, size=15, line=dict(width=1.5, color="white")))
     fig.update_layout(title=f"The dual objective (9) at alpha = {s.alpha:.3g}", xaxis_title="lambda_1",
-                      yaxis_title="lambda_2", yaxis_scaleanchor="x", height=500, margin=dict(t=50, b=40),
+                      yaxis_title="lambda_2", yaxis_scaleanchor="x", height=500, margin=dict(t=50, b=156, l=86, r=85),
                       legend=dict(orientation="h", yanchor="top", y=-0.25))
     return fig
 
@@ -173,7 +178,7 @@ def _sweep_lines(x, lines, now: float, param: str, title: str, ytitle: str, heig
     xs = to_numpy(x)
     fig.update_layout(title=title, xaxis=decade_ticks(xs.min(), xs.max()), xaxis_title=param, yaxis_title=ytitle,
                       yaxis=dict(type="log", dtick=1, exponentformat="power"), height=height,
-                      margin=dict(t=75, b=40), legend=dict(orientation="h", yanchor="top", y=-0.3))
+                      margin=dict(t=75, b=134, l=70), legend=dict(orientation="h", yanchor="top", y=-0.3))
     return fig
 
 
@@ -195,7 +200,7 @@ def weight_bars(weights: dict, names: list[str], title: str, ytitle: str = "weig
         fig.add_bar(x=axis["tickvals"], y=to_numpy(w), name=name, marker_color=PALETTE[i % len(PALETTE)],
                     hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
     fig.update_layout(title=title, barmode="group", xaxis=axis, xaxis_title="template",
-                      yaxis_title=ytitle, height=400, margin=dict(t=50, b=40),
+                      yaxis_title=ytitle, height=400, margin=dict(t=50, b=142, l=60),
                       legend=dict(orientation="h", yanchor="top", y=-0.25))
     return fig
 

@@ -6,6 +6,10 @@ import plotly.graph_objects as go
 
 from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, to_numpy
 
+# Margins of the figures drawn in the page's other views: the room their labels, legend and colour bar take at
+# 800 px and at 1024 px in presentation mode (which scales l, r, b by 1.3), given rather than pushed by Plotly
+# after a first draw (Streamlit's theme sets l = r = 0; ARCHITECTURE.md, tests/e2e/views.py).
+
 
 def _trails(traj: np.ndarray, upto: int):
     """Every particle's path over layers 0..upto as one line trace (None between particles)."""
@@ -42,7 +46,7 @@ def particles_at(trajectory, h: int, title: str, height: int = 520) -> go.Figure
     (the frames of its animation, the side-by-side view)."""
     traj, angle, axes = _flow_parts(trajectory)
     fig = go.Figure(data=_layer_traces(traj, h, angle))
-    fig.update_layout(title=title, height=height, margin=dict(t=60, b=40), **axes)
+    fig.update_layout(title=title, height=height, margin=dict(t=60, b=56, l=64), **axes)
     return fig
 
 
@@ -149,7 +153,7 @@ def fixed_point_history(steps, to_last, envelope=None) -> go.Figure:
     shown = shown[shown > 0]
     ticks = decade_ticks(shown.min(), shown.max()) if len(shown) else dict(type="log")
     fig.update_layout(title="Fixed point of the weight-shared layer (Prop. 26)", yaxis=ticks,
-                      xaxis_title="iteration l", yaxis_title="W1", height=380, margin=dict(t=50, b=40),
+                      xaxis_title="iteration l", yaxis_title="W1", height=380, margin=dict(t=50, b=90, l=72),
                       legend=dict(orientation="h", y=-0.25))
     return fig
 

@@ -15,6 +15,10 @@ from plotly.subplots import make_subplots
 
 from wviz.figures.common import SCALE_ZERO, PALETTE, decade_ticks, number_text, plotly_text, stacked_rows, to_numpy
 
+# Margins of the figures drawn in the page's other views: the room their labels, legend and colour bar take at
+# 800 px and at 1024 px in presentation mode (which scales l, r, b by 1.3), given rather than pushed by Plotly
+# after a first draw (Streamlit's theme sets l = r = 0; ARCHITECTURE.md, tests/e2e/views.py).
+
 
 def numbered_tokens(tokens) -> list[str]:
     """'1 [CLS]', '2 the', ...: unique labels even when a word piece repeats (positions counted from 1, as layers
@@ -246,7 +250,7 @@ def layer_distances(distances: dict) -> go.Figure:
     fig.update_layout(title="How far each layer's output moves from the original model",
                       xaxis=dict(title="layer", dtick=1),
                       yaxis=dict(title="||h' - h|| / ||h||", rangemode="tozero"),
-                      height=360, margin=dict(t=60, b=40), legend=dict(orientation="h", y=-0.25))
+                      height=360, margin=dict(t=60, b=116, l=60), legend=dict(orientation="h", y=-0.25))
     return fig
 
 
@@ -277,7 +281,7 @@ def rho_sweep(sweep, rho_now: float) -> go.Figure:
     fig.update_xaxes(title_text="rho (how firmly every key is held to one unit of attention)", row=2, col=1)
     fig.update_yaxes(rangemode="tozero", row=2, col=1)
     fig.update_layout(title=f"From softmax to Sinkformer (gamma = {sweep.gamma:g}, {sweep.n_iter} iterations)",
-                      height=560, margin=dict(t=90, b=40),
+                      height=560, margin=dict(t=90, b=120, l=32),
                       legend=dict(orientation="h", y=-0.2))
     return fig
 

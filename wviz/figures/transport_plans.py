@@ -9,6 +9,10 @@ from plotly.subplots import make_subplots
 
 from wviz.figures.common import PALETTE, decade_ticks, index_ticks, number_text, to_numpy
 
+# Margins of the figures drawn in the page's other views: the room their labels, legend and colour bar take at
+# 800 px and at 1024 px in presentation mode (which scales l, r, b by 1.3), given rather than pushed by Plotly
+# after a first draw (Streamlit's theme sets l = r = 0; ARCHITECTURE.md, tests/e2e/views.py).
+
 
 def main_figure(t) -> go.Figure:
     """The page's main figure: the plan of a wviz.views.transport_plans.Transport with its marginals (a
@@ -96,7 +100,7 @@ def plan_lines(x, y, plan, a, b, title: str, max_lines: int = 1500) -> go.Figure
         fig.add_scatter(x=pts[:, 0], y=pts[:, 1], mode="markers", name=name,
                         marker=dict(color=color, size=4 + 14 * np.sqrt(w / w.max()), line=dict(width=0.5)))
     note = "" if k == int((flat > 0).sum()) else f" (the {k} largest of {int((flat > 0).sum())} entries)"
-    fig.update_layout(title=title + note, height=520, yaxis_scaleanchor="x", margin=dict(t=50, b=40),
+    fig.update_layout(title=title + note, height=520, yaxis_scaleanchor="x", margin=dict(t=50, b=78, l=66),
                       xaxis_title="first coordinate", yaxis_title="second coordinate",
                       legend=dict(orientation="h", y=-0.12))
     return fig
@@ -137,7 +141,7 @@ def cost_against_gamma(gammas_rel, costs, exact_cost: float, gamma_rel_now: floa
                   annotation_x=np.log10(gamma_rel_now))
     fig.update_layout(title=title, xaxis=decade_ticks(min(g.min(), gamma_rel_now), max(g.max(), gamma_rel_now)),
                       xaxis_title="gamma / max C", yaxis_title="transport cost <C, P>", height=360,
-                      margin=dict(t=50, b=40))
+                      margin=dict(t=50, b=56, l=60))
     return fig
 
 
@@ -166,5 +170,5 @@ def cost_against_rho(sweep, rho_now: float, title: str) -> go.Figure:
         fig.update_xaxes(decade_ticks(rhos.min(), rhos.max()), row=row, col=1)
     fig.update_yaxes(decade_ticks(min(kls.min(), kl0), max(kls.max(), kl0), labels=6), row=2, col=1)   # half height
     fig.update_xaxes(title_text="rho / max C (how firmly the targets' masses b are held)", row=2, col=1)
-    fig.update_layout(title=title, height=560, showlegend=False, margin=dict(t=80, b=40))
+    fig.update_layout(title=title, height=560, showlegend=False, margin=dict(t=80, b=56, l=34))
     return fig
