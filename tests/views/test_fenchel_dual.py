@@ -264,7 +264,7 @@ def test_figures_read_at_800_px(templates):
     assert grid.layout.xaxis4.domain[0] == grid.layout.xaxis.domain[0]
     assert all(tr.textfont.size >= 12 for tr in grid.data if tr.mode == "markers+text")
     names = ["first template", "second", "t3"]
-    bars = figs.weight_bars({"u": [0.2, 0.3, 0.5]}, names, "t")
+    bars = figs.weight_bars({"u": [0.2, 0.3, 0.5]}, names, "t", 110)
     assert list(bars.layout.xaxis.ticktext) == names and bars.layout.xaxis.tickangle == -45
     sweep = figs.alpha_sweep(fv.sweep(s), 1.0)
     assert list(sweep.layout.xaxis.ticktext) == ["0.01", "0.1", "1", "10"]

@@ -192,15 +192,16 @@ def alpha_sweep(sweep, now: float) -> go.Figure:
                         now, "alpha", "How good the approximations are", "error", 425)
 
 
-def weight_bars(weights: dict, names: list[str], title: str, ytitle: str = "weight") -> go.Figure:
-    """Grouped bars, one group per template, one colour per entry of ``weights``."""
+def weight_bars(weights: dict, names: list[str], title: str, bottom: int, ytitle: str = "weight") -> go.Figure:
+    """Grouped bars, one group per template, one colour per entry of ``weights``; ``bottom``: the margin that holds
+    the templates' names and the legend under them at 800 px (its lines: as many as the entries' names need)."""
     fig = go.Figure()
     axis = name_ticks(names)
     for i, (name, w) in enumerate(weights.items()):
         fig.add_bar(x=axis["tickvals"], y=to_numpy(w), name=name, marker_color=PALETTE[i % len(PALETTE)],
                     hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
     fig.update_layout(title=title, barmode="group", xaxis=axis, xaxis_title="template",
-                      yaxis_title=ytitle, height=400, margin=dict(t=50, b=142, l=60),
+                      yaxis_title=ytitle, height=400, margin=dict(t=50, b=bottom, l=60),
                       legend=dict(orientation="h", yanchor="top", y=-0.25))
     return fig
 
@@ -209,14 +210,14 @@ def attention_weights(w, names: list[str]) -> go.Figure:
     """The weights of (11) at lambda*, of (18) and of (11) at (15), with u (views.fenchel_dual.Weights)."""
     return weight_bars({"p~ of (11) at lambda* (exact)": w.exact, "attention (18), lambda = alpha z": w.attention,
                         "p~ at lambda of (15)": w.second, "preference u": w.u},
-                       names, "Attention weights: exact (11) vs attention (18)")
+                       names, "Attention weights: exact (11) vs attention (18)", 110)
 
 
 def t5_weights(w, names: list[str], target: str) -> go.Figure:
     """T5's preference (19) and weights (20) beside (18) and plain softmax (views.fenchel_dual.T5Weights)."""
     return weight_bars({"u of (19)": w.u, "weights of (20), T5's masked biased softmax": w.w20,
                         "(18) with alpha = 1 and u of (19)": w.w18, "plain softmax <t_i, z>": w.dot},
-                       names, f"T5 preference and attention for target {plotly_text(target)}")
+                       names, f"T5 preference and attention for target {plotly_text(target)}", 142)
 
 
 def ot_weights(ot) -> go.Figure:
@@ -225,7 +226,7 @@ def ot_weights(ot) -> go.Figure:
     return weight_bars({"preference u": p.u, "true preference u~ (40)": p.true,
                         "OT attention p* (25), lambda = alpha z": p.approx,
                         "exact p* (38), lambda* of (39)": p.exact}, ot.world.names,
-                       "OT attention weights over the universe A")
+                       "OT attention weights over the universe A", 142)
 
 
 def ot_map(ot, z) -> go.Figure:
