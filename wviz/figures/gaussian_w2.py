@@ -104,7 +104,7 @@ def attention_heatmap(z, labels: list[str], title: str) -> go.Figure:
     fig = go.Figure(_heatmap(z, labels, {}))
     fig.update_xaxes(title_text="key j", **ticks)
     fig.update_yaxes(title_text="query i", autorange="reversed", **ticks)
-    fig.update_layout(title=title + note, height=400, margin=dict(t=60, b=78, l=75, r=88))   # margins: top of the file
+    fig.update_layout(title=title + note, height=400, margin=dict(t=60, b=78, l=75, r=92))   # margins: top of the file
     return fig
 
 

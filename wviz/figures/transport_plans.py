@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wviz.figures.common import PALETTE, decade_ticks, index_ticks, number_text, to_numpy
+from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, index_ticks, number_text, to_numpy
 
 # Margins of the figures drawn in the page's other views: the room their labels, legend and colour bar take at
 # 800 px and at 1024 px in presentation mode (which scales l, r, b by 1.3), given rather than pushed by Plotly
@@ -100,9 +100,8 @@ def plan_lines(x, y, plan, a, b, title: str, max_lines: int = 1500) -> go.Figure
         fig.add_scatter(x=pts[:, 0], y=pts[:, 1], mode="markers", name=name,
                         marker=dict(color=color, size=4 + 14 * np.sqrt(w / w.max()), line=dict(width=0.5)))
     note = "" if k == int((flat > 0).sum()) else f" (the {k} largest of {int((flat > 0).sum())} entries)"
-    fig.update_layout(title=title + note, height=520, yaxis_scaleanchor="x", margin=dict(t=50, b=78, l=66),
-                      xaxis_title="first coordinate", yaxis_title="second coordinate",
-                      legend=dict(orientation="h", y=-0.12))
+    fig.update_layout(title=title + note, height=520, yaxis_scaleanchor="x", margin=dict(t=50, b=100, l=66),
+                      xaxis_title="first coordinate", yaxis_title="second coordinate", legend=BOTTOM_LEGEND)
     return fig
 
 
