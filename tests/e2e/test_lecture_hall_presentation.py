@@ -96,10 +96,10 @@ def test_presentation_mode_is_readable_from_the_back_of_the_hall(server, page, p
 
 def the_open_sidebar_at_a_projector(page, path) -> dict:
     """At 1024x768 with the sidebar opened, as the lecturer does to move a control: the sidebar's text under TEXT_PX
-    (SIDEBAR_SMALL), what of it is cut (SIDEBAR_CUT), and whether the page's main slider and the top of the figure it
+    (SIDEBAR_SMALL), what of it is cut (SIDEBAR_CUT), whether the page's main slider and the top of the figure it
     drives are in view together (BESIDE_ITS_FIGURE), and what of the first selectbox's options, opened, is small or
-    cut (OPTIONS_WRONG). The sidebar is closed again after. Its labels and values were
-    14 px, and the slider sat among them below the navigation, its figure below the main column's fold."""
+    cut (OPTIONS_WRONG). The sidebar is closed again after. Its labels and values were 14 px, and the slider sat
+    among them below the navigation, its figure below the main column's fold."""
     page.set_viewport_size({"width": 1024, "height": 768})
     page.locator('[data-testid="stExpandSidebarButton"]').click()
     page.wait_for_function("() => document.querySelector('[data-testid=\"stSidebar\"]').offsetWidth >= 250")
