@@ -8,10 +8,7 @@ from plotly.subplots import make_subplots
 from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, number_text, to_numpy
 
 
-# Margins: the figures of the page's other views (the landscape, the tau and rho sweeps, many queries) give their
-# margins the room their labels, legend and colour bar take at the defaults, at 800 to 1400 px and in presentation
-# mode (which scales l, r, b by 1.3): Streamlit's theme sets l = r = 0 and Plotly's automargin would push them after
-# a first draw and draw the figure again each time the view is chosen (ARCHITECTURE.md; test_lecture_hall_views.py).
+# Margins: given, not pushed by Plotly (wviz.figures.common, "Margins").
 MAX_KEY_LABELS = 24   # more labels than this do not fit a 800 px wide screen even upright
 
 

@@ -19,6 +19,12 @@ DIVERGING_SCALE = "RdBu_r"
 # The name of a shape filled with a colour scale's 0 (a sparse map drawn as points on it): presentation mode fills it
 # with Cividis's 0 as it recolours the scale
 SCALE_ZERO = "the colour scale's 0"
+# Margins: a figure gives its margins (l, r, t, b) the room its tick labels, axis titles, legend and colour bar take
+# at 800 px and at 1024 px in presentation mode (export.presentation_style scales l, r, b by 1.3), in its page's
+# opening view and in its other views alike: Streamlit's theme sets l = r = 0 and leaves the rest to Plotly's
+# automargin, which would push them after a first draw and draw the whole figure again (ARCHITECTURE.md;
+# tests/e2e/test_lecture_hall*.py and tests/e2e/views.py fail on a pushed margin). The figure modules' numbers are
+# the room Plotly's pushes measured.
 # A legend under the chart, at the bottom of the figure: its bottom margin holds the x axis's labels and title and
 # the legend (a legend placed at a fraction of the plot's height below it ran into the axis title when the margin,
 # sized for the narrowest width, left a short plot)

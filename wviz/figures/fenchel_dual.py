@@ -16,10 +16,7 @@ from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, plotly_tex
 # (reddish purple), (15) green; the Try sentences name them so
 TEMPLATE, EVIDENCE, EXACT, FIRST, SECOND = PALETTE[1], "#1f3b73", PALETTE[5], PALETTE[3], PALETTE[2]
 
-# Margins: the figures of the page's other views give their margins the room their tick labels, legends (under the
-# plot, in up to four lines at 800 px) and colour bar take, at 800 px and at 1024 px in presentation mode (which
-# scales l, r, b by 1.3): Streamlit's theme sets l = r = 0, and Plotly's automargin would push them after a first
-# draw and draw the figure again (ARCHITECTURE.md; tests/e2e/views.py).
+# Margins: given, not pushed by Plotly (wviz.figures.common, "Margins").
 
 
 def name_ticks(names: list[str]) -> dict:

@@ -14,9 +14,7 @@ from plotly.subplots import make_subplots
 
 from wviz.figures.common import BOTTOM_LEGEND, PALETTE, plotly_text, to_numpy
 
-# Margins of the figures drawn in the page's other views: the room their labels, legend and colour bar take at
-# 800 px and at 1024 px in presentation mode (which scales l, r, b by 1.3), given rather than pushed by Plotly
-# after a first draw (Streamlit's theme sets l = r = 0; ARCHITECTURE.md, tests/e2e/views.py).
+# Margins: given, not pushed by Plotly (wviz.figures.common, "Margins").
 
 MAX_TICKS = 24        # token labels an axis shows in full; beyond, every k-th is labelled and the title says so
 LOG_TICKS = [0.01, 0.1, 1.0, 10.0, 100.0]
@@ -104,7 +102,7 @@ def attention_heatmap(z, labels: list[str], title: str) -> go.Figure:
     fig = go.Figure(_heatmap(z, labels, {}))
     fig.update_xaxes(title_text="key j", **ticks)
     fig.update_yaxes(title_text="query i", autorange="reversed", **ticks)
-    fig.update_layout(title=title + note, height=400, margin=dict(t=60, b=78, l=75, r=92))   # margins: top of the file
+    fig.update_layout(title=title + note, height=400, margin=dict(t=60, b=78, l=75, r=92))
     return fig
 
 

@@ -6,9 +6,7 @@ import plotly.graph_objects as go
 
 from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, to_numpy
 
-# Margins of the figures drawn in the page's other views: the room their labels, legend and colour bar take at
-# 800 px and at 1024 px in presentation mode (which scales l, r, b by 1.3), given rather than pushed by Plotly
-# after a first draw (Streamlit's theme sets l = r = 0; ARCHITECTURE.md, tests/e2e/views.py).
+# Margins: given, not pushed by Plotly (wviz.figures.common, "Margins").
 
 
 def _trails(traj: np.ndarray, upto: int):

@@ -9,9 +9,7 @@ from plotly.subplots import make_subplots
 
 from wviz.figures.common import BOTTOM_LEGEND, PALETTE, decade_ticks, index_ticks, number_text, to_numpy
 
-# Margins of the figures drawn in the page's other views: the room their labels, legend and colour bar take at
-# 800 px and at 1024 px in presentation mode (which scales l, r, b by 1.3), given rather than pushed by Plotly
-# after a first draw (Streamlit's theme sets l = r = 0; ARCHITECTURE.md, tests/e2e/views.py).
+# Margins: given, not pushed by Plotly (wviz.figures.common, "Margins").
 
 
 def main_figure(t) -> go.Figure:

@@ -18,10 +18,8 @@ SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy"
 
 
 # images: 0 black to 1 white (kept grey in presentation mode)
-# OTHER_VIEWS: the figures of the page's other views (the attention maps, the dataset panel's views) give their
-# margins the room their labels, legend and colour bar take at the defaults, at 800 to 1400 px and in presentation
-# mode (which scales l, r, b by 1.3): Streamlit's theme sets l = r = 0 and Plotly's automargin would push them after
-# a first draw and draw the figure again each time the view is chosen (ARCHITECTURE.md; test_lecture_hall_views.py).
+# OTHER_VIEWS: the margins of the figures of the page's other views (the attention maps, the dataset panel's views):
+# given, not pushed by Plotly (wviz.figures.common, "Margins").
 PIXELS: dict = dict(colorscale=PICTURE_SCALE, cmin=0, cmax=1, colorbar=dict(title="pixel"))
 # short lines: three panels share the width of a narrow page
 RULE_TITLES = {"004": "004's rule<br>(A∘A)Σ_v", "mixture": "mixture rule<br>AΣ_v + spread"}
