@@ -1,4 +1,5 @@
 """wviz.export: files that open in the programs a lecturer uses, carrying exactly the plotted values."""
+import asyncio
 import io
 import json
 import xml.etree.ElementTree as ET
@@ -214,10 +215,33 @@ def test_the_bundle_readme_cites_in_full_instead_of_linking_to_the_app():
 def test_an_image_past_its_timeout_is_stopped_and_the_browser_restarted():
     export.to_image(figure(), "svg")  # the browser is open
     first = export._browser
-    with pytest.raises(export.ExportError, match="took over 0 s and was stopped"):
+    with pytest.raises(export.ExportError, match="took over 0 s twice"):
         export.to_image(figure(), "png", timeout=1e-4)
     img = check("png", export.to_image(figure(), "png", scale=1))  # drawn by a new browser
     assert export._browser is not first and img.size == (400, 300)
+
+
+def test_a_browser_that_stops_answering_once_costs_the_image_nothing():
+    """The image is drawn again in a new browser (the lecture bundle's figures after it too)."""
+    class Hung:
+        closed = False
+
+        async def calc_fig(self, fig, opts):
+            await asyncio.sleep(3600)
+
+        async def close(self):
+            Hung.closed = True
+
+    export._close()
+    export._browser = Hung()
+    img = check("png", export.to_image(figure(), "png", scale=1, timeout=6))
+    assert Hung.closed and not isinstance(export._browser, Hung) and img.size == (400, 300)
+
+
+def test_a_bundle_past_its_budget_keeps_every_figure_as_csv_and_says_why():
+    zf = zipfile.ZipFile(io.BytesIO(export.lecture_bundle(export.Lecture("T", "", {"plan": figure()}), budget_s=0)))
+    assert set(zf.namelist()) == {"README.md", "params.json", "plan.csv"}
+    assert "- `plan`: the bundle's 0 s for images ran out" in zf.read("README.md").decode()
 
 
 def test_a_bundle_keeps_the_csv_of_a_figure_it_cannot_draw_and_says_why(monkeypatch):

@@ -7,7 +7,7 @@ session, as in a fresh one; what Streamlit keeps in the browser (the sidebar's c
 XSRF cookie) is cleared after each test."""
 import pytest
 
-from tests.e2e.harness import launch_browser, running_app
+from tests.e2e.harness import launch_browser, log_tail, running_app
 
 VIEWPORT = {"width": 1400, "height": 1000}
 
@@ -16,6 +16,17 @@ VIEWPORT = {"width": 1400, "height": 1000}
 def server():
     with running_app() as url:
         yield url
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test that used the server shows the server's last lines (its exceptions go there, not to the
+    browser)."""
+    report = yield
+    url = item.funcargs.get("server") if hasattr(item, "funcargs") else None
+    if report.failed and url:
+        report.sections.append(("server log, last 60 lines", log_tail(url)))
+    return report
 
 
 @pytest.fixture(scope="session")

@@ -81,17 +81,28 @@ def running_app(script: Path = ROOT / "app.py"):
         yield url
 
 
+LOGS: dict[str, Path] = {}  # URL of a running server -> its log (stdout and stderr), which log_tail reads
+
+
+def log_tail(url: str, lines: int = 60) -> str:
+    """The last ``lines`` lines the server at ``url`` printed (a failed browser test shows them: a page's error or a
+    download's exception is in the server's log, not the browser's)."""
+    return "\n".join(LOGS[url].read_text(errors="replace").splitlines()[-lines:])
+
+
 @contextlib.contextmanager
 def serving(script: Path = ROOT / "app.py"):
     """As running_app, yielding (URL, the server's Popen) for those who watch the process (bench_capacity)."""
     port = _free_port()
     env = {**os.environ, "WVIZ_DEVICE": "cpu"}
-    log = tempfile.TemporaryFile()  # a file, not a pipe: nobody reads the log until the end, and a full pipe blocks
+    # a file, not a pipe: nobody reads the log until a test fails or the server ends, and a full pipe blocks
+    log = tempfile.NamedTemporaryFile(prefix="wviz-server-", suffix=".log")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
          "--server.headless", "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    LOGS[url] = Path(log.name)
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
@@ -108,6 +119,7 @@ def serving(script: Path = ROOT / "app.py"):
     finally:
         proc.terminate()
         proc.wait(10)
+        del LOGS[url]
         log.close()
 
 

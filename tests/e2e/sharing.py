@@ -52,8 +52,12 @@ def shown_link(page) -> str:
 def download(page, button) -> bytes:
     # a lecture bundle renders every figure of the page twice through kaleido's chromium: seconds alone, but past
     # 60 s once (the attention page) in a full suite on 2 loaded cores; the tests check the content, not the time
-    with page.expect_download(timeout=180_000) as info:
-        button.click()
+    try:
+        with page.expect_download(timeout=180_000) as info:
+            button.click()
+    except Exception as err:   # what the button says: Streamlit's error under it (e.g. the 180 s its request waits)
+        shown = page.locator('[data-testid="stDownloadButtonError"]').all_inner_texts()
+        raise AssertionError(f"no download; the page shows {shown or 'no error'}") from err
     return open(info.value.path(), "rb").read()
 
 
