@@ -5,7 +5,7 @@ PORT   ?= 8501
 REPLICAS ?= 2
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run serve test test-full check bench chromium nginx node clean
+.PHONY: run serve test test-full check bench cache chromium nginx node clean
 
 # wviz itself, editable: its dependencies are requirements.txt (pyproject.toml reads them from there). pip
 # byte-compiles every module it installs (half of the install's time, and worth it: where PYTHONDONTWRITEBYTECODE is
@@ -62,6 +62,11 @@ check: $(VENV)/.dev node
 
 bench: $(VENV)/.dev chromium nginx
 	$(PY) -m bench
+
+# The results a first visit at the defaults would compute, shipped in assets/cache (wviz.precompute): run after
+# changing a bundled checkpoint, a test split, the corpus or one of their computations (tests/test_precompute.py).
+cache: $(VENV)/.runtime
+	$(PY) -m wviz.precompute
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .serve

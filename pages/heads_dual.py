@@ -44,7 +44,7 @@ def sentence_forward(model, text, device_name, _lens):
 
 
 def alpha_slider(where):
-    return ui.log_slider("alpha (reliability of z in (4))", 1e-2, 1e1, 1.0, key=hv.Keys.ALPHA, where=where,
+    return ui.log_slider("alpha (reliability of z in (4))", 1e-2, 1e1, hv.DEFAULT_ALPHA, key=hv.Keys.ALPHA, where=where,
                          help="The reliability alpha of the evidence z in problem (4); the paper uses 1. "
                               "Theorem 2: the smaller alpha, the better alpha z approximates lambda*.")
 

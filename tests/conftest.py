@@ -1,5 +1,7 @@
 """Every test run gets its own disk cache (wviz.disk_cache): a result written by an earlier run, or found in
-the user's ~/.cache/wviz, must not stand in for a computation a test checks. Servers the tests start inherit it,
+the user's ~/.cache/wviz, must not stand in for a computation a test checks. (The results shipped in assets/cache
+do: each is checked to be the one the app asks for now, tests/test_precompute.py; the computations behind them
+are tested on their own inputs.) Servers the tests start inherit it,
 and so do the workers of one run (pytest-xdist, `make test`), as the replicas of `make serve` share theirs.
 A module of transformer forwards runs torch on one thread (``one_thread``); so does every worker when several
 share the cores."""

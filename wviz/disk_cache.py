@@ -5,6 +5,10 @@ replica would spend the seconds of Figure 4 (views.real_transformer.deviation) o
 (wviz.vit.panel.evaluate_panel) again. With :func:`cached` the first process computes such a result
 and writes it to a file named by its job's parameters and the version of its computation; the others load it.
 
+Results of the app's first visit at its defaults ship with it, in assets/cache (:data:`SHIPPED`, written by `make
+cache`, ``python -m wviz.precompute``): :func:`cached` reads a file there first, so no one waits for them, and no
+test run computes them again.
+
 A file is safetensors: the tensors as tensors, everything else (dataclasses, dicts, tuples, numbers, strings) as
 JSON in its metadata. Loading executes nothing: no pickle, and a dataclass is rebuilt only as one of the types the
 caller names. A file is written under a temporary name and renamed (os.replace), so no process reads half of one.
@@ -29,11 +33,12 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as save_tensors
 
-__all__ = ["MAX_ENTRIES", "folder", "cached"]
+__all__ = ["MAX_ENTRIES", "SHIPPED", "folder", "address", "cached", "shipped"]
 
 MAX_ENTRIES = 64  # files kept, the least recently used removed first: Figure 4 at one alpha is about 1 MB
 _SUFFIX = ".safetensors"
 _LOCK = ".lock"   # beside each result: held while it is computed
+SHIPPED = Path(__file__).resolve().parents[1] / "assets" / "cache"   # read only, never written by cached()
 
 
 def folder() -> Path:
@@ -53,11 +58,12 @@ def cached(name: str, params: dict, version: int, compute: Callable[[], Any], ty
     nest dataclasses of ``types``, dicts with string keys, tuples, lists, tensors, numbers, strings and None. A file
     that cannot be read is computed again; a folder that cannot be written only costs the sharing.
     """
-    if not re.fullmatch(r"[\w-]+", name):
-        raise ValueError(f"a cache name is letters, digits, _ and -, got {name!r}")
-    key = json.dumps({"name": name, "params": params, "version": version}, sort_keys=True)
+    file, key = address(name, params, version)
+    found = _read(SHIPPED / file, key, types, touch=False)
+    if found is not None:
+        return found[0]
     where = folder()
-    path = where / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:32]}{_SUFFIX}"
+    path = where / file
     found = _read(path, key, types)
     if found is not None:
         return found[0]
@@ -77,10 +83,28 @@ def cached(name: str, params: dict, version: int, compute: Callable[[], Any], ty
     return result
 
 
-def _read(path: Path, key: str, types: tuple[type, ...]) -> tuple[Any] | None:
+def address(name: str, params: dict, version: int) -> tuple[str, str]:
+    """(the file name, the key written in it) of the result of (name, params, version)."""
+    if not re.fullmatch(r"[\w-]+", name):
+        raise ValueError(f"a cache name is letters, digits, _ and -, got {name!r}")
+    key = json.dumps({"name": name, "params": params, "version": version}, sort_keys=True)
+    return f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:32]}{_SUFFIX}", key
+
+
+def shipped(name: str, params: dict, version: int) -> bool:
+    """Whether assets/cache holds the result of (name, params, version)."""
+    file, key = address(name, params, version)
+    try:
+        with safe_open(str(SHIPPED / file), "pt") as f:
+            return (f.metadata() or {}).get("key") == key
+    except (OSError, SafetensorError):
+        return False
+
+
+def _read(path: Path, key: str, types: tuple[type, ...], touch: bool = True) -> tuple[Any] | None:
     """(the result,) from its file, or None when there is none or it cannot be read (then it is computed again)."""
     try:
-        return (_load(path, key, types),)
+        return (_load(path, key, types, touch),)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, SafetensorError) as err:
@@ -120,13 +144,14 @@ def _save(path: Path, key: str, result: Any, types: tuple[type, ...]) -> None:
         raise
 
 
-def _load(path: Path, key: str, types: tuple[type, ...]) -> Any:
+def _load(path: Path, key: str, types: tuple[type, ...], touch: bool) -> Any:
     with safe_open(str(path), "pt") as f:
         meta = f.metadata() or {}
         if meta.get("key") != key:  # a hash collision, or a file not written by cached()
             raise ValueError("the file holds another result")
         tensors = {k: f.get_tensor(k) for k in f.keys()}
-    os.utime(path)  # recently used: _prune keeps it
+    if touch:
+        os.utime(path)  # recently used: _prune keeps it
     return _decode(json.loads(meta["tree"]), tensors, {t.__qualname__: t for t in types})
 
 

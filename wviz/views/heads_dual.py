@@ -22,11 +22,12 @@ from wviz.guide import Try
 from wviz.models import catalogue, corpus, figure4, hub, lens as lenses
 from wviz import fenchel
 
-__all__ = ["Keys", "DEFAULT_SENTENCE", "CORPUS_SIZE", "FAMILIES", "catalogue", "hub", "SentenceDuals",
-           "sentence_duals", "at_defaults", "FIGURE4_VERSION", "deviation", "Figure4Summary", "figure4_summary",
-           "TRY_THIS"]
+__all__ = ["Keys", "DEFAULT_SENTENCE", "DEFAULT_ALPHA", "CORPUS_SIZE", "FAMILIES", "catalogue", "hub",
+           "SentenceDuals", "sentence_duals", "at_defaults", "FIGURE4_VERSION", "deviation", "Figure4Summary",
+           "figure4_summary", "TRY_THIS"]
 
 DEFAULT_SENTENCE = "The cat sat on the mat and watched the rain."
+DEFAULT_ALPHA = 1.0   # the paper's: the attention formula (18) is then exactly the head's softmax
 CORPUS_SIZE = len(corpus.CORPUS)
 FAMILIES = ("encoder",)   # 002's Figure 4 reads an encoder's (bidirectional, softmax) heads
 

@@ -1,0 +1,42 @@
+"""assets/cache (wviz.precompute): the results a first visit at the defaults asks for, each shipped under the key
+the app asks with now (its weights, split, corpus, version), and nothing else; the app reads them before computing."""
+import torch
+
+from wviz import disk_cache, precompute
+
+
+def asked_for(monkeypatch) -> list[tuple]:
+    """(name, params, version) of every result precompute.run() asks wviz.disk_cache for, none computed."""
+    asked = []
+    monkeypatch.setattr(disk_cache, "cached", lambda name, params, version, compute, types=(): asked.append(
+        (name, params, version)))
+    precompute.run()
+    return asked
+
+
+def test_every_result_the_defaults_ask_for_is_shipped_and_nothing_else(monkeypatch):
+    asked = asked_for(monkeypatch)
+    assert sorted(n for n, _, _ in asked) == ["figure4", "vit_calibration", "vit_calibration", "vit_panel",
+                                              "vit_panel"]
+    stale = [(n, p) for n, p, v in asked if not disk_cache.shipped(n, p, v)]
+    assert not stale, f"assets/cache is out of date (run `make cache`): {stale}"
+    files = {disk_cache.address(*request)[0] for request in asked}
+    assert {f.name for f in disk_cache.SHIPPED.iterdir()} == files
+
+
+def test_a_shipped_result_is_read_before_computing(monkeypatch, tmp_path):
+    """cached() returns the shipped file's result without computing it or writing to the user's folder; what is not
+    shipped is computed there."""
+    monkeypatch.setattr(disk_cache, "SHIPPED", tmp_path / "shipped")
+    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path / "shipped"))
+    disk_cache.cached("job", {"alpha": 1.0}, 1, lambda: {"x": torch.arange(3)})   # written where SHIPPED reads
+    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path / "user"))
+
+    def compute():
+        raise AssertionError("computed")
+
+    assert torch.equal(disk_cache.cached("job", {"alpha": 1.0}, 1, compute)["x"], torch.arange(3))
+    assert disk_cache.shipped("job", {"alpha": 1.0}, 1) and not disk_cache.shipped("job", {"alpha": 1.0}, 2)
+    assert not (tmp_path / "user").exists()
+    assert torch.equal(disk_cache.cached("job", {"alpha": 0.5}, 1, lambda: {"x": torch.ones(1)})["x"], torch.ones(1))
+    assert len(list((tmp_path / "user").glob("*.safetensors"))) == 1
