@@ -49,22 +49,25 @@ _BASE = ["--lam", "0.1", "--kl", "0.001"]  # the first bundled recipe (docs/TRAI
 KAPPA = "0.02"  # layer 0 'prototypes': the mean extra variance per dimension of a training patch
 
 
-def _recipe(rule: str, term: str, layer0: str) -> tuple[str, list[str]]:
+def _recipe(rule: str, term: str, layer0: str, regularised: bool = True) -> tuple[str, list[str]]:
     """The first bundled recipe (docs/TRAINING.md, "The first ablation") with a covariance rule, a pre-training term
-    ('none': no pre-training) and a layer-0 variance."""
+    ('none': no pre-training) and a layer-0 variance; not ``regularised``: without its fine-tuning W2 term and KL."""
     pretrain = ["--pretrain-epochs", "0"] if term == "none" else ["--pretrain-epochs", "10", "--pretrain-term", term]
     extra = ["--prototypes", "64", "--kappa", KAPPA] if layer0 == "prototypes" else []
-    return (f"rule {rule}, pre-training {term}, layer 0 {layer0}",
-            [*_BASE, "--rule", rule, *pretrain, "--layer0", layer0, *extra])
+    return (f"rule {rule}, pre-training {term}, layer 0 {layer0}" + ("" if regularised else ", lam 0, kl 0"),
+            [*(_BASE if regularised else ["--lam", "0", "--kl", "0"]), "--rule", rule, *pretrain, "--layer0", layer0,
+             *extra])
 
 
 # name -> options of wviz.vit.train beyond the shared ones (data, epochs, seed, threads, out). The likelihood
 # pre-training term is in one cell only: at seed 0 every form of it tried cost the accuracy (docs/TRAINING.md). No
-# pre-training, one cell: on MNIST the pre-trained recipes ranked far OOD sets below the twin, which has none.
+# pre-training, one cell: on MNIST the pre-trained recipes ranked far OOD sets below the twin, which has none. The
+# last two: the mixture rule without pre-training, with and without the fine-tuning regularisers (the twin has none).
 RECIPES = {
     TWIN: ["--kind", "deterministic", "--lam", "0"],
     **dict(_recipe(rule, "w2", layer0) for rule in ("004", "mixture") for layer0 in ("eq5", "prototypes")),
-    **dict([_recipe("mixture", "likelihood", "eq5"), _recipe("004", "none", "prototypes")]),
+    **dict([_recipe("mixture", "likelihood", "eq5"), _recipe("004", "none", "prototypes"),
+            _recipe("mixture", "none", "prototypes"), _recipe("mixture", "none", "prototypes", regularised=False)]),
 }
 
 
