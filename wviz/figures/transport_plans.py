@@ -155,11 +155,13 @@ def cost_against_rho(sweep, rho_now: float, title: str) -> go.Figure:
                     marker_color=PALETTE[0])
     fig.add_scatter(x=rhos, y=np.maximum(to_numpy(sweep.kls), 1e-300), mode="lines+markers", name="KL(P^T 1 | b)",
                     row=2, col=1, marker_color=PALETTE[1])
-    fig.add_hline(y=cost0, line_dash="dot", annotation_text="rho = 0: prior-softmax", row=1, col=1)
+    # the ends' labels on a white ground: the current rho's line crosses them when it is at the right edge
+    ground = dict(annotation_bgcolor="white")
+    fig.add_hline(y=cost0, line_dash="dot", annotation_text="rho = 0: prior-softmax", row=1, col=1, **ground)
     fig.add_hline(y=cost_inf, line_dash="dash", annotation_text="rho = ∞: balanced",
-                  annotation_position="bottom right", row=1, col=1)
+                  annotation_position="bottom right", row=1, col=1, **ground)
     fig.add_hline(y=max(kl0, 1e-300), line_dash="dot", annotation_text="rho = 0", row=2, col=1,
-                  annotation_y=np.log10(max(kl0, 1e-300)))   # log10: the annotation sits on its line (log axis)
+                  annotation_y=np.log10(max(kl0, 1e-300)), **ground)   # log10: it sits on its line (log axis)
     x_now = rhos[-1] if np.isinf(rho_now) else rho_now
     kls = np.maximum(to_numpy(sweep.kls), 1e-300)
     for row in (1, 2):
