@@ -18,25 +18,25 @@ def test_every_result_the_defaults_ask_for_is_shipped_and_nothing_else(monkeypat
     asked = asked_for(monkeypatch)
     assert sorted(n for n, _, _ in asked) == ["figure4", "vit_calibration", "vit_calibration", "vit_panel",
                                               "vit_panel"]
-    stale = [(n, p) for n, p, v in asked if not disk_cache.shipped(n, p, v)]
+    stale = [(n, p) for n, p, v in asked if not disk_cache.precomputed(n, p, v)]
     assert not stale, f"assets/cache is out of date (run `make cache`): {stale}"
     files = {disk_cache.address(*request)[0] for request in asked}
-    assert {f.name for f in disk_cache.SHIPPED.iterdir()} == files
+    assert {f.name for f in disk_cache.PRECOMPUTED.iterdir()} == files
 
 
 def test_a_shipped_result_is_read_before_computing(monkeypatch, tmp_path):
     """cached() returns the shipped file's result without computing it or writing to the user's folder; what is not
     shipped is computed there."""
-    monkeypatch.setattr(disk_cache, "SHIPPED", tmp_path / "shipped")
+    monkeypatch.setattr(disk_cache, "PRECOMPUTED", tmp_path / "shipped")
     monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path / "shipped"))
-    disk_cache.cached("job", {"alpha": 1.0}, 1, lambda: {"x": torch.arange(3)})   # written where SHIPPED reads
+    disk_cache.cached("job", {"alpha": 1.0}, 1, lambda: {"x": torch.arange(3)})   # written where PRECOMPUTED is read
     monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path / "user"))
 
     def compute():
         raise AssertionError("computed")
 
     assert torch.equal(disk_cache.cached("job", {"alpha": 1.0}, 1, compute)["x"], torch.arange(3))
-    assert disk_cache.shipped("job", {"alpha": 1.0}, 1) and not disk_cache.shipped("job", {"alpha": 1.0}, 2)
+    assert disk_cache.precomputed("job", {"alpha": 1.0}, 1) and not disk_cache.precomputed("job", {"alpha": 1.0}, 2)
     assert not (tmp_path / "user").exists()
     assert torch.equal(disk_cache.cached("job", {"alpha": 0.5}, 1, lambda: {"x": torch.ones(1)})["x"], torch.ones(1))
     assert len(list((tmp_path / "user").glob("*.safetensors"))) == 1

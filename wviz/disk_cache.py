@@ -5,7 +5,7 @@ replica would spend the seconds of Figure 4 (views.real_transformer.deviation) o
 (wviz.vit.panel.evaluate_panel) again. With :func:`cached` the first process computes such a result
 and writes it to a file named by its job's parameters and the version of its computation; the others load it.
 
-Results of the app's first visit at its defaults ship with it, in assets/cache (:data:`SHIPPED`, written by `make
+Results of the app's first visit at its defaults ship with it, in assets/cache (:data:`PRECOMPUTED`, written by `make
 cache`, ``python -m wviz.precompute``): :func:`cached` reads a file there first, so no one waits for them, and no
 test run computes them again.
 
@@ -33,12 +33,12 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as save_tensors
 
-__all__ = ["MAX_ENTRIES", "SHIPPED", "folder", "address", "cached", "shipped"]
+__all__ = ["MAX_ENTRIES", "PRECOMPUTED", "folder", "address", "cached", "precomputed"]
 
 MAX_ENTRIES = 64  # files kept, the least recently used removed first: Figure 4 at one alpha is about 1 MB
 _SUFFIX = ".safetensors"
 _LOCK = ".lock"   # beside each result: held while it is computed
-SHIPPED = Path(__file__).resolve().parents[1] / "assets" / "cache"   # read only, never written by cached()
+PRECOMPUTED = Path(__file__).resolve().parents[1] / "assets" / "cache"   # read only, never written by cached()
 
 
 def folder() -> Path:
@@ -59,7 +59,7 @@ def cached(name: str, params: dict, version: int, compute: Callable[[], Any], ty
     that cannot be read is computed again; a folder that cannot be written only costs the sharing.
     """
     file, key = address(name, params, version)
-    found = _read(SHIPPED / file, key, types, touch=False)
+    found = _read(PRECOMPUTED / file, key, types, touch=False)
     if found is not None:
         return found[0]
     where = folder()
@@ -91,11 +91,11 @@ def address(name: str, params: dict, version: int) -> tuple[str, str]:
     return f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:32]}{_SUFFIX}", key
 
 
-def shipped(name: str, params: dict, version: int) -> bool:
+def precomputed(name: str, params: dict, version: int) -> bool:
     """Whether assets/cache holds the result of (name, params, version)."""
     file, key = address(name, params, version)
     try:
-        with safe_open(str(SHIPPED / file), "pt") as f:
+        with safe_open(str(PRECOMPUTED / file), "pt") as f:
             return (f.metadata() or {}).get("key") == key
     except (OSError, SafetensorError):
         return False

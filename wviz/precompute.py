@@ -1,4 +1,4 @@
-"""The results that ship in assets/cache (wviz.disk_cache.SHIPPED): what a first visit at the app's defaults would
+"""The results that ship in assets/cache (wviz.disk_cache.PRECOMPUTED): what a first visit at the app's defaults would
 otherwise compute on the CPU, seconds to minutes of it. The Uncertainty inspector's dataset panel and calibration
 of each bundled model on its test split, and Figure 4 of the Fenchel heads page at the default alpha over the
 bundled corpus.
@@ -34,10 +34,10 @@ def run() -> None:
 
 def main() -> None:
     """Compute every result afresh in an empty folder, then make assets/cache hold those files and nothing else."""
-    shipped = disk_cache.SHIPPED
+    shipped = disk_cache.PRECOMPUTED
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["WVIZ_CACHE_DIR"] = tmp
-        disk_cache.SHIPPED = Path(tmp) / "none"   # not loaded from the files it replaces
+        disk_cache.PRECOMPUTED = Path(tmp) / "none"   # not loaded from the files it replaces
         run()
         shutil.rmtree(shipped, ignore_errors=True)
         shipped.mkdir(parents=True)
