@@ -50,16 +50,22 @@ SLIDERS: dict[str, Callable[[], Any]] = {"uncertainty_inspector": layer_slider}
 
 def page_log_slider(stem: str, key: str):
     """The page's ``ui.log_slider(label, lo, hi, value, key=xv.Keys.NAME, ...)`` whose key (the constant NAME of
-    wviz.views.<stem>.Keys) is ``key``, drawn here with the same grid."""
-    keys = vars(importlib.import_module(f"wviz.views.{stem}").Keys)
+    wviz.views.<stem>.Keys) is ``key``, drawn here with the same grid; an argument is a literal or a constant of
+    wviz.views.<stem> (``xv.DEFAULT_ALPHA``)."""
+    views = importlib.import_module(f"wviz.views.{stem}")
+    keys = vars(views.Keys)
+
+    def value(arg: ast.expr):
+        return getattr(views, arg.attr) if isinstance(arg, ast.Attribute) else ast.literal_eval(arg)
+
     for node in ast.walk(ast.parse((PAGES / f"{stem}.py").read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "log_slider":
             kw = {k.arg: k.value for k in node.keywords if k.arg in ("key", "per_decade")}
             named = kw.pop("key", None)
             if isinstance(named, ast.Attribute) and keys.get(named.attr) == key:
-                label, lo, hi, value = (ast.literal_eval(a) for a in node.args[:4])
-                return ui.log_slider(label, lo, hi, value, key=key, help="The page's main slider.",
-                                     **{k: ast.literal_eval(v) for k, v in kw.items()})
+                label, lo, hi, start = (value(a) for a in node.args[:4])
+                return ui.log_slider(label, lo, hi, start, key=key, help="The page's main slider.",
+                                     **{k: value(v) for k, v in kw.items()})
     raise LookupError(f"pages/{stem}.py has no ui.log_slider with key {key!r}")
 
 

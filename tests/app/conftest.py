@@ -110,6 +110,16 @@ def components_scanned_once():
         yield
 
 
+@pytest.fixture(autouse=True)
+def jobs_end_with_the_test():
+    """Background work a test leaves unfinished (a panel it did not wait for) is dropped, not run in the next
+    test's time (wviz.ui.background.forget)."""
+    yield
+    from wviz.ui.background import forget
+
+    forget()
+
+
 @pytest.fixture
 def open_page(monkeypatch):
     monkeypatch.setenv("WVIZ_DEVICE", "cpu")

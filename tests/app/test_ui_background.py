@@ -69,3 +69,30 @@ def test_join_waits_for_the_jobs_asked_for():
     gate.set()
     assert join(10) is True
     assert ui.background(key, lambda progress: 0) == (7, 1.0)
+
+
+def test_forgotten_jobs_end_and_start_again_when_asked():
+    """forget(): the running job stops at its next progress report, a waiting one never starts; asking again
+    computes anew."""
+    from wviz.ui.background import forget, join
+
+    gate, started, reports = threading.Event(), [], []
+
+    def slow(progress):
+        started.append("slow")
+        gate.wait(10)
+        progress(1, 2)           # forgotten by now: ends here
+        reports.append("after")
+        return 1
+
+    def waiting(progress):
+        started.append("waiting")
+        return 2
+
+    first, second = ("forget", object()), ("forget", object())
+    assert poll(first, slow, lambda a: started == ["slow"]) == (None, 0.0)
+    assert ui.background(second, waiting) == (None, 0.0)
+    forget()
+    gate.set()
+    assert join(10) is True and reports == [] and started == ["slow"]
+    assert poll(second, waiting, lambda a: a[0] is not None) == (2, 1.0) and started == ["slow", "waiting"]

@@ -22,6 +22,7 @@ import streamlit as st
 class _Job:
     future: Future = dataclasses.field(default_factory=Future)
     done: float = 0.0  # the fraction finished, as compute last reported it
+    dropped: bool = False  # forgotten: its next progress report ends it
 
 
 _JOBS: OrderedDict[Hashable, _Job] = OrderedDict()
@@ -32,7 +33,7 @@ _STOP = threading.Event()
 
 
 class _Stopped(Exception):
-    """Raised in a job's progress report once the process is exiting."""
+    """Raised in a job's progress report once the process is exiting, or the job was forgotten."""
 
 
 def _work() -> None:
@@ -79,7 +80,7 @@ def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], An
             job = _JOBS[key] = _Job()
 
             def progress(done: int, total: int) -> None:
-                if _STOP.is_set():
+                if _STOP.is_set() or job.dropped:
                     raise _Stopped
                 job.done = done / total
 
@@ -91,6 +92,17 @@ def background(key: Hashable, compute: Callable[[Callable[[int, int], None]], An
     if not job.future.done():
         return None, job.done
     return job.future.result(), 1.0
+
+
+def forget() -> None:
+    """Drop every job kept: those waiting never start, the running one ends at its next progress report; the next
+    ask for a key starts its job again. For AppTests (tests/app/conftest.py): a test's unfinished work ends with it,
+    rather than running in the next test's time."""
+    with _LOCK:
+        for job in _JOBS.values():
+            job.dropped = True
+            job.future.cancel()
+        _JOBS.clear()
 
 
 def join(timeout: float | None = None) -> bool:
