@@ -5,19 +5,10 @@ import torch
 from wviz import disk_cache, precompute
 
 
-def asked_for(monkeypatch) -> list[tuple]:
-    """(name, params, version) of every result precompute.run() asks wviz.disk_cache for, none computed."""
-    asked = []
-    monkeypatch.setattr(disk_cache, "cached", lambda name, params, version, compute, types=(): asked.append(
-        (name, params, version)))
-    precompute.run()
-    return asked
-
-
-def test_every_result_the_defaults_ask_for_is_shipped_and_nothing_else(monkeypatch):
-    asked = asked_for(monkeypatch)
-    assert sorted(n for n, _, _ in asked) == ["figure4", "vit_calibration", "vit_calibration", "vit_panel",
-                                              "vit_panel"]
+def test_every_result_the_defaults_ask_for_is_shipped_and_nothing_else():
+    asked = precompute.requests()
+    assert sorted(n for n, _, _ in asked) == ["figure4"] * 3 + ["vit_calibration"] * 2 + ["vit_panel"] * 2
+    assert sorted(p["alpha"] for n, p, _ in asked if n == "figure4") == [0.1, 1.0, 10.0]
     stale = [(n, p) for n, p, v in asked if not disk_cache.precomputed(n, p, v)]
     assert not stale, f"assets/cache is out of date (run `make cache`): {stale}"
     files = {disk_cache.address(*request)[0] for request in asked}

@@ -1,7 +1,7 @@
 """The results that ship in assets/cache (wviz.disk_cache.PRECOMPUTED): what a first visit at the app's defaults would
 otherwise compute on the CPU, seconds to minutes of it. The Uncertainty inspector's dataset panel and calibration
-of each bundled model on its test split, and Figure 4 of the Fenchel heads page at the default alpha over the
-bundled corpus.
+of each bundled model on its test split, and Figure 4 of the Fenchel heads page over the bundled corpus at the
+default alpha and at those of its guided experiments (a minute or two each on two cores).
 
 ``python -m wviz.precompute`` (`make cache`) computes them again, into assets/cache alone: run it when a bundled
 checkpoint, a test split, the corpus or the version of one of these computations changes (tests/test_precompute.py
@@ -18,7 +18,7 @@ from wviz import disk_cache
 from wviz.views import heads_dual
 from wviz.vit import demo, panel
 
-__all__ = ["run", "main"]
+__all__ = ["run", "requests", "main"]
 
 DEVICE = "cpu"   # a GPU computes them in a moment; their files are keyed by the device
 
@@ -29,21 +29,38 @@ def run() -> None:
     for job in panel.panel_jobs(models, demo.digits_split()):
         panel.evaluate_panel(job)
         panel.calibrate_panel(job)
-    heads_dual.deviation(heads_dual.DEFAULT_ALPHA, DEVICE)
+    for alpha in sorted({heads_dual.DEFAULT_ALPHA, *(t.params[heads_dual.Keys.ALPHA] for t in heads_dual.TRY_THIS
+                                                   if heads_dual.Keys.ALPHA in t.params)}):
+        heads_dual.deviation(alpha, DEVICE)
+
+
+def requests() -> list[tuple[str, dict, int]]:
+    """(name, params, version) of each shipped result, as the app asks wviz.disk_cache for it now; none computed."""
+    asked: list[tuple[str, dict, int]] = []
+    cached = disk_cache.cached
+    disk_cache.cached = lambda name, params, version, compute, types=(): asked.append((name, params, version))
+    try:
+        run()
+    finally:
+        disk_cache.cached = cached
+    return asked
 
 
 def main() -> None:
-    """Compute every result afresh in an empty folder, then make assets/cache hold those files and nothing else."""
-    shipped = disk_cache.PRECOMPUTED
+    """Make assets/cache hold the results asked for now and nothing else: those missing are computed (a file
+    already there under the same key is kept: the same computation, whose last bits vary with the threads)."""
+    wanted = {disk_cache.address(*request)[0] for request in requests()}
+    for old in disk_cache.PRECOMPUTED.glob("*"):
+        if old.name not in wanted:
+            old.unlink()
+            print(f"removed {old}")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["WVIZ_CACHE_DIR"] = tmp
-        disk_cache.PRECOMPUTED = Path(tmp) / "none"   # not loaded from the files it replaces
         run()
-        shutil.rmtree(shipped, ignore_errors=True)
-        shipped.mkdir(parents=True)
+        disk_cache.PRECOMPUTED.mkdir(parents=True, exist_ok=True)
         for f in sorted(Path(tmp).glob("*.safetensors")):
-            shutil.copy(f, shipped / f.name)
-            print(f"wrote {shipped / f.name} ({f.stat().st_size // 1024} kB)")
+            shutil.copy(f, disk_cache.PRECOMPUTED / f.name)
+            print(f"wrote {disk_cache.PRECOMPUTED / f.name} ({f.stat().st_size // 1024} kB)")
 
 
 if __name__ == "__main__":

@@ -156,11 +156,10 @@ TRY_THIS = (
     Try("Theorem 2: alpha = 0.1", {Keys.ALPHA: 0.1},
         "The caption under the sentence's heads reads a mean deviation of 0.0087, the farthest head 0.0169, and on "
         "their colour scale, fixed from 0, the heatmaps go dark: the less reliable the evidence z, the closer "
-        "alpha z is to lambda* (Theorem 2). Figure 4 below, solved over the corpus in the background, agrees."),
+        "alpha z is to lambda* (Theorem 2). Figure 4 below, over the corpus, agrees."),
     Try("alpha = 10: a rough approximation", {Keys.ALPHA: 10.0},
         "The mean deviation on this sentence reads 0.1269, and the farthest head, layer 5, head 3, 0.2206; Figure 4 "
-        "below, solved over the corpus in the background (a minute or two), calls alpha z a rough approximation "
-        "of lambda*."),
+        "below, over the corpus, calls alpha z a rough approximation of lambda*."),
     Try("[CLS] stands apart", {Keys.SENTENCE: "Attention weights are the answer to an optimisation problem."},
         "In the tokens' heatmap the column of [CLS] is the brightest: its caption reads 0.1232 for the first token's "
         "queries against 0.0626 for the other tokens, as over the corpus (Figure 4's caption: 0.1232 against "
