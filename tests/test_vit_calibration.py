@@ -102,6 +102,27 @@ def test_a_resample_weighted_is_the_resampled_data():
         assert float(fast[r]) == pytest.approx(ece(probs[idx], labels[idx]), abs=1e-6)
 
 
+def test_a_weighted_selective_risk_is_the_risk_of_the_resampled_data():
+    """Counts 1: risk_coverage's risk with 27 of 30 images kept; a resample's counts: the risk of the resampled data
+    (24 of its 30 kept at 80 %); an image at the boundary kept in part, by hand."""
+    g = torch.Generator().manual_seed(0)
+    scores, correct = torch.rand(30, generator=g), torch.rand(30, generator=g) > 0.3
+    assert float(intervals.weighted_selective_risk(scores, correct, torch.ones(1, 30), 0.9)[0]) == pytest.approx(
+        float(cal.risk_coverage(scores, correct).risk[26]))
+    w = intervals.resample_counts(30, 5, seed=3)
+    fast = intervals.weighted_selective_risk(scores, correct, w, 0.8)
+    for r in range(5):
+        idx = torch.arange(30).repeat_interleave(w[r].long())
+        assert float(fast[r]) == pytest.approx(float(cal.risk_coverage(scores[idx], correct[idx]).risk[23]))
+    # the largest score counted twice: 31 in all, 27.9 kept, the 28th image in order for 0.9 of itself
+    order = torch.argsort(scores, stable=True)
+    counts = torch.ones(1, 30)
+    counts[0, order[-1]] = 2
+    wrong = (~correct[order]).double()
+    by_hand = (wrong[:27].sum() + 0.9 * wrong[27]) / 27.9
+    assert float(intervals.weighted_selective_risk(scores, correct, counts, 0.9)[0]) == pytest.approx(float(by_hand))
+
+
 def test_the_paired_interval_covers_a_null_difference_and_excludes_a_real_one():
     g = torch.Generator().manual_seed(0)
     x_in, x_out = torch.randn(300, generator=g), torch.randn(300, generator=g) + 1

@@ -209,9 +209,31 @@ def test_ablation_tables_are_the_mean_and_spread_of_the_seeds(tmp_path):
     twin_row = next(line for line in text.splitlines() if line.startswith("| deterministic twin | mixed digits |"))
     assert twin_row.split(" | ")[4] == "-"  # the twin has no mutual information
     assert "+0." in text or "-0." in text     # the intervals against the twin
+    _errors_at_coverage(ablation, text, tmp_path, recipes, y)
     stamps = [f.stat().st_mtime_ns for f in tmp_path.iterdir()]
     assert ablation.main(argv) == text and [f.stat().st_mtime_ns for f in tmp_path.iterdir()] == stamps
     _held_out_and_occlusion(ablation, argv, tmp_path, recipes, x)
+
+
+def _errors_at_coverage(ablation, text, tmp_path, recipes, y):
+    """The report's 'errors at 90% coverage - twin's' estimate: each model's mean error among the 90 % of test images
+    its score is surest of (risk_coverage, at 324 of 360), its score the one with the fewest such errors."""
+    from wviz.vit.calibration import risk_coverage
+
+    def risks(recipe):   # score -> mean risk at 324 kept over the training and Monte-Carlo seeds
+        runs = [run for s in (0, 1) for run in torch.load(ablation._path(tmp_path, recipe, s).with_suffix(".eval.pt"),
+                                                           weights_only=True)["runs"]]
+        return {score: sum(float(risk_coverage(run["scores"]["test"][score],
+                                               run["probs"]["test"].argmax(-1) == y).risk[323]) for run in runs)
+                / len(runs) for score in runs[0]["scores"]["test"]}
+
+    mine, twin = risks(recipes[1]), risks(recipes[0])
+    best = min(mine, key=mine.get)
+    report = text.split("### Reporting")[1]
+    row = next(line for line in report.splitlines() if line.startswith(f"| {recipes[1]} | 0."))
+    cell = row.split(" | ")[7]
+    assert cell.endswith(f"({best})") and float(cell.split()[0]) == pytest.approx(mine[best] - min(twin.values()),
+                                                                                   abs=1e-4)
 
 
 def test_the_ablation_on_mnist_chooses_on_its_shipped_sets(tmp_path):

@@ -16,8 +16,8 @@ import torch
 
 from wviz.vit.metrics import N_BINS
 
-__all__ = ["Interval", "resample_counts", "weighted_auroc", "weighted_ece", "auroc_difference", "ece_difference",
-           "mean_sd", "BOOTSTRAP"]
+__all__ = ["Interval", "resample_counts", "weighted_auroc", "weighted_ece", "weighted_selective_risk",
+           "auroc_difference", "ece_difference", "selective_risk_difference", "mean_sd", "BOOTSTRAP"]
 
 BOOTSTRAP = 2000  # resamples: the percentile interval's ends move by about 0.002 between two runs of 2000
 
@@ -95,6 +95,28 @@ def weighted_ece(probs: torch.Tensor, labels: torch.Tensor, w: torch.Tensor, n_b
     return gap.abs().sum(1) / w.sum(1)
 
 
+def weighted_selective_risk(scores: torch.Tensor, correct: torch.Tensor, w: torch.Tensor,
+                            coverage: float) -> torch.Tensor:
+    """The error rate among the ``coverage`` share of images with the smallest scores (selective classification,
+    wviz.vit.calibration.risk_coverage), image i counted w[r, i] times: (R, N) counts -> (R,). The image at the
+    boundary is kept in part, so that exactly coverage x the total count is kept.
+
+    >>> import torch
+    >>> from wviz.vit.intervals import weighted_selective_risk
+    >>> scores, correct = torch.tensor([0.1, 0.2, 0.3, 0.9]), torch.tensor([True, False, True, False])
+    >>> weighted_selective_risk(scores, correct, torch.ones(1, 4), 0.75).tolist()   # 1 wrong among the 3 kept
+    [0.3333333333333333]
+    >>> weighted_selective_risk(scores, correct, torch.tensor([[2.0, 0, 2, 0]]), 0.5).tolist()   # 0.1 twice
+    [0.0]
+    """
+    order = torch.sort(scores.double().cpu(), stable=True).indices
+    w = w.double().cpu()[:, order]
+    wrong = (~correct.cpu().bool()[order]).double()
+    kept_total = coverage * w.sum(1, keepdim=True)
+    kept = torch.minimum(w, (kept_total - (w.cumsum(1) - w)).clamp_min(0))
+    return (kept * wrong).sum(1) / kept_total[:, 0]
+
+
 def _interval(diffs: torch.Tensor, estimate: float) -> Interval:
     low, high = torch.quantile(diffs.double(), torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
     return Interval(float(estimate), float(low), float(high))
@@ -151,6 +173,30 @@ def ece_difference(a: list[torch.Tensor], b: list[torch.Tensor], labels: torch.T
 
     ones = torch.ones(1, len(labels))
     return _interval(mean_ece(a, w) - mean_ece(b, w), float(mean_ece(a, ones) - mean_ece(b, ones)))
+
+
+def selective_risk_difference(a: list[tuple[torch.Tensor, torch.Tensor]], b: list[tuple[torch.Tensor, torch.Tensor]],
+                              coverage: float = 0.9, boot: int = BOOTSTRAP, seed: int = 0) -> Interval:
+    """mean error rate at ``coverage`` of model a - that of model b on the same test images (a, b: one (scores,
+    correct) pair per evaluation, each model kept by its own score), with its paired bootstrap interval: "a makes
+    fewer errors at this coverage" only where the interval lies below 0.
+
+    >>> import torch
+    >>> from wviz.vit.intervals import selective_risk_difference
+    >>> correct = torch.arange(400) % 5 != 0                                  # one image in five wrong
+    >>> knows = (~correct).double()                                           # scores exactly the wrong ones high
+    >>> blind = torch.zeros(400)                                              # keeps the first 80 %, 1 in 5 wrong
+    >>> d = selective_risk_difference([(knows, correct)], [(blind, correct)], coverage=0.8, boot=200)
+    >>> round(d.estimate, 3), d.high < 0
+    (-0.2, True)
+    """
+    n = len(a[0][0])
+    w, ones = resample_counts(n, boot, seed), torch.ones(1, n)
+
+    def mean_risk(pairs, weights):
+        return torch.stack([weighted_selective_risk(s, c, weights, coverage) for s, c in pairs]).mean(0)
+
+    return _interval(mean_risk(a, w) - mean_risk(b, w), float(mean_risk(a, ones) - mean_risk(b, ones)))
 
 
 def mean_sd(values: list[float]) -> tuple[float, float]:
