@@ -10,45 +10,34 @@ from wviz.export import TEXT_PX
 from wviz.registry import BY_STEM
 
 
-# The sidebar's visible texts (labels, options, slider values and ends, captions, links) and fields drawn under the
-# given size (px): the controls of the open sidebar, the navigation above them left out. Equations (whose indices are
-# smaller by design), icons and the tables' cells (a canvas, zoomed with the main column's) are not counted.
-SIDEBAR_SMALL = """(px) => {
-  const side = document.querySelector('[data-testid="stSidebarUserContent"]');
-  const shown = e => e.getBoundingClientRect().width > 1
-    && !e.closest('.katex, details:not([open]), [data-testid="stIconMaterial"], [data-testid="stDataFrame"]');
-  const texts = [];
-  const walker = document.createTreeWalker(side, NodeFilter.SHOW_TEXT);
-  for (let n = walker.nextNode(); n; n = walker.nextNode())
-    if (n.textContent.trim() && shown(n.parentElement)) texts.push(n.parentElement);
-  const fields = Array.from(side.querySelectorAll('input:not([type=hidden]):not([type=range]), textarea'))
-    .filter(shown);
-  return [...new Set([...texts, ...fields])]
-    .map(e => [e.value || e.textContent.trim().slice(0, 30), parseFloat(getComputedStyle(e).fontSize)])
-    .filter(([, size]) => size < px);
-}"""
-
-
-# Every text of the open sidebar that is clipped or ellipsised in its box (a label, an option, a multiselect's chosen
-# tag, a selectbox's chosen value), or that runs past the sidebar's right edge. A field's typed text scrolls inside
-# it, and is not counted; a selectbox's value is a field too (Streamlit's combobox, an <input>), but the hall reads
-# it: drawn, it counts when wider than its field ("all-MiniLM-L6-v2 (encoder, 22.7..." at 1024x768).
-SIDEBAR_CUT = """() => {
+# The open sidebar's texts (labels, options, slider values and ends, captions, links; the navigation above its
+# controls left out) that a projector loses, in one walk over them:
+# - small: drawn under the given size (px), fields included. Equations (whose indices are smaller by design), icons
+#   and the tables' cells (a canvas, zoomed with the main column's) are not counted.
+# - cut: clipped or ellipsised in its box (a label, an option, a multiselect's chosen tag, a selectbox's chosen
+#   value), or running past the sidebar's right edge. A field's typed text scrolls inside it, and is not counted; a
+#   selectbox's value is a field too (Streamlit's combobox, an <input>), but the hall reads it: drawn, it counts when
+#   wider than its field ("all-MiniLM-L6-v2 (encoder, 22.7..." at 1024x768).
+SIDEBAR_LOST = """(px) => {
   const side = document.querySelector('[data-testid="stSidebarUserContent"]');
   const edge = side.getBoundingClientRect().right;
+  const drawn = e => e.getBoundingClientRect().width > 1 && !e.closest('.katex, details:not([open])');
   const texts = new Set();
   const walker = document.createTreeWalker(side, NodeFilter.SHOW_TEXT);
-  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-    const e = n.parentElement;
-    if (n.textContent.trim() && e.getBoundingClientRect().width > 1 && !e.closest('.katex, details:not([open])'))
-      texts.add(e);
-  }
-  const chosen = Array.from(side.querySelectorAll('input[role="combobox"]'))
-    .filter(e => e.getBoundingClientRect().width > 1 && getComputedStyle(e).opacity !== '0'
-                 && e.scrollWidth > e.clientWidth + 1);
-  return [...texts].filter(e => (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
-                                || e.getBoundingClientRect().right > edge + 1)
+  for (let n = walker.nextNode(); n; n = walker.nextNode())
+    if (n.textContent.trim() && drawn(n.parentElement)) texts.add(n.parentElement);
+  const fields = Array.from(side.querySelectorAll('input:not([type=hidden]):not([type=range]), textarea'))
+    .filter(drawn);
+  const small = [...new Set([...texts, ...fields])]
+    .filter(e => !e.closest('[data-testid="stIconMaterial"], [data-testid="stDataFrame"]'))
+    .map(e => [e.value || e.textContent.trim().slice(0, 30), parseFloat(getComputedStyle(e).fontSize)])
+    .filter(([, size]) => size < px);
+  const chosen = fields.filter(e => e.matches('input[role="combobox"]') && getComputedStyle(e).opacity !== '0'
+                                    && e.scrollWidth > e.clientWidth + 1);
+  const cut = [...texts].filter(e => (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
+                                     || e.getBoundingClientRect().right > edge + 1)
     .map(e => e.textContent.trim().slice(0, 40)).concat(chosen.map(e => `chosen: ${e.value.slice(0, 40)}`));
+  return {small, cut};
 }"""
 
 
@@ -96,7 +85,7 @@ def test_presentation_mode_is_readable_from_the_back_of_the_hall(server, page, p
 
 def the_open_sidebar_at_a_projector(page, path) -> dict:
     """At 1024x768 with the sidebar opened, as the lecturer does to move a control: the sidebar's text under TEXT_PX
-    (SIDEBAR_SMALL), what of it is cut (SIDEBAR_CUT), whether the page's main slider and the top of the figure it
+    and what of it is cut (SIDEBAR_LOST), whether the page's main slider and the top of the figure it
     drives are in view together (BESIDE_ITS_FIGURE), and what of the first selectbox's options, opened, is small or
     cut (OPTIONS_WRONG). The sidebar is closed again after. Its labels and values were 14 px, and the slider sat
     among them below the navigation, its figure below the main column's fold."""
@@ -106,8 +95,8 @@ def the_open_sidebar_at_a_projector(page, path) -> dict:
     page.wait_for_timeout(400)   # the sidebar's slide
     refitted(page)
     p = BY_STEM[path]
-    found = {"small": page.evaluate(SIDEBAR_SMALL, TEXT_PX), "cut": page.evaluate(SIDEBAR_CUT),
-             "apart": page.evaluate(BESIDE_ITS_FIGURE, [p.slider, p.figure]), "options": open_options(page)}
+    found = {**page.evaluate(SIDEBAR_LOST, TEXT_PX), "apart": page.evaluate(BESIDE_ITS_FIGURE, [p.slider, p.figure]),
+             "options": open_options(page)}
     page.evaluate("() => document.querySelector('[data-testid=\"stSidebarCollapseButton\"] button').click()")
     page.wait_for_function("() => document.querySelector('[data-testid=\"stSidebar\"]').offsetWidth === 0")
     return {k: v for k, v in found.items() if v}
