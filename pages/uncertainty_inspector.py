@@ -445,8 +445,10 @@ def dataset_panel(models: uv.Models, split):
                               "- predictive entropy: H of the mean of the S draws;  \n"
                               "- mutual information (BALD): H[E p] - E H[p], how much the draws disagree;  \n"
                               "- class spread: the share of draws whose class is not the most frequent one;  \n"
-                              "- covariance trace: the mean tr(Sigma) of the last layer's tokens.  \n"
-                              "The last three only for the stochastic model.")
+                              "- covariance trace: the mean tr(Sigma) of the last layer's tokens;  \n"
+                              "- embedding covariance: that of the embedding layer's (layer 0), before any "
+                              "attention: how unlike the training patches the image's patches are.  \n"
+                              "The last four only for the stochastic model.")
     ood_name = d2.selectbox("OOD set", list(split.ood_names), key=K.OOD, bind="query-params",
                             help=uv.OOD_HELP[split.dataset])
     jobs = uv.panel_jobs(models, split)

@@ -80,3 +80,20 @@ def test_covariate_shift_against_sklearn_and_its_null_case():
     for score, auc in shifted["auroc"].items():
         reference = roc_auc_score(np.r_[np.zeros(50), np.ones(50)], np.r_[p.scores()[score], q.scores()[score]])
         assert auc == round(reference, 4), score
+
+
+def test_the_embedding_covariance_score_is_eq5_s_variances_summed_and_averaged_over_tokens():
+    """Layer 0's tr(Sigma) of every token (the class token's and the patches'), eq. (5) of 004 from the weights,
+    averaged over the image's tokens; only the stochastic model has it."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = StochasticViT(ViTConfig(dim=8, depth=1, heads=2)).eval()
+    x = data.load_dataset("digits", "test")[0][:20]
+    patches = model.patches(x)
+    raw = torch.cat([model.cls_cov.expand(20, -1, -1), model.embed_cov(patches)], 1) + model.pos_cov
+    want = (F.elu(raw) + 1).sum(-1).mean(-1)
+    got = evaluate.predict(model, x, 2).scores()["embedding covariance"]
+    torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+    twin = build_model(ViTConfig(kind="deterministic", dim=8, depth=1, heads=2)).eval()
+    assert "embedding covariance" not in evaluate.predict(twin, x, 2).scores()

@@ -60,8 +60,9 @@ def test_auroc_against_sklearn_with_ties():
 def test_ood_scores():
     p = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
     draws = torch.stack([p, p])
-    s = metrics.ood_scores(p, torch.tensor([1.0, 2.0]), draws)
+    s = metrics.ood_scores(p, torch.tensor([1.0, 2.0]), draws, torch.tensor([3.0, 4.0]))
     torch.testing.assert_close(s["max-softmax"], torch.tensor([0.0, 0.5]))
+    torch.testing.assert_close(s["embedding covariance"], torch.tensor([3.0, 4.0]))
     torch.testing.assert_close(s["predictive entropy"], torch.tensor([0.0, math.log(2)]))
     assert set(s) == set(metrics.SCORES)
     assert set(metrics.ood_scores(p)) == set(metrics.SCORES) - set(metrics.EPISTEMIC)

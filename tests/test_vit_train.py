@@ -210,6 +210,15 @@ def test_ablation_tables_are_the_mean_and_spread_of_the_seeds(tmp_path):
     assert twin_row.split(" | ")[4] == "-"  # the twin has no mutual information
     assert "+0." in text or "-0." in text     # the intervals against the twin
     _errors_at_coverage(ablation, text, tmp_path, recipes, y)
+    # a measurement from before the embedding covariance score gets it from its stored layer-0 traces
+    measured = torch.load(ablation._path(tmp_path, recipes[1], 0).with_suffix(".eval.pt"), weights_only=True)
+    old = torch.load(ablation._path(tmp_path, recipes[1], 0).with_suffix(".eval.pt"), weights_only=True)
+    for run in old["runs"]:
+        for scores in run["scores"].values():
+            del scores["embedding covariance"]
+    for run, was in zip(ablation._with_embedding(old)["runs"], measured["runs"]):
+        for split, scores in was["scores"].items():
+            torch.testing.assert_close(run["scores"][split]["embedding covariance"], scores["embedding covariance"])
     stamps = [f.stat().st_mtime_ns for f in tmp_path.iterdir()]
     assert ablation.main(argv) == text and [f.stat().st_mtime_ns for f in tmp_path.iterdir()] == stamps
     _held_out_and_occlusion(ablation, argv, tmp_path, recipes, x)

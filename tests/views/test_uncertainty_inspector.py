@@ -174,7 +174,7 @@ def test_panel_jobs_cap_samples_and_read_curves_from_the_record(models):
     assert job.capped and job.samples == uv.MAX_PANEL_SAMPLES == 32 and job.asked == 4096
     assert not job.from_record                                   # an upload's record is only a claim
     assert uv.score_choices(True) == ["max-softmax", "predictive entropy", "mutual information", "class spread",
-                                      "covariance trace"]
+                                      "covariance trace", "embedding covariance"]
     assert uv.score_choices(False) == ["max-softmax", "predictive entropy"]
 
 

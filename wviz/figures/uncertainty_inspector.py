@@ -14,7 +14,8 @@ MODEL_COLORS = {"stochastic": PALETTE[0], "deterministic": PALETTE[1]}
 SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy": "predictive entropy (nats)",
               "mutual information": "mutual information H[E p] - E H[p] (nats)",
               "class spread": "class spread (share of draws off the modal class)",
-              "covariance trace": "mean tr(Sigma) of the last layer's tokens"}
+              "covariance trace": "mean tr(Sigma) of the last layer's tokens",
+              "embedding covariance": "mean tr(Sigma) of the embedding layer's tokens"}
 
 
 # images: 0 black to 1 white (kept grey in presentation mode)

@@ -107,8 +107,19 @@ def run_all(recipes: dict, seeds: list[int], out_dir: Path, jobs: int, extra: li
         for f in [pool.submit(_job, recipes[r], _path(out_dir, r, s), [*extra, "--seed", str(s)], samples, mc_seeds)
                   for r in recipes for s in seeds]:
             f.result()
-    return {r: [torch.load(_path(out_dir, r, s).with_suffix(".eval.pt"), weights_only=True) for s in seeds]
-            for r in recipes}
+    return {r: [_with_embedding(torch.load(_path(out_dir, r, s).with_suffix(".eval.pt"), weights_only=True))
+                for s in seeds] for r in recipes}
+
+
+def _with_embedding(record: dict) -> dict:
+    """A measurement made before the embedding covariance score: its per-image values are the layer-0 traces it
+    stored (the same mean tr(Sigma) of layer 0's tokens, which neither the rule nor the draws change)."""
+    if record["layers"] is not None:
+        layer0 = {split: traces[0] for split, traces in record["layers"][record["config"]["rule"]].items()}
+        for run in record["runs"]:
+            for split, scores in run["scores"].items():
+                scores.setdefault("embedding covariance", layer0[split])
+    return record
 
 
 def _dataset(record: dict) -> str:

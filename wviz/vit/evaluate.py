@@ -23,17 +23,18 @@ __all__ = ["Predictions", "Report", "predict", "layer_traces", "evaluate", "summ
 
 @dataclass(frozen=True)
 class Predictions:
-    """probs (N, C) the predictive distribution; draws (S, N, C) its Monte-Carlo draws and trace (N,) the mean
-    covariance trace of the last layer's tokens (both None for the deterministic model); logits (S, N, C) the
-    draws' logits (one draw for the deterministic model)."""
+    """probs (N, C) the predictive distribution; draws (S, N, C) its Monte-Carlo draws, trace (N,) the mean
+    covariance trace of the last layer's tokens and embedding (N,) that of layer 0's (all three None for the
+    deterministic model); logits (S, N, C) the draws' logits (one draw for the deterministic model)."""
 
     probs: torch.Tensor
     trace: torch.Tensor | None
     draws: torch.Tensor | None = None
     logits: torch.Tensor | None = None
+    embedding: torch.Tensor | None = None
 
     def scores(self) -> dict[str, torch.Tensor]:
-        return metrics.ood_scores(self.probs, self.trace, self.draws)
+        return metrics.ood_scores(self.probs, self.trace, self.draws, self.embedding)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, se
     device in batches).
     ValueError when the model's output overflows (inf or NaN) rather than scoring NaN."""
     device = next(model.parameters()).device
-    probs, draws, traces, logits = [], [], [], []
+    probs, draws, traces, embedding, logits = [], [], [], [], []
     for i in range(0, len(images), batch):
         x = images[i:i + batch].to(device)
         mc = mc_predict(model, x, samples=samples, seed=seed + i)
@@ -75,8 +76,9 @@ def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, se
         if out.covariances is not None:
             draws.append(mc.probs)
             traces.append(out.covariances[-1].sum(-1).mean(-1))
+            embedding.append(out.covariances[0].sum(-1).mean(-1))
     p = Predictions(torch.cat(probs), torch.cat(traces) if traces else None, torch.cat(draws, 1) if draws else None,
-                    torch.cat(logits, 1))
+                    torch.cat(logits, 1), torch.cat(embedding) if embedding else None)
     if not (bool(torch.isfinite(p.probs).all()) and (p.trace is None or bool(torch.isfinite(p.trace).all()))):
         raise ValueError("the model's output is not a finite number (inf or NaN) on some images: its weights push "
                          "the computation beyond float range")
@@ -122,7 +124,7 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
     (1.0, True)
     >>> {score: round(auroc, 4) for score, (_, _, auroc) in report.ood["noise"].items()}
     {'max-softmax': 1.0, 'predictive entropy': 1.0, 'mutual information': 1.0,
-     'class spread': 0.975, 'covariance trace': 1.0}
+     'class spread': 0.975, 'covariance trace': 1.0, 'embedding covariance': 1.0}
     """
     report = progress or (lambda f, t: None)
     labels = labels.to(next(model.parameters()).device)

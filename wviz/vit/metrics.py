@@ -209,16 +209,19 @@ def class_spread(draws: torch.Tensor) -> torch.Tensor:
     return 1 - votes.max(-1).values.to(draws.dtype) / S
 
 
-SCORES = ("max-softmax", "predictive entropy", "mutual information", "class spread", "covariance trace")
+SCORES = ("max-softmax", "predictive entropy", "mutual information", "class spread", "covariance trace",
+          "embedding covariance")
 # The scores that need a stochastic model: the spread of its Monte-Carlo draws and its covariances.
-EPISTEMIC = ("mutual information", "class spread", "covariance trace")
+EPISTEMIC = ("mutual information", "class spread", "covariance trace", "embedding covariance")
 
 
-def ood_scores(probs: torch.Tensor, trace: torch.Tensor | None = None,
-               draws: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def ood_scores(probs: torch.Tensor, trace: torch.Tensor | None = None, draws: torch.Tensor | None = None,
+               embedding: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """OOD scores, larger = more likely out of distribution: 1 - max softmax probability and the predictive entropy
     of ``probs`` (N, C); with the stochastic model's Monte-Carlo ``draws`` (S, N, C), the mutual information and
-    the class spread; with its ``trace`` (N,), the mean covariance trace of the last layer's tokens.
+    the class spread; with its ``trace`` (N,), the mean covariance trace of the last layer's tokens; with its
+    ``embedding`` (N,), that of the embedding layer's (layer 0: eq. (5) of 004, or the patches' distance to the
+    training patches' prototypes), which no attention has mixed yet.
 
     Example: a flat prediction scores higher (more likely OOD) than a confident one; draws add the epistemic scores.
 
@@ -243,4 +246,6 @@ def ood_scores(probs: torch.Tensor, trace: torch.Tensor | None = None,
         out["class spread"] = class_spread(draws)
     if trace is not None:
         out["covariance trace"] = trace
+    if embedding is not None:
+        out["embedding covariance"] = embedding
     return out

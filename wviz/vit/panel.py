@@ -25,8 +25,8 @@ __all__ = ["MAX_PANEL_SAMPLES", "PANEL_VERSION", "PanelJob", "panel_jobs", "eval
 # S x 360 test images x (5 sets + 18 corrupted for an upload) + the calibration panel: its budget
 MAX_PANEL_SAMPLES = 32
 # The panel's version in the shared disk cache: raise it when evaluate's numbers change (3: the confusion matrix;
-# 4: the held-out letters, the test predictive).
-PANEL_VERSION = 4
+# 4: the held-out letters, the test predictive; 5: the embedding covariance score).
+PANEL_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,8 @@ def corruption_aurocs(jobs: tuple[PanelJob, ...], reports: dict[str, vit_evaluat
 
 # ---- calibration, selective classification, conformal sets, and what the maps track ----------------------------
 
-CALIBRATION_VERSION = 2  # 2: the occlusion at the panel's S (at most OCCLUSION_SAMPLES)
+# 2: the occlusion at the panel's S (at most OCCLUSION_SAMPLES); 3: the risk by the embedding covariance
+CALIBRATION_VERSION = 3
 CONFORMAL_ALPHA = 0.1          # 90 % prediction sets
 CONFORMAL_SEVERITY = 3         # the corrupted test images the sets are also shown on
 OCCLUSION_IMAGES = 60          # MI-occlusion AUROC here: the first images of each set (a bundled record may hold it)
