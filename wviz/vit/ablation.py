@@ -281,6 +281,8 @@ def _layer_table(records: dict) -> list[str]:
                          for k in range(n)]
                 tag = "" if rule == own else " (post hoc)"
                 lines.append(f"| {r} | rule {rule}{tag} | {o} | " + " | ".join(cells) + " |")
+    if not lines:   # no stochastic recipe: no covariance
+        return ["(no stochastic recipe)"]
     head = ["| recipe | rule | OOD set | " + " | ".join(f"layer {k}" for k in range(n)) + " |",
             "|---|---|---|" + "---|" * n]
     return head + lines
