@@ -365,11 +365,11 @@ def risk_coverage(curves: dict, noun: str = "images") -> go.Figure:
                             name=f"{shown} (AURC {rc.aurc:.4f})",
                             line=dict(color=PALETTE[i % len(PALETTE)], dash=DASHES[m % len(DASHES)]),
                             hovertemplate="coverage %{x:.2f}: error %{y:.3f}<extra>" + shown + "</extra>")
-    # the title in two lines: in one it ran past the chart at 800 px; b: the axis and the legend in seven lines there
-    # (OTHER_VIEWS), the plot kept 280 px high
+    # the title in two lines: in one it ran past the chart at 800 px; b: the axis and the legend (the stochastic
+    # model's six scores and the twin's two) in eight lines there (OTHER_VIEWS), the plot kept 280 px high
     fig.update_layout(title="Risk against coverage:<br>keep the test " + noun + " each score calls most certain",
                       xaxis_title="coverage (share of test " + noun + " kept)", yaxis_title="error among them",
-                      height=560, margin=dict(t=80, b=200, l=70),
+                      height=580, margin=dict(t=80, b=220, l=70),
                       legend=BOTTOM_LEGEND)
     return fig
 
