@@ -101,8 +101,8 @@ def vit_rows(device, repeats: int = 21) -> str:
     from wviz.vit.evaluate import predict
     from wviz.vit.model import mc_predict
 
-    sto = load_checkpoint(views.BUNDLED["stochastic"])[0].to(device)
-    det = load_checkpoint(views.BUNDLED["deterministic"])[0].to(device)
+    sto = load_checkpoint(views.BUNDLED["digits"]["stochastic"])[0].to(device)
+    det = load_checkpoint(views.BUNDLED["digits"]["deterministic"])[0].to(device)
     x = data.load_dataset("digits", "test")[0].to(device)
     one = x[:1]
 

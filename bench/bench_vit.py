@@ -32,8 +32,8 @@ GOAL_MS = 200
 
 @torch.no_grad()
 def rows(repeats: int = 9) -> list[dict]:
-    sto, _ = load_checkpoint(views.BUNDLED["stochastic"])
-    det, _ = load_checkpoint(views.BUNDLED["deterministic"])
+    sto, _ = load_checkpoint(views.BUNDLED["digits"]["stochastic"])
+    det, _ = load_checkpoint(views.BUNDLED["digits"]["deterministic"])
     x, _ = data.load_dataset("digits", "test")
     one = x[:1]
 

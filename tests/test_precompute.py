@@ -7,7 +7,8 @@ from wviz import disk_cache, precompute
 
 def test_every_result_the_defaults_ask_for_is_shipped_and_nothing_else():
     asked = precompute.requests()
-    assert sorted(n for n, _, _ in asked) == ["figure4"] * 3 + ["vit_calibration"] * 2 + ["vit_panel"] * 2
+    assert sorted(n for n, _, _ in asked) == (["figure4"] * 3 + ["vit_calibration"] * 4 + ["vit_maps"] * 2
+                                              + ["vit_occlusion"] * 2 + ["vit_panel"] * 4)
     assert sorted(p["alpha"] for n, p, _ in asked if n == "figure4") == [0.1, 1.0, 10.0]
     stale = [(n, p) for n, p, v in asked if not disk_cache.precomputed(n, p, v)]
     assert not stale, f"assets/cache is out of date (run `make cache`): {stale}"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wviz.vit import data, evaluate
+from wviz.vit import data, evaluate, mnist
 from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.metrics import EPISTEMIC
 
@@ -109,8 +109,12 @@ def test_the_goal_table_says_what_the_records_hold(records):
         assert rows[goal] == [value, "yes" if met else "no"], (goal, rows[goal], value, met)
 
 
+def _between(text: str, start: str, end: str) -> str:
+    return text[text.index(start):text.index(end, text.index(start))]
+
+
 def test_readme_and_training_doc_show_the_bundled_numbers(records):
-    readme = (ROOT / "README.md").read_text()
+    readme = _between((ROOT / "README.md").read_text(), "On the 8 x 8 digits' test split", "## ")
     training = (ROOT / "docs" / "TRAINING.md").read_text()
     for kind in KINDS:
         m = records[kind][1]["metrics"]
@@ -128,3 +132,26 @@ def test_readme_and_training_doc_show_the_bundled_numbers(records):
     m = records["stochastic"][1]["metrics"]
     trace = " / ".join(f"{m['auroc'][o]['covariance trace']:.3f}" for o in SETS)
     assert trace in next(line for line in readme.splitlines() if line.startswith("| stochastic"))
+
+
+def test_readme_and_training_doc_show_the_mnist_pairs_numbers():
+    """The MNIST pair's rows in the README and in docs/TRAINING.md ("The bundled MNIST pair") are its records'."""
+    readme = _between((ROOT / "README.md").read_text(), "On MNIST's test split", "On the 8 x 8 digits'")
+    training = _between((ROOT / "docs" / "TRAINING.md").read_text(), "### The bundled MNIST pair", "## Other data")
+    sets = mnist.NEAR + mnist.FAR
+    for kind in KINDS:
+        model, record = load_checkpoint(ROOT / "assets" / f"vit_mnist_{kind}.safetensors")
+        m = record["metrics"]
+        best = " / ".join(f"{max(m['auroc'][o].values()):.3f}" for o in sets)
+        size = f"{(ROOT / 'assets' / f'vit_mnist_{kind}.safetensors').stat().st_size / 1000:.0f} kB"
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {kind}"))
+        assert f"{100 * m['accuracy']:.1f} %" in row and f"{m['ece']:.3f}" in row and best in row and size in row, row
+        row = next(line for line in training.splitlines() if line.startswith(f"| {kind} |"))
+        assert all(f"{m[k]:.{n}f}" in row for k, n in (("accuracy", 3), ("nll", 3), ("ece", 4))) and best in row, row
+        shift = m["covariate_shift"]
+        assert f"{shift['accuracy']:.3f}, {max(shift['auroc'].values()):.3f}" in row, row
+        params = f"{sum(p.numel() for p in model.parameters()):,}"
+        assert f"| `assets/vit_mnist_{kind}.safetensors` | {params} | {size} |" in training
+        if kind == "stochastic":
+            occlusion = " / ".join(f"{sum(v) / len(v):.2f}" for v in (m["occlusion_auroc"][o] for o in sets))
+            assert occlusion in row and record["eval_samples"] == 16 and record["eval_seeds"] == 1

@@ -10,25 +10,25 @@ from wviz.vit.model import ViTConfig, build_model
 
 
 def test_the_bundled_pair_reads_the_digits():
-    pair = model_set(load_bundled("stochastic", "cpu"), load_bundled("deterministic", "cpu"))
-    assert list(pair.by_name) == ["stochastic", "deterministic"] and pair.main.weights_id == "bundled:stochastic"
+    pair = model_set(load_bundled("stochastic", "cpu", "digits"), load_bundled("deterministic", "cpu", "digits"))
+    assert list(pair.by_name) == ["stochastic", "deterministic"] and pair.main.weights_id == "bundled:digits:stochastic"
     assert pair.stochastic and pair.dataset == "digits" and pair.config.grid == 4
 
 
 def test_the_twin_is_left_out_for_other_images():
-    twin = load_bundled("deterministic", "cpu")
+    twin = load_bundled("deterministic", "cpu", "digits")
     rgb = build_model(ViTConfig(kind="stochastic", image_size=32, patch_size=8, channels=3, dim=8, depth=1, heads=2))
     alone = model_set(Loaded("uploaded (stochastic)", rgb, {}, "upload:x"), twin)
     assert list(alone.by_name) == ["uploaded (stochastic)"] and alone.twin is twin and alone.dataset is None
 
 
 def test_the_weights_digest_follows_the_weights_not_the_file():
-    a, b = load_bundled("stochastic", "cpu").model, load_bundled("stochastic", "cpu").model
+    a, b = load_bundled("stochastic", "cpu", "digits").model, load_bundled("stochastic", "cpu", "digits").model
     assert a is not b and weights_digest(a) == weights_digest(b)
     with torch.no_grad():
         next(b.parameters()).view(-1)[0] += 1e-6
     assert weights_digest(a) != weights_digest(b)
-    assert weights_digest(a) != weights_digest(load_bundled("deterministic", "cpu").model)
+    assert weights_digest(a) != weights_digest(load_bundled("deterministic", "cpu", "digits").model)
 
 
 def _mnist_model(data_name: str) -> Loaded:
@@ -50,7 +50,7 @@ def test_an_mnist_model_gets_the_shipped_mnist_split_its_ood_sets_and_corruption
     assert torch.equal(split.images, x) and torch.equal(split.labels, y) and split.title == "MNIST test split"
     assert split.ood_names == mnist.NEAR + mnist.FAR and split.corruptions == mnist.CORRUPTIONS
     assert all(torch.equal(split.ood_images[k], v) for k, v in mnist.ood_sets(len(y)).items())
-    models = model_set(main, load_bundled("deterministic", "cpu"))
+    models = model_set(main, load_bundled("deterministic", "cpu", "digits"))
     assert list(models.by_name) == ["uploaded (stochastic)"] and models.dataset == "mnist"
     assert shipped_data(_mnist_model("digits")) is None and data_place(_mnist_model("digits")).kind == "unknown"
 

@@ -15,13 +15,13 @@ from wviz.vit.rollout import rollout
 def runs():
     """Test digit 1 through the bundled stochastic ViT and its deterministic twin (4 x 4 patches, 3 blocks)."""
     x, _ = data.load_dataset("digits", "test")
-    return {kind: inspect_image(load_bundled(kind, "cpu").model, x[1], samples=8, seed=3)
+    return {kind: inspect_image(load_bundled(kind, "cpu", "digits").model, x[1], samples=8, seed=3)
             for kind in ("stochastic", "deterministic")}
 
 
 def test_inspect_image_is_the_models_own_pass():
     x, _ = data.load_dataset("digits", "test")
-    model = load_bundled("stochastic", "cpu").model
+    model = load_bundled("stochastic", "cpu", "digits").model
     run = inspect_image(model, x[1], samples=8, seed=3)
     with torch.no_grad():
         torch.testing.assert_close(run.out.logits, model(x[1:2]).logits)
@@ -67,7 +67,7 @@ def test_head_maps_are_every_heads_row_and_the_class_tokens_rollout(runs):
 
 
 def test_an_overflowing_model_says_so():
-    model = load_bundled("deterministic", "cpu").model
+    model = load_bundled("deterministic", "cpu", "digits").model
     x, _ = data.load_dataset("digits", "test")
     with pytest.raises(ValueError, match="not a finite number"):
         inspect_image(model, x[0] * float("inf"))

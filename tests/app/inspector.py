@@ -6,11 +6,12 @@ from wviz.vit.checkpoint import load_checkpoint, save_checkpoint
 from wviz.vit.model import ViTConfig, build_model
 
 PAGE = "uncertainty_inspector.py"
+DIGITS = {views.Keys.DEMO: "digits"}   # the query of the 8 x 8 digits pair (the page opens on MNIST's)
 
 
-def bundled_models():
-    """The bundled checkpoints read directly: kind -> (model, record)."""
-    return {k: load_checkpoint(p) for k, p in views.BUNDLED.items()}
+def bundled_models(dataset: str = "digits"):
+    """The bundled checkpoints of ``dataset`` read directly: kind -> (model, record)."""
+    return {k: load_checkpoint(p) for k, p in views.BUNDLED[dataset].items()}
 
 
 def tiny_upload(tmp_path, record: dict, **config) -> bytes:

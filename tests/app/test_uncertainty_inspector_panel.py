@@ -3,7 +3,7 @@ re-evaluated here or read from their records, and each shared figure is that of 
 import numpy as np
 
 from tests.app.conftest import check_views, figure_titled, no_exception, settle
-from tests.app.inspector import PAGE, bundled_models
+from tests.app.inspector import DIGITS, PAGE, bundled_models
 from wviz.views import uncertainty_inspector as views
 from wviz.vit import data
 from wviz.vit import evaluate as vit_evaluate
@@ -13,7 +13,7 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
     """The panel evaluates each model at S = min(its record's S, MAX_PANEL_SAMPLES): the twin's numbers are its
     record's, the stochastic model's (recorded at S = 128) those of a re-evaluation at the panel's S; the corruption
     curves and their AUROCs come from the records."""
-    at = open_page(PAGE, panel="Reliability")
+    at = open_page(PAGE, **DIGITS, panel="Reliability")
     models = bundled_models()
     x, y = data.load_dataset("digits", "test")
     crops = "sample-image crops"  # the one OOD set whose AUROC is checked below
@@ -97,8 +97,8 @@ def test_shared_figures_are_those_of_their_own_state(open_page):
     def specs(at) -> list[str]:   # the figures as the browser gets them
         return [el.proto.spec for el in at.get("plotly_chart")]
 
-    after_others = [specs(settle(open_page(PAGE, **q))) for q in SHARED_STATES]
+    after_others = [specs(settle(open_page(PAGE, **DIGITS, **q))) for q in SHARED_STATES]
     assert all(seen != after_others[0] for seen in after_others[1:])   # each state's parameters took effect
     for q, seen in zip(SHARED_STATES, after_others):
         _shared.clear()
-        assert specs(settle(open_page(PAGE, **q))) == seen, q
+        assert specs(settle(open_page(PAGE, **DIGITS, **q))) == seen, q

@@ -54,7 +54,7 @@ def test_bad_uploads_show_plain_errors(open_page, tmp_path):
     demo_still_shown(at)
     at.sidebar.file_uploader(key="ckpt_file").set_value(("notes.txt", b"hello", "text/plain")).run()
     assert any("unsupported file type '.txt'" in shown_text(e) for e in at.error)
-    good = views.BUNDLED["stochastic"].read_bytes()
+    good = views.BUNDLED["digits"]["stochastic"].read_bytes()
     at.sidebar.file_uploader(key="ckpt_file").set_value(("cut.safetensors", good[:len(good) // 2],
                                                           "application/octet-stream")).run()
     no_exception(at)
@@ -65,7 +65,7 @@ def test_bad_uploads_show_plain_errors(open_page, tmp_path):
 def test_uploaded_checkpoints_replace_the_bundled_model(open_page):
     at = open_page(PAGE)
     at.sidebar.radio(key="ckpt").set_value("upload").run()
-    raw = views.BUNDLED["stochastic"].read_bytes()
+    raw = views.BUNDLED["digits"]["stochastic"].read_bytes()
     at.sidebar.file_uploader(key="ckpt_file").upload("mine.safetensors", raw).run()
     no_exception(at)
     assert not at.error
@@ -75,7 +75,7 @@ def test_uploaded_checkpoints_replace_the_bundled_model(open_page):
     ref = mc_predict(load_checkpoint(raw, name="m.safetensors")[0], x[:1], samples=32, seed=0).mean[0].numpy()
     np.testing.assert_allclose(bars["uploaded (stochastic)"], ref, atol=1e-6)
     # a deterministic upload: no covariance views, no covariance-trace score
-    raw = views.BUNDLED["deterministic"].read_bytes()
+    raw = views.BUNDLED["digits"]["deterministic"].read_bytes()
     at.sidebar.file_uploader(key="ckpt_file").set_value(("twin.safetensors", raw, "application/octet-stream")).run()
     no_exception(at)
     assert any("no covariances" in shown_text(i) for i in at.info)

@@ -15,12 +15,12 @@ from wviz.vit.model import ViTConfig, build_model
 
 @pytest.fixture(scope="module")
 def models():
-    return uv.model_set(uv.load_bundled("stochastic", "cpu"), uv.load_bundled("deterministic", "cpu"))
+    return uv.model_set(*(uv.load_bundled(kind, "cpu", "digits") for kind in ("stochastic", "deterministic")))
 
 
 @pytest.fixture(scope="module")
 def images():
-    split = uv.digits_split()
+    split = uv.shipped_split("digits")
     return split.images[:2], split.labels[:2]
 
 
@@ -32,7 +32,7 @@ def runs(models, images):
 def test_bundled_models_and_their_set(models):
     assert list(models.by_name) == ["stochastic", "deterministic"]
     assert models.main.name == "stochastic" and models.stochastic and models.dataset == "digits"
-    assert models.main.bundled and models.main.weights_id == "bundled:stochastic"
+    assert models.main.bundled and models.main.weights_id == "bundled:digits:stochastic"
     assert models.class_names == [str(i) for i in range(10)]
     assert set(uv.record_summary(models.main.record)) == set(uv.RECORD_SHOWN)  # the bundled record has them all
     # a model reading other images leaves the twin out, and the panel with it
@@ -47,18 +47,18 @@ def test_bundled_models_and_their_set(models):
 def test_upload_weights_id_is_the_sha256_of_the_file():
     import hashlib
 
-    raw = uv.BUNDLED["deterministic"].read_bytes()
+    raw = uv.BUNDLED["digits"]["deterministic"].read_bytes()
     up = uv.load_upload(raw, "twin.safetensors", "cpu")
     assert up.name == "uploaded (deterministic)" and not up.bundled
     assert up.weights_id == "upload:" + hashlib.sha256(raw).hexdigest()
 
 
 def test_test_image_and_the_upload(models, images):
-    picked = uv.test_image(uv.digits_split(), 1)
+    picked = uv.test_image(uv.shipped_split("digits"), 1)
     torch.testing.assert_close(picked.image, images[0][1])
     assert picked.label == int(images[1][1]) and picked.pre is None
     with pytest.raises(ValueError, match="holds 360 images: pick one from 0 to 359"):
-        uv.test_image(uv.digits_split(), 360)
+        uv.test_image(uv.shipped_split("digits"), 360)
     with pytest.raises(ValueError, match="upload a PNG or JPG"):
         uv.uploaded_image(None, models)
     a = np.zeros((20, 20), dtype=np.uint8)
@@ -120,7 +120,7 @@ def test_main_figure_is_the_trace_map_over_the_image_it_was_computed_on(models):
     every panel; a deterministic model has no main figure."""
     from wviz.figures import uncertainty_inspector as figs
 
-    x = uv.digits_split().images
+    x = uv.shipped_split("digits").images
     box = uv.region_box(0, 2, 2, 4)
     noisy = uv.corrupt_region(x[5], "noise", box, 4, 0.4)
     runs = uv.inspect_all(models, noisy, 4, 1)
@@ -147,12 +147,14 @@ def test_main_figure_is_the_trace_map_over_the_image_it_was_computed_on(models):
         figs.main_figure(twin)
 
 
-def test_at_defaults_is_the_pages_computation_at_its_defaults(models):
-    """at_defaults(device)(layer): the bundled pair on test digit 0, S = 32 draws of seed 0, head 0 and query 0 (the
-    page's defaults), as the page computes them; the layer slider runs 0..DEFAULT_DEPTH, the bundled depth."""
-    assert uv.DEFAULT_DEPTH == models.config.depth == 3 and uv.DEFAULT_SAMPLES in uv.SAMPLES
+def test_at_defaults_is_the_pages_computation_at_its_defaults():
+    """at_defaults(device)(layer): the default pair (MNIST's) on its test digit 0, S = 32 draws of seed 0, head 0 and
+    query 0 (the page's defaults), as the page computes them; the layer slider runs 0..DEFAULT_DEPTH, its depth."""
+    models = uv.model_set(*(uv.load_bundled(kind, "cpu", uv.DEFAULT_DEMO) for kind in ("stochastic", "deterministic")))
+    assert uv.DEFAULT_DEMO == "mnist" and uv.DEFAULT_SAMPLES in uv.SAMPLES
+    assert uv.DEFAULT_DEPTH == models.config.depth == 4
     at = uv.at_defaults("cpu")
-    image = uv.test_image(uv.digits_split(), 0).image
+    image = uv.test_image(uv.shipped_split("mnist"), 0).image
     runs = uv.inspect_all(models, image, 32, 0)
     for layer in range(uv.DEFAULT_DEPTH + 1):
         got, want = at(layer), uv.layer_maps(models, runs, image, None, layer, 0, 0)
@@ -163,14 +165,14 @@ def test_at_defaults_is_the_pages_computation_at_its_defaults(models):
 
 
 def test_panel_jobs_cap_samples_and_read_curves_from_the_record(models):
-    jobs = uv.panel_jobs(models)
+    jobs = uv.panel_jobs(models, uv.shipped_split("digits"))
     assert [j.name for j in jobs] == ["stochastic", "deterministic"]
     for j in jobs:
         asked = j.loaded.record.get("eval_samples", 16)
         assert j.samples == min(asked, uv.MAX_PANEL_SAMPLES) and j.from_record and j.cache_key[2] is False
     greedy = uv.Loaded("uploaded (deterministic)", models.twin.model,
                        {"eval_samples": 4096, "metrics": {"corruption_error": {"blur": [0.0] * 5}}}, "upload:z")
-    (job,) = uv.panel_jobs(uv.Models({greedy.name: greedy}, models.twin))
+    (job,) = uv.panel_jobs(uv.Models({greedy.name: greedy}, models.twin), uv.shipped_split("digits"))
     assert job.capped and job.samples == uv.MAX_PANEL_SAMPLES == 32 and job.asked == 4096
     assert not job.from_record                                   # an upload's record is only a claim
     assert uv.score_choices(True) == ["max-softmax", "predictive entropy", "mutual information", "class spread",
@@ -183,7 +185,7 @@ def test_the_maps_follow_a_corrupted_region(models):
     test 6, noise raises the embeddings' tr(Sigma) above every clean patch's (the prototype distance of layer 0),
     while blanking gives the background's (the prototypes know it); both make the prediction unsure. (What
     corrupt_region does to the pixels: tests/test_vit_patches.py.)"""
-    image = uv.digits_split().images[0]
+    image = uv.shipped_split("digits").images[0]
     box = uv.region_box(1, 1, 2, 4)
     model = models.main.model
     clean = uv.inspect_all(models, image, 8, 0)[models.main.name]
@@ -219,14 +221,14 @@ def test_panel_curves_and_scores():
     tiny = build_model(ViTConfig(kind="deterministic", dim=8, depth=1, heads=2))
     up = uv.Loaded("uploaded (deterministic)", tiny, {"eval_samples": 1}, "upload:tiny")
     rec = {"eval_samples": 1, "metrics": {"corruption_error": {k: [0.5] * 5 for k in data.CORRUPTIONS}}}
-    bund = uv.Loaded("deterministic", tiny, rec, "bundled:deterministic")
-    jobs = uv.panel_jobs(uv.Models({up.name: up, bund.name: bund}, bund))
+    bund = uv.Loaded("deterministic", tiny, rec, "bundled:digits:deterministic")
+    jobs = uv.panel_jobs(uv.Models({up.name: up, bund.name: bund}, bund), uv.shipped_split("digits"))
     seen = []
     measured = uv.evaluate_panel(jobs[0], lambda done, total: seen.append(done / total))
     assert seen == [i / 20 for i in range(20)] + [1.0]          # 1 test split + 4 OOD sets + 3 x 5 corruptions
     reports = {up.name: measured, bund.name: uv.evaluate_panel(jobs[1])}
     assert reports[bund.name].corruption == {}                  # read from the record: not re-measured
-    x, y = uv.digits_split().images, uv.digits_split().labels
+    x, y = uv.shipped_split("digits").images, uv.shipped_split("digits").labels
     curves = uv.corruption_curves(jobs, reports)
     with torch.no_grad():
         for kind in data.CORRUPTIONS:
@@ -257,7 +259,8 @@ def test_the_panel_is_evaluated_once_for_every_server_process(monkeypatch, tmp_p
     monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
     torch.manual_seed(0)
     tiny = build_model(ViTConfig(kind="deterministic", dim=8, depth=1, heads=2))
-    (job,) = uv.panel_jobs(uv.Models({"t": uv.Loaded("t", tiny, {"eval_samples": 1}, "upload:tiny")}, None))
+    (job,) = uv.panel_jobs(uv.Models({"t": uv.Loaded("t", tiny, {"eval_samples": 1}, "upload:tiny")}, None),
+                            uv.shipped_split("digits"))
     first = uv.evaluate_panel(job)
     calls = []
     monkeypatch.setattr(uv.vit_evaluate, "evaluate", lambda *a, **k: calls.append(1))
@@ -279,11 +282,12 @@ def test_the_panel_is_evaluated_once_for_every_server_process(monkeypatch, tmp_p
 # ---- example uploads, refused uploads, guided links ------------------------------------------------------------
 
 def test_example_checkpoint_passes_the_page_loader(models):
-    """The example checkpoint goes through load_upload (the page's loader, with every check) and is the bundled
-    stochastic model, weight for weight."""
-    up = uv.load_upload(uv.example_checkpoint(), "vit_digits_stochastic.safetensors", "cpu")
-    assert up.name == "uploaded (stochastic)" and up.model.config == models.main.model.config
-    mine, theirs = up.model.state_dict(), models.main.model.state_dict()
+    """The example checkpoint goes through load_upload (the page's loader, with every check) and is the default
+    pair's stochastic model, weight for weight."""
+    up = uv.load_upload(*uv.example_checkpoint(), "cpu")
+    default = uv.load_bundled("stochastic", "cpu", uv.DEFAULT_DEMO)
+    assert up.name == "uploaded (stochastic)" and up.model.config == default.model.config
+    mine, theirs = up.model.state_dict(), default.model.state_dict()
     assert mine.keys() == theirs.keys()
     for k in mine:
         torch.testing.assert_close(mine[k], theirs[k], rtol=0, atol=0)
@@ -296,7 +300,8 @@ def test_example_image_passes_the_page_loader_and_is_its_digit(models):
     assert raw[:8] == b"\x89PNG\r\n\x1a\n"
     picked = uv.uploaded_image(raw, models, "auto")
     assert picked.pre.inverted and picked.image.shape == (1, 16, 16)
-    digit, label = uv.digits_split().images[uv.EXAMPLE_INDEX], uv.digits_split().labels[uv.EXAMPLE_INDEX]
+    digits = uv.shipped_split("digits")
+    digit, label = digits.images[uv.EXAMPLE_INDEX], digits.labels[uv.EXAMPLE_INDEX]
     want = (digit - digit.min()) / (digit.max() - digit.min())
     assert float((picked.image - want).abs().mean()) < 0.05
     assert np.corrcoef(picked.image.ravel(), want.ravel())[0, 1] > 0.97
@@ -311,46 +316,62 @@ def test_a_bad_image_says_what_a_valid_one_is(models):
 
 
 def test_a_refused_checkpoint_falls_back_to_the_bundled_demo(models):
-    """choose_models: a good upload replaces the demo; a refused one leaves the demo on, with the file's name, its
-    problem and what a valid checkpoint is; no file yet leaves the demo on, waiting."""
-    bundled = {"stochastic": models.main, "deterministic": models.twin}.__getitem__
-    good = uv.load_upload(uv.example_checkpoint(), "mine.safetensors", "cpu")
-    chosen = uv.choose_models("upload", "mine.safetensors", lambda: good, bundled)
-    assert list(chosen.models.by_name) == ["uploaded (stochastic)", "deterministic"] and not chosen.refused
-    raw = uv.example_checkpoint()[:1000]
-    cut = uv.choose_models("upload", "cut.safetensors", lambda: uv.load_upload(raw, "cut.safetensors", "cpu"),
-                           bundled)
+    """choose_models: a good upload replaces the demo, beside the twin of its own shipped dataset; a refused one
+    leaves the chosen demo pair on, with the file's name, its problem and what a valid checkpoint is; no file yet
+    leaves the demo on, waiting."""
+    mnist_twin = uv.load_bundled("deterministic", "cpu", "mnist")
+    pairs = {("stochastic", "digits"): models.main, ("deterministic", "digits"): models.twin,
+             ("deterministic", "mnist"): mnist_twin}
+    bundled = lambda kind, dataset: pairs[kind, dataset]  # noqa: E731
+    raw, name = uv.example_checkpoint()
+    assert name == uv.BUNDLED[uv.DEFAULT_DEMO]["stochastic"].name
+    good = uv.load_upload(uv.BUNDLED["digits"]["stochastic"].read_bytes(), "mine.safetensors", "cpu")
+    for demo_data in uv.DEMOS:   # the twin is the upload's data's, whichever demo the page showed
+        chosen = uv.choose_models("upload", "mine.safetensors", lambda: good, bundled, demo_data)
+        assert list(chosen.models.by_name) == ["uploaded (stochastic)", "deterministic"] and not chosen.refused
+        assert chosen.models.twin is models.twin
+    on_mnist = uv.load_upload(uv.BUNDLED["mnist"]["stochastic"].read_bytes(), "m.safetensors", "cpu")
+    chosen = uv.choose_models("upload", "m.safetensors", lambda: on_mnist, bundled, "digits")
+    assert chosen.models.twin is mnist_twin and chosen.models.dataset == "mnist" and len(chosen.models.by_name) == 2
+    cut = uv.choose_models("upload", "cut.safetensors", lambda: uv.load_upload(raw[:1000], "cut.safetensors", "cpu"),
+                           bundled, "digits")
     assert list(cut.models.by_name) == ["stochastic", "deterministic"] and cut.models.main is models.main
     assert cut.refused.startswith("Your checkpoint 'cut.safetensors' was not used: truncated safetensors file")
     assert uv.VALID_CHECKPOINT in cut.refused and not cut.waiting
-    waiting = uv.choose_models("upload", "", lambda: pytest.fail("no file to load"), bundled)
+    waiting = uv.choose_models("upload", "", lambda: pytest.fail("no file to load"), bundled, "digits")
     assert waiting.waiting and not waiting.refused and waiting.models.main is models.main
-    demo = uv.choose_models("bundled demo", "mine.safetensors", lambda: pytest.fail("not asked"), bundled)
+    demo = uv.choose_models("bundled demo", "mine.safetensors", lambda: pytest.fail("not asked"), bundled, "digits")
     assert demo.models.main is models.main and not demo.refused and not demo.waiting
 
 
-def test_try_this_items_are_valid_settings(models):
+def test_try_this_items_are_valid_settings():
+    """Each guided link's pair (its demo, the default pair when it names none: its sentence quotes that pair's
+    numbers) has the settings the link gives."""
     from wviz.guide import Try
 
     assert 3 <= len(uv.TRY_THIS) <= 5 and all(isinstance(t, Try) for t in uv.TRY_THIS)
     for t in uv.TRY_THIS:
         p = t.params
-        assert 0 <= p.get("layer", 1) <= models.config.depth and 1 <= p.get("index", 1) <= 360
+        dataset = uv.DEMO_LABELS.get(p.get(uv.Keys.DEMO), uv.DEFAULT_DEMO)
+        config, split = uv.load_bundled("stochastic", "cpu", dataset).model.config, uv.shipped_split(dataset)
+        assert 0 <= p.get("layer", 1) <= config.depth and 1 <= p.get("index", 1) <= len(split)
         assert p.get("score", "max-softmax") in uv.score_choices(True)
-        assert p.get("ood", "uniform noise") in uv.OOD_SETS and t.watch.endswith(".")
+        assert p.get("ood", split.ood_names[0]) in split.ood_names and t.watch.endswith(".")
         assert p.get("region", "none") in uv.REGION_KINDS
         row, col, size = p.get("region_row", 1), p.get("region_col", 1), p.get("region_size", 1)
-        assert min(row, col) >= 1 and max(row, col) - 1 + size <= models.config.grid  # counted from 1; not cut
+        assert min(row, col) >= 1 and max(row, col) - 1 + size <= config.grid  # counted from 1; not cut
 
 
-def test_the_twin_is_wrong_where_the_guided_link_says(models):
-    """The guided digit (the 113th, a 5): the twin says 0 at about 53 %, the stochastic model 5 at about 85 %
-    (S = 32, seed 0: the page's defaults)."""
+def test_the_twin_is_wrong_where_the_guided_link_says():
+    """The guided test image, MNIST's 715th: an 8 the twin calls a 5 at 98.5 % and the stochastic model an 8 at
+    84.5 % (S = 32, seed 0: the page's defaults)."""
     (item,) = [t for t in uv.TRY_THIS if "index" in t.params]
-    picked = uv.test_image(uv.digits_split(), item.params["index"] - 1)  # the page counts from 1
+    dataset = uv.DEMO_LABELS.get(item.params.get(uv.Keys.DEMO), uv.DEFAULT_DEMO)
+    models = uv.model_set(*(uv.load_bundled(kind, "cpu", dataset) for kind in ("stochastic", "deterministic")))
+    picked = uv.test_image(uv.shipped_split(dataset), item.params["index"] - 1)  # the page counts from 1
     pred = uv.predictions(uv.inspect_all(models, picked.image, samples=32, seed=0))
-    assert picked.label == 5 and pred["stochastic"][0] == 5 and 0.8 < pred["stochastic"][1] < 0.9
-    assert pred["deterministic"][0] == 0 and 0.5 < pred["deterministic"][1] < 0.55
+    assert picked.label == 8 and pred["stochastic"][0] == 8 and 0.84 < pred["stochastic"][1] < 0.85
+    assert pred["deterministic"][0] == 5 and 0.98 < pred["deterministic"][1] < 0.99
 
 
 # ---- the figures: colour bars, the reliability diagram, headroom -----------------------------------------------
@@ -439,7 +460,7 @@ def test_corruption_auroc_figure_draws_the_reports_numbers():
     torch.manual_seed(0)
     tiny = build_model(ViTConfig(kind="stochastic", dim=8, depth=1, heads=2))
     up = uv.Loaded("uploaded (stochastic)", tiny, {"eval_samples": 2}, "upload:tiny-stochastic")
-    (job,) = uv.panel_jobs(uv.Models({up.name: up}, up))
+    (job,) = uv.panel_jobs(uv.Models({up.name: up}, up), uv.shipped_split("digits"))
     report = uv.evaluate_panel(job)
     assert set(report.corruption_auroc) == set(data.CORRUPTIONS)
     for score in ("max-softmax", "mutual information"):
@@ -489,14 +510,14 @@ def rgb_models():
     model = build_model(ViTConfig(image_size=32, patch_size=8, channels=3, n_classes=3, dim=8, depth=1, heads=2))
     record = {"data": "folder", "data_folder": "shapes", "class_names": list(shapes.CLASSES)}
     return uv.model_set(uv.Loaded("uploaded (stochastic)", model, record, "upload:rgb"),
-                        uv.load_bundled("deterministic", "cpu"))
+                        uv.load_bundled("deterministic", "cpu", "digits"))
 
 
 def test_the_test_split_is_the_digits_the_found_folder_or_the_upload(models, rgb_models, tmp_path, monkeypatch):
     from wviz.vit import shapes
 
     assert list(rgb_models.by_name) == ["uploaded (stochastic)"] and rgb_models.dataset is None
-    assert uv.test_split_of(models, uv.data_place(models.main)) is uv.digits_split()
+    assert uv.test_split_of(models, uv.data_place(models.main)) is uv.shipped_split("digits")
     monkeypatch.delenv("WVIZ_DATA", raising=False)
     place = uv.data_place(rgb_models.main)
     assert place.missing and uv.test_split_of(rgb_models, place) is None
@@ -565,8 +586,8 @@ def test_the_map_aurocs_are_the_auroc_of_each_layers_token_mean(models):
     from wviz.vit import data
     from wviz.vit.metrics import auroc
 
-    split = uv.digits_split()
-    table = uv.map_aurocs(models, split)
+    split = uv.shipped_split("digits")
+    table = uv.map_aurocs(models.main.model, split)
     assert set(table) == {"004", "mixture"} and set(table["004"]) == set(data.OOD_SETS + data.HELD_OUT)
     noise = data.ood_set("uniform noise", 360)
     for rule in ("004", "mixture"):
@@ -606,6 +627,25 @@ def test_the_occlusion_map_is_the_mi_change_of_each_occluded_patch(models, image
     assert uv.occlusion(twin_only, image, 4, 0) is None
 
 
+@pytest.mark.parametrize("dataset", uv.DEMOS)
+def test_the_shipped_occlusion_is_the_first_images_and_no_other_is_written(dataset, monkeypatch, tmp_path):
+    """Each bundled pair's first test image at the page's defaults is read from assets/cache and equals the map
+    computed now; another image is computed and not written to the shared disk cache."""
+    from wviz import disk_cache
+    from wviz.vit.maps import occlusion_map
+
+    monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
+    models = uv.model_set(*(uv.load_bundled(kind, "cpu", dataset) for kind in ("stochastic", "deterministic")))
+    split = uv.shipped_split(dataset)
+    first = uv.test_image(split, 0).image
+    change, score = uv.occlusion(models, first, uv.DEFAULT_SAMPLES, 0)
+    fresh, _, fresh_score = occlusion_map(models.main.model, first, uv.DEFAULT_SAMPLES, 0)
+    torch.testing.assert_close(change, fresh, rtol=1e-4, atol=1e-6)
+    assert score == pytest.approx(fresh_score, rel=1e-4)
+    uv.occlusion(models, uv.test_image(split, 1).image, 2, 0)
+    assert not list(tmp_path.iterdir()) and disk_cache.folder() == tmp_path
+
+
 def test_the_calibration_panel_fits_tau_and_covers_at_90_percent(models, monkeypatch, tmp_path):
     """The bundled stochastic model's calibration panel on a 120-image split: tau is the NLL minimiser on the
     calibration half, the conformal sets cover the evaluated clean half at about 90 %, and less of the corrupted
@@ -614,7 +654,7 @@ def test_the_calibration_panel_fits_tau_and_covers_at_90_percent(models, monkeyp
     from wviz.vit import evaluate as vit_evaluate
 
     monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
-    full = uv.digits_split()
+    full = uv.shipped_split("digits")
     split = uv.TestSplit(full.images[:120], full.labels[:120], full.class_names, "the first 120 digits", False)
     job = uv.panel_jobs(models, split)[0]
     cal = uv.calibrate_panel(job)

@@ -2,10 +2,11 @@
 
 One image goes through each model once on its means (for the per-layer covariances and attention maps, 004
 Sec. 4.1-4.2) and S times with sampled embeddings (the Monte-Carlo predictive); the dataset panel evaluates each
-model on its test split (the digits, or a checkpoint's own data found through WVIZ_DATA or uploaded as a .zip), the
-OOD sets and the corruptions (004's protocol at demo scale). The library holds the models and their test splits
-(wviz.vit.demo), the panel's evaluation (wviz.vit.panel), one pass read per patch (wviz.vit.inspection), the
-rollout (wviz.vit.rollout), the corrupted region (wviz.vit.patches) and the reading of uploads (wviz.io).
+model on its test split (MNIST's or the 8 x 8 digits', or a checkpoint's own data found through WVIZ_DATA or
+uploaded as a .zip), the OOD sets and the corruptions (004's protocol at demo scale). The library holds the models
+and their test splits (wviz.vit.demo), the panel's evaluation (wviz.vit.panel), one pass read per patch
+(wviz.vit.inspection), the rollout (wviz.vit.rollout), the corrupted region (wviz.vit.patches) and the reading of
+uploads (wviz.io).
 """
 from __future__ import annotations
 
@@ -17,33 +18,34 @@ from collections.abc import Callable
 
 import torch
 
-from wviz import io
+from wviz import disk_cache, io
 from wviz.device import get_device
 from wviz.guide import Try
 from wviz.vit import data, shapes
 from wviz.vit import evaluate as vit_evaluate  # noqa: F401 -- tests spy on vit_evaluate.evaluate through here
-from wviz.vit.demo import (BUNDLED, VALID_CHECKPOINT, Loaded, ModelChoice, Models, TestSplit,  # noqa: F401
-                           SHIPPED, choose_models, data_place, digits_split, disk_split, load_bundled,
+from wviz.vit.demo import (BUNDLED, DEFAULT_DEMO, DEMOS, VALID_CHECKPOINT, Loaded, ModelChoice, Models, TestSplit,  # noqa: F401
+                           SHIPPED, choose_models, data_place, disk_split, load_bundled,
                            load_upload, model_set, shipped_split, weights_digest,
                            zip_split)  # VALID_CHECKPOINT: for the tests
 from wviz.vit.inspection import HeadMaps, Inspection, block_of, head_maps, inspect_image, patch_map, query_attention
 from wviz.vit.calibration import TAU_RANGE, at_range_edge  # noqa: F401
-from wviz.vit.maps import RULE_MEANING, TRACKS, occlusion_map, rule_traces, trace_aurocs, verdict  # noqa: F401
+from wviz.vit.maps import RULE_MEANING, TRACKS, occlusion_map, rule_traces, verdict  # noqa: F401
 from wviz.vit.metrics import EPISTEMIC, SCORES
 from wviz.vit.model import RULES
 from wviz.vit.panel import (CONFORMAL_SEVERITY, MAX_PANEL_SAMPLES, PANEL_VERSION, PanelJob,  # noqa: F401
                             calibrate_panel, corruption_aurocs, corruption_curves, evaluate_panel, ood_scores,
-                            panel_jobs)
+                            map_aurocs, panel_jobs, seeds_said)
 from wviz.vit.patches import REGION_KINDS, corrupt_region, patch_of, region_box
 
 # What the page uses; tests and the benches also read other names here (BUNDLED, at_defaults, ...)
-__all__ = ["load_bundled", "load_upload", "choose_models", "ModelChoice", "record_summary", "example_checkpoint",
+__all__ = ["load_bundled", "load_upload", "choose_models", "ModelChoice", "DEMO_LABELS", "DEFAULT_DEMO",
+           "record_summary", "example_checkpoint",
            "data_place", "test_split_of", "zip_split", "example_test_zip", "class_names",
            "Picked", "test_image", "uploaded_image", "example_image", "REGION_KINDS", "region_box", "corrupt_region",
            "SAMPLES", "DEFAULT_SAMPLES", "inspect_all", "predictions", "entropies", "DEFAULT_LAYER", "token_label",
            "LayerMaps", "layer_maps", "score_choices", "SEVERITIES", "panel_jobs", "evaluate_panel",
            "ood_scores", "corruption_curves", "corruption_aurocs", "OOD_HELP", "TRY_THIS", "map_aurocs",
-           "at_layer", "RULE_MEANING", "verdict", "occlusion", "recorded_occlusion", "calibrate_panel",
+           "at_layer", "RULE_MEANING", "verdict", "occlusion", "recorded_occlusion", "seeds_said", "calibrate_panel",
            "CONFORMAL_SEVERITY", "at_range_edge", "TAU_RANGE", "Keys", "Labels", "image_digest", "Shown", "Models"]
 
 OOD_SETS = data.OOD_SETS
@@ -52,7 +54,9 @@ RECORD_SHOWN = ("data", "pretrain_epochs", "epochs", "seed", "lambda", "kl", "tr
 SAMPLES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the choices of S, the Monte-Carlo samples of one image
 DEFAULT_SAMPLES = 32
 DEFAULT_LAYER = 1      # the Layer slider starts at the tokens after block 1 (0 for a model of no block)
-DEFAULT_DEPTH = 3      # the bundled models' depth: the Layer slider runs from 0 to it at the page's defaults
+DEFAULT_DEPTH = 4      # the default pair's depth: the Layer slider runs from 0 to it at the page's defaults
+DEMO_LABELS = {"MNIST": "mnist", "digits": "digits"}   # the demo choices (the URL holds the label) -> dataset
+assert set(DEMO_LABELS.values()) == set(DEMOS)
 
 
 # ---- widget keys and view labels -------------------------------------------------------------------------------
@@ -61,6 +65,7 @@ class Keys:
     """The page's widget keys: the names its URL holds (bind="query-params"). The page, TRY_THIS and the tests
     read them here, so a rename cannot leave a guided link pointing nowhere."""
     CKPT = "ckpt"
+    DEMO = "demo"      # which bundled pair: its dataset's label (DEMO_LABELS)
     CKPT_FILE = "ckpt_file"
     TEST_ZIP = "test_zip"
     IMG_SRC = "img_src"
@@ -266,23 +271,17 @@ def layer_maps(models: Models, runs: dict[str, Inspection], image: torch.Tensor,
 
 
 def at_defaults(device: str | None = None) -> Callable[[int], LayerMaps]:
-    """The page's layer maps at its default inputs (the bundled stochastic model beside its twin, the first test digit
+    """The page's layer maps at its default inputs (the default pair, DEFAULT_DEMO, the first test digit
     uncorrupted, DEFAULT_SAMPLES draws of seed 0, the first head, query 0: the class token) as a function of the layer,
     its main slider (0 to DEFAULT_DEPTH), on ``device`` (default WVIZ_DEVICE): bench_latency's reference draws it."""
     device = str(get_device()) if device is None else device
     models = model_set(load_bundled("stochastic", device), load_bundled("deterministic", device))
-    image = test_image(digits_split(), 0).image
+    image = test_image(shipped_split(DEFAULT_DEMO), 0).image
     runs = inspect_all(models, image, DEFAULT_SAMPLES, 0)
     return lambda layer: layer_maps(models, runs, image, None, layer, 0, 0)
 
 
 # ---- what the maps mean -----------------------------------------------------------------------------------------
-
-def map_aurocs(models: Models, split: TestSplit) -> dict:
-    """rule -> {OOD set: (L + 1,) AUROC of the tokens' mean tr(Sigma) per layer} of the main model on its test split
-    and that split's OOD sets ({} for a deterministic model): a pass on the means per set, a second or two."""
-    return trace_aurocs(models.main.model, split.images, split.ood_images)
-
 
 # What the OOD sets of a test split are (TestSplit.ood_names), by its shipped dataset ('' for a model's own data)
 _MIXED = "the left half of a test image beside the right half of one of another class"
@@ -304,13 +303,31 @@ def at_layer(aurocs: dict, rule: str, layer: int) -> dict[str, float]:
     return {name: float(a[layer]) for name, a in aurocs.get(rule, {}).items()}
 
 
-def occlusion(models: Models, image: torch.Tensor, samples: int, seed: int) -> tuple[torch.Tensor, float] | None:
+OCCLUSION_VERSION = 1
+
+
+def occlusion(models: Models, image: torch.Tensor, samples: int, seed: int,
+              share: bool = False) -> tuple[torch.Tensor, float] | None:
     """(dMI per patch, the image's score: the mean MI of its occluded copies) of the main model at the page's S
-    draws and seed (None for a deterministic model)."""
+    draws and seed (None for a deterministic model).
+
+    P + 1 passes of S draws: 0.3 s on the digits, 3 s on MNIST's 49 patches. A shipped result (wviz.precompute:
+    each bundled pair's first test image at the page's defaults) is read from assets/cache; another is computed,
+    and kept in the shared disk cache only with ``share`` (wviz.precompute): a file per image a student looks at
+    would push the panels' results out of it."""
     if not models.stochastic:
         return None
-    change, _, score = occlusion_map(models.main.model, image, int(samples), int(seed))
-    return change, score
+    model = models.main.model
+    params = {"weights": weights_digest(model), "image": image_digest(image), "samples": int(samples),
+              "seed": int(seed), "device": str(next(model.parameters()).device)}
+
+    def compute() -> tuple[torch.Tensor, float]:
+        change, _, score = occlusion_map(model, image, int(samples), int(seed))
+        return change, score
+
+    if share or disk_cache.precomputed("vit_occlusion", params, OCCLUSION_VERSION):
+        return disk_cache.cached("vit_occlusion", params, OCCLUSION_VERSION, compute)
+    return compute()
 
 
 def recorded_occlusion(models: Models) -> dict | None:
@@ -330,20 +347,21 @@ def score_choices(stochastic: bool) -> list[str]:
 
 # ---- example uploads -------------------------------------------------------------------------------------------
 
-EXAMPLE_INDEX = 0  # a 6 of the test split, which both bundled models classify correctly
+EXAMPLE_INDEX = 0  # a 6 of the 8 x 8 digits' test split, which both digits models classify correctly
 
 
-def example_checkpoint() -> bytes:
-    """The bundled stochastic demo checkpoint, as the bytes of a file the checkpoint uploader accepts."""
-    return BUNDLED["stochastic"].read_bytes()
+def example_checkpoint() -> tuple[bytes, str]:
+    """The default pair's stochastic checkpoint, as the bytes and name of a file the checkpoint uploader accepts."""
+    path = BUNDLED[DEFAULT_DEMO]["stochastic"]
+    return path.read_bytes(), path.name
 
 
 def example_image(side: int = 64) -> bytes:
-    """A PNG the image uploader accepts: test digit EXAMPLE_INDEX (a 6), enlarged to side x side and drawn dark on
-    white like ink on paper ('auto' inverts it back to the digits' light strokes on black)."""
+    """A PNG the image uploader accepts: test digit EXAMPLE_INDEX of the 8 x 8 digits (a 6), enlarged to side x side
+    and drawn dark on white like ink on paper ('auto' inverts it back to the digits' light strokes on black)."""
     from PIL import Image
 
-    big = data.resize(digits_split().images[EXAMPLE_INDEX][None], side)[0, 0]
+    big = data.resize(shipped_split("digits").images[EXAMPLE_INDEX][None], side)[0, 0]
     buf = BytesIO()
     Image.fromarray(((1 - big) * 255).round().to(torch.uint8).numpy()).save(buf, "PNG")
     return buf.getvalue()
@@ -355,27 +373,25 @@ def example_image(side: int = 64) -> bytes:
 # test split, score and ood options of their selectboxes, panel a view of the dataset panel. Numbers in the
 # sentences are those of the bundled models.
 TRY_THIS = (
-    Try("A digit the deterministic twin gets wrong", {Keys.INDEX: 113},
-        "The line above the bars reads it: the twin calls this 5 a 0 (52.6%); the stochastic model says 5 at "
-        "85.2%."),
-    Try("Noise on the middle of the digit", {Keys.REGION: "noise", Keys.REGION_ROW: 2, Keys.REGION_COL: 2,
-                                             Keys.REGION_SIZE: 2, Keys.LAYER: 0},
+    Try("An 8 the twin is sure is a 5", {Keys.INDEX: 715},
+        "The line above the bars reads it: the twin calls this 8 a 5 at 98.5%; the stochastic model says 8 at "
+        "84.5%."),
+    Try("Textures, scored by the embedding covariance",
+        {Keys.SCORE: "embedding covariance", Keys.OOD: "textures", Keys.PANEL: Labels.OOD_SCORES},
+        "AUROC 1.000 in the panel's title: virtually every texture crop gets larger layer-0 variances than the test "
+        "digits, its patches being far from the prototypes of the training patches, before any attention."),
+    Try("Photo crops, where the twin is ahead",
+        {Keys.SCORE: "predictive entropy", Keys.OOD: "photo crops", Keys.PANEL: Labels.OOD_SCORES},
+        "The panel's titles: stochastic AUROC 0.949, deterministic AUROC 0.983. On photographs the twin's "
+        "predictive entropy is ahead, and no score of the stochastic model reaches it (docs/TRAINING.md)."),
+    Try("8 x 8 digits: noise on the middle of the digit", {Keys.DEMO: "digits", Keys.REGION: "noise",
+                                                           Keys.REGION_ROW: 2, Keys.REGION_COL: 2, Keys.REGION_SIZE: 2,
+                                                           Keys.LAYER: 0},
         "The four noisy patches (the dashed box) are far from every patch the prototypes learned: on the tr(Sigma) "
         "map they are the brightest, above every clean patch; the 6 stays a 6, but at 54.0% (the line above the "
         "bars), and its whisker (5-95 % of the draws) spans most of the axis."),
-    Try("Blank the middle of the digit", {Keys.REGION: "occlude", Keys.REGION_ROW: 2, Keys.REGION_COL: 2,
-                                          Keys.REGION_SIZE: 2, Keys.LAYER: 0},
-        "Blanked, the four patches look like background, which the prototypes know: on the tr(Sigma) map the "
-        "dashed box is as dark as the background, so the map does not flag them. The draws do: the 6 keeps only "
-        "55.3% beside a tall bar for a 2, its whisker spanning most of the axis, while the twin calls it a 2 at "
-        "94.8%."),
-    Try("Noise images, scored by the covariance trace",
-        {Keys.SCORE: "covariance trace", Keys.OOD: "uniform noise", Keys.PANEL: Labels.OOD_SCORES},
-        "AUROC 1.000 in the panel's title: virtually every noise image gets larger covariances than the digits, "
-        "since each of its patches is far from the prototypes of layer 0 and 004's rule carries that to the last "
-        "layer."),
-    Try("Mixed digits, scored by the covariance trace",
-        {Keys.SCORE: "covariance trace", Keys.OOD: "mixed digits", Keys.PANEL: Labels.OOD_SCORES},
+    Try("8 x 8 digits: mixed digits, scored by the covariance trace",
+        {Keys.DEMO: "digits", Keys.SCORE: "covariance trace", Keys.OOD: "mixed digits", Keys.PANEL: Labels.OOD_SCORES},
         "AUROC 0.519 in the panel's title, chance: halves of two digits are made of digit patches, each close to a "
         "prototype; only how they fit together is new, and the trace does not see it. The MI-occlusion score does "
         "(its caption under the panel: mixed digits 0.87)."),

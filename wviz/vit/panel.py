@@ -3,8 +3,8 @@ by 004's protocol at demo scale (:func:`wviz.vit.evaluate.evaluate`: accuracy, N
 confusion matrix, OOD scores and AUROC against the split's OOD sets, error and AUROC under corruption), computed
 once per (weights, samples, corruptions, split, device) for every server process (wviz.disk_cache).
 
-A bundled checkpoint's record holds this same evaluation of its shipped dataset, run at the end of training: its
-corruption curves are read from there. An upload's record is only a claim: everything is measured.
+A bundled checkpoint's record holds this same evaluation of its shipped dataset, run on those weights by the
+training CLI: its corruption curves are read from there. An upload's record is only a claim: everything is measured.
 """
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ import torch
 from wviz import disk_cache
 from wviz.vit import calibration, data, metrics
 from wviz.vit import evaluate as vit_evaluate  # looked up at call time: tests spy on evaluate
-from wviz.vit.demo import Loaded, Models, TestSplit, digits_split, weights_digest
+from wviz.vit.demo import Loaded, Models, TestSplit, weights_digest
+from wviz.vit.maps import trace_aurocs
 from wviz.vit.occlusion import occlusion_mi, occlusion_score
 
 __all__ = ["MAX_PANEL_SAMPLES", "PANEL_VERSION", "PanelJob", "panel_jobs", "evaluate_panel", "ood_scores",
            "corruption_curves", "corruption_aurocs", "Calibration", "calibrate_panel", "CONFORMAL_ALPHA",
-           "CONFORMAL_SEVERITY"]
+           "CONFORMAL_SEVERITY", "MAPS_VERSION", "map_aurocs", "seeds_said"]
 
 # S x 360 test images x (5 sets + 18 corrupted for an upload) + the calibration panel: its budget
 MAX_PANEL_SAMPLES = 32
@@ -54,9 +55,8 @@ class PanelJob:
         return self.loaded.weights_id, self.samples, not self.from_record, self.split.digest
 
 
-def panel_jobs(models: Models, split: TestSplit | None = None) -> tuple[PanelJob, ...]:
-    """A job per model shown, on ``split`` (default: the digits test split)."""
-    split = digits_split() if split is None else split
+def panel_jobs(models: Models, split: TestSplit) -> tuple[PanelJob, ...]:
+    """A job per model shown, on ``split``."""
     jobs = []
     for m in models.by_name.values():
         asked = m.record.get("eval_samples", 16)
@@ -114,10 +114,24 @@ def corruption_aurocs(jobs: tuple[PanelJob, ...], reports: dict[str, vit_evaluat
     return out
 
 
+MAPS_VERSION = 1
+
+
+def map_aurocs(model, split: TestSplit) -> dict:
+    """rule -> {OOD set: (L + 1,) AUROC of the tokens' mean tr(Sigma) per layer} of ``model`` on ``split`` and its
+    OOD sets (wviz.vit.maps.trace_aurocs; {} for a deterministic model), computed once per (weights, split, device)
+    for every server process (wviz.disk_cache): a pass on the means per set and rule, 2 s on the digits' 360 test
+    images, half a minute on MNIST's 1,000."""
+    params = {"weights": weights_digest(model), "split": split.digest, "device": str(next(model.parameters()).device)}
+    return disk_cache.cached("vit_maps", params, MAPS_VERSION,
+                             lambda: trace_aurocs(model, split.images, split.ood_images))
+
+
 # ---- calibration, selective classification, conformal sets, and what the maps track ----------------------------
 
-# 2: the occlusion at the panel's S (at most OCCLUSION_SAMPLES); 3: the risk by the embedding covariance
-CALIBRATION_VERSION = 3
+# 2: the occlusion at the panel's S (at most OCCLUSION_SAMPLES); 3: the risk by the embedding covariance; 4: a
+# record of one Monte-Carlo seed says so
+CALIBRATION_VERSION = 4
 CONFORMAL_ALPHA = 0.1          # 90 % prediction sets
 CONFORMAL_SEVERITY = 3         # the corrupted test images the sets are also shown on
 OCCLUSION_IMAGES = 60          # MI-occlusion AUROC here: the first images of each set (a bundled record may hold it)
@@ -156,6 +170,11 @@ def _calibration_split(job: PanelJob) -> tuple[torch.Tensor, torch.Tensor, torch
             f"the first half of the test split ({half} images; the panel then shows the other half)")
 
 
+def seeds_said(seeds: int) -> str:
+    """What a recorded number over ``seeds`` Monte-Carlo seeds is, in words."""
+    return f"mean of {seeds} Monte-Carlo seeds" if seeds > 1 else "one Monte-Carlo seed"
+
+
 def _occlusion(job: PanelJob, images: torch.Tensor, ood: dict) -> tuple[dict | None, str]:
     recorded = job.loaded.record.get("metrics", {}).get("occlusion_auroc")
     if job.loaded.model.config.kind != "stochastic":
@@ -163,8 +182,7 @@ def _occlusion(job: PanelJob, images: torch.Tensor, ood: dict) -> tuple[dict | N
     if job.loaded.bundled and job.split.dataset and recorded:
         seeds = len(next(iter(recorded.values())))
         return ({k: sum(v) / len(v) for k, v in recorded.items()},
-                f"from the checkpoint's record: S = {job.loaded.record.get('eval_samples')}, mean of {seeds} "
-                "Monte-Carlo seeds")
+                f"from the checkpoint's record: S = {job.loaded.record.get('eval_samples')}, {seeds_said(seeds)}")
     # the panel's S, at most OCCLUSION_SAMPLES: P + 1 passes per image, the panel's costliest part for many patches
     n, model, s = OCCLUSION_IMAGES, job.loaded.model, min(job.samples, OCCLUSION_SAMPLES)
     clean = occlusion_score(occlusion_mi(model, images[:n], s))

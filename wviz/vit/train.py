@@ -25,7 +25,8 @@ embeddings' variances (:func:`wviz.vit.model.covariance_kl`). One warm-up + cosi
 
 Evaluation: S = --eval-samples draws at --eval-seeds Monte-Carlo seeds (the record's numbers are their means, each
 seed's kept under metrics.mc); --twin adds the paired bootstrap intervals of the differences to a deterministic
-checkpoint, --occlusion-images the AUROC of the MI-occlusion score (docs/TRAINING.md).
+checkpoint, --occlusion-images the AUROC of the MI-occlusion score (docs/TRAINING.md). --evaluate CHECKPOINT runs
+only this evaluation, on a checkpoint trained before (e.g. with --no-eval, or again at a larger S on a GPU).
 """
 from __future__ import annotations
 
@@ -111,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="a deterministic checkpoint: the record gets bootstrap intervals of the differences to it")
     p.add_argument("--occlusion-images", type=int, default=0,
                    help="measure the MI-occlusion score's AUROC on the first N images of each set (0: not)")
+    p.add_argument("--evaluate", default=None, metavar="CHECKPOINT",
+                   help="no training: the final evaluation of CHECKPOINT (trained before on --data), at this "
+                        "command's evaluation options, its weights and training record kept, written to --out")
     p.add_argument("--limit", type=int, default=0, help="train on the first N images only (quick checks)")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation (quick checks)")
     p.add_argument("--resume", action="store_true", help="continue from <out>.state.pt")
@@ -149,6 +153,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             flag = "--" + name.replace("_", "-")
             p.error(f"{flag} must be {'positive' if lo == 1e-12 else f'at least {lo}'}"
                     + (f" and at most {hi}" if hi is not None else "") + f", got {value}")
+    if args.evaluate and args.no_eval:
+        p.error("--evaluate runs only the evaluation: drop --no-eval")
     if args.data not in vdata.SHIPPED and args.data_root is None:
         p.error(f"--data {args.data} is read from a local folder: give it with --data-root (nothing is downloaded)")
     return args
@@ -412,9 +418,34 @@ def _save(model, out: Path, record: dict, state_path: Path) -> None:
     print(f"wrote {out} ({out.stat().st_size / 1024:.0f} kB); metrics: {record.get('metrics')}", flush=True)
 
 
+def _evaluate_only(args, argv) -> dict:
+    """--evaluate: the checkpoint's weights and training record, with this command's evaluation (its options and
+    command added to the record), written to --out; returns the record."""
+    try:
+        place = _place(args)
+        if place.world > 1:
+            raise ValueError("--evaluate runs in one process: start it without torchrun")
+        model, record = load_checkpoint(args.evaluate, device=place.device)
+        if record.get("data", "digits") != args.data:
+            raise ValueError(f"{args.evaluate} was trained on --data {record.get('data', 'digits')}, not {args.data}")
+        test = vdata.load_dataset(args.data, "test", args.data_root, size=model.config.image_size)
+    except ValueError as err:
+        _fail(err)
+    model.eval()
+    record.update(eval_samples=args.eval_samples, eval_seeds=args.eval_seeds,
+                  evaluation_command=f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv))
+    record["metrics"] = _evaluate(args, model, test, place.device)
+    save_checkpoint(model, Path(args.out), record)
+    print(f"wrote {args.out}; metrics: {record['metrics']}", flush=True)
+    return record
+
+
 def main(argv=None) -> dict:
-    """Train, evaluate on the test split, write the checkpoint; returns the record (on rank 0)."""
+    """Train, evaluate on the test split, write the checkpoint; returns the record (on rank 0). With --evaluate,
+    only the evaluation of a checkpoint trained before."""
     args = parse_args(argv)
+    if args.evaluate:
+        return _evaluate_only(args, argv)
     out, state_path = Path(args.out), Path(args.out + ".state.pt")
     try:
         place = _place(args)
