@@ -4,6 +4,8 @@ Model names (an uploaded checkpoint's file name) and class names (a checkpoint r
 from outside wviz: each is drawn as written (plotly_text), and looked up (MODEL_COLORS) as it is."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -246,6 +248,13 @@ def _corruption_style(model: str, j: int) -> dict:
     return dict(marker_symbol=CORRUPTION_SYMBOLS[j % len(CORRUPTION_SYMBOLS)], line=dict(color=colour, dash=dash))
 
 
+def _legend_below(fig: go.Figure, plot: int, b: int, lines: int, line: int = 20) -> None:
+    """Height and bottom margin for a plot ``plot`` px high above a legend of ``lines`` lines: the margin ``b``
+    holds the axis and three lines, each line more ``line`` px (presentation mode scales the margin with the text)."""
+    b += line * max(0, lines - 3)
+    fig.update_layout(height=plot + b + fig.layout.margin.t, margin_b=b)
+
+
 def corruption_curves(curves: dict, severities) -> go.Figure:
     """Test error against corruption severity: ``curves`` maps model name -> {corruption: (5,) errors}."""
     fig = go.Figure()
@@ -254,11 +263,10 @@ def corruption_curves(curves: dict, severities) -> go.Figure:
             fig.add_scatter(x=list(severities), y=to_numpy(err), mode="lines+markers",
                             name=f"{plotly_text(name)}: {kind}", **_corruption_style(name, j))
     fig.update_layout(title="Test error under corruption, by severity", xaxis=dict(title="severity", dtick=1),
-                      yaxis_title="error", yaxis_range=[0, 1], height=510,
-                      # b: the axis and the legend in three lines at 800 px, two in presentation (OTHER_VIEWS); the
-                      # plot 330 px high, the AUROC's axis title along it at presentation size
-                      margin=dict(t=50, b=130, l=60),
-                      legend=BOTTOM_LEGEND)
+                      yaxis_title="error", yaxis_range=[0, 1], margin=dict(t=50, l=60), legend=BOTTOM_LEGEND)
+    # the legend two to a line at 800 px (OTHER_VIEWS): 3 lines for the digits' 3 corruptions, 7 for MNIST's 7; the
+    # plot 330 px high, the AUROC's axis title along it at presentation size
+    _legend_below(fig, 330, 130, math.ceil(len(fig.data) / 2))
     return fig
 
 
@@ -275,8 +283,9 @@ def corruption_aurocs(curves: dict, severities, score: str, noun: str = "digits"
     fig.add_hline(y=0.5, line=dict(color="grey", dash="dot"), annotation_text="chance",
                   annotation_position="bottom right")
     fig.update_layout(title=f"Does '{score}' see the corruption?", xaxis=dict(title="severity", dtick=1),
-                      yaxis_title=f"AUROC, corrupted vs clean {noun}", yaxis_range=[0, 1.02], height=510,
-                      margin=dict(t=50, b=130, l=60), legend=BOTTOM_LEGEND)
+                      yaxis_title=f"AUROC, corrupted vs clean {noun}", yaxis_range=[0, 1.02],
+                      margin=dict(t=50, l=60), legend=BOTTOM_LEGEND)
+    _legend_below(fig, 330, 130, math.ceil(len(fig.data) / 2))   # as corruption_curves
     return fig
 
 
@@ -390,10 +399,11 @@ def conformal_sizes(models: dict, n_classes: int) -> go.Figure:
                         hovertemplate="%{x} classes: %{y:.1%}<extra>" + shown + "</extra>")
     first = next(iter(models.values()))
     qs = ", ".join(f"{plotly_text(model)} {sets.q:.3f}" for model, sets in models.items())
-    # the title in two lines: in one it ran past the chart at 800 px; b: the axis and the legend in eight lines
-    # there (OTHER_VIEWS), the plot kept 255 px high
+    # the title in two lines: in one it ran past the chart at 800 px; the legend one set to a line there
+    # (OTHER_VIEWS): 8 for the digits (clean and 3 corruptions, 2 models), 16 for MNIST's 7; the plot 255 px high
     fig.update_layout(title=f"Split-conformal sets at {1 - first.alpha:.0%}<br>threshold q: {qs}",
                       barmode="group", xaxis=dict(title="classes in the set", dtick=1),
-                      yaxis=dict(title="share of test images", tickformat=".0%"), height=560,
-                      margin=dict(t=80, b=225, l=72), legend=BOTTOM_LEGEND)
+                      yaxis=dict(title="share of test images", tickformat=".0%"),
+                      margin=dict(t=80, l=72), legend=BOTTOM_LEGEND)
+    _legend_below(fig, 255, 225 - 5 * 22, len(fig.data), line=22)   # 20 px left MNIST's 1 px short in presentation
     return fig
