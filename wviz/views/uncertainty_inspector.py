@@ -56,7 +56,6 @@ DEFAULT_SAMPLES = 32
 DEFAULT_LAYER = 1      # the Layer slider starts at the tokens after block 1 (0 for a model of no block)
 DEFAULT_DEPTH = 4      # the default pair's depth: the Layer slider runs from 0 to it at the page's defaults
 DEMO_LABELS = {"MNIST": "mnist", "digits": "digits"}   # the demo choices (the URL holds the label) -> dataset
-assert set(DEMO_LABELS.values()) == set(DEMOS)
 
 
 # ---- widget keys and view labels -------------------------------------------------------------------------------
