@@ -5,12 +5,13 @@ is driven through the inspector's view: tests/views/test_uncertainty_inspector.p
 import pytest
 import torch
 
-from wviz.vit.demo import Loaded, data_place, load_bundled, model_set, shipped_data, shipped_split, weights_digest
+from wviz.vit.demo import (Loaded, bundled_pair, data_place, load_bundled, model_set, shipped_data, shipped_split,
+                            weights_digest)
 from wviz.vit.model import ViTConfig, build_model
 
 
 def test_the_bundled_pair_reads_the_digits():
-    pair = model_set(load_bundled("stochastic", "cpu", "digits"), load_bundled("deterministic", "cpu", "digits"))
+    pair = bundled_pair("cpu", "digits")
     assert list(pair.by_name) == ["stochastic", "deterministic"] and pair.main.weights_id == "bundled:digits:stochastic"
     assert pair.stochastic and pair.dataset == "digits" and pair.config.grid == 4
 

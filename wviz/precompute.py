@@ -28,7 +28,7 @@ DEVICE = "cpu"   # a GPU computes them in a moment; their files are keyed by the
 def run() -> None:
     """Each shipped result, through wviz.disk_cache.cached: computed, or loaded where it is found."""
     for dataset in demo.DEMOS:
-        models = demo.model_set(*(demo.load_bundled(kind, DEVICE, dataset) for kind in ("stochastic", "deterministic")))
+        models = demo.bundled_pair(DEVICE, dataset)
         split = demo.shipped_split(dataset)
         for job in panel.panel_jobs(models, split):
             panel.evaluate_panel(job)

@@ -15,7 +15,7 @@ from wviz.vit.model import ViTConfig, build_model
 
 @pytest.fixture(scope="module")
 def models():
-    return uv.model_set(*(uv.load_bundled(kind, "cpu", "digits") for kind in ("stochastic", "deterministic")))
+    return uv.bundled_pair("cpu", "digits")
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +150,7 @@ def test_main_figure_is_the_trace_map_over_the_image_it_was_computed_on(models):
 def test_at_defaults_is_the_pages_computation_at_its_defaults():
     """at_defaults(device)(layer): the default pair (MNIST's) on its test digit 0, S = 32 draws of seed 0, head 0 and
     query 0 (the page's defaults), as the page computes them; the layer slider runs 0..DEFAULT_DEPTH, its depth."""
-    models = uv.model_set(*(uv.load_bundled(kind, "cpu", uv.DEFAULT_DEMO) for kind in ("stochastic", "deterministic")))
+    models = uv.bundled_pair("cpu")
     assert uv.DEFAULT_DEMO == "mnist" and uv.DEFAULT_SAMPLES in uv.SAMPLES
     assert uv.DEFAULT_DEPTH == models.config.depth == 4
     at = uv.at_defaults("cpu")
@@ -367,7 +367,7 @@ def test_the_twin_is_wrong_where_the_guided_link_says():
     84.5 % (S = 32, seed 0: the page's defaults)."""
     (item,) = [t for t in uv.TRY_THIS if "index" in t.params]
     dataset = uv.DEMO_LABELS.get(item.params.get(uv.Keys.DEMO), uv.DEFAULT_DEMO)
-    models = uv.model_set(*(uv.load_bundled(kind, "cpu", dataset) for kind in ("stochastic", "deterministic")))
+    models = uv.bundled_pair("cpu", dataset)
     picked = uv.test_image(uv.shipped_split(dataset), item.params["index"] - 1)  # the page counts from 1
     pred = uv.predictions(uv.inspect_all(models, picked.image, samples=32, seed=0))
     assert picked.label == 8 and pred["stochastic"][0] == 8 and 0.84 < pred["stochastic"][1] < 0.85
@@ -635,7 +635,7 @@ def test_the_shipped_occlusion_is_the_first_images_and_no_other_is_written(datas
     from wviz.vit.maps import occlusion_map
 
     monkeypatch.setenv("WVIZ_CACHE_DIR", str(tmp_path))
-    models = uv.model_set(*(uv.load_bundled(kind, "cpu", dataset) for kind in ("stochastic", "deterministic")))
+    models = uv.bundled_pair("cpu", dataset)
     split = uv.shipped_split(dataset)
     first = uv.test_image(split, 0).image
     change, score = uv.occlusion(models, first, uv.DEFAULT_SAMPLES, 0)

@@ -24,7 +24,7 @@ from wviz.guide import Try
 from wviz.vit import data, shapes
 from wviz.vit import evaluate as vit_evaluate  # noqa: F401 -- tests spy on vit_evaluate.evaluate through here
 from wviz.vit.demo import (BUNDLED, DEFAULT_DEMO, DEMOS, VALID_CHECKPOINT, Loaded, ModelChoice, Models, TestSplit,  # noqa: F401
-                           SHIPPED, choose_models, data_place, disk_split, load_bundled,
+                           SHIPPED, bundled_pair, choose_models, data_place, disk_split, load_bundled,
                            load_upload, model_set, shipped_split, weights_digest,
                            zip_split)  # VALID_CHECKPOINT: for the tests
 from wviz.vit.inspection import HeadMaps, Inspection, block_of, head_maps, inspect_image, patch_map, query_attention
@@ -274,7 +274,7 @@ def at_defaults(device: str | None = None) -> Callable[[int], LayerMaps]:
     uncorrupted, DEFAULT_SAMPLES draws of seed 0, the first head, query 0: the class token) as a function of the layer,
     its main slider (0 to DEFAULT_DEPTH), on ``device`` (default WVIZ_DEVICE): bench_latency's reference draws it."""
     device = str(get_device()) if device is None else device
-    models = model_set(load_bundled("stochastic", device), load_bundled("deterministic", device))
+    models = bundled_pair(device)
     image = test_image(shipped_split(DEFAULT_DEMO), 0).image
     runs = inspect_all(models, image, DEFAULT_SAMPLES, 0)
     return lambda layer: layer_maps(models, runs, image, None, layer, 0, 0)

@@ -30,16 +30,16 @@ from wviz import io
 from wviz.vit import data, mnist
 from wviz.vit.checkpoint import load_checkpoint
 
-__all__ = ["ASSETS", "DEMOS", "DEFAULT_DEMO", "BUNDLED", "Loaded", "load_bundled", "load_upload", "Models",
-           "model_set", "VALID_CHECKPOINT", "ModelChoice", "choose_models", "weights_digest", "Shipped", "SHIPPED",
-           "shipped_data", "TestSplit", "shipped_split", "DataPlace", "data_paths", "find_root",
-           "data_place", "disk_split", "zip_split", "MAX_SPLIT"]
+__all__ = ["ASSETS", "DEMOS", "DEFAULT_DEMO", "KINDS", "BUNDLED", "Loaded", "load_bundled", "load_upload",
+           "Models", "model_set", "bundled_pair", "VALID_CHECKPOINT", "ModelChoice", "choose_models",
+           "weights_digest", "Shipped", "SHIPPED", "shipped_data", "TestSplit", "shipped_split", "DataPlace",
+           "data_paths", "find_root", "data_place", "disk_split", "zip_split", "MAX_SPLIT"]
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DEMOS = ("mnist", "digits")   # the shipped datasets of the bundled pairs
 DEFAULT_DEMO = "mnist"
-BUNDLED = {dataset: {kind: ASSETS / f"vit_{dataset}_{kind}.safetensors" for kind in ("stochastic", "deterministic")}
-           for dataset in DEMOS}
+KINDS = ("stochastic", "deterministic")   # a pair: the main model, then its twin
+BUNDLED = {dataset: {kind: ASSETS / f"vit_{dataset}_{kind}.safetensors" for kind in KINDS} for dataset in DEMOS}
 
 
 @dataclass(frozen=True)
@@ -167,6 +167,12 @@ def model_set(main: Loaded, twin: Loaded) -> Models:
     return Models({main.name: main, **({twin.name: twin} if same else {})}, twin)
 
 
+def bundled_pair(device: str, dataset: str = DEFAULT_DEMO) -> Models:
+    """The bundled pair of ``dataset`` on ``device``, loaded (not the page's cached loaders: for scripts, benches
+    and tests)."""
+    return model_set(*(load_bundled(kind, device, dataset) for kind in KINDS))
+
+
 VALID_CHECKPOINT = (
     "A valid checkpoint is a .safetensors file written by `python -m wviz.vit.train` (or "
     "`wviz.vit.checkpoint.save_checkpoint`), or a .pt/.pth file holding only a dict of 'config', 'state_dict' and "
@@ -196,7 +202,7 @@ def choose_models(source: str, file_name: str, upload: Callable[[], Loaded], bun
     the file passes every check; otherwise the bundled pair of ``dataset``, with what was wrong with the file (its
     name, the problem, what a valid checkpoint is). ``upload()`` and ``bundled(kind, dataset)`` are the page's
     cached loaders (:func:`load_upload`, :func:`load_bundled`)."""
-    demo = lambda: model_set(bundled("stochastic", dataset), bundled("deterministic", dataset))  # noqa: E731
+    demo = lambda: model_set(*(bundled(kind, dataset) for kind in KINDS))  # noqa: E731
     if source != "upload":
         return ModelChoice(demo(), None, False)
     if not file_name:
