@@ -449,7 +449,8 @@ def panel_reports(jobs) -> dict | None:
 def dataset_panel(models: uv.Models, split):
     """The OOD score and set, and the panel's views of every model on the whole test split."""
     d1, d2 = st.columns(2)
-    score = d1.selectbox("OOD score", uv.score_choices(models.stochastic), key=K.SCORE, bind="query-params",
+    choices = uv.score_choices(models.config, uv.has_validation(models.main, split))
+    score = d1.selectbox("OOD score", choices, key=K.SCORE, bind="query-params",
                          help="Larger = more likely out of distribution.  \n"
                               "- max-softmax: 1 - the largest class probability;  \n"
                               "- predictive entropy: H of the mean of the S draws;  \n"
@@ -457,8 +458,15 @@ def dataset_panel(models: uv.Models, split):
                               "- class spread: the share of draws whose class is not the most frequent one;  \n"
                               "- covariance trace: the mean tr(Sigma) of the last layer's tokens;  \n"
                               "- embedding covariance: that of the embedding layer's (layer 0), before any "
-                              "attention: how unlike the training patches the image's patches are.  \n"
-                              "The last four only for the stochastic model.")
+                              "attention: how unlike the training patches the image's patches are;  \n"
+                              "- prototype distance: the mean over the image's patches of the log of the "
+                              "variance layer 0 adds for its distance to the nearest training-patch prototype: "
+                              "how many patches are unlike every training patch;  \n"
+                              "- Fisher combination: -log p - log p' of the predictive entropy's and the "
+                              "prototype distance's p-values among the validation split's images: unusual by "
+                              "either.  \n"
+                              "The last six only for the stochastic model (the last two where its layer 0 has "
+                              "prototypes, the Fisher combination where it has a validation split).")
     ood_name = d2.selectbox("OOD set", list(split.ood_names), key=K.OOD, bind="query-params",
                             help=uv.OOD_HELP[split.dataset])
     jobs = uv.panel_jobs(models, split)

@@ -5,6 +5,7 @@ is driven through the inspector's view: tests/views/test_uncertainty_inspector.p
 import pytest
 import torch
 
+from wviz.vit import data
 from wviz.vit.demo import (Loaded, bundled_pair, data_place, load_bundled, model_set, shipped_data, shipped_split,
                             weights_digest)
 from wviz.vit.model import ViTConfig, build_model
@@ -57,8 +58,8 @@ def test_an_mnist_model_gets_the_shipped_mnist_split_its_ood_sets_and_corruption
 
     asked = {}
 
-    def spy(model, images, labels, ood_sets, samples, corruptions, progress):
-        asked.update(images=images, ood=ood_sets, corruptions=corruptions)
+    def spy(model, images, labels, ood_sets, samples, corruptions, progress, reference):
+        asked.update(images=images, ood=ood_sets, corruptions=corruptions, reference=reference)
         raise RuntimeError("asked")
 
     monkeypatch.setattr(panel.vit_evaluate, "evaluate", spy)
@@ -66,4 +67,10 @@ def test_an_mnist_model_gets_the_shipped_mnist_split_its_ood_sets_and_corruption
     with pytest.raises(RuntimeError, match="asked"):
         panel.evaluate_panel(job)
     assert asked["images"] is split.images and asked["ood"] is split.ood_images
-    assert asked["corruptions"] == mnist.CORRUPTIONS
+    assert asked["corruptions"] == mnist.CORRUPTIONS and asked["reference"] is None   # its record holds out none
+    # a record that held out a validation split of MNIST's training digits: its images are the reference
+    models = model_set(Loaded(main.name, main.model, {"data": "mnist", "val_fraction": 0.1}, "upload:y"), models.twin)
+    with pytest.raises(RuntimeError, match="asked"):
+        panel.evaluate_panel(panel.panel_jobs(models, split)[0])
+    x, y = mnist.load("train")
+    assert torch.equal(asked["reference"], data.carve_validation(x, y, 0.1)[2]) and len(asked["reference"]) == 400

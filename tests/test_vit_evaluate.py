@@ -5,7 +5,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from wviz.vit import data, evaluate, metrics
-from wviz.vit.model import StochasticViT, ViTConfig, build_model
+from wviz.vit.model import PROTOTYPE_FLOOR, StochasticViT, ViTConfig, build_model, fit_prototypes
 
 
 def test_report_scores_and_corruption_aurocs_against_sklearn():
@@ -26,7 +26,8 @@ def test_report_scores_and_corruption_aurocs_against_sklearn():
                                metrics.mutual_information(out.draws))
     assert set(report.corruption_auroc) == set(data.CORRUPTIONS)
     for kind in data.CORRUPTIONS:
-        assert set(report.corruption_auroc[kind]) == set(metrics.SCORES)
+        # no prototypes, no reference: no prototype distance, no Fisher combination
+        assert set(report.corruption_auroc[kind]) == set(metrics.SCORES) - {"prototype distance", metrics.FISHER}
         for sev in (1, 5):
             bad = evaluate.predict(model, data.corrupt(x, kind, sev, seed=sev), 4).scores()
             for score, s_in in clean.scores().items():
@@ -97,3 +98,58 @@ def test_the_embedding_covariance_score_is_eq5_s_variances_summed_and_averaged_o
     torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
     twin = build_model(ViTConfig(kind="deterministic", dim=8, depth=1, heads=2)).eval()
     assert "embedding covariance" not in evaluate.predict(twin, x, 2).scores()
+
+
+def test_the_prototype_distance_is_the_mean_log_of_layer0s_distance_variance():
+    """Per image, the mean over its patches of log(floor + proto_scale d^2), d^2 the squared distance of the patch's
+    pixels to the nearest prototype, here by scipy's cdist on F.unfold's patches; a patch of noise raises it; the
+    twin and a model whose layer 0 is eq. (5) alone have no such score."""
+    import pytest
+    import torch.nn.functional as F
+    from scipy.spatial.distance import cdist
+
+    torch.manual_seed(0)
+    cfg = ViTConfig(dim=8, depth=1, heads=2, layer0="prototypes", prototypes=5)
+    model = StochasticViT(cfg).eval()
+    fit_prototypes(model, data.load_dataset("digits", "train")[0][:100], kappa=0.02)
+    x = data.load_dataset("digits", "test")[0][:20]
+    patches = F.unfold(x, cfg.patch_size, stride=cfg.patch_size).transpose(1, 2).reshape(-1, cfg.patch_size ** 2)
+    d2 = cdist(patches.double().numpy(), model.proto.double().numpy(), "sqeuclidean").min(1).reshape(20, -1)
+    want = np.log(PROTOTYPE_FLOOR + float(model.proto_scale) * d2).mean(1)
+    got = evaluate.predict(model, x, 2).scores()["prototype distance"]
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    noisy = x.clone()
+    noisy[:, :, :4, :4] = torch.rand(20, 1, 4, 4)
+    assert bool((model.prototype_distance(noisy) > got).all())
+    eq5 = StochasticViT(ViTConfig(dim=8, depth=1, heads=2)).eval()
+    twin = build_model(ViTConfig(kind="deterministic", dim=8, depth=1, heads=2)).eval()
+    assert all("prototype distance" not in evaluate.predict(m, x, 2).scores() for m in (eq5, twin))
+    with pytest.raises(ValueError, match="needs layer0 'prototypes'"):
+        eq5.prototype_distance(x)
+
+
+def test_the_report_ranks_the_fisher_combination_against_the_reference_images():
+    """With reference images, a model with prototypes reports the Fisher combination of the scores of every set
+    against the reference's (the same draws, seed 0), on the OOD sets and under corruption; without them, or
+    without prototypes, it has none."""
+    torch.manual_seed(0)
+    model = StochasticViT(ViTConfig(dim=8, depth=1, heads=2, layer0="prototypes", prototypes=5)).eval()
+    train = data.load_dataset("digits", "train")[0]
+    fit_prototypes(model, train[:100], kappa=0.02)
+    x, y = data.load_dataset("digits", "test")
+    x, y, ref = x[:40], y[:40], train[-50:]
+    noise = data.ood_set("uniform noise", 40)
+    report = evaluate.evaluate(model, x, y, {"noise": noise}, samples=2, corruptions=("blur",), reference=ref)
+    r = evaluate.predict(model, ref, 2).scores()
+    want_in = metrics.fisher_combination(evaluate.predict(model, x, 2).scores(), r)
+    want_out = metrics.fisher_combination(evaluate.predict(model, noise, 2).scores(), r)
+    got_in, got_out, auc = report.ood["noise"][metrics.FISHER]
+    torch.testing.assert_close(got_in, want_in)
+    torch.testing.assert_close(got_out, want_out)
+    labels = np.r_[np.zeros(40), np.ones(40)]
+    assert abs(auc - roc_auc_score(labels, np.r_[want_in.numpy(), want_out.numpy()])) < 1e-12
+    assert metrics.FISHER in report.corruption_auroc["blur"]
+    plain = StochasticViT(ViTConfig(dim=8, depth=1, heads=2)).eval()
+    for m, reference in ((model, None), (plain, ref)):
+        r = evaluate.evaluate(m, x, y, {"noise": noise}, samples=2, corruptions=(), reference=reference)
+        assert metrics.FISHER not in r.ood["noise"]

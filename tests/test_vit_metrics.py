@@ -60,11 +60,12 @@ def test_auroc_against_sklearn_with_ties():
 def test_ood_scores():
     p = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
     draws = torch.stack([p, p])
-    s = metrics.ood_scores(p, torch.tensor([1.0, 2.0]), draws, torch.tensor([3.0, 4.0]))
+    s = metrics.ood_scores(p, torch.tensor([1.0, 2.0]), draws, torch.tensor([3.0, 4.0]), torch.tensor([5.0, 6.0]))
     torch.testing.assert_close(s["max-softmax"], torch.tensor([0.0, 0.5]))
     torch.testing.assert_close(s["embedding covariance"], torch.tensor([3.0, 4.0]))
+    torch.testing.assert_close(s["prototype distance"], torch.tensor([5.0, 6.0]))
     torch.testing.assert_close(s["predictive entropy"], torch.tensor([0.0, math.log(2)]))
-    assert set(s) == set(metrics.SCORES)
+    assert set(s) == set(metrics.SCORES) - {metrics.FISHER}   # which needs reference images (fisher_combination)
     assert set(metrics.ood_scores(p)) == set(metrics.SCORES) - set(metrics.EPISTEMIC)
 
 
@@ -100,3 +101,23 @@ def test_class_spread_is_the_variation_ratio():
 def test_bad_shapes():
     with pytest.raises(ValueError, match=r"must be \(N, C\)"):
         metrics.accuracy(torch.rand(3), torch.tensor([0, 1, 2]))
+
+
+def test_the_fisher_combination_is_fishers_statistic_of_the_tail_p_values():
+    """tail_p against a count by numpy; the combination is half scipy's Fisher statistic (-2 sum log p) of those
+    p-values; an image far out by one score alone scores above 95 % of the reference images (half Fisher's statistic
+    of two uniform p-values is Gamma(2, 1), whose 95 % quantile is 4.74)."""
+    from scipy.stats import combine_pvalues
+
+    g = torch.Generator().manual_seed(0)
+    ref = {k: torch.randn(200, generator=g) for k in metrics.COMBINED}
+    new = {k: torch.randn(30, generator=g) for k in metrics.COMBINED}
+    for k in metrics.COMBINED:
+        want = (1 + (ref[k].numpy()[None, :] >= new[k].numpy()[:, None]).sum(1)) / 201
+        np.testing.assert_allclose(metrics.tail_p(new[k], ref[k]).numpy(), want, rtol=1e-6)
+    got = metrics.fisher_combination(new, ref)
+    for i in range(30):
+        p = [float(metrics.tail_p(new[k][i:i + 1], ref[k])) for k in metrics.COMBINED]
+        assert float(got[i]) == pytest.approx(combine_pvalues(p, method="fisher").statistic / 2, rel=1e-5)
+    far = {"predictive entropy": torch.tensor([0.0]), "prototype distance": torch.tensor([10.0])}
+    assert float(metrics.fisher_combination(far, ref)) > float(metrics.fisher_combination(ref, ref).quantile(0.95))

@@ -385,3 +385,28 @@ def test_a_folder_checkpoint_records_its_data_and_the_inspector_finds_it(tmp_pat
     monkeypatch.setenv("WVIZ_DATA", str(tmp_path / "data"))
     place = demo.data_place(demo.Loaded("uploaded (stochastic)", model, record, "upload:x"))
     assert place.root == root and not place.missing
+
+
+def test_a_measurement_from_before_the_prototype_distance_gets_it_from_its_checkpoint(tmp_path):
+    """The ablation's tables read a measurement made before the score existed: its per-image prototype distances
+    are computed from the checkpoint, equal to those a measurement now stores; a model without prototypes gets
+    none."""
+    from wviz.vit import ablation
+    from wviz.vit.checkpoint import save_checkpoint
+    from wviz.vit.model import fit_prototypes
+
+    torch.manual_seed(0)
+    model = build_model(ViTConfig(dim=8, depth=1, heads=2, layer0="prototypes", prototypes=4))
+    fit_prototypes(model, data.load_dataset("digits", "train")[0][:64], kappa=0.02)
+    path = save_checkpoint(model.eval(), tmp_path / "m.safetensors", {"data": "digits", "val_fraction": 0.1})
+    measured = ablation.measure(path, samples=2, mc_seeds=1)
+    old = torch.load(path.with_suffix(".eval.pt"), weights_only=True)
+    for scores in old["runs"][0]["scores"].values():
+        del scores["prototype distance"]
+    for split, scores in ablation._with_distance(old, path)["runs"][0]["scores"].items():
+        torch.testing.assert_close(scores["prototype distance"],
+                                   measured["runs"][0]["scores"][split]["prototype distance"])
+    plain = build_model(ViTConfig(dim=8, depth=1, heads=2))
+    path = save_checkpoint(plain.eval(), tmp_path / "plain.safetensors", {"data": "digits", "val_fraction": 0.1})
+    record = ablation.measure(path, samples=2, mc_seeds=1)
+    assert "prototype distance" not in ablation._with_distance(record, path)["runs"][0]["scores"]["test"]

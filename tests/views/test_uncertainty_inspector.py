@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 
 from wviz.views import uncertainty_inspector as uv
+from wviz.vit.metrics import FISHER
 from wviz.vit.model import ViTConfig, build_model
 
 
@@ -175,9 +176,12 @@ def test_panel_jobs_cap_samples_and_read_curves_from_the_record(models):
     (job,) = uv.panel_jobs(uv.Models({greedy.name: greedy}, models.twin), uv.shipped_split("digits"))
     assert job.capped and job.samples == uv.MAX_PANEL_SAMPLES == 32 and job.asked == 4096
     assert not job.from_record                                   # an upload's record is only a claim
-    assert uv.score_choices(True) == ["max-softmax", "predictive entropy", "mutual information", "class spread",
-                                      "covariance trace", "embedding covariance"]
-    assert uv.score_choices(False) == ["max-softmax", "predictive entropy"]
+    assert uv.score_choices(models.config) == ["max-softmax", "predictive entropy", "mutual information",
+                                               "class spread", "covariance trace", "embedding covariance",
+                                               "prototype distance"]
+    eq5 = ViTConfig.from_dict({**models.config.to_dict(), "layer0": "eq5", "prototypes": 0})
+    assert uv.score_choices(eq5) == uv.score_choices(models.config)[:-1]
+    assert uv.score_choices(models.twin.model.config) == ["max-softmax", "predictive entropy"]
 
 
 def test_the_maps_follow_a_corrupted_region(models):
@@ -353,13 +357,30 @@ def test_try_this_items_are_valid_settings():
     for t in uv.TRY_THIS:
         p = t.params
         dataset = uv.DEMO_LABELS.get(p.get(uv.Keys.DEMO), uv.DEFAULT_DEMO)
-        config, split = uv.load_bundled("stochastic", "cpu", dataset).model.config, uv.shipped_split(dataset)
+        loaded, split = uv.load_bundled("stochastic", "cpu", dataset), uv.shipped_split(dataset)
+        config = loaded.model.config
         assert 0 <= p.get("layer", 1) <= config.depth and 1 <= p.get("index", 1) <= len(split)
-        assert p.get("score", "max-softmax") in uv.score_choices(True)
+        assert p.get("score", "max-softmax") in uv.score_choices(config, uv.has_validation(loaded, split))
         assert p.get("ood", split.ood_names[0]) in split.ood_names and t.watch.endswith(".")
         assert p.get("region", "none") in uv.REGION_KINDS
         row, col, size = p.get("region_row", 1), p.get("region_col", 1), p.get("region_size", 1)
         assert min(row, col) >= 1 and max(row, col) - 1 + size <= config.grid  # counted from 1; not cut
+
+
+def test_the_fisher_link_quotes_the_panels_aurocs():
+    """The guided link on the Fisher combination quotes the panel's AUROCs of its two parts and the twin's best
+    (its title's own is checked on the page, tests/app)."""
+    (item,) = [t for t in uv.TRY_THIS if t.params.get(uv.Keys.SCORE) == FISHER]
+    models, split = uv.bundled_pair("cpu", uv.DEFAULT_DEMO), uv.shipped_split(uv.DEFAULT_DEMO)
+    reports = {j.name: uv.evaluate_panel(j) for j in uv.panel_jobs(models, split)}
+    ood = item.params[uv.Keys.OOD]
+    mine, twin = reports["stochastic"].ood[ood], reports["deterministic"].ood[ood]
+    quoted = {f"the predictive entropy {mine['predictive entropy'][2]:.3f}",
+              f"the prototype distance {mine['prototype distance'][2]:.3f}",
+              f"the twin's best ({max(v[2] for v in twin.values()):.3f})"}
+    assert all(q in item.watch for q in quoted), (quoted, item.watch)
+    assert mine[FISHER][2] > max(mine["predictive entropy"][2], mine["prototype distance"][2],
+                                 max(v[2] for v in twin.values()))
 
 
 def test_the_twin_is_wrong_where_the_guided_link_says():
@@ -663,7 +684,8 @@ def test_the_calibration_panel_fits_tau_and_covers_at_90_percent(models, monkeyp
     logits = vit_evaluate.predict(models.main.model, xc, job.samples).logits
     assert cal.tau == pytest.approx(calibration.fit_temperature(logits, yc), rel=1e-6)
     assert 0.8 <= cal.conformal.coverage["clean"] <= 1.0
-    assert set(cal.risk) == set(uv.score_choices(True)) and set(cal.conformal.sizes) == {
+    # the risk by every score, the Fisher combination's ranked among the calibration half's
+    assert set(cal.risk) == set(uv.score_choices(models.config, True)) and set(cal.conformal.sizes) == {
         "clean", *(f"{k}, severity {uv.CONFORMAL_SEVERITY}" for k in ("gaussian noise", "blur", "contrast"))}
     # corrupted images are not exchangeable with the calibration half: the coverage falls
     assert cal.conformal.coverage["contrast, severity 3"] < cal.conformal.coverage["clean"]

@@ -17,7 +17,9 @@ SCORE_AXIS = {"max-softmax": "1 - max softmax probability", "predictive entropy"
               "mutual information": "mutual information H[E p] - E H[p] (nats)",
               "class spread": "class spread (share of draws off the modal class)",
               "covariance trace": "mean tr(Sigma) of the last layer's tokens",
-              "embedding covariance": "mean tr(Sigma) of the embedding layer's tokens"}
+              "embedding covariance": "mean tr(Sigma) of the embedding layer's tokens",
+              "prototype distance": "mean over patches of log(0.001 + kappa d^2 / mean d^2)",
+              "Fisher combination": "-log p(entropy) - log p(prototype distance)"}
 
 
 # images: 0 black to 1 white (kept grey in presentation mode)

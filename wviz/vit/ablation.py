@@ -39,7 +39,8 @@ from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.evaluate import layer_traces, predict
 from wviz.vit.intervals import (auroc_difference, ece_difference, mean_sd, selective_risk_difference,
                                 weighted_selective_risk)
-from wviz.vit.metrics import SCORES, accuracy, auroc, ece, nll
+from wviz.vit.metrics import COMBINED, FISHER, SCORES, accuracy, auroc, ece, fisher_combination, nll
+from wviz.vit.model import ViTConfig
 from wviz.vit.occlusion import occlusion_mi, occlusion_score
 
 __all__ = ["RECIPES", "TWIN", "run_all", "measure", "tables", "measure_held_out", "held_out_table",
@@ -107,8 +108,13 @@ def run_all(recipes: dict, seeds: list[int], out_dir: Path, jobs: int, extra: li
         for f in [pool.submit(_job, recipes[r], _path(out_dir, r, s), [*extra, "--seed", str(s)], samples, mc_seeds)
                   for r in recipes for s in seeds]:
             f.result()
-    return {r: [_with_embedding(torch.load(_path(out_dir, r, s).with_suffix(".eval.pt"), weights_only=True))
-                for s in seeds] for r in recipes}
+    return {r: [_measured(_path(out_dir, r, s)) for s in seeds] for r in recipes}
+
+
+def _measured(ckpt: Path) -> dict:
+    """The checkpoint's measurement, with the scores that came after it (the latest last)."""
+    record = torch.load(ckpt.with_suffix(".eval.pt"), weights_only=True)
+    return _with_fisher(_with_distance(_with_embedding(record), ckpt))
 
 
 def _with_embedding(record: dict) -> dict:
@@ -119,6 +125,33 @@ def _with_embedding(record: dict) -> dict:
         for run in record["runs"]:
             for split, scores in run["scores"].items():
                 scores.setdefault("embedding covariance", layer0[split])
+    return record
+
+
+@torch.no_grad()
+def _with_distance(record: dict, ckpt: Path) -> dict:
+    """A measurement made before the prototype distance score, of a model with layer-0 prototypes: its per-image
+    values computed here from the checkpoint (they depend on neither the draws nor the rule)."""
+    if "prototype distance" in record["runs"][0]["scores"]["test"] or not ViTConfig.from_dict(
+            record["config"]).has_prototypes:
+        return record
+    model, checkpoint_record = load_checkpoint(ckpt)
+    distance = {n: model.prototype_distance(x) for n, x in _sets(checkpoint_record)["images"].items()}
+    for run in record["runs"]:
+        for split, scores in run["scores"].items():
+            scores["prototype distance"] = distance[split]
+    return record
+
+
+def _with_fisher(record: dict) -> dict:
+    """Each run's Fisher combination on every set, against its own validation split's scores (wviz.vit.metrics
+    .fisher_combination): on the validation split itself each image is ranked among images that include it, so its
+    p-values are still uniform and the choosing table reads it as the test table does."""
+    for run in record["runs"]:
+        reference = run["scores"]["validation"]
+        if all(k in reference for k in COMBINED):
+            for scores in run["scores"].values():
+                scores[FISHER] = fisher_combination(scores, reference)
     return record
 
 

@@ -25,16 +25,18 @@ __all__ = ["Predictions", "Report", "predict", "layer_traces", "evaluate", "summ
 class Predictions:
     """probs (N, C) the predictive distribution; draws (S, N, C) its Monte-Carlo draws, trace (N,) the mean
     covariance trace of the last layer's tokens and embedding (N,) that of layer 0's (all three None for the
-    deterministic model); logits (S, N, C) the draws' logits (one draw for the deterministic model)."""
+    deterministic model); logits (S, N, C) the draws' logits (one draw for the deterministic model); distance (N,)
+    the prototype distance (None without layer-0 prototypes)."""
 
     probs: torch.Tensor
     trace: torch.Tensor | None
     draws: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     embedding: torch.Tensor | None = None
+    distance: torch.Tensor | None = None
 
     def scores(self) -> dict[str, torch.Tensor]:
-        return metrics.ood_scores(self.probs, self.trace, self.draws, self.embedding)
+        return metrics.ood_scores(self.probs, self.trace, self.draws, self.embedding, self.distance)
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,8 @@ def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, se
     device in batches).
     ValueError when the model's output overflows (inf or NaN) rather than scoring NaN."""
     device = next(model.parameters()).device
-    probs, draws, traces, embedding, logits = [], [], [], [], []
+    prototypes = model.config.has_prototypes
+    probs, draws, traces, embedding, logits, distance = [], [], [], [], [], []
     for i in range(0, len(images), batch):
         x = images[i:i + batch].to(device)
         mc = mc_predict(model, x, samples=samples, seed=seed + i)
@@ -77,8 +80,11 @@ def predict(model, images: torch.Tensor, samples: int = 16, batch: int = 256, se
             draws.append(mc.probs)
             traces.append(out.covariances[-1].sum(-1).mean(-1))
             embedding.append(out.covariances[0].sum(-1).mean(-1))
+        if prototypes:
+            distance.append(model.prototype_distance(x))
     p = Predictions(torch.cat(probs), torch.cat(traces) if traces else None, torch.cat(draws, 1) if draws else None,
-                    torch.cat(logits, 1), torch.cat(embedding) if embedding else None)
+                    torch.cat(logits, 1), torch.cat(embedding) if embedding else None,
+                    torch.cat(distance) if distance else None)
     if not (bool(torch.isfinite(p.probs).all()) and (p.trace is None or bool(torch.isfinite(p.trace).all()))):
         raise ValueError("the model's output is not a finite number (inf or NaN) on some images: its weights push "
                          "the computation beyond float range")
@@ -101,12 +107,13 @@ def layer_traces(model, images: torch.Tensor, rule: str | None = None, batch: in
 
 def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor],
              samples: int = 16, corruptions: tuple[str, ...] = data.CORRUPTIONS, progress=None,
-             seed: int = 0) -> Report:
+             seed: int = 0, reference: torch.Tensor | None = None) -> Report:
     """The full report. ``ood_sets``: name -> images (a shipped dataset's: wviz.vit.data.shipped_ood_sets);
     ``corruptions``: the kinds of :func:`wviz.vit.data.corrupt` measured at every severity (none: ``()``);
     ``progress(fraction, text)`` is called before each pass over a set of images (the test split, each OOD set,
     each corruption and severity), with the fraction of those passes done, and with 1.0 at the end; ``seed`` seeds
-    the Monte-Carlo draws.
+    the Monte-Carlo draws; ``reference``: in-distribution images that are not the test split's (a validation split),
+    whose scores give a model with layer-0 prototypes the Fisher combination (wviz.vit.metrics.fisher_combination).
 
     Example: the bundled stochastic ViT on 20 test digits, with uniform noise as the OOD set (no corruptions, to be
     quick): it reads the digits, is well calibrated, and scores noise as out of distribution.
@@ -124,11 +131,12 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
     (1.0, True)
     >>> {score: round(auroc, 4) for score, (_, _, auroc) in report.ood["noise"].items()}
     {'max-softmax': 1.0, 'predictive entropy': 1.0, 'mutual information': 1.0,
-     'class spread': 0.975, 'covariance trace': 1.0, 'embedding covariance': 1.0}
+     'class spread': 0.975, 'covariance trace': 1.0, 'embedding covariance': 1.0, 'prototype distance': 1.0}
     """
     report = progress or (lambda f, t: None)
     labels = labels.to(next(model.parameters()).device)
-    passes = 1 + len(ood_sets) + len(corruptions) * len(data.SEVERITIES)
+    fisher = reference is not None and model.config.has_prototypes
+    passes = fisher + 1 + len(ood_sets) + len(corruptions) * len(data.SEVERITIES)
     done = 0
 
     def run(x: torch.Tensor, text: str) -> Predictions:
@@ -137,12 +145,18 @@ def evaluate(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[s
         done += 1
         return predict(model, x, samples, seed=seed)
 
+    ref = run(reference, "reference split").scores() if fisher else None
+
+    def scored(q: Predictions) -> dict[str, torch.Tensor]:
+        s = q.scores()
+        return s if ref is None else {**s, metrics.FISHER: metrics.fisher_combination(s, ref)}
+
     p = run(images, "test split")
     rel = metrics.reliability(p.probs, labels)
-    in_scores = p.scores()
+    in_scores = scored(p)
 
     def aurocs(q: Predictions) -> dict:
-        return {s: (in_scores[s], v, metrics.auroc(in_scores[s], v)) for s, v in q.scores().items()}
+        return {s: (in_scores[s], v, metrics.auroc(in_scores[s], v)) for s, v in scored(q).items()}
 
     ood = {name: aurocs(run(x, f"OOD: {name}")) for name, x in ood_sets.items()}
     errors, seen = {}, {}
@@ -180,12 +194,12 @@ def summary(report: Report) -> dict:
 
 
 def evaluate_seeds(model, images: torch.Tensor, labels: torch.Tensor, ood_sets: dict[str, torch.Tensor],
-                   samples: int = 16, seeds: int = 1,
-                   corruptions: tuple[str, ...] = data.CORRUPTIONS) -> list[Report]:
+                   samples: int = 16, seeds: int = 1, corruptions: tuple[str, ...] = data.CORRUPTIONS,
+                   reference: torch.Tensor | None = None) -> list[Report]:
     """:func:`evaluate` at Monte-Carlo seeds 0..seeds-1 (one report for the deterministic model, whose draws do not
     depend on the seed): a number that moves with the draws is reported as its mean over them, never one draw."""
     stochastic = model.config.kind == "stochastic"
-    return [evaluate(model, images, labels, ood_sets, samples, corruptions, seed=1000 * k)
+    return [evaluate(model, images, labels, ood_sets, samples, corruptions, seed=1000 * k, reference=reference)
             for k in range(seeds if stochastic else 1)]
 
 

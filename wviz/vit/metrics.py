@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["accuracy", "nll", "confusion", "Reliability", "reliability", "ece", "auroc", "mutual_information",
-           "class_spread", "ood_scores", "SCORES", "EPISTEMIC"]
+           "class_spread", "ood_scores", "tail_p", "fisher_combination", "SCORES", "EPISTEMIC", "FISHER", "COMBINED"]
 
 N_BINS = 15
 
@@ -209,19 +209,27 @@ def class_spread(draws: torch.Tensor) -> torch.Tensor:
     return 1 - votes.max(-1).values.to(draws.dtype) / S
 
 
+FISHER = "Fisher combination"
 SCORES = ("max-softmax", "predictive entropy", "mutual information", "class spread", "covariance trace",
-          "embedding covariance")
-# The scores that need a stochastic model: the spread of its Monte-Carlo draws and its covariances.
-EPISTEMIC = ("mutual information", "class spread", "covariance trace", "embedding covariance")
+          "embedding covariance", "prototype distance", FISHER)
+# The scores that need a stochastic model: the spread of its Monte-Carlo draws and its covariances (the prototype
+# distance and the Fisher combination: one whose layer 0 has prototypes).
+EPISTEMIC = ("mutual information", "class spread", "covariance trace", "embedding covariance", "prototype distance",
+             FISHER)
+# What the Fisher combination combines: what the classifier makes of the image, and how unlike the training patches
+# its patches are (docs/TRAINING.md: each sees OOD sets the other misses)
+COMBINED = ("predictive entropy", "prototype distance")
 
 
 def ood_scores(probs: torch.Tensor, trace: torch.Tensor | None = None, draws: torch.Tensor | None = None,
-               embedding: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+               embedding: torch.Tensor | None = None, distance: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """OOD scores, larger = more likely out of distribution: 1 - max softmax probability and the predictive entropy
     of ``probs`` (N, C); with the stochastic model's Monte-Carlo ``draws`` (S, N, C), the mutual information and
     the class spread; with its ``trace`` (N,), the mean covariance trace of the last layer's tokens; with its
     ``embedding`` (N,), that of the embedding layer's (layer 0: eq. (5) of 004, or the patches' distance to the
-    training patches' prototypes), which no attention has mixed yet.
+    training patches' prototypes), which no attention has mixed yet; with its ``distance`` (N,), the prototype
+    distance (wviz.vit.model.StochasticViT.prototype_distance: how many of the image's patches are unlike every
+    training patch).
 
     Example: a flat prediction scores higher (more likely OOD) than a confident one; draws add the epistemic scores.
 
@@ -248,4 +256,37 @@ def ood_scores(probs: torch.Tensor, trace: torch.Tensor | None = None, draws: to
         out["covariance trace"] = trace
     if embedding is not None:
         out["embedding covariance"] = embedding
+    if distance is not None:
+        out["prototype distance"] = distance
     return out
+
+
+def tail_p(scores: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """The right-tail p-value of each score among ``reference`` scores of in-distribution images: (1 + #{reference
+    >= score}) / (1 + n), never 0; a score above every reference one gets 1 / (1 + n).
+
+    >>> import torch
+    >>> from wviz.vit.metrics import tail_p
+    >>> tail_p(torch.tensor([0.0, 2.5, 9.0]), torch.tensor([1.0, 2.0, 3.0])).tolist()
+    [1.0, 0.5, 0.25]
+    """
+    ref = torch.sort(reference.reshape(-1).to(scores)).values
+    above = len(ref) - torch.searchsorted(ref, scores.contiguous(), right=False)
+    return (1 + above).to(scores.dtype) / (1 + len(ref))
+
+
+def fisher_combination(scores: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Fisher's method on the COMBINED scores: -sum_k log p_k, p_k the :func:`tail_p` of score k among the
+    ``reference`` scores of in-distribution images no AUROC compares with (a validation split). Each p-value is
+    uniform for an in-distribution image whatever the score's scale, so neither score outweighs the other by its
+    units; an image unusual by either scores high.
+
+    >>> import math, torch
+    >>> from wviz.vit.metrics import fisher_combination
+    >>> ref = {"predictive entropy": torch.tensor([0.1, 0.2, 0.3]),
+    ...        "prototype distance": torch.tensor([1.0, 2.0, 3.0])}
+    >>> image = {"predictive entropy": torch.tensor([0.25]), "prototype distance": torch.tensor([9.0])}
+    >>> math.isclose(float(fisher_combination(image, ref)), -math.log(0.5) - math.log(0.25), rel_tol=1e-6)
+    True
+    """
+    return -sum(tail_p(scores[k], reference[k]).log() for k in COMBINED)

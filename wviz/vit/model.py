@@ -51,7 +51,7 @@ from wviz import gaussian
 
 __all__ = ["ViTConfig", "ViTOutput", "MCPrediction", "StochasticViT", "DeterministicViT", "build_model",
            "mc_predict", "w2_regulariser", "gaussian_nll", "likelihood_regulariser", "mask_patches", "pretrain_loss",
-           "covariance_kl", "loss_fn", "fit_prototypes", "with_rule", "RULES", "LAYER0", "TERMS"]
+           "covariance_kl", "loss_fn", "fit_prototypes", "with_rule", "RULES", "LAYER0", "TERMS", "PROTOTYPE_FLOOR"]
 
 # Bounds for a config read from an untrusted checkpoint: big enough for CIFAR-size models, small enough that
 # building the model cannot exhaust memory (dim 1024 x depth 24 is about 300 M parameters at most).
@@ -62,6 +62,9 @@ RULES = ("004", "mixture")          # how a block propagates the covariance (mod
 LAYER0 = ("eq5", "prototypes")      # the embeddings' variances: eq. (5), or eq. (5) + the prototype distance
 TERMS = ("w2", "likelihood")        # the pull of the pre-training / fine-tuning terms: -log sigma(-W2^2), or an NLL
 MAX_PROTOTYPES = 1024
+# The prototype distance's floor on a patch's variance (kappa = 0.02 on an average training patch): a patch at a
+# prototype counts as 1/20 of an average one, not as log 0 (docs/TRAINING.md: the score is flat from 1/1000 to 1/10).
+PROTOTYPE_FLOOR = 1e-3
 # Entries a checkpoint from before they existed lacks: it loads with these values (its rule and its eq. (5)).
 OPTIONAL = {"rule": "004", "layer0": "eq5", "prototypes": 0}
 INIT_LOG_VAR = -4.0
@@ -104,6 +107,12 @@ class ViTConfig:
             raise ValueError(f"heads {self.heads} does not divide dim {self.dim}")
         if self.n_patches > 1024:
             raise ValueError(f"{self.n_patches} patches is too many (at most 1024): use a larger patch_size")
+
+    @property
+    def has_prototypes(self) -> bool:
+        """Whether the model's layer 0 has prototypes (a stochastic model's: the twin's config may carry the entry
+        and has no variances), and so the prototype distance score."""
+        return self.kind == "stochastic" and self.layer0 == "prototypes"
 
     @property
     def n_patches(self) -> int:
@@ -296,6 +305,30 @@ class StochasticViT(_ViT):
         x64, c = x.double(), self.proto.double()
         d2 = (x64 * x64).sum(-1, keepdim=True) - 2 * x64 @ c.mT + (c * c).sum(-1)
         return d2.min(-1).values.clamp_min(0).to(x.dtype)
+
+    def prototype_distance(self, images: torch.Tensor) -> torch.Tensor:
+        """(B,): the mean over an image's patches of log(PROTOTYPE_FLOOR + kappa d^2(x) / mean_train d^2), the log of
+        the variance layer 0 'prototypes' adds for each patch's distance from the training patches. The log, not the
+        variance itself: most patches of a training digit sit at a prototype (MNIST's background: 62 % of them), so
+        the variance's mean is carried by an image's few strokes far from every prototype, while the mean of its log
+        counts how many of the patches are unlike every training patch.
+
+        Example: a patch at a prototype scores the floor, one further away more.
+
+        >>> import torch
+        >>> from wviz.vit.model import PROTOTYPE_FLOOR, ViTConfig, build_model
+        >>> model = build_model(ViTConfig(image_size=4, patch_size=4, dim=8, depth=1, heads=2, layer0="prototypes",
+        ...                               prototypes=1))
+        >>> _ = model.proto_scale.fill_(0.5)
+        >>> scores = model.prototype_distance(torch.stack([torch.zeros(1, 4, 4), torch.ones(1, 4, 4)]))
+        >>> torch.allclose(scores, torch.tensor([PROTOTYPE_FLOOR, PROTOTYPE_FLOOR + 0.5 * 16]).log())
+        True
+        """
+        if not self.config.has_prototypes:
+            raise ValueError(f"the prototype distance needs layer0 'prototypes', not {self.config.layer0!r}")
+        x = self.patches(images)
+        extra = self.proto_scale.clamp_min(0) * self.distance(_wide(x))
+        return (PROTOTYPE_FLOOR + extra).log().mean(-1).to(x.dtype)
 
     def embed_gaussians(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Eq. (5): means W_mu x + p_mu and variances ELU(W_Sigma x + p_Sigma) + 1, (B, 1 + P, D) each; with layer0

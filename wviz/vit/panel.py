@@ -21,13 +21,14 @@ from wviz.vit.occlusion import occlusion_mi, occlusion_score
 
 __all__ = ["MAX_PANEL_SAMPLES", "PANEL_VERSION", "PanelJob", "panel_jobs", "evaluate_panel", "ood_scores",
            "corruption_curves", "corruption_aurocs", "Calibration", "calibrate_panel", "CONFORMAL_ALPHA",
-           "CONFORMAL_SEVERITY", "MAPS_VERSION", "map_aurocs", "seeds_said"]
+           "CONFORMAL_SEVERITY", "MAPS_VERSION", "map_aurocs", "seeds_said", "has_validation"]
 
 # S x 360 test images x (5 sets + 18 corrupted for an upload) + the calibration panel: its budget
 MAX_PANEL_SAMPLES = 32
 # The panel's version in the shared disk cache: raise it when evaluate's numbers change (3: the confusion matrix;
-# 4: the held-out letters, the test predictive; 5: the embedding covariance score).
-PANEL_VERSION = 5
+# 4: the held-out letters, the test predictive; 5: the embedding covariance score; 6: the prototype distance and
+# the Fisher combination).
+PANEL_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,14 @@ def evaluate_panel(job: PanelJob, progress=None) -> vit_evaluate.Report:
     split, model = job.split, job.loaded.model
     step = None if progress is None else (lambda fraction, text: progress(fraction, 1.0))
     params = {"weights": weights_digest(model), "samples": job.samples, "corruptions": not job.from_record,
-              "split": split.digest, "device": str(next(model.parameters()).device)}
+              "split": split.digest, "device": str(next(model.parameters()).device),
+              "validation": job.loaded.record.get("val_fraction") if has_validation(job.loaded, split) else None}
 
     def compute() -> vit_evaluate.Report:
+        held_out = _validation(job.loaded, split)   # the Fisher combination's reference
         return vit_evaluate.evaluate(model, split.images, split.labels, ood_sets=split.ood_images,
                                      samples=job.samples, corruptions=() if job.from_record else split.corruptions,
-                                     progress=step)
+                                     progress=step, reference=None if held_out is None else held_out[0])
 
     return disk_cache.cached("vit_panel", params, PANEL_VERSION, compute,
                              types=(vit_evaluate.Report, metrics.Reliability))
@@ -130,8 +133,8 @@ def map_aurocs(model, split: TestSplit) -> dict:
 # ---- calibration, selective classification, conformal sets, and what the maps track ----------------------------
 
 # 2: the occlusion at the panel's S (at most OCCLUSION_SAMPLES); 3: the risk by the embedding covariance; 4: a
-# record of one Monte-Carlo seed says so
-CALIBRATION_VERSION = 4
+# record of one Monte-Carlo seed says so; 5: the risk by the prototype distance and the Fisher combination
+CALIBRATION_VERSION = 5
 CONFORMAL_ALPHA = 0.1          # 90 % prediction sets
 CONFORMAL_SEVERITY = 3         # the corrupted test images the sets are also shown on
 OCCLUSION_IMAGES = 60          # MI-occlusion AUROC here: the first images of each set (a bundled record may hold it)
@@ -157,13 +160,26 @@ class Calibration:
     occlusion_note: str
 
 
+def has_validation(loaded: Loaded, split: TestSplit) -> bool:
+    """Whether the model's record says it held a validation split out of the training images of the split's
+    shipped dataset (not an upload of another dataset, nor one trained without)."""
+    return bool(split.dataset and loaded.record.get("data") == split.dataset and loaded.record.get("val_fraction"))
+
+
+def _validation(loaded: Loaded, split: TestSplit) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """That validation split (images, labels), or None."""
+    if not has_validation(loaded, split):
+        return None
+    x, y = data.load_dataset(split.dataset, "train")
+    _, _, xv, yv = data.carve_validation(x, y, loaded.record["val_fraction"])
+    return xv, yv
+
+
 def _calibration_split(job: PanelJob) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, str]:
     """(calibration images, labels, evaluated images, labels, what the calibration split is)."""
-    record, split = job.loaded.record, job.split
-    frac = record.get("val_fraction") or 0.0
-    if split.dataset and record.get("data") == split.dataset and frac > 0:
-        x, y = data.load_dataset(split.dataset, "train")
-        _, _, xv, yv = data.carve_validation(x, y, frac)
+    split, held_out = job.split, _validation(job.loaded, job.split)
+    if held_out is not None:
+        xv, yv = held_out
         return xv, yv, split.images, split.labels, f"the validation split ({len(yv)} training images held out)"
     half = len(split.labels) // 2
     return (split.images[:half], split.labels[:half], split.images[half:], split.labels[half:],
@@ -198,7 +214,10 @@ def _calibrate(job: PanelJob) -> Calibration:
     tau = calibration.fit_temperature(cal_pred.logits, yc)
     after = calibration.tempered(pred.logits, tau).float()
     correct = pred.probs.argmax(-1).cpu() == ye.cpu()
-    risk = {s: calibration.risk_coverage(v, correct) for s, v in pred.scores().items()}
+    scores = pred.scores()
+    if model.config.has_prototypes:   # the calibration split is the reference: no image of it is evaluated
+        scores[metrics.FISHER] = metrics.fisher_combination(scores, cal_pred.scores())
+    risk = {s: calibration.risk_coverage(v, correct) for s, v in scores.items()}
     corrupted = {f"{k}, severity {CONFORMAL_SEVERITY}": (vit_evaluate.predict(
         model, data.corrupt(xe, k, CONFORMAL_SEVERITY, seed=CONFORMAL_SEVERITY), samples).probs, ye)
         for k in job.split.corruptions}

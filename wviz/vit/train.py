@@ -241,22 +241,23 @@ def _place(args) -> _Place:
 @dataclass(frozen=True)
 class _Data:
     """The training split (the first --limit images only when given, less the --val-fraction validation split),
-    its class names, and the test split (None with --no-eval), read before training starts so that a bad test
-    folder is found at once."""
+    its class names, the test split (None with --no-eval), read before training starts so that a bad test folder
+    is found at once, and the validation images (None without: the Fisher combination's reference)."""
 
     x: torch.Tensor
     y: torch.Tensor
     names: list[str]
     test: tuple[torch.Tensor, torch.Tensor] | None
+    validation: torch.Tensor | None
 
 
 def _training_data(args) -> _Data:
     x, y = vdata.load_dataset(args.data, "train", args.data_root, size=args.image_size)
     if args.limit:
         x, y = x[:args.limit], y[:args.limit]
-    x, y, _, _ = vdata.carve_validation(x, y, args.val_fraction)
+    x, y, xv, _ = vdata.carve_validation(x, y, args.val_fraction)
     test = None if args.no_eval else vdata.load_dataset(args.data, "test", args.data_root, size=args.image_size)
-    return _Data(x, y, vdata.class_names(args.data, args.data_root), test)
+    return _Data(x, y, vdata.class_names(args.data, args.data_root), test, xv if len(xv) else None)
 
 
 @dataclass
@@ -388,17 +389,19 @@ def _record(args, argv, t: _Training, n_images: int, names: list[str], place: _P
             "command": "python -m wviz.vit.train " + " ".join(sys.argv[1:] if argv is None else argv)}
 
 
-def _evaluate(args, model, test: tuple[torch.Tensor, torch.Tensor], device: torch.device) -> dict:
+def _evaluate(args, model, test: tuple[torch.Tensor, torch.Tensor], device: torch.device,
+              reference: torch.Tensor | None = None) -> dict:
     """The report's numbers on the test split (004's protocol): the digits' OOD sets (the held-out letters
     included), MNIST's near and far sets and its MNIST-C corruptions (wviz.vit.mnist), or those made for the split's
     own images (vdata.ood_sets); at --eval-seeds Monte-Carlo seeds, their means and per-seed values
     (summary_seeds); with --twin the bootstrap intervals of the differences to it; with --occlusion-images the
-    AUROC of the MI-occlusion score per seed."""
+    AUROC of the MI-occlusion score per seed; with ``reference`` (the validation images) the Fisher combination."""
     xt, yt = test
     shipped = args.data in vdata.SHIPPED
     ood = vdata.shipped_ood_sets(args.data, len(xt)) if shipped else vdata.ood_sets(xt, yt)
     kinds = mnist.CORRUPTIONS if args.data == "mnist" else vdata.CORRUPTIONS
-    reports = evaluate_seeds(model, xt.to(device), yt, ood, args.eval_samples, args.eval_seeds, kinds)
+    reports = evaluate_seeds(model, xt.to(device), yt, ood, args.eval_samples, args.eval_seeds, kinds,
+                             None if reference is None else reference.to(device))
     metrics = summary_seeds(reports)
     if args.data == "mnist":   # other writers: reported apart from the OOD sets, the model should still name them
         metrics["covariate_shift"] = covariate_shift(model, reports[0].test_scores(), *mnist.shifted_digits(),
@@ -418,6 +421,15 @@ def _save(model, out: Path, record: dict, state_path: Path) -> None:
     print(f"wrote {out} ({out.stat().st_size / 1024:.0f} kB); metrics: {record.get('metrics')}", flush=True)
 
 
+def _validation(args, record: dict, size: int) -> torch.Tensor | None:
+    """The validation images a checkpoint's record says it held out of the training split (carved from the whole
+    split, as the Uncertainty inspector's calibration panel does), None without."""
+    if not record.get("val_fraction"):
+        return None
+    x, y = vdata.load_dataset(args.data, "train", args.data_root, size=size)
+    return vdata.carve_validation(x, y, record["val_fraction"])[2]
+
+
 def _evaluate_only(args, argv) -> dict:
     """--evaluate: the checkpoint's weights and training record, with this command's evaluation (its options and
     command added to the record), written to --out; returns the record."""
@@ -434,7 +446,7 @@ def _evaluate_only(args, argv) -> dict:
     model.eval()
     record.update(eval_samples=args.eval_samples, eval_seeds=args.eval_seeds,
                   evaluation_command=f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv))
-    record["metrics"] = _evaluate(args, model, test, place.device)
+    record["metrics"] = _evaluate(args, model, test, place.device, _validation(args, record, model.config.image_size))
     save_checkpoint(model, Path(args.out), record)
     print(f"wrote {args.out}; metrics: {record['metrics']}", flush=True)
     return record
@@ -470,7 +482,7 @@ def main(argv=None) -> dict:
         t.model.eval()
         record = _record(args, argv, t, len(d.x), d.names, place)
         if d.test is not None:   # None with --no-eval
-            record["metrics"] = _evaluate(args, t.model, d.test, place.device)
+            record["metrics"] = _evaluate(args, t.model, d.test, place.device, d.validation)
         _save(t.model, out, record, state_path)
     return record
 
