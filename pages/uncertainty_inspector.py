@@ -591,8 +591,14 @@ def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[s
         ui.show_figure(ui.shared_figure("vit_ood", (*of, score, ood_name), ood), key="vit_ood")
         st.caption(f"AUROC: the probability that a random OOD image scores higher than a random {one} (0.5 = "
                    "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
-        ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - \tfrac1S \textstyle\sum_s H[p_s],"
-                    r"\qquad \text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\}")
+        if score in uv.PROTOTYPE_SCORES:
+            ui.equation(r"D(x) = \tfrac1P \textstyle\sum_p \log\big(0.001 + \kappa\, d^2(x_p) / "
+                        r"\overline{d^2}_{\text{train}}\big),\qquad F(x) = -\log \pi_H(x) - \log \pi_D(x),\quad "
+                        r"\pi_s(x) = \frac{1 + \#\{x' \in \text{validation}: s(x') \ge s(x)\}}{1 + n}")
+        else:
+            ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - "
+                        r"\tfrac1S \textstyle\sum_s H[p_s],"
+                        r"\qquad \text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\}")
 
     def draw_corruptions():
         ui.show_figure(ui.shared_figure("vit_corruption", of, curves), key="vit_corruption")

@@ -43,7 +43,8 @@ __all__ = ["load_bundled", "load_upload", "choose_models", "ModelChoice", "DEMO_
            "data_place", "test_split_of", "zip_split", "example_test_zip", "class_names",
            "Picked", "test_image", "uploaded_image", "example_image", "REGION_KINDS", "region_box", "corrupt_region",
            "SAMPLES", "DEFAULT_SAMPLES", "inspect_all", "predictions", "entropies", "DEFAULT_LAYER", "token_label",
-           "LayerMaps", "layer_maps", "score_choices", "has_validation", "SEVERITIES", "panel_jobs", "evaluate_panel",
+           "LayerMaps", "layer_maps", "score_choices", "PROTOTYPE_SCORES", "has_validation", "SEVERITIES",
+           "panel_jobs", "evaluate_panel",
            "ood_scores", "corruption_curves", "corruption_aurocs", "OOD_HELP", "TRY_THIS", "map_aurocs",
            "at_layer", "RULE_MEANING", "verdict", "occlusion", "recorded_occlusion", "seeds_said", "calibrate_panel",
            "CONFORMAL_SEVERITY", "at_range_edge", "TAU_RANGE", "Keys", "Labels", "image_digest", "Shown", "Models"]
@@ -337,6 +338,10 @@ def recorded_occlusion(models: Models) -> dict | None:
 
 
 # ---- the dataset panel -----------------------------------------------------------------------------------------
+
+# The scores of layer 0's prototypes: the page shows their formula beside the histograms
+PROTOTYPE_SCORES = ("prototype distance", FISHER)
+
 
 def score_choices(config, validation: bool = False) -> list[str]:
     """The OOD scores a model of ``config`` (wviz.vit.model.ViTConfig) has: those of the Monte-Carlo draws and the
