@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler, TensorDataset
 
-from wviz.vit import data, mnist, train
+from wviz.vit import data, metrics, mnist, train
 from wviz.vit.checkpoint import load_checkpoint
 from wviz.vit.model import ViTConfig, build_model, loss_fn
 
@@ -77,10 +77,12 @@ def test_the_multi_seed_evaluation_with_twin_intervals_and_occlusion_lands_in_a_
 
 def test_evaluate_measures_a_checkpoint_trained_before_and_keeps_its_weights_and_training_record(tmp_path):
     """--evaluate: no training; the weights are the file's, the training record is kept, the metrics are those of
-    these weights on the test split (accuracy checked against the model's own predictions)."""
+    these weights on the test split (accuracy checked against the model's own predictions; the Fisher combination
+    against the validation split the record names)."""
     trained, out = str(tmp_path / "trained.safetensors"), str(tmp_path / "evaluated.safetensors")
     train.main(["--data", "digits", "--limit", "64", "--batch", "32", "--dim", "8", "--depth", "1", "--heads", "2",
-                "--epochs", "1", "--no-eval", "--no-progress", "--threads", "1", "--out", trained])
+                "--epochs", "1", "--no-eval", "--no-progress", "--threads", "1", "--layer0", "prototypes",
+                "--prototypes", "4", "--val-fraction", "0.1", "--out", trained])
     rec = train.main(["--data", "digits", "--evaluate", trained, "--eval-samples", "2", "--no-progress", "--out", out])
     before, old = load_checkpoint(trained)
     after, record = load_checkpoint(out)
@@ -95,6 +97,11 @@ def test_evaluate_measures_a_checkpoint_trained_before_and_keeps_its_weights_and
     accuracy = (predict(after, x, 2).probs.argmax(-1) == y).float().mean().item()
     assert record["metrics"]["accuracy"] == pytest.approx(accuracy, abs=1e-3)
     assert list(record["metrics"]["corruption_error"]) == list(data.CORRUPTIONS)
+    xv = data.carve_validation(*data.load_dataset("digits", "train"), 0.1)[2]
+    ref, noise = predict(after, xv, 2).scores(), data.shipped_ood_sets("digits", len(x))["uniform noise"]
+    fisher = [metrics.fisher_combination(predict(after, images, 2).scores(), ref) for images in (x, noise)]
+    assert record["metrics"]["auroc"]["uniform noise"][metrics.FISHER] == pytest.approx(metrics.auroc(*fisher),
+                                                                                        abs=1e-4)
 
 
 def test_mnist_trains_on_the_shipped_digits_and_is_measured_on_its_benchmark(tmp_path, monkeypatch):
