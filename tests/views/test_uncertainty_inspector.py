@@ -373,7 +373,7 @@ def test_the_fisher_link_quotes_the_panels_aurocs():
     (item,) = [t for t in uv.TRY_THIS if t.params.get(uv.Keys.SCORE) == FISHER]
     models, split = uv.bundled_pair("cpu", uv.DEFAULT_DEMO), uv.shipped_split(uv.DEFAULT_DEMO)
     reports = {j.name: uv.evaluate_panel(j) for j in uv.panel_jobs(models, split)}
-    ood = item.params[uv.Keys.OOD]
+    ood = item.params.get(uv.Keys.OOD, split.ood_names[0])
     mine, twin = reports["stochastic"].ood[ood], reports["deterministic"].ood[ood]
     quoted = {f"the predictive entropy {mine['predictive entropy'][2]:.3f}",
               f"the prototype distance {mine['prototype distance'][2]:.3f}",

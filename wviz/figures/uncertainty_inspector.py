@@ -376,12 +376,12 @@ def risk_coverage(curves: dict, noun: str = "images") -> go.Figure:
                             name=f"{shown} (AURC {rc.aurc:.4f})",
                             line=dict(color=PALETTE[i % len(PALETTE)], dash=DASHES[m % len(DASHES)]),
                             hovertemplate="coverage %{x:.2f}: error %{y:.3f}<extra>" + shown + "</extra>")
-    # the title in two lines: in one it ran past the chart at 800 px; b: the axis and the legend (the stochastic
-    # model's six scores and the twin's two) in eight lines there (OTHER_VIEWS), the plot kept 280 px high
+    # the title in two lines: in one it ran past the chart at 800 px; below the plot (280 px high) the axis and the
+    # legend, an entry a line (the stochastic model's eight scores and the twin's two: ten at 800 px, OTHER_VIEWS)
     fig.update_layout(title="Risk against coverage:<br>keep the test " + noun + " each score calls most certain",
                       xaxis_title="coverage (share of test " + noun + " kept)", yaxis_title="error among them",
-                      height=580, margin=dict(t=80, b=220, l=70),
-                      legend=BOTTOM_LEGEND)
+                      margin=dict(t=80, l=70), legend=BOTTOM_LEGEND)
+    _legend_below(fig, 280, 220 - 5 * 22, len(fig.data), line=22)   # as conformal_sizes
     return fig
 
 
