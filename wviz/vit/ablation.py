@@ -162,8 +162,7 @@ def _dataset(record: dict) -> str:
 def _sets(record: dict) -> dict:
     """The images a checkpoint is measured on: its validation split (the record's fraction of the training
     split), the test split and the shipped OOD sets of its data (as many images as the test split)."""
-    x, y = data.load_dataset(_dataset(record), "train")
-    _, _, xv, yv = data.carve_validation(x, y, record.get("val_fraction", 0.0))
+    xv, yv = data.validation_split(_dataset(record), record.get("val_fraction", 0.0))
     xt, yt = data.load_dataset(_dataset(record), "test")
     return {"labels": {"validation": yv, "test": yt},
             "images": {"validation": xv, "test": xt,

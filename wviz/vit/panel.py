@@ -170,9 +170,7 @@ def _validation(loaded: Loaded, split: TestSplit) -> tuple[torch.Tensor, torch.T
     """That validation split (images, labels), or None."""
     if not has_validation(loaded, split):
         return None
-    x, y = data.load_dataset(split.dataset, "train")
-    _, _, xv, yv = data.carve_validation(x, y, loaded.record["val_fraction"])
-    return xv, yv
+    return data.validation_split(split.dataset, loaded.record["val_fraction"])
 
 
 def _calibration_split(job: PanelJob) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, str]:

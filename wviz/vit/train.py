@@ -426,8 +426,7 @@ def _validation(args, record: dict, size: int) -> torch.Tensor | None:
     split, as the Uncertainty inspector's calibration panel does), None without."""
     if not record.get("val_fraction"):
         return None
-    x, y = vdata.load_dataset(args.data, "train", args.data_root, size=size)
-    return vdata.carve_validation(x, y, record["val_fraction"])[2]
+    return vdata.validation_split(args.data, record["val_fraction"], args.data_root, size)[0]
 
 
 def _evaluate_only(args, argv) -> dict:
