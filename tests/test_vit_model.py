@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from wviz import gaussian
 from wviz.vit import data
-from wviz.vit.model import (DeterministicViT, StochasticViT, ViTConfig, build_model, covariance_kl, entropy,
+from wviz.vit.model import (DRAW_BATCH, DeterministicViT, StochasticViT, ViTConfig, build_model, covariance_kl, entropy,
                             fit_prototypes, gaussian_nll, likelihood_regulariser, loss_fn, mask_patches, mc_predict,
                             pretrain_loss, w2_regulariser)
 
@@ -81,6 +81,18 @@ def test_mc_predict_matches_a_loop_of_single_draws():
     assert q.std.abs().max() == 0 and q.probs.shape == (4, 3, 10)
     with pytest.raises(ValueError, match="Monte-Carlo samples"):
         mc_predict(model, x, samples=0)
+
+
+def test_mc_predict_in_passes_draws_what_one_pass_draws():
+    """S = 200 draws of 3 images, in passes of DRAW_BATCH // 3 = 85 draws (three passes, the last short): on the
+    CPU the same numbers as all 600 image-draws in one pass from the same seed."""
+    torch.manual_seed(4)
+    model = StochasticViT(CFG).eval()
+    x = _images(3)
+    assert DRAW_BATCH["cpu"] // 3 < 200
+    g = torch.Generator().manual_seed(7)
+    one = model(x.repeat(200, 1, 1, 1), sample=True, generator=g).logits.reshape(200, 3, -1)
+    torch.testing.assert_close(mc_predict(model, x, samples=200, seed=7).logits, one, rtol=0, atol=1e-6)
 
 
 def test_entropy_hand_case():

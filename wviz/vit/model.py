@@ -51,7 +51,8 @@ from wviz import gaussian
 
 __all__ = ["ViTConfig", "ViTOutput", "MCPrediction", "StochasticViT", "DeterministicViT", "build_model",
            "mc_predict", "w2_regulariser", "gaussian_nll", "likelihood_regulariser", "mask_patches", "pretrain_loss",
-           "covariance_kl", "loss_fn", "fit_prototypes", "with_rule", "RULES", "LAYER0", "TERMS", "PROTOTYPE_FLOOR"]
+           "covariance_kl", "loss_fn", "fit_prototypes", "with_rule", "RULES", "LAYER0", "TERMS", "PROTOTYPE_FLOOR",
+           "DRAW_BATCH"]
 
 # Bounds for a config read from an untrusted checkpoint: big enough for CIFAR-size models, small enough that
 # building the model cannot exhaust memory (dim 1024 x depth 24 is about 300 M parameters at most).
@@ -454,11 +455,17 @@ def entropy(p: torch.Tensor) -> torch.Tensor:
     return -(p * p.clamp_min(torch.finfo(p.dtype).tiny).log()).sum(-1)
 
 
+# image-draws per forward pass of mc_predict: on CPU a block's tensors then stay in cache; a GPU wants big batches
+DRAW_BATCH = {"cpu": 256, "cuda": 32768}
+
+
 @torch.no_grad()
 def mc_predict(model: _ViT, images: torch.Tensor, samples: int = 32, seed: int = 0) -> MCPrediction:
     """Sample the patch embeddings S = ``samples`` times from their Gaussians (eq. (5)) and average the softmax
-    outputs; all S draws of all images go through the network as one batch. The deterministic model gives S equal
-    draws (zero spread). The seeded generator lives on the images' device.
+    outputs. The draws go through the network in passes of whole draws, about DRAW_BATCH[device] image-draws each
+    (on the CPU a pass that stays in cache is faster per draw than all S x B at once), from one generator in the
+    same order, so on the CPU they are the numbers one pass would draw. The deterministic model gives S equal draws
+    (zero spread). The seeded generator lives on the images' device.
 
     Example: the predictive of S = 8 draws is a distribution per image; the stochastic model's draws spread, its
     deterministic twin's do not, and the seed makes the draws reproducible.
@@ -484,8 +491,9 @@ def mc_predict(model: _ViT, images: torch.Tensor, samples: int = 32, seed: int =
     g = torch.Generator(device=images.device).manual_seed(seed)
     stochastic = isinstance(model, StochasticViT)
     reps = samples if stochastic else 1
-    out = model(images.repeat(reps, 1, 1, 1), sample=stochastic, generator=g)
-    logits = out.logits.float().reshape(reps, B, -1).expand(samples, -1, -1)
+    step = max(1, DRAW_BATCH.get(images.device.type, DRAW_BATCH["cpu"]) // B)
+    logits = torch.cat([model(images.repeat(min(step, reps - r), 1, 1, 1), sample=stochastic, generator=g).logits
+                        for r in range(0, reps, step)]).float().reshape(reps, B, -1).expand(samples, -1, -1)
     probs = logits.softmax(-1)
     mean = probs.mean(0)
     q = torch.quantile(probs, torch.tensor([0.05, 0.95], device=probs.device), dim=0)
