@@ -97,7 +97,7 @@ def test_evaluate_measures_a_checkpoint_trained_before_and_keeps_its_weights_and
     accuracy = (predict(after, x, 2).probs.argmax(-1) == y).float().mean().item()
     assert record["metrics"]["accuracy"] == pytest.approx(accuracy, abs=1e-3)
     assert list(record["metrics"]["corruption_error"]) == list(data.CORRUPTIONS)
-    xv = data.carve_validation(*data.load_dataset("digits", "train"), 0.1)[2]
+    xv = data.validation_split("digits", 0.1)[0]
     ref, noise = predict(after, xv, 2).scores(), data.shipped_ood_sets("digits", len(x))["uniform noise"]
     fisher = [metrics.fisher_combination(predict(after, images, 2).scores(), ref) for images in (x, noise)]
     assert record["metrics"]["auroc"]["uniform noise"][metrics.FISHER] == pytest.approx(metrics.auroc(*fisher),
