@@ -592,9 +592,11 @@ def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[s
         st.caption(f"AUROC: the probability that a random OOD image scores higher than a random {one} (0.5 = "
                    "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
         if score in uv.PROTOTYPE_SCORES:
-            ui.equation(r"D(x) = \tfrac1P \textstyle\sum_p \log\big(0.001 + \kappa\, d^2(x_p) / "
-                        r"\overline{d^2}_{\text{train}}\big),\qquad F(x) = -\log \pi_H(x) - \log \pi_D(x),\quad "
-                        r"\pi_s(x) = \frac{1 + \#\{x' \in \text{validation}: s(x') \ge s(x)\}}{1 + n}")
+            # a line each: in one line, fitted to 800 px, the three formulas shrank below legible
+            ui.equation(r"\begin{gathered} D(x) = \tfrac1P \textstyle\sum_p \log\big(0.001 + \kappa\, d^2(x_p) / "
+                        r"\overline{d^2}_{\text{train}}\big) \\ F(x) = -\log \pi_H(x) - \log \pi_D(x) \\ "
+                        r"\pi_s(x) = \frac{1 + \#\{x' \in \text{validation}: s(x') \ge s(x)\}}{1 + n} "
+                        r"\end{gathered}")
         else:
             ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - "
                         r"\tfrac1S \textstyle\sum_s H[p_s],"
