@@ -252,6 +252,12 @@ def _kept(evals: list[dict], score: str) -> list[tuple]:
     return [(run["scores"]["test"][score], run["probs"]["test"].argmax(-1) == y) for e in evals for run in e["runs"]]
 
 
+def _perfect(evals: list[dict]) -> list[tuple]:
+    """(scores, correct) per evaluation for a score that calls every error less certain than every right answer: the
+    fewest errors any score of the model can keep, the limit a claim of fewer errors meets on this test split."""
+    return [((~correct).double(), correct) for _, correct in _kept(evals, "max-softmax")]
+
+
 def _best_selective(evals: list[dict]) -> str:
     """The score with the fewest errors among the COVERAGE share of test images it is surest of (mean over runs)."""
     ones = torch.ones(1, len(evals[0]["labels"]["test"]))
@@ -262,8 +268,9 @@ def _best_selective(evals: list[dict]) -> str:
 def _report_table(records: dict) -> list[str]:
     twin, oods = records.get(TWIN), _oods(records)
     lines = ["| recipe | accuracy | NLL | ECE | ECE after temperature | ECE - twin's [95 % interval] | ECE after "
-             f"temperature - twin's | errors at {COVERAGE:.0%} coverage - twin's (score) | " + " | ".join(
-                 f"best AUROC - twin's: {o}" for o in oods) + " |", "|---|" + "---|" * (7 + len(oods))]
+             f"temperature - twin's | errors at {COVERAGE:.0%} coverage - twin's (score) | the same by a perfect "
+             "score (the limit) | " + " | ".join(f"best AUROC - twin's: {o}" for o in oods) + " |",
+             "|---|" + "---|" * (8 + len(oods))]
     for r, evals in records.items():
         y = evals[0]["labels"]["test"]
         cells = [_cell(_metric(evals, lambda run: accuracy(run["probs"]["test"], y)), 4),
@@ -271,7 +278,7 @@ def _report_table(records: dict) -> list[str]:
                  _cell(_metric(evals, lambda run: ece(run["probs"]["test"], y)), 4),
                  _cell(_metric(evals, lambda run: ece(run["tempered"]["test"], y)), 4)]
         if twin is None or r == TWIN:
-            cells += ["-"] * (3 + len(oods))
+            cells += ["-"] * (4 + len(oods))
         else:
             for kind in ("probs", "tempered"):
                 d = ece_difference([run[kind]["test"] for e in evals for run in e["runs"]],
@@ -280,6 +287,8 @@ def _report_table(records: dict) -> list[str]:
             mine, theirs = _best_selective(evals), _best_selective(twin)
             d = selective_risk_difference(_kept(evals, mine), _kept(twin, theirs), COVERAGE)
             cells.append(f"{d.estimate:+.4f} [{d.low:+.4f}, {d.high:+.4f}] ({mine})")
+            d = selective_risk_difference(_perfect(evals), _kept(twin, theirs), COVERAGE)
+            cells.append(f"{d.estimate:+.4f} [{d.low:+.4f}, {d.high:+.4f}]")
             for o in oods:
                 mine, theirs = _best(evals, "test", o), _best(twin, "test", o)
                 d = auroc_difference(_pairs(evals, o, mine), _pairs(twin, o, theirs))
