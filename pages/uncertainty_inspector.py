@@ -479,8 +479,10 @@ def dataset_panel(models: uv.Models, split):
         return
     cals = calibrations(jobs)
     views = panel_views(jobs, reports, score, ood_name, split)
-    if cals is not None:
+    if isinstance(cals, dict):
         views |= calibration_views(cals, split, panel_of(jobs, split))
+    else:   # in the selector all the same: a link to one of them would otherwise fall back to the first for good
+        views |= {name: ui.View(lambda: st.info(cals), (), list) for name in (L.TEMPERATURE, L.RISK, L.CONFORMAL)}
     # one selector for the split's views: a first visit draws one of its figures, not one per section (each figure
     # delays the page's first draw: BENCHMARKS.md, "First load")
     ui.views(views, key=K.PANEL, label="Panel view",
@@ -490,27 +492,28 @@ def dataset_panel(models: uv.Models, split):
                   "before and after dividing the logits by the fitted tau. Risk-coverage: the error among the test "
                   "images each score calls most certain. Conformal sets: the sets that hold the true class 90 % of "
                   "the time, on clean and corrupted test images. The lecture bundle holds them all.")
-    main = cals[models.main.name] if cals is not None else None
+    main = cals[models.main.name] if isinstance(cals, dict) else None
     if main is not None and main.occlusion is not None:
         st.caption(f"MI-occlusion score ({main.occlusion_note}): " + auroc_line(main.occlusion).replace(
             "this map's per-image score (its tokens' mean)", "the MI-occlusion score") + " "
             + uv.verdict(main.occlusion, "This score"))
 
 
-def calibrations(jobs) -> dict | None:
-    """Each model's temperature scaling, risk-coverage and conformal sets (the calibration views), or None while one
-    is still being computed in the background (its progress bar drawn) or failed (its message shown)."""
+def calibrations(jobs) -> dict | str:
+    """Each model's temperature scaling, risk-coverage and conformal sets (the calibration views), or what those
+    views say while one is still being computed in the background (its progress bar drawn) or failed (its message
+    shown)."""
     keys = {j.name: ("vit/calibration", *j.cache_key, str(device)) for j in jobs}
     try:
         cals = {j.name: ui.background(keys[j.name], lambda progress, j=j: uv.calibrate_panel(j, progress))[0]
                 for j in jobs}
     except ValueError as err:
         st.error(ui.plain(err))
-        return None
+        return "This view has no calibration to draw: see the message above."
     waiting = [n for n, c in cals.items() if c is None]
     if waiting:
         ui.wait_for(keys[waiting[0]], f"Calibrating {waiting[0]}: temperature, risk-coverage, conformal sets...")
-        return None
+        return "This view is drawn once the calibration above is done."
     return cals
 
 
@@ -522,7 +525,8 @@ def panel_of(jobs, split) -> tuple:
 
 def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:
     """The three calibration views, each one figure of every model (one chart to draw, the models compared in it)
-    with a caption per model, and the equation below; ``of``: what the calibrations are drawn from (panel_of)."""
+    with a caption per model (one caption where it would say the same of each), and the equation below; ``of``:
+    what the calibrations are drawn from (panel_of)."""
     noun = split.noun
 
     def view(name: str, figure, caption, latex: str) -> ui.View:
@@ -530,8 +534,11 @@ def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:
 
         def draw():
             ui.show_figure(ui.shared_figure(key, of, figure), key=key)
-            for m, c in cals.items():
-                st.caption(f"{ui.plain(m)}: " + caption(c))
+            if isinstance(caption, str):   # the same for every model: said once
+                st.caption(caption)
+            else:
+                for m, c in cals.items():
+                    st.caption(f"{ui.plain(m)}: " + caption(c))
             ui.equation(latex)
 
         return ui.View(draw, (key,), lambda: [figure()])
@@ -552,12 +559,18 @@ def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:
             r"p_\tau(y \mid x) = \tfrac1S \textstyle\sum_s \operatorname{softmax}(\ell_s / \tau),\quad "
             r"\tau^\star = \arg\min_\tau -\textstyle\sum_{i \in \text{cal}} \log p_\tau(y_i \mid x_i)"),
         L.RISK: view(
-            "risk", lambda: figs.risk_coverage({m: c.risk for m, c in cals.items()}, noun),
-            lambda c: f"sort the test {noun} by a score, keep the most certain share, and read the error among "
-                      "them; a score that puts the mistakes last keeps the curve at 0 longest (AURC: the area "
-                      "under it, lower is better).",
-            r"\mathrm{risk}(c) = \frac{\#\{\text{errors among the } cN \text{ lowest scores}\}}{cN},\quad "
-            r"\mathrm{AURC} = \textstyle\int_0^1 \mathrm{risk}(c)\,dc"),
+            "risk", lambda: figs.risk_coverage({m: c.risk for m, c in cals.items()}, noun,
+                                               {m: uv.perfect_curve(c.risk) for m, c in cals.items()}),
+            f"Sort the test {noun} by a score, keep the most certain share, and read the error among them; a "
+            "score that puts the mistakes last keeps the curve at 0 longest (AURC: the area under it, lower is "
+            "better). Grey: a perfect score, one that calls every mistake of its model less certain than every "
+            "right answer; no score of that model can go below it, and the gap between a score's curve and the "
+            "grey one is what a better score could still gain.",
+            # a line each: two to a line were shrunk below legible at 800 px
+            r"\begin{gathered} \mathrm{risk}(c) = \frac{\#\{\text{errors among the } cN \text{ lowest scores}\}}"
+            r"{cN} \\ \mathrm{AURC} = \textstyle\int_0^1 \mathrm{risk}(c)\,dc \\ "
+            r"\mathrm{risk}^\star(c) = \frac{\max(0,\ E - (1 - c)N)}{cN}\quad (E \text{ errors among the } N) "
+            r"\end{gathered}"),
         L.CONFORMAL: view(
             "conformal",
             lambda: figs.conformal_sizes({m: c.conformal for m, c in cals.items()}, len(split.class_names)),

@@ -121,7 +121,8 @@ def _uncertainty_figures():
         "calibrated_reliability": ui.calibrated_reliability(
             {m: (rel, rel, {"before": band, "after": band}, 1.2) for m in HOSTILE}),
         "risk_coverage": ui.risk_coverage({m: {"max-softmax": SimpleNamespace(
-            coverage=np.linspace(0, 1, 5), risk=np.linspace(0, 0.2, 5), aurc=0.1)} for m in HOSTILE}),
+            coverage=np.linspace(0, 1, 5), risk=np.linspace(0, 0.2, 5), aurc=0.1)} for m in HOSTILE},
+            perfect={m: SimpleNamespace(coverage=np.linspace(0, 1, 5), risk=np.zeros(5), aurc=0.0) for m in HOSTILE}),
         "conformal_sizes": ui.conformal_sizes({m: SimpleNamespace(sizes={"clean": np.array([1, 2, 1])},
                                                                   coverage={"clean": 0.9}, q=0.5, alpha=0.1)
                                                for m in HOSTILE}, c),

@@ -77,6 +77,20 @@ def test_dataset_panel_agrees_with_the_training_record(open_page):
     titles = [a["text"] for a in temperature["layout"]["annotations"]]
     assert [t.split(", ")[0] for t in titles] == ["stochastic", "stochastic", "deterministic", "deterministic"]
     assert all("ECE 0." in t for t in titles) and titles[2].startswith("deterministic, before<br>τ = 1: ECE")
+    # risk-coverage: each model's perfect score in grey, 0 until its E errors must be kept, then (E - (N - k)) / k,
+    # under each of the model's scores, which all end at the model's error rate
+    at.segmented_control(key="panel").set_value("Risk-coverage").run()
+    risk = figure_titled(at, "Risk against coverage")
+    for kind in models:
+        curves = {t["name"].split(": ")[1].split(" (AURC")[0]: t for t in risk["data"] if t["name"].startswith(kind)}
+        best = curves.pop("a perfect score")
+        assert best["line"]["color"] == "grey" and len(curves) >= 2
+        ends = {round(float(np.asarray(t["y"], dtype=float)[-1]) * 360) for t in curves.values()}
+        assert len(ends) == 1
+        k = np.arange(1, 361)
+        np.testing.assert_allclose(np.asarray(best["y"], dtype=float), np.maximum(0, ends.pop() - (360 - k)) / k)
+        assert all((np.asarray(best["y"], dtype=float) <= np.asarray(t["y"], dtype=float) + 1e-12).all()
+                   for t in curves.values())
 
 
 # Each state differs from the defaults in what one or two shared figures are drawn from, and draws the views that
@@ -102,3 +116,34 @@ def test_shared_figures_are_those_of_their_own_state(open_page):
     for q, seen in zip(SHARED_STATES, after_others):
         _shared.clear()
         assert specs(settle(open_page(PAGE, **DIGITS, **q))) == seen, q
+
+
+def test_a_link_to_a_calibration_view_keeps_it_while_the_calibration_runs(monkeypatch):
+    """A shared link to a calibration view, opened while the calibration is computed (a server's first visit):
+    the selector keeps the link's view, which says what it waits for, and draws it once the calibration is done
+    (with no such view among the choices the selector fell back to its first for good)."""
+    import threading
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app.conftest import ROOT
+
+    gate, calibrate = threading.Event(), views.calibrate_panel
+    monkeypatch.setattr(views, "calibrate_panel",
+                        lambda job, progress=None: gate.wait(120) and calibrate(job, progress))
+    monkeypatch.setenv("WVIZ_DEVICE", "cpu")
+    at = AppTest.from_file(str(ROOT / "pages" / PAGE), default_timeout=120)
+    for k, v in {**DIGITS, "panel": "Risk-coverage"}.items():
+        at.query_params[k] = v
+    deadline = time.time() + 300
+    while not any(p.proto.text.startswith("Calibrating") for p in at.get("progress")) and time.time() < deadline:
+        at.run()   # until the panel's evaluation is done and the calibration is what it waits for
+        time.sleep(0.2)
+    no_exception(at)
+    assert at.segmented_control(key="panel").value == "Risk-coverage"
+    assert any("once the calibration" in i.value for i in at.info)
+    gate.set()
+    settle(at)
+    assert at.segmented_control(key="panel").value == "Risk-coverage"
+    figure_titled(at, "Risk against coverage")

@@ -687,6 +687,12 @@ def test_the_calibration_panel_fits_tau_and_covers_at_90_percent(models, monkeyp
     # the risk by every score, the Fisher combination's ranked among the calibration half's
     assert set(cal.risk) == set(uv.score_choices(models.config, True)) and set(cal.conformal.sizes) == {
         "clean", *(f"{k}, severity {uv.CONFORMAL_SEVERITY}" for k in ("gaussian noise", "blur", "contrast"))}
+    # the perfect score's curve: that of a score that is 1 on the model's errors, under every score's
+    pred = vit_evaluate.predict(models.main.model, split.images[60:], job.samples)
+    correct = pred.probs.argmax(-1) == split.labels[60:]
+    best = uv.perfect_curve(cal.risk)
+    torch.testing.assert_close(best.risk, calibration.risk_coverage((~correct).double(), correct).risk)
+    assert all(bool((best.risk <= rc.risk + 1e-12).all()) for rc in cal.risk.values())
     # corrupted images are not exchangeable with the calibration half: the coverage falls
     assert cal.conformal.coverage["contrast, severity 3"] < cal.conformal.coverage["clean"]
     assert set(cal.occlusion) == set(split.ood_names) and all(0 <= a <= 1 for a in cal.occlusion.values())

@@ -364,23 +364,27 @@ DASHES = ("solid", "dash", "dot")   # one per model where the models share a fig
 PATTERNS = ("", "/", ".")            # ... (bars)
 
 
-def risk_coverage(curves: dict, noun: str = "images") -> go.Figure:
+def risk_coverage(curves: dict, noun: str = "images", perfect: dict | None = None) -> go.Figure:
     """Selective classification: the error among the most certain fraction of the test images, one curve per model
-    and score (``curves``: model -> score -> RiskCoverage; a colour per score, a dash per model); AURC in the
-    legend (lower is better)."""
+    and score (``curves``: model -> score -> RiskCoverage; a colour per score, a dash per model), and in grey each
+    model's perfect score (``perfect``: model -> RiskCoverage), the floor of its curves; AURC in the legend (lower
+    is better)."""
     fig = go.Figure()
     for m, (model, by_score) in enumerate(curves.items()):
-        for i, (score, rc) in enumerate(by_score.items()):
+        lines = [(score, rc, PALETTE[i % len(PALETTE)]) for i, (score, rc) in enumerate(by_score.items())]
+        if perfect is not None and model in perfect:
+            lines.append(("a perfect score", perfect[model], "grey"))
+        for score, rc, color in lines:
             shown = f"{plotly_text(model)}: {score}"
             fig.add_scatter(x=to_numpy(rc.coverage), y=to_numpy(rc.risk), mode="lines",
-                            name=f"{shown} (AURC {rc.aurc:.4f})",
-                            line=dict(color=PALETTE[i % len(PALETTE)], dash=DASHES[m % len(DASHES)]),
+                            name=f"{shown} (AURC {rc.aurc:.4f})", line=dict(color=color, dash=DASHES[m % len(DASHES)]),
                             hovertemplate="coverage %{x:.2f}: error %{y:.3f}<extra>" + shown + "</extra>")
     # the title in two lines: in one it ran past the chart at 800 px; below the plot (280 px high) the axis and the
-    # legend, an entry a line (the stochastic model's eight scores and the twin's two: ten at 800 px, OTHER_VIEWS)
+    # legend, an entry a line at every width (the stochastic model's eight scores, the twin's two and a perfect score
+    # each: twelve at 800 px, OTHER_VIEWS; wider, three to a line left the space kept for twelve blank)
     fig.update_layout(title="Risk against coverage:<br>keep the test " + noun + " each score calls most certain",
                       xaxis_title="coverage (share of test " + noun + " kept)", yaxis_title="error among them",
-                      margin=dict(t=80, l=70), legend=BOTTOM_LEGEND)
+                      margin=dict(t=80, l=70), legend=dict(BOTTOM_LEGEND, entrywidth=1, entrywidthmode="fraction"))
     _legend_below(fig, 280, 220 - 5 * 22, len(fig.data), line=22)   # as conformal_sizes
     return fig
 

@@ -28,7 +28,7 @@ from wviz.vit.demo import (BUNDLED, DEFAULT_DEMO, DEMOS, VALID_CHECKPOINT, Loade
                            load_upload, model_set, shipped_split, weights_digest,
                            zip_split)  # VALID_CHECKPOINT: for the tests
 from wviz.vit.inspection import HeadMaps, Inspection, block_of, head_maps, inspect_image, patch_map, query_attention
-from wviz.vit.calibration import TAU_RANGE, at_range_edge  # noqa: F401
+from wviz.vit.calibration import TAU_RANGE, RiskCoverage, at_range_edge, perfect
 from wviz.vit.maps import RULE_MEANING, TRACKS, occlusion_map, rule_traces, verdict  # noqa: F401
 from wviz.vit.metrics import EPISTEMIC, FISHER, SCORES
 from wviz.vit.model import RULES
@@ -47,7 +47,8 @@ __all__ = ["load_bundled", "load_upload", "choose_models", "ModelChoice", "DEMO_
            "panel_jobs", "evaluate_panel",
            "ood_scores", "corruption_curves", "corruption_aurocs", "OOD_HELP", "TRY_THIS", "map_aurocs",
            "at_layer", "RULE_MEANING", "verdict", "occlusion", "recorded_occlusion", "seeds_said", "calibrate_panel",
-           "CONFORMAL_SEVERITY", "at_range_edge", "TAU_RANGE", "Keys", "Labels", "image_digest", "Shown", "Models"]
+           "perfect_curve", "CONFORMAL_SEVERITY", "at_range_edge", "TAU_RANGE", "Keys", "Labels", "image_digest",
+           "Shown", "Models"]
 
 OOD_SETS = data.OOD_SETS
 SEVERITIES = data.SEVERITIES
@@ -349,6 +350,12 @@ def score_choices(config, validation: bool = False) -> list[str]:
     Fisher combination where it also has a ``validation`` split (wviz.vit.panel.has_validation) to rank against."""
     prototypes = {"prototype distance": config.has_prototypes, FISHER: config.has_prototypes and validation}
     return [s for s in SCORES if (config.kind == "stochastic" or s not in EPISTEMIC) and prototypes.get(s, True)]
+
+
+def perfect_curve(risk: dict[str, RiskCoverage]) -> RiskCoverage:
+    """The risk-coverage curve of a perfect score for one model (``risk``: score -> curve): every score of a model
+    ranks the same predictions, so any of its curves gives their errors."""
+    return perfect(next(iter(risk.values())))
 
 
 # ---- example uploads -------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ bands, selective classification (risk against coverage) and split-conformal pred
   temperature of softmax(scores / tau) on the attention pages: tau < 1 sharpens, tau > 1 flattens, the argmax (and
   so the accuracy) stays.
 * Risk-coverage (El-Yaniv & Wiener 2010; Geifman & El-Yaniv 2017): keep the fraction c of the images a score calls
-  the most certain; the risk is the error among them. A score that ranks mistakes last gives a low curve.
+  the most certain; the risk is the error among them. A score that ranks mistakes last gives a low curve; one that
+  ranks every mistake last gives the lowest the predictions allow (the optimal curve of Geifman et al. 2019).
 * Split conformal (Vovk et al. 2005; the "least ambiguous set-valued classifier" of Sadinle et al. 2019): with the
   nonconformity 1 - p_y on n calibration images, q = the ceil((n + 1)(1 - alpha))-th smallest; the set of a new
   image holds every class c with 1 - p_c <= q. If calibration and test images are exchangeable, the set holds the
@@ -29,7 +30,7 @@ import torch
 from wviz.vit.metrics import N_BINS
 
 __all__ = ["tempered", "tempered_nll", "fit_temperature", "TAU_RANGE", "at_range_edge", "RiskCoverage", "risk_coverage",
-           "conformal_quantile", "prediction_sets", "ConformalSets", "conformal_sets", "reliability_bands"]
+           "perfect", "conformal_quantile", "prediction_sets", "ConformalSets", "conformal_sets", "reliability_bands"]
 
 TAU_RANGE = (0.05, 20.0)
 
@@ -137,6 +138,26 @@ def risk_coverage(scores: torch.Tensor, correct: torch.Tensor) -> RiskCoverage:
     k = torch.arange(1, len(order) + 1, dtype=torch.float64)
     risk = wrong.cumsum(0) / k
     return RiskCoverage(k / len(order), risk, float(risk.mean()))
+
+
+def perfect(rc: RiskCoverage) -> RiskCoverage:
+    """The curve of a perfect score for the predictions behind ``rc``: every one of their E errors called less
+    certain than every right answer, so the first N - E images kept are right. No score of the same predictions lies
+    below it (the optimal risk-coverage curve of Geifman et al. 2019; a score's AURC above its AURC is what the
+    score leaves to gain, not the model).
+
+    >>> import torch
+    >>> from wviz.vit.calibration import perfect, risk_coverage
+    >>> rc = risk_coverage(torch.tensor([0.1, 0.2, 0.3, 0.9]), torch.tensor([False, True, True, True]))
+    >>> rc.risk.tolist(), perfect(rc).risk.tolist()
+    ([1.0, 0.5, 0.3333333333333333, 0.25], [0.0, 0.0, 0.0, 0.25])
+    """
+    coverage = torch.as_tensor(rc.coverage, dtype=torch.float64)
+    n = len(coverage)
+    k = torch.arange(1, n + 1, dtype=torch.float64)
+    errors = round(float(torch.as_tensor(rc.risk, dtype=torch.float64)[-1]) * n)
+    risk = (errors - (n - k)).clamp_min(0) / k
+    return RiskCoverage(coverage, risk, float(risk.mean()))
 
 
 def conformal_quantile(probs: torch.Tensor, labels: torch.Tensor, alpha: float = 0.1) -> float:
