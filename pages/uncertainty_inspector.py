@@ -534,15 +534,18 @@ def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:
 
         def draw():
             ui.show_figure(ui.shared_figure(key, of, figure), key=key)
-            if isinstance(caption, str):   # the same for every model: said once
-                st.caption(caption)
+            said = {m: caption(c) for m, c in cals.items()}
+            if len(set(said.values())) == 1:   # the same of every model: said once
+                text = next(iter(said.values()))
+                st.caption(text[0].upper() + text[1:])
             else:
-                for m, c in cals.items():
-                    st.caption(f"{ui.plain(m)}: " + caption(c))
+                for m, text in said.items():
+                    st.caption(f"{ui.plain(m)}: {text}")
             ui.equation(latex)
 
         return ui.View(draw, (key,), lambda: [figure()])
 
+    # the formulas a line each (gathered): two or three to a line were shrunk below legible at 800 px
     return {
         L.TEMPERATURE: view(
             "temperature",
@@ -556,17 +559,17 @@ def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:
                           "a measured optimum: the calibration images are right in almost every draw, so their NLL "
                           "keeps falling as the draws are sharpened towards their votes; the 'after' panel rests "
                           "on that bound." if uv.at_range_edge(c.tau) else ""),
-            r"p_\tau(y \mid x) = \tfrac1S \textstyle\sum_s \operatorname{softmax}(\ell_s / \tau),\quad "
-            r"\tau^\star = \arg\min_\tau -\textstyle\sum_{i \in \text{cal}} \log p_\tau(y_i \mid x_i)"),
+            r"\begin{gathered} p_\tau(y \mid x) = \tfrac1S \textstyle\sum_s \operatorname{softmax}(\ell_s / \tau) "
+            r"\\ \tau^\star = \arg\min_\tau -\textstyle\sum_{i \in \text{cal}} \log p_\tau(y_i \mid x_i) "
+            r"\end{gathered}"),
         L.RISK: view(
             "risk", lambda: figs.risk_coverage({m: c.risk for m, c in cals.items()}, noun,
                                                {m: uv.perfect_curve(c.risk) for m, c in cals.items()}),
-            f"Sort the test {noun} by a score, keep the most certain share, and read the error among them; a "
-            "score that puts the mistakes last keeps the curve at 0 longest (AURC: the area under it, lower is "
-            "better). Grey: a perfect score, one that calls every mistake of its model less certain than every "
-            "right answer; no score of that model can go below it, and the gap between a score's curve and the "
-            "grey one is what a better score could still gain.",
-            # a line each: two to a line were shrunk below legible at 800 px
+            lambda c: f"sort the test {noun} by a score, keep the most certain share, and read the error among "
+                      "them; a score that puts the mistakes last keeps the curve at 0 longest (AURC: the area "
+                      "under it, lower is better). Grey: a perfect score, one that calls every mistake of its "
+                      "model less certain than every right answer; no score of that model can go below it, and "
+                      "the gap between a score's curve and the grey one is what a better score could still gain.",
             r"\begin{gathered} \mathrm{risk}(c) = \frac{\#\{\text{errors among the } cN \text{ lowest scores}\}}"
             r"{cN} \\ \mathrm{AURC} = \textstyle\int_0^1 \mathrm{risk}(c)\,dc \\ "
             r"\mathrm{risk}^\star(c) = \frac{\max(0,\ E - (1 - c)N)}{cN}\quad (E \text{ errors among the } N) "
@@ -579,8 +582,8 @@ def calibration_views(cals: dict, split, of: tuple) -> dict[str, ui.View]:
                       f"{uv.CONFORMAL_SEVERITY}) are not exchangeable with the calibration split, so the guarantee "
                       "does not hold there: watch the coverage fall. A set of 0 classes is this score's way to say "
                       "'none of them': no class is as probable as the threshold asks.",
-            r"q = \text{the } \lceil (n+1)(1-\alpha) \rceil\text{-th smallest } 1 - p_{y_i}(x_i),\quad "
-            r"C(x) = \{c : 1 - p_c(x) \le q\},\quad \alpha = 0.1"),
+            r"\begin{gathered} q = \text{the } \lceil (n+1)(1-\alpha) \rceil\text{-th smallest } 1 - p_{y_i}(x_i) "
+            r"\\ C(x) = \{c : 1 - p_c(x) \le q\},\quad \alpha = 0.1 \end{gathered}"),
     }
 
 

@@ -395,6 +395,7 @@ def conformal_sizes(models: dict, n_classes: int) -> go.Figure:
     model); the coverage of each in the legend, each model's threshold q in the title."""
     fig = go.Figure()
     sizes = np.arange(0, n_classes + 1)
+    largest = max(int(to_numpy(s).max(initial=0)) for sets in models.values() for s in sets.sizes.values())
     for m, (model, sets) in enumerate(models.items()):
         for i, (name, s) in enumerate(sets.sizes.items()):
             counts = np.bincount(to_numpy(s).astype(int), minlength=n_classes + 1)
@@ -405,11 +406,13 @@ def conformal_sizes(models: dict, n_classes: int) -> go.Figure:
                         hovertemplate="%{x} classes: %{y:.1%}<extra>" + shown + "</extra>")
     first = next(iter(models.values()))
     qs = ", ".join(f"{plotly_text(model)} {sets.q:.3f}" for model, sets in models.items())
-    # the title in two lines: in one it ran past the chart at 800 px; the legend one set to a line there
-    # (OTHER_VIEWS): 8 for the digits (clean and 3 corruptions, 2 models), 16 for MNIST's 7; the plot 255 px high
+    # the title in two lines: in one it ran past the chart at 800 px; the legend one set to a line at every width
+    # (OTHER_VIEWS): 8 for the digits (clean and 3 corruptions, 2 models), 16 for MNIST's 7; the plot 255 px high;
+    # the sizes up to the largest drawn (MNIST's sets hold 0 or 1 class: on 0-10 the bars were slivers)
     fig.update_layout(title=f"Split-conformal sets at {1 - first.alpha:.0%}<br>threshold q: {qs}",
-                      barmode="group", xaxis=dict(title="classes in the set", dtick=1),
+                      barmode="group", xaxis=dict(title="classes in the set", dtick=1,
+                                                  range=[-0.5, max(largest, 1) + 0.5]),
                       yaxis=dict(title="share of test images", tickformat=".0%"),
-                      margin=dict(t=80, l=72), legend=BOTTOM_LEGEND)
+                      margin=dict(t=80, l=72), legend=dict(BOTTOM_LEGEND, entrywidth=1, entrywidthmode="fraction"))
     _legend_below(fig, 255, 225 - 5 * 22, len(fig.data), line=22)   # 20 px left MNIST's 1 px short in presentation
     return fig
