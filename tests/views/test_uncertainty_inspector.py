@@ -460,6 +460,24 @@ def test_reliability_bars_leave_empty_bins_out_and_count_the_rest():
     assert f"stochastic, {int((~keep).sum())} of 15" in fig.layout.annotations[0].text
 
 
+def test_conformal_sizes_count_each_set_and_show_the_sizes_up_to_the_largest():
+    """Each bar is the share of one set's images whose prediction set holds k classes, and the axis runs from 0 to
+    the largest size any set drew (at least 1), not to the number of classes."""
+    from types import SimpleNamespace
+
+    from wviz.figures import uncertainty_inspector as figs
+
+    clean, noisy = torch.tensor([1, 1, 0, 1]), torch.tensor([0, 3, 1, 1, 1])
+    sets = SimpleNamespace(sizes={"clean": clean, "noise": noisy}, coverage={"clean": 0.9, "noise": 0.7}, q=0.2,
+                           alpha=0.1)
+    fig = figs.conformal_sizes({"stochastic": sets}, 10)
+    np.testing.assert_allclose(fig.data[0].y[:4], [0.25, 0.75, 0, 0])
+    np.testing.assert_allclose(fig.data[1].y[:4], [0.2, 0.6, 0, 0.2])
+    assert list(fig.layout.xaxis.range) == [-0.5, 3.5]
+    only_ones = SimpleNamespace(sizes={"clean": torch.ones(4)}, coverage={"clean": 0.9}, q=0.2, alpha=0.1)
+    assert list(figs.conformal_sizes({"stochastic": only_ones}, 10).layout.xaxis.range) == [-0.5, 1.5]
+
+
 def test_ood_histograms_share_bins_and_leave_headroom():
     from wviz.figures import uncertainty_inspector as figs
 

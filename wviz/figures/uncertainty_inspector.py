@@ -257,6 +257,12 @@ def _legend_below(fig: go.Figure, plot: int, b: int, lines: int, line: int = 20)
     fig.update_layout(height=plot + b + fig.layout.margin.t, margin_b=b)
 
 
+# A legend under the chart laid out as at 800 px (OTHER_VIEWS) at every width, the space _legend_below keeps for
+# it filled: wider, more entries to a line left that space blank above them
+ONE_A_LINE = dict(BOTTOM_LEGEND, entrywidth=1, entrywidthmode="fraction")
+TWO_A_LINE = dict(BOTTOM_LEGEND, entrywidth=0.5, entrywidthmode="fraction")
+
+
 def corruption_curves(curves: dict, severities) -> go.Figure:
     """Test error against corruption severity: ``curves`` maps model name -> {corruption: (5,) errors}."""
     fig = go.Figure()
@@ -265,8 +271,8 @@ def corruption_curves(curves: dict, severities) -> go.Figure:
             fig.add_scatter(x=list(severities), y=to_numpy(err), mode="lines+markers",
                             name=f"{plotly_text(name)}: {kind}", **_corruption_style(name, j))
     fig.update_layout(title="Test error under corruption, by severity", xaxis=dict(title="severity", dtick=1),
-                      yaxis_title="error", yaxis_range=[0, 1], margin=dict(t=50, l=60), legend=BOTTOM_LEGEND)
-    # the legend two to a line at 800 px (OTHER_VIEWS): 3 lines for the digits' 3 corruptions, 7 for MNIST's 7; the
+                      yaxis_title="error", yaxis_range=[0, 1], margin=dict(t=50, l=60), legend=TWO_A_LINE)
+    # the legend two to a line (OTHER_VIEWS): 3 lines for the digits' 3 corruptions, 7 for MNIST's 7; the
     # plot 330 px high, the AUROC's axis title along it at presentation size
     _legend_below(fig, 330, 130, math.ceil(len(fig.data) / 2))
     return fig
@@ -286,7 +292,7 @@ def corruption_aurocs(curves: dict, severities, score: str, noun: str = "digits"
                   annotation_position="bottom right")
     fig.update_layout(title=f"Does '{score}' see the corruption?", xaxis=dict(title="severity", dtick=1),
                       yaxis_title=f"AUROC, corrupted vs clean {noun}", yaxis_range=[0, 1.02],
-                      margin=dict(t=50, l=60), legend=BOTTOM_LEGEND)
+                      margin=dict(t=50, l=60), legend=TWO_A_LINE)
     _legend_below(fig, 330, 130, math.ceil(len(fig.data) / 2))   # as corruption_curves
     return fig
 
@@ -380,11 +386,10 @@ def risk_coverage(curves: dict, noun: str = "images", perfect: dict | None = Non
                             name=f"{shown} (AURC {rc.aurc:.4f})", line=dict(color=color, dash=DASHES[m % len(DASHES)]),
                             hovertemplate="coverage %{x:.2f}: error %{y:.3f}<extra>" + shown + "</extra>")
     # the title in two lines: in one it ran past the chart at 800 px; below the plot (280 px high) the axis and the
-    # legend, an entry a line at every width (the stochastic model's eight scores, the twin's two and a perfect score
-    # each: twelve at 800 px, OTHER_VIEWS; wider, three to a line left the space kept for twelve blank)
+    # legend, an entry a line (the stochastic model's eight scores, the twin's two and a perfect score each: twelve)
     fig.update_layout(title="Risk against coverage:<br>keep the test " + noun + " each score calls most certain",
                       xaxis_title="coverage (share of test " + noun + " kept)", yaxis_title="error among them",
-                      margin=dict(t=80, l=70), legend=dict(BOTTOM_LEGEND, entrywidth=1, entrywidthmode="fraction"))
+                      margin=dict(t=80, l=70), legend=ONE_A_LINE)
     _legend_below(fig, 280, 220 - 5 * 22, len(fig.data), line=22)   # as conformal_sizes
     return fig
 
@@ -406,13 +411,13 @@ def conformal_sizes(models: dict, n_classes: int) -> go.Figure:
                         hovertemplate="%{x} classes: %{y:.1%}<extra>" + shown + "</extra>")
     first = next(iter(models.values()))
     qs = ", ".join(f"{plotly_text(model)} {sets.q:.3f}" for model, sets in models.items())
-    # the title in two lines: in one it ran past the chart at 800 px; the legend one set to a line at every width
-    # (OTHER_VIEWS): 8 for the digits (clean and 3 corruptions, 2 models), 16 for MNIST's 7; the plot 255 px high;
+    # the title in two lines: in one it ran past the chart at 800 px; the legend one set to a line (OTHER_VIEWS): 8
+    # for the digits (clean and 3 corruptions, 2 models), 16 for MNIST's 7; the plot 255 px high;
     # the sizes up to the largest drawn (MNIST's sets hold 0 or 1 class: on 0-10 the bars were slivers)
     fig.update_layout(title=f"Split-conformal sets at {1 - first.alpha:.0%}<br>threshold q: {qs}",
                       barmode="group", xaxis=dict(title="classes in the set", dtick=1,
                                                   range=[-0.5, max(largest, 1) + 0.5]),
                       yaxis=dict(title="share of test images", tickformat=".0%"),
-                      margin=dict(t=80, l=72), legend=dict(BOTTOM_LEGEND, entrywidth=1, entrywidthmode="fraction"))
+                      margin=dict(t=80, l=72), legend=ONE_A_LINE)
     _legend_below(fig, 255, 225 - 5 * 22, len(fig.data), line=22)   # 20 px left MNIST's 1 px short in presentation
     return fig
