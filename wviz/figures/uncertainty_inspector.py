@@ -307,15 +307,19 @@ def confusion(matrices: dict, names: list[str], split: str = "digits test split"
     for i, (matrix, name) in enumerate(zip(matrices.values(), shown), 1):
         fig.add_trace(go.Heatmap(z=to_numpy(matrix), x=labels, y=labels, coloraxis="coloraxis", name=name,
                                  texttemplate="%{z}" if len(labels) <= 12 else None,
+                                 textfont=dict(size=10),   # the same in both: fitted, a count of 100 shrank its own
                                  hovertemplate="true %{y}, predicted %{x}: %{z} images<extra>" + name + "</extra>"),
                       row=1, col=i)
         every = dict(dtick=1) if len(labels) <= 12 else {}  # each class named, not every other one on a narrow page
         fig.update_xaxes(title_text="predicted class", type="category", row=1, col=i, **every)
         fig.update_yaxes(title_text="true class" if i == 1 else None, type="category", autorange="reversed",
                          row=1, col=i, **every)
-    fig.update_layout(title=f"Confusion matrix on the {split}", height=460,
-                      margin=dict(t=90, b=76, l=70, r=120),   # r: the colour bar (OTHER_VIEWS)
-                      coloraxis=dict(colorscale="Blues", cmin=0, colorbar=dict(title="images")))
+    # the colour bar under the matrices: at their right it took 120 px of an 800 px page's 460, and the cells left
+    # were too narrow for a count of 100 at a legible size (OTHER_VIEWS)
+    fig.update_layout(title=f"Confusion matrix on the {split}", height=555, margin=dict(t=90, b=175, l=70, r=20),
+                      coloraxis=dict(colorscale="Blues", cmin=0, colorbar=dict(
+                          title=dict(text="images", side="top"), orientation="h", x=0.5, xanchor="center",
+                          y=-0.3, yanchor="top", len=0.6, thickness=14)))
     return fig
 
 
