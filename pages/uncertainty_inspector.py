@@ -309,14 +309,16 @@ def draw_inside(s: uv.Shown, v: uv.LayerMaps, aurocs: dict | None):
         for rule, name in (("004", "004's rule as written"), ("mixture", "The mixture rule")):
             tag = "trained with it" if rule == v.rule else "applied post hoc to the same weights"
             st.caption(f"**{name}** ({tag}): " + meaning(aurocs, rule, v.layer, "Its map"))
+        # the long ones over lines: in one line, fitted to 800 px, they shrank below legible
         ui.equation(r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij}^2\, \Sigma_{v,j}\Big)(W_o \odot W_o)^\top"
                     if v.rule == "004" else
-                    r"\Sigma_i \leftarrow \Sigma_i + \Big(\sum_j A_{ij} \Sigma_{v,j}\Big)(W_o \odot W_o)^\top + "
-                    r"\sum_h \sum_j A^h_{ij} \big(u^h_j - \textstyle\sum_k A^h_{ik} u^h_k\big)^2,\ u^h_j = W^h_o v^h_j")
-        ui.equation(r"\mathrm{Var}\Big[\textstyle\sum_j A_{ij} N(v_j, \Sigma_{v,j})\Big]_{\text{mixture}} = "
-                    r"\underbrace{\textstyle\sum_j A_{ij}\Sigma_{v,j}}_{\mathbb{E}[\mathrm{Var}]} + "
-                    r"\underbrace{\textstyle\sum_j A_{ij}(v_j - m_i)^2}_{\mathrm{Var}[\mathbb{E}]},\quad "
-                    r"m_i = \textstyle\sum_j A_{ij} v_j")
+                    r"\begin{aligned} \Sigma_i \leftarrow \Sigma_i &+ \Big(\sum_j A_{ij} \Sigma_{v,j}\Big)"
+                    r"(W_o \odot W_o)^\top \\ &+ \sum_h \sum_j A^h_{ij} \big(u^h_j - \textstyle\sum_k A^h_{ik} "
+                    r"u^h_k\big)^2,\quad u^h_j = W^h_o v^h_j \end{aligned}")
+        ui.equation(r"\begin{gathered} \mathrm{Var}\Big[\textstyle\sum_j A_{ij} N(v_j, \Sigma_{v,j})\Big]_{"
+                    r"\text{mixture}} \\ = \underbrace{\textstyle\sum_j A_{ij}\Sigma_{v,j}}_{\mathbb{E}[\mathrm{Var}]} "
+                    r"+ \underbrace{\textstyle\sum_j A_{ij}(v_j - m_i)^2}_{\mathrm{Var}[\mathbb{E}]},\quad "
+                    r"m_i = \textstyle\sum_j A_{ij} v_j \end{gathered}")
     else:
         st.info("The uploaded model is deterministic: it has no covariances to show.")
     ui.views(attention_views(s, v), key=K.VIEW, label="Attention",
@@ -607,16 +609,16 @@ def panel_views(jobs, reports: dict, score: str, ood_name: str, split) -> dict[s
         ui.show_figure(ui.shared_figure("vit_ood", (*of, score, ood_name), ood), key="vit_ood")
         st.caption(f"AUROC: the probability that a random OOD image scores higher than a random {one} (0.5 = "
                    "chance). A covariance-trace AUROC below 0.5 means the OOD images get *smaller* covariances.")
+        # a formula a line: in one line, fitted to 800 px, they shrank below legible
         if score in uv.PROTOTYPE_SCORES:
-            # a line each: in one line, fitted to 800 px, the three formulas shrank below legible
             ui.equation(r"\begin{gathered} D(x) = \tfrac1P \textstyle\sum_p \log\big(0.001 + \kappa\, d^2(x_p) / "
                         r"\overline{d^2}_{\text{train}}\big) \\ F(x) = -\log \pi_H(x) - \log \pi_D(x) \\ "
                         r"\pi_s(x) = \frac{1 + \#\{x' \in \text{validation}: s(x') \ge s(x)\}}{1 + n} "
                         r"\end{gathered}")
         else:
-            ui.equation(r"I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - "
-                        r"\tfrac1S \textstyle\sum_s H[p_s],"
-                        r"\qquad \text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\}")
+            ui.equation(r"\begin{gathered} I(y;\,z \mid x) = H\Big[\tfrac1S \textstyle\sum_s p_s\Big] - "
+                        r"\tfrac1S \textstyle\sum_s H[p_s] \\ "
+                        r"\text{spread} = 1 - \tfrac1S \max_c \#\{s: \arg\max p_s = c\} \end{gathered}")
 
     def draw_corruptions():
         ui.show_figure(ui.shared_figure("vit_corruption", of, curves), key="vit_corruption")
