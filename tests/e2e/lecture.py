@@ -81,10 +81,12 @@ def navigate(page, path: str, home_list: bool = False, quiet_ms: int = 300) -> N
 
 
 # Every metric (label and value) and display equation whose content is wider than its box (cut, scrolled or
-# ellipsised), every metric, equation, table and chart that runs past the right edge of the main column, every
+# ellipsised), every display equation fitted to its column below 75 % of its size, every metric, equation, table
+# and chart that runs past the right edge of the main column, every
 # chart title or other chart text past its chart's right edge, every two text boxes of a chart that overlap, and
 # every two titles of a chart (its own, its axes', its panels') that overlap.
 CUT = """() => {
+  const SHRUNK = 75;
   const column = document.querySelector('[data-testid="stMain"] .stMainBlockContainer').getBoundingClientRect();
   const cut = [];
   // A closed expander's content is not drawn (and keeps the width it had when last laid out): not measured.
@@ -100,9 +102,14 @@ CUT = """() => {
   // Tables and charts stay within the column (a table's grid scrolls inside its box; its box must not).
   document.querySelectorAll('[data-testid="stMain"] :is([data-testid="stDataFrame"], [data-testid="stTable"], '
                             + '.js-plotly-plot, .vega-embed)').forEach(t => past(t, 'table or chart'));
+  // ... and one fitted to its column (wviz.ui.style) keeps at least SHRUNK of its size: below it, it is too small to
+  // read; such an equation goes over lines instead.
   document.querySelectorAll('[data-testid="stMain"] .katex-display').forEach(d => {
     const room = d.closest('[data-testid="stMarkdown"]') || d;
     if (d.scrollWidth > room.clientWidth + 3) cut.push(`equation cut: ${d.innerText.slice(0, 80)}`);
+    const katex = d.querySelector(':scope > .katex'), size = katex ? katex.style.fontSize : '';
+    if (size && parseFloat(size) < SHRUNK && !d.closest('details:not([open])'))
+      cut.push(`equation shrunk to ${size}: ${(d.querySelector('annotation') || d).textContent.slice(0, 80)}`);
     past(room, 'equation');
   });
   // A chart's title, subtitle, legend and colour bar texts stay inside the chart (Plotly wraps none of them).
