@@ -26,6 +26,10 @@ def page_paths() -> list[str]:
     return [""] + [page.stem for page in PAGES]
 
 
+# No section of the main column waits for background work (ui.wait_for's progress bar)
+SETTLED = """() => !document.querySelector('[data-testid="stMain"] [data-testid="stProgress"]')"""
+
+
 def wait_until_idle(page, timeout_ms=120_000, quiet_ms=1000):
     """Wait until the page's script has finished: Streamlit's run state (stApp's data-test-script-state, set on
     every run, a fragment's included) 'notRunning' and unchanged for ``quiet_ms``, counted from this call (a slider

@@ -1,6 +1,6 @@
 """What the sharing and export tests share: a page opened and drawn, a slider moved by keyboard, the
 server's messages, the link the page shows, a download."""
-from tests.e2e.harness import wait_until_idle
+from tests.e2e.harness import SETTLED, wait_until_idle
 
 
 PAGE = "gaussian_w2"
@@ -11,6 +11,11 @@ def open_page(page, url):
     # First the chart, then the end of the run: on a busy machine a cold page's run can start seconds after the
     # page loads, and take a minute, so an idle page is not yet a drawn one.
     page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    wait_until_idle(page)
+    # and the background work it started (the inspector's dataset panel on a server's first visit), whose end reruns
+    # the page: in one full suite a move made while it ran left the URL moved and the share link, the server's
+    # state, not (a race between the two reruns that the tests of a move are not about)
+    page.wait_for_function(SETTLED, timeout=180_000, polling=500)
     wait_until_idle(page)
     page.wait_for_timeout(500)
 

@@ -3,7 +3,7 @@ test_lecture_hall_views_narrow.py at half a laptop screen in the plain style): t
 each other option chosen by a click as a user does, and what is drawn wrong, cut, pushed (a margin that Plotly grew
 after a first draw, which draws the figure again: PUSHED) or too small in each view. The views are read off the page
 (its selectors' options), so a new view is checked without a change here."""
-from tests.e2e.harness import ROOT, page_paths, wait_until_idle
+from tests.e2e.harness import ROOT, SETTLED, page_paths, wait_until_idle
 from tests.e2e.lecture import NO_SCALE, SMALL_INPUTS, SMALL_TEXT, cut_at, open_expanders, open_page
 from wviz.export import TEXT_PX
 
@@ -21,9 +21,6 @@ SELECTORS = """() => Array.from(document.querySelectorAll('[data-testid="stMain"
 RAN_SINCE = """([since, quiet]) => { const app = document.querySelector('[data-testid="stApp"]');
   return app.wvizChanged > since && app.getAttribute('data-test-script-state') === 'notRunning'
     && performance.now() - app.wvizChanged >= quiet; }"""
-
-# No section of the main column waits for background work (ui.wait_for's progress bar)
-SETTLED = """() => !document.querySelector('[data-testid="stMain"] [data-testid="stProgress"]')"""
 
 
 def selectors(page) -> list[tuple[str, list[str], int]]:
