@@ -258,14 +258,13 @@ def _errors_at_coverage(ablation, text, tmp_path, recipes, y):
     its score is surest of (risk_coverage, at 324 of 360), its score the one with the fewest such errors."""
     from wviz.vit.calibration import risk_coverage
 
-    def runs(recipe):
-        return [run for s in (0, 1) for run in torch.load(ablation._path(tmp_path, recipe, s).with_suffix(".eval.pt"),
-                                                           weights_only=True)["runs"]]
+    runs = {recipe: [run for s in (0, 1) for run in torch.load(
+        ablation._path(tmp_path, recipe, s).with_suffix(".eval.pt"), weights_only=True)["runs"]] for recipe in recipes}
 
     def risks(recipe):   # score -> mean risk at 324 kept over the training and Monte-Carlo seeds
         return {score: sum(float(risk_coverage(run["scores"]["test"][score],
-                                               run["probs"]["test"].argmax(-1) == y).risk[323]) for run in runs(recipe))
-                / len(runs(recipe)) for score in runs(recipe)[0]["scores"]["test"]}
+                                               run["probs"]["test"].argmax(-1) == y).risk[323]) for run in runs[recipe])
+                / len(runs[recipe]) for score in runs[recipe][0]["scores"]["test"]}
 
     mine, twin = risks(recipes[1]), risks(recipes[0])
     best = min(mine, key=mine.get)
@@ -275,7 +274,7 @@ def _errors_at_coverage(ablation, text, tmp_path, recipes, y):
     assert cell.endswith(f"({best})") and float(cell.split()[0]) == pytest.approx(mine[best] - min(twin.values()),
                                                                                    abs=1e-4)
     # a perfect score keeps an error only when the 36 set aside cannot hold them all
-    wrong = [int((run["probs"]["test"].argmax(-1) != y).sum()) for run in runs(recipes[1])]
+    wrong = [int((run["probs"]["test"].argmax(-1) != y).sum()) for run in runs[recipes[1]]]
     perfect = sum(max(0, w - 36) / 324 for w in wrong) / len(wrong)
     assert float(limit.split()[0]) == pytest.approx(perfect - min(twin.values()), abs=1e-4)
     assert float(limit.split()[0]) <= float(cell.split()[0])
